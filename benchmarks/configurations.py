@@ -1,0 +1,166 @@
+"""The configurations the TPC-H suite compares: a small registry.
+
+A configuration is a name, a one-line description, a function that registers the eight
+TPC-H tables as temporary views (``lineitem``, ``orders``, ...) in the benchmark's one
+SparkSession, and an optional ``prepare`` hook run before every run (warm-up or timed) and
+outside the timed section, e.g. to empty the caches for a "cold" configuration.
+
+The runner re-registers a configuration's views before each of its runs, because all
+configurations share the session (and so the view names) and runs are interleaved.
+
+Adding one is a few lines, e.g. a cache configuration::
+
+    register(Configuration(
+        name="tiered-hive-s3-cold",
+        description="tiered_hive over the emulated S3, all caches on, emptied before each run",
+        register_views=tiered_views({"cache.enabled": "true"}),
+        prepare=clear_cache_directories("cache.base-directory"),
+    ))
+
+The first configuration named on the command line (by default the first registered) is the
+baseline of every ratio.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BenchContext:
+    """What a configuration may use to register its views or prepare a run.
+
+    ``properties`` are the raptorx properties the session was built with (metastore,
+    metrics directory, S3 endpoint ...); ``local_data_dir`` holds the generated TPC-H
+    Parquet (one directory per table) that the Spark baseline reads; ``endpoint`` is the
+    running ``benchmarks.object_store.S3Endpoint``.
+    """
+
+    spark: Any
+    database: str
+    local_data_dir: str
+    properties: Mapping[str, str]
+    work_dir: str
+    endpoint: Any = None
+    warehouse_url: str = ""
+    #: Scratch space a configuration may keep between its runs (keyed by its own names).
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Configuration:
+    name: str
+    description: str
+    register_views: Callable[[BenchContext], None]
+    prepare: Callable[[BenchContext], None] | None = None
+    #: Free-form facts recorded with the results (e.g. which caches are on).
+    details: Mapping[str, str] = field(default_factory=dict)
+
+
+_REGISTRY: dict[str, Configuration] = {}
+
+
+def register(config: Configuration) -> Configuration:
+    """Add ``config`` to the registry; a duplicate name is an error."""
+    if config.name in _REGISTRY:
+        raise ValueError(f"benchmark configuration {config.name!r} is already registered")
+    _REGISTRY[config.name] = config
+    return config
+
+
+def all_configurations() -> list[Configuration]:
+    """Every registered configuration, in registration order."""
+    return list(_REGISTRY.values())
+
+
+def get_configurations(names: list[str] | None) -> list[Configuration]:
+    """The configurations named (in that order), or all when ``names`` is None/empty.
+
+    An unknown or repeated name is a ``ValueError`` listing the known names.
+    """
+    if not names:
+        return all_configurations()
+    unknown = [n for n in names if n not in _REGISTRY]
+    if unknown:
+        raise ValueError(f"unknown benchmark configuration(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(_REGISTRY)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"benchmark configuration named twice in {','.join(names)}")
+    return [_REGISTRY[n] for n in names]
+
+
+# --- building blocks ---------------------------------------------------------------------
+
+def spark_parquet_views(ctx: BenchContext) -> None:
+    """Spark's own Parquet reader over the local copy of the generated data.
+
+    The eight DataFrames are made once and re-registered before each run: a long-lived
+    Spark job would keep them too, and re-reading means re-listing ~100 local directories
+    (about a second of set-up per run that is not part of any query).
+    """
+    from raptorx_py.tpch import queries
+
+    key = ("spark-parquet-local", ctx.local_data_dir)
+    frames = ctx.state.get(key)
+    if frames is None:
+        read = queries.parquet_reader(ctx.spark, ctx.local_data_dir)
+        frames = ctx.state[key] = {t: read(t) for t in queries.TABLES}
+    queries.register_views(ctx.spark, frames.__getitem__)
+
+
+def tiered_views(options: Mapping[str, str] | None = None) -> Callable[[BenchContext], None]:
+    """A view registrar reading ``<database>.<table>`` through the ``tiered_hive`` data
+    source, with ``options`` as per-read property overrides.
+
+    Every run loads afresh: a DataFrame from one ``load()`` reuses its planning for later
+    queries that push no filter, which would hide the metadata work each query must do.
+    """
+    opts = dict(options or {})
+
+    def register_tiered(ctx: BenchContext) -> None:
+        from raptorx_py.tpch import queries
+
+        def reader(table: str):
+            return (ctx.spark.read.format("tiered_hive").options(**opts)
+                    .load(f"{ctx.database}.{table}"))
+
+        queries.register_views(ctx.spark, reader)
+
+    return register_tiered
+
+
+def clear_directories(*property_names: str) -> Callable[[BenchContext], None]:
+    """A ``prepare`` hook emptying the directories named by these properties (for "cold"
+    runs). A property that is unset is an error: a cold run that clears nothing is wrong."""
+
+    def prepare(ctx: BenchContext) -> None:
+        for name in property_names:
+            directory = ctx.properties.get(name)
+            if not directory:
+                raise ValueError(f"cannot clear the cache for a cold run: property {name} "
+                                 f"is not set")
+            if os.path.isdir(directory):
+                shutil.rmtree(directory)
+            os.makedirs(directory, exist_ok=True)
+
+    return prepare
+
+
+# --- today's configurations --------------------------------------------------------------
+
+register(Configuration(
+    name="spark-parquet-local",
+    description="Spark's built-in Parquet reader on the local copy of the generated data "
+                "(no object store, no raptorx_py)",
+    register_views=spark_parquet_views,
+))
+
+register(Configuration(
+    name="tiered-hive-s3",
+    description="tiered_hive data source over the emulated remote S3 store, no caches",
+    register_views=tiered_views(),
+))

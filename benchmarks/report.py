@@ -1,0 +1,459 @@
+"""Pure functions of the TPC-H benchmark: statistics, the results summary, Markdown, chart.
+
+Nothing here starts Spark or an object store, so every function can be unit-tested on a
+synthetic results dict. The runner (``benchmarks.tpch_suite``) builds that dict; its shape
+(``SCHEMA_VERSION`` 1) is:
+
+.. code-block:: python
+
+    {
+      "schema_version": 1,
+      "command": "python -m benchmarks.tpch_suite --scale 1 ...",
+      "started_at": "2025-01-01T12:00:00+00:00", "finished_at": "...", "wall_seconds": 812.4,
+      "machine": {"platform": ..., "cpu_count": 2, "memory_bytes": ..., "python": ...,
+                  "pyspark": ..., "java": ...},
+      "scale": 1.0, "latency_ms": 20.0,
+      "endpoint": {"url": ..., "request_cost": <what the endpoint's probe returned>},
+      "warmup": 1, "repetitions": 3,
+      "configurations": [{"name": "spark-parquet-local", "description": "..."}, ...],
+      "queries": {
+        "1": {"configs": {
+           "spark-parquet-local": {
+              "runs": [{"seconds": 1.2, "rows": 4, "requests": {"GET": 3},
+                        "bytes": 123, "metrics": {"reader.files_opened": 2}}, ...],
+              "error": None},          # or the error message; then runs may be short
+           ...}},
+        ...},
+    }
+
+The first configuration is the baseline of every ratio. ``summarize_config`` reduces the
+runs of one (query, configuration) to medians; ``render_markdown`` and ``render_chart``
+present them; ``row_count_mismatches`` finds queries whose configurations disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+# --- statistics ----------------------------------------------------------------------------
+
+def median(values: Iterable[float]) -> float:
+    """Median of ``values``; ``ValueError`` naming the problem when there are none."""
+    values = list(values)
+    if not values:
+        raise ValueError("median of no values")
+    return float(statistics.median(values))
+
+
+def geometric_mean(values: Iterable[float]) -> float:
+    """Geometric mean of positive ``values`` (``ValueError`` on none or on a value <= 0)."""
+    values = list(values)
+    if not values:
+        raise ValueError("geometric mean of no values")
+    bad = [v for v in values if not v > 0]
+    if bad:
+        raise ValueError(f"geometric mean needs positive values, got {bad[0]!r}")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def ratio(value: float | None, baseline: float | None) -> float | None:
+    """``value / baseline``, or None when either is missing or the baseline is not positive."""
+    if value is None or baseline is None or not baseline > 0:
+        return None
+    return value / baseline
+
+
+def _median_of_counts(dicts: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per key, the median over ``dicts`` (a key missing from one dict counts as 0 there)."""
+    keys = sorted({k for d in dicts for k in d})
+    return {k: median(d.get(k, 0) for d in dicts) for k in keys}
+
+
+# --- summaries -----------------------------------------------------------------------------
+
+def summarize_config(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Reduce the timed runs of one (query, configuration) to what the reports show.
+
+    Returns ``median_s``, ``min_s``, ``max_s`` (None without runs), ``rows`` (of the first
+    run; ``rows_consistent`` tells whether every run agreed), ``requests`` (median per kind),
+    ``requests_total`` (median of the per-run totals), ``bytes`` (median), ``metrics``
+    (median per counter) and ``error``.
+    """
+    runs = list(entry.get("runs") or [])
+    summary: dict[str, Any] = {"error": entry.get("error"), "runs": len(runs)}
+    if not runs:
+        summary.update(median_s=None, min_s=None, max_s=None, rows=None, rows_consistent=True,
+                       requests={}, requests_total=None, bytes=None, metrics={})
+        return summary
+    seconds = [float(r["seconds"]) for r in runs]
+    rows = [r.get("rows") for r in runs]
+    requests = [r.get("requests") or {} for r in runs]
+    summary.update(
+        median_s=median(seconds), min_s=min(seconds), max_s=max(seconds),
+        rows=rows[0], rows_consistent=len(set(rows)) == 1,
+        requests=_median_of_counts(requests),
+        requests_total=median(sum(r.values()) for r in requests),
+        bytes=median(int(r.get("bytes") or 0) for r in runs),
+        metrics=_median_of_counts([r.get("metrics") or {} for r in runs]),
+    )
+    return summary
+
+
+def config_names(results: Mapping[str, Any]) -> list[str]:
+    """Configuration names in run order; the first is the baseline."""
+    return [c["name"] for c in results.get("configurations", [])]
+
+
+def query_ids(results: Mapping[str, Any]) -> list[str]:
+    """Query ids of ``results`` in numeric order (keys are strings in JSON)."""
+    def key(q: Any) -> tuple[int, str]:
+        return (int(q) if str(q).isdigit() else 10**9, str(q))
+
+    return sorted(results.get("queries", {}), key=key)
+
+
+def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole results dict reduced to the numbers the Markdown and the chart show.
+
+    Returns ``{"configs": [...], "baseline": name, "queries": {q: {config: summary}},
+    "ratios": {q: {config: ratio to baseline}}, "geomean": {config: seconds},
+    "geomean_ratio": {config: ratio}, "geomean_queries": [q, ...]}``. Geometric means are
+    taken over the queries that every configuration completed (``geomean_queries``), so the
+    configurations are compared on the same set.
+    """
+    configs = config_names(results)
+    baseline = configs[0] if configs else None
+    queries: dict[str, dict[str, Any]] = {}
+    ratios: dict[str, dict[str, float | None]] = {}
+    for q in query_ids(results):
+        per = results["queries"][q].get("configs", {})
+        queries[q] = {c: summarize_config(per.get(c, {"runs": [], "error": "not run"}))
+                      for c in configs}
+        base = queries[q][baseline]["median_s"] if baseline else None
+        ratios[q] = {c: ratio(queries[q][c]["median_s"], base) for c in configs}
+    complete = [q for q in queries
+                if all(queries[q][c]["median_s"] is not None and queries[q][c]["median_s"] > 0
+                       and not queries[q][c]["error"] for c in configs)]
+    geomean = {c: (geometric_mean(queries[q][c]["median_s"] for q in complete) if complete
+                   else None) for c in configs}
+    geomean_ratio = {c: ratio(geomean[c], geomean.get(baseline)) for c in configs}
+    return {"configs": configs, "baseline": baseline, "queries": queries, "ratios": ratios,
+            "geomean": geomean, "geomean_ratio": geomean_ratio, "geomean_queries": complete}
+
+
+def row_count_mismatches(results: Mapping[str, Any]) -> list[str]:
+    """Human-readable descriptions of every query whose row counts disagree.
+
+    A disagreement is between configurations (each configuration's first run) or between
+    the runs of one configuration. Configurations without runs (errors) are left out.
+    """
+    problems = []
+    for q in query_ids(results):
+        per = results["queries"][q].get("configs", {})
+        counts = {}
+        for c in config_names(results):
+            runs = (per.get(c) or {}).get("runs") or []
+            if not runs:
+                continue
+            rows = [r.get("rows") for r in runs]
+            if len(set(rows)) > 1:
+                problems.append(f"Q{q}: configuration {c} returned different row counts "
+                                f"across runs: {rows}")
+            counts[c] = rows[0]
+        if len(set(counts.values())) > 1:
+            listing = ", ".join(f"{c}={n}" for c, n in counts.items())
+            problems.append(f"Q{q}: row counts differ between configurations: {listing}")
+    return problems
+
+
+# --- formatting ----------------------------------------------------------------------------
+
+def format_seconds(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds:.3f}"
+
+
+def format_ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}x"
+
+
+def format_count(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.1f}"
+
+
+def format_bytes(value: float | None) -> str:
+    """Binary units, one decimal: ``0 B``, ``512 B``, ``1.5 KiB``, ``12.3 MiB``."""
+    if value is None:
+        return "—"
+    value = float(value)
+    if abs(value) < 1024:
+        return f"{int(value)} B" if value.is_integer() else f"{value:.1f} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _num(value: Any) -> str:
+    """``20.0`` -> ``20``, ``2.5`` -> ``2.5``; anything else as text."""
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
+def _runs_phrase(repetitions: Any) -> str:
+    if repetitions == 1:
+        return "one run per bar"
+    return f"median of {repetitions} runs (whiskers: fastest to slowest)"
+
+
+def _remote_cell(summary: Mapping[str, Any]) -> str:
+    if summary["requests_total"] is None:
+        return "—"
+    return f"{format_count(summary['requests_total'])} / {format_bytes(summary['bytes'])}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]],
+           align_right_from: int = 1) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---" if i < align_right_from else "---:"
+                            for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def describe_machine(machine: Mapping[str, Any]) -> str:
+    parts = [str(machine.get("platform", "unknown platform"))]
+    if machine.get("cpu_count"):
+        parts.append(f"{machine['cpu_count']} CPUs")
+    if machine.get("memory_bytes"):
+        parts.append(f"{format_bytes(machine['memory_bytes'])} RAM")
+    for key, label in (("python", "Python"), ("pyspark", "PySpark"), ("java", "Java")):
+        if machine.get(key):
+            parts.append(f"{label} {machine[key]}")
+    return ", ".join(parts)
+
+
+def describe_request_cost(cost: Any) -> str:
+    """The endpoint's own per-request cost (whatever shape the probe returned) as text."""
+    if cost is None:
+        return "not measured"
+    if isinstance(cost, (int, float)):
+        return f"{cost:.1f} ms"
+    if isinstance(cost, Mapping) and "ranged_get_1b_s" in cost:
+        # benchmarks.object_store.S3Endpoint.probe_request_cost
+        text = (f"ranged GET of 1 B {cost['ranged_get_1b_s'] * 1000:.1f} ms, "
+                f"of 1 MiB {cost['ranged_get_1mib_s'] * 1000:.1f} ms (median, boto3 client")
+        if "server_ranged_get_1b_s" in cost:
+            text += (f"; inside the server {cost['server_ranged_get_1b_s'] * 1000:.1f} ms "
+                     f"and {cost['server_ranged_get_1mib_s'] * 1000:.1f} ms")
+        text += ")"
+        if cost.get("object_size"):
+            text += f" on a {format_bytes(cost['object_size'])} object"
+        return text
+    if isinstance(cost, Mapping):
+        return ", ".join(f"{k} {v:.1f} ms" if isinstance(v, (int, float)) else f"{k} {v}"
+                         for k, v in cost.items())
+    return str(cost)
+
+
+def render_markdown(results: Mapping[str, Any]) -> str:
+    """The Markdown report: header (command, machine, date, store), one table with a row per
+    query (median seconds and ratio to the baseline per configuration, remote requests and
+    bytes per run) ending with the geometric means, then totals per configuration."""
+    s = summarize(results)
+    configs, baseline = s["configs"], s["baseline"]
+    others = configs[1:]
+    endpoint = results.get("endpoint") or {}
+    lines = [f"# TPC-H benchmark, scale factor {results.get('scale')}", ""]
+    lines.append(f"- Command: `{results.get('command', '')}`")
+    lines.append(f"- Date: {results.get('started_at', 'unknown')}"
+                 + (f" (wall time {results['wall_seconds']:.0f} s)"
+                    if results.get("wall_seconds") is not None else ""))
+    lines.append(f"- Machine: {describe_machine(results.get('machine') or {})}")
+    lines.append(f"- Object store: {endpoint.get('kind', 'S3 endpoint')} at "
+                 f"{endpoint.get('url', '?')}, emulated latency "
+                 f"{_num(results.get('latency_ms'))} ms "
+                 f"per request; the endpoint's own cost per request (latency 0): "
+                 f"{describe_request_cost(endpoint.get('request_cost'))}")
+    lines.append(f"- Runs: {results.get('warmup', 0)} warm-up + {results.get('repetitions')} "
+                 f"timed per query and configuration, interleaved; medians shown. A run times "
+                 f"`spark.sql(query).collect()` (registering the views and a configuration's "
+                 f"preparation are not timed). Ratio = configuration / {baseline}. Requests / "
+                 f"bytes: S3 requests the endpoint served and the bytes it sent during one run.")
+    lines.append("")
+    lines.append("## Configurations")
+    lines.append("")
+    lines += _table(["configuration", "description"],
+                    [[f"`{c['name']}`" + (" (baseline)" if c["name"] == baseline else ""),
+                      c.get("description", "")] for c in results.get("configurations", [])],
+                    align_right_from=2)
+    lines.append("")
+    lines.append("## Median seconds per query")
+    lines.append("")
+    header = (["query", "rows"] + [f"{c} s" for c in configs]
+              + [f"{c} / {baseline}" for c in others]
+              + [f"{c} requests / bytes" for c in configs])
+    rows = []
+    for q, per in s["queries"].items():
+        row_counts = {per[c]["rows"] for c in configs if per[c]["rows"] is not None}
+        rows_cell = ("—" if not row_counts else format_count(next(iter(row_counts)))
+                     if len(row_counts) == 1 else "MISMATCH")
+        cells = [f"Q{q}", rows_cell]
+        cells += [("error" if per[c]["error"] and per[c]["median_s"] is None
+                   else format_seconds(per[c]["median_s"])) for c in configs]
+        cells += [format_ratio(s["ratios"][q][c]) for c in others]
+        cells += [_remote_cell(per[c]) for c in configs]
+        rows.append(cells)
+    n_geo = len(s["geomean_queries"])
+    rows.append([f"**geomean** ({n_geo} queries)", ""]
+                + [format_seconds(s["geomean"][c]) for c in configs]
+                + [format_ratio(s["geomean_ratio"][c]) for c in others]
+                + ["" for _ in configs])
+    lines += _table(header, rows)
+    lines.append("")
+    lines += _totals_section(s)
+    problems = row_count_mismatches(results)
+    errors = [(q, c, per[c]["error"]) for q, per in s["queries"].items() for c in configs
+              if per[c]["error"]]
+    if problems or errors:
+        lines += ["## Problems", ""]
+        lines += [f"- {p}" for p in problems]
+        lines += [f"- Q{q} {c}: {str(e).splitlines()[0] if str(e) else e}" for q, c, e in errors]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _totals_section(s: Mapping[str, Any]) -> list[str]:
+    """Per configuration, the per-run medians summed over all queries: requests by kind,
+    bytes, and the data source's counters."""
+    configs = s["configs"]
+    kinds = sorted({k for per in s["queries"].values() for c in configs
+                    for k in per[c]["requests"]})
+    metric_names = sorted({k for per in s["queries"].values() for c in configs
+                           for k in per[c]["metrics"]})
+    totals = {}
+    for c in configs:
+        per_c = [per[c] for per in s["queries"].values()]
+        totals[c] = {
+            "requests": {k: sum(p["requests"].get(k, 0) for p in per_c) for k in kinds},
+            "bytes": sum(p["bytes"] or 0 for p in per_c),
+            "metrics": {m: sum(p["metrics"].get(m, 0) for p in per_c) for m in metric_names},
+        }
+    lines = ["## Totals over all queries (one run each, medians summed)", ""]
+    header = ["configuration"] + kinds + ["remote bytes"]
+    lines += _table(header, [[c] + [format_count(totals[c]["requests"][k]) for k in kinds]
+                             + [format_bytes(totals[c]["bytes"])] for c in configs])
+    lines.append("")
+    if metric_names:
+        lines += _table(["counter"] + configs,
+                        [[f"`{m}`"] + [format_count(totals[c]["metrics"][m]) for c in configs]
+                         for m in metric_names])
+        lines.append("")
+    return lines
+
+
+# --- chart ---------------------------------------------------------------------------------
+
+def choose_log_scale(values: Iterable[float], spread: float = 30.0) -> bool:
+    """Log scale when the largest positive value is more than ``spread`` times the smallest."""
+    positive = [v for v in values if v and v > 0]
+    return bool(positive) and max(positive) / min(positive) > spread
+
+
+def render_chart(results: Mapping[str, Any], path: str) -> str:
+    """Grouped bar chart (one group per query, one bar per configuration, median seconds,
+    whiskers from the fastest to the slowest run) written as PNG with the Agg backend.
+
+    Returns ``path``. The axis is logarithmic when bars differ by more than 30x.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    s = summarize(results)
+    configs, queries = s["configs"], list(s["queries"])
+    n_cfg = max(len(configs), 1)
+    width = min(16.0, max(7.0, 1.5 + len(queries) * (0.22 * n_cfg + 0.2)))
+    fig = Figure(figsize=(width, 6.0), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    bar_w = 0.8 / n_cfg
+    all_values = []
+    for i, c in enumerate(configs):
+        xs, ys, lo, hi = [], [], [], []
+        for j, q in enumerate(queries):
+            summ = s["queries"][q][c]
+            if summ["median_s"] is None:
+                continue
+            xs.append(j - 0.4 + bar_w * (i + 0.5))
+            ys.append(summ["median_s"])
+            lo.append(summ["median_s"] - summ["min_s"])
+            hi.append(summ["max_s"] - summ["median_s"])
+            all_values += [summ["min_s"], summ["max_s"]]
+        label = c
+        if s["geomean"].get(c) is not None:
+            label += f" (geomean {s['geomean'][c]:.2f} s"
+            if c != s["baseline"] and s["geomean_ratio"].get(c) is not None:
+                label += f", {s['geomean_ratio'][c]:.2f}x"
+            label += ")"
+        ax.bar(xs, ys, bar_w, label=label, color=f"C{i}", yerr=[lo, hi] if xs else None,
+               error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.25"})
+    ax.set_xticks(range(len(queries)))
+    ax.set_xticklabels([f"Q{q}" for q in queries])
+    ax.set_xlim(-0.6, max(len(queries), 1) - 0.4)
+    if choose_log_scale(all_values):
+        from matplotlib.ticker import FuncFormatter, LogLocator
+
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.set_ylabel("median seconds (log scale)")
+    else:
+        ax.set_ylabel("median seconds")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    title = (f"TPC-H SF {results.get('scale')}, emulated S3 latency "
+             f"{_num(results.get('latency_ms'))} ms, " + _runs_phrase(results.get("repetitions")))
+    ax.set_title(title)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=min(n_cfg, 3),
+              fontsize="small", frameon=False)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, format="png")
+    return path
+
+
+# --- files ---------------------------------------------------------------------------------
+
+def write_reports(results: Mapping[str, Any], out_dir: str) -> dict[str, str]:
+    """Write ``results.json``, ``results.md`` and ``tpch_queries.png`` into ``out_dir``.
+
+    Returns the paths by kind (``json``, ``markdown``, ``chart``). The JSON is written first
+    and atomically, so a failure in presentation never loses the measurements.
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {"json": os.path.join(out_dir, "results.json"),
+             "markdown": os.path.join(out_dir, "results.md"),
+             "chart": os.path.join(out_dir, "tpch_queries.png")}
+    _write_atomic(paths["json"], json.dumps(results, indent=2, sort_keys=False, default=str)
+                  + "\n")
+    _write_atomic(paths["markdown"], render_markdown(results))
+    render_chart(results, paths["chart"])
+    return paths
+
+
+def _write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

@@ -1,0 +1,494 @@
+"""TPC-H benchmark runner: ``make bench`` / ``python -m benchmarks.tpch_suite``.
+
+    python -m benchmarks.tpch_suite --scale 1 --out bench-out \\
+        [--configs spark-parquet-local,tiered-hive-s3] [--queries 1,6] \\
+        [--repetitions 3] [--warmup 1] [--latency-ms 20] [--work-dir DIR]
+
+What it does, in order:
+
+1. Generates TPC-H at the scale factor into ``<work>/tpch/sf<scale>`` (cached between runs by
+   the generator's completion marker; ``<work>`` defaults to ``work-data/`` next to the
+   output directory, which .gitignore excludes).
+2. Starts the emulated S3 endpoint (``benchmarks.object_store.S3Endpoint``; per-request
+   latency ``--latency-ms``, 0 turns it off), creates a bucket, and loads the generation to
+   ``s3://<bucket>/warehouse`` with ``load_tpch`` into a fresh SQLite metastore under the
+   work directory (loading runs with the latency off; the latency is switched on after).
+3. Measures the endpoint's own per-request cost (its probe, with latency 0) for the report.
+4. Opens one SparkSession (``tiered_session``, ``local[2]``) for all configurations and,
+   for each query, runs every configuration's warm-ups and then the timed repetitions
+   interleaved (``rep 1: A B, rep 2: A B, ...``) so drift hits all configurations alike.
+   Each run is ``spark.sql(query).collect()``, timed with a monotonic clock; the run records
+   seconds, rows, and the deltas of the endpoint's request counters and of the data
+   source's metrics sink (``metrics.directory``).
+5. Writes ``<out>/results.json``, ``<out>/results.md`` and ``<out>/tpch_queries.png``
+   (``benchmarks.report``), after every query, so an interrupted run keeps what it measured.
+
+Exit status: 0 when every run succeeded and every configuration returned the same number
+of rows for each query; 1 otherwise (the mismatches and errors are printed and listed in
+results.md); 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import platform
+import shlex
+import shutil
+import sys
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from benchmarks import report
+from benchmarks.configurations import BenchContext, Configuration, get_configurations
+
+BUCKET = "raptorx-bench"
+DATABASE = "tpch"
+DEFAULT_SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.memory": "4g",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+# --- arguments ---------------------------------------------------------------------------
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.tpch_suite",
+        description="Run TPC-H queries under several read configurations and report "
+                    "median latencies, remote requests and bytes.")
+    p.add_argument("--scale", type=_positive_float, default=1.0, help="TPC-H scale factor")
+    p.add_argument("--out", default="bench-out", help="output directory for the reports")
+    p.add_argument("--configs", type=_csv, default=None,
+                   help="comma-separated configuration names; the first is the baseline "
+                        "(default: all registered)")
+    p.add_argument("--queries", type=_csv, default=None,
+                   help="comma-separated query numbers (default: all 22)")
+    p.add_argument("--repetitions", type=_non_negative_int, default=3,
+                   help="timed runs per query and configuration")
+    p.add_argument("--warmup", type=_non_negative_int, default=1,
+                   help="untimed runs per query and configuration before the timed ones")
+    p.add_argument("--latency-ms", type=float, default=20.0,
+                   help="emulated latency of every S3 request in ms (0: none)")
+    p.add_argument("--work-dir", default=None,
+                   help="where generated data, the metastore and metrics live "
+                        "(default: work-data/ next to --out; data is reused between runs)")
+    p.add_argument("--master", default="local[2]", help="Spark master")
+    p.add_argument("--list-configs", action="store_true",
+                   help="print the registered configurations and exit")
+    args = p.parse_args(argv)
+    if args.repetitions < 1 and not args.list_configs:
+        p.error("--repetitions must be at least 1")
+    if args.latency_ms < 0:
+        p.error("--latency-ms must be >= 0")
+    return args
+
+
+def default_work_dir(out_dir: str) -> str:
+    """``work-data/`` next to the output directory (``bench-out`` -> ``./work-data``)."""
+    return os.path.join(os.path.dirname(os.path.abspath(out_dir)), "work-data")
+
+
+def resolve_queries(names: list[str] | None) -> list[int]:
+    from raptorx_py.tpch.queries import QUERY_NUMBERS
+
+    if not names:
+        return list(QUERY_NUMBERS)
+    out = []
+    for n in names:
+        text = n.upper().removeprefix("Q")
+        if not text.isdigit() or int(text) not in QUERY_NUMBERS:
+            raise ValueError(f"unknown TPC-H query {n!r}; known: "
+                             f"{', '.join(str(q) for q in QUERY_NUMBERS)}")
+        out.append(int(text))
+    return out
+
+
+# --- machine and endpoint facts ----------------------------------------------------------
+
+def machine_info(spark: Any = None) -> dict[str, Any]:
+    """CPU count and model, memory, platform, Python, PySpark (and Java from the JVM)."""
+    import pyspark
+
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "memory_bytes": _memory_bytes(),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+    }
+    if spark is not None:
+        try:
+            info["java"] = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
+        except Exception as exc:  # the report says why the field is missing
+            info["java"] = f"unknown ({type(exc).__name__})"
+    return info
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return platform.processor() or None
+    return platform.processor() or None
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def numeric_delta(after: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
+    """``after - before`` for every numeric entry (recursing into nested dicts); entries
+    that did not change are left out."""
+    out: dict[str, Any] = {}
+    for key in set(after) | set(before):
+        a, b = after.get(key, 0), before.get(key, 0)
+        if isinstance(a, Mapping) or isinstance(b, Mapping):
+            sub = numeric_delta(a if isinstance(a, Mapping) else {},
+                                b if isinstance(b, Mapping) else {})
+            if sub:
+                out[key] = sub
+        elif isinstance(a, (int, float)) and isinstance(b, (int, float)) and a != b:
+            out[key] = a - b
+    return out
+
+
+#: Entries of ``S3Endpoint.stats()`` that are counters (their deltas are what a run cost).
+STORE_COUNTERS = ("requests", "bytes", "service_seconds", "status", "delayed_requests",
+                  "injected_delay_seconds")
+
+
+def store_delta(after: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
+    """What the endpoint counted between two ``stats()`` readings (counters only)."""
+    return numeric_delta({k: after.get(k, 0) for k in STORE_COUNTERS},
+                         {k: before.get(k, 0) for k in STORE_COUNTERS})
+
+
+def split_store_stats(delta: Mapping[str, Any]) -> tuple[dict[str, int], int]:
+    """Request counts by kind (``LIST``, ``GET``, ``RANGED_GET`` ...) and the response bytes
+    the store sent, from a ``store_delta``."""
+    requests = {k: int(v) for k, v in (delta.get("requests") or {}).items() if v}
+    nbytes = int(sum((delta.get("bytes") or {}).values()))
+    return requests, nbytes
+
+
+# --- the run -----------------------------------------------------------------------------
+
+class Bench:
+    """One benchmark invocation: data, endpoint, session, runs, reports."""
+
+    def __init__(self, args: argparse.Namespace, configs: list[Configuration],
+                 query_numbers: list[int], console: Any, argv: Sequence[str] = ()) -> None:
+        self.args = args
+        self.configs = configs
+        self.query_numbers = query_numbers
+        self.console = console
+        self.out_dir = os.path.abspath(args.out)
+        self.work_dir = os.path.abspath(args.work_dir or default_work_dir(args.out))
+        self.tpch_dir = os.path.join(self.work_dir, "tpch")
+        self.started = time.monotonic()
+        self.results: dict[str, Any] = {
+            "schema_version": report.SCHEMA_VERSION,
+            "command": " ".join(shlex.quote(a) for a in
+                                [os.path.basename(sys.executable), "-m", "benchmarks.tpch_suite",
+                                 *argv]),
+            "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "complete": False,
+            "scale": int(args.scale) if float(args.scale).is_integer() else args.scale,
+            "latency_ms": args.latency_ms,
+            "warmup": args.warmup,
+            "repetitions": args.repetitions,
+            "work_dir": self.work_dir,
+            "configurations": [{"name": c.name, "description": c.description,
+                                **({"details": dict(c.details)} if c.details else {})}
+                               for c in configs],
+            "queries": {},
+        }
+
+    # -- set-up --
+
+    def say(self, message: str) -> None:
+        self.console.print(f"[dim]{_dt.datetime.now():%H:%M:%S}[/dim] {message}")
+
+    def generate(self) -> str:
+        from raptorx_py.tpch.generate import format_scale, generate_tpch
+
+        # load_tpch(work_dir=<work>/tpch) finds this generation in <work>/tpch/sf<scale>
+        local_dir = os.path.join(self.tpch_dir, f"sf{format_scale(self.args.scale)}")
+        t0 = time.monotonic()
+        generate_tpch(self.args.scale, local_dir, progress=self.say)
+        self.results["generate_seconds"] = round(time.monotonic() - t0, 3)
+        return local_dir
+
+    def fresh_state_paths(self) -> tuple[str, str]:
+        """The metastore file and the metrics directory of this run, emptied: the endpoint
+        is in memory and new, so tables registered by an earlier run would point nowhere."""
+        os.makedirs(self.work_dir, exist_ok=True)
+        metastore = os.path.join(self.work_dir, "metastore.db")
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            if os.path.exists(metastore + suffix):
+                os.remove(metastore + suffix)
+        metrics_dir = os.path.join(self.work_dir, "metrics")
+        if os.path.isdir(metrics_dir):
+            shutil.rmtree(metrics_dir)
+        os.makedirs(metrics_dir)
+        return metastore, metrics_dir
+
+    def load(self, properties: dict[str, str]) -> str:
+        from raptorx_py.config import load_settings
+        from raptorx_py.tpch.load import load_tpch
+
+        warehouse = f"s3://{BUCKET}/warehouse"
+        settings = load_settings(None, properties)
+        t0 = time.monotonic()
+        load_tpch(self.args.scale, warehouse, settings, database=DATABASE,
+                  work_dir=self.tpch_dir, progress=True)
+        self.results["load_seconds"] = round(time.monotonic() - t0, 3)
+        return warehouse
+
+    def probe(self, endpoint: Any) -> Any:
+        """The endpoint's own per-request cost, probed on the largest lineitem object."""
+        import s3fs
+
+        fs = s3fs.S3FileSystem(**endpoint.storage_options())
+        files = fs.find(f"{BUCKET}/warehouse", detail=True)
+        lineitem = {k: v for k, v in files.items() if "/lineitem" in k and k.endswith(".parquet")}
+        if not lineitem:
+            raise RuntimeError(f"no lineitem Parquet object under s3://{BUCKET}/warehouse after "
+                               f"loading; found {len(files)} objects")
+        path = max(lineitem, key=lambda k: lineitem[k].get("size", 0))
+        key = path.split("/", 1)[1]
+        return {"key": key, "size": lineitem[path].get("size"),
+                "cost": endpoint.probe_request_cost(BUCKET, key)}
+
+    # -- runs --
+
+    def run(self) -> int:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        from benchmarks.object_store import S3Endpoint
+        from raptorx_py.metrics import MetricsSink
+        from raptorx_py.session import tiered_session
+
+        local_dir = self.generate()
+        metastore, metrics_dir = self.fresh_state_paths()
+        self.say(f"starting the S3 endpoint (latency {self.args.latency_ms} ms per request)")
+        with S3Endpoint(latency_ms=0.0) as endpoint:
+            endpoint.create_bucket(BUCKET)
+            properties = {
+                "hive.metastore.url": f"sqlite:///{metastore}",
+                "metrics.directory": metrics_dir,
+                **endpoint.s3_properties(),
+            }
+            self.say(f"loading TPC-H SF {self.results['scale']} into s3://{BUCKET}/warehouse")
+            warehouse = self.load(properties)
+            probe = self.probe(endpoint)
+            endpoint.set_latency(self.args.latency_ms)
+            endpoint.reset_stats()
+            self.results["endpoint"] = {"kind": type(endpoint).__name__, "url": endpoint.url,
+                                        "request_cost": probe["cost"],
+                                        "request_cost_probe": {"key": probe["key"],
+                                                               "size": probe["size"]}}
+            self.results["properties"] = properties
+            self.results["spark_conf"] = dict(DEFAULT_SPARK_CONF)
+            self.say("starting Spark")
+            spark = tiered_session(master=self.args.master, app_name="raptorx-tpch-bench",
+                                   spark_conf=dict(DEFAULT_SPARK_CONF), properties=properties)
+            try:
+                spark.sparkContext.setLogLevel("ERROR")
+                self.results["machine"] = machine_info(spark)
+                ctx = BenchContext(spark=spark, database=DATABASE, local_data_dir=local_dir,
+                                   properties=properties, work_dir=self.work_dir,
+                                   endpoint=endpoint, warehouse_url=warehouse)
+                sink = MetricsSink(metrics_dir)
+                runs_per_pair = self.args.warmup + self.args.repetitions
+                total = len(self.query_numbers) * len(self.configs) * runs_per_pair
+                columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+                with Progress(*columns, console=self.console, transient=False) as progress:
+                    task = progress.add_task("TPC-H", total=total)
+                    for n in self.query_numbers:
+                        self.run_query(n, ctx, endpoint, sink, progress, task)
+                        self.write(partial=True)
+            finally:
+                spark.stop()
+        return self.finish()
+
+    def run_query(self, n: int, ctx: BenchContext, endpoint: Any, sink: Any,
+                  progress: Any, task: Any) -> None:
+        from raptorx_py.tpch.queries import query_text
+
+        sql = query_text(n, self.args.scale, engine="spark")
+        entries = {c.name: {"runs": [], "warmup_seconds": [], "error": None}
+                   for c in self.configs}
+        self.results["queries"][str(n)] = {"configs": entries}
+        plan = ([("warmup", i) for i in range(self.args.warmup)]
+                + [("timed", i) for i in range(self.args.repetitions)])
+        for phase, i in plan:
+            for config in self.configs:
+                entry = entries[config.name]
+                label = (f"Q{n:<2} {config.name} "
+                         + (f"warm-up {i + 1}/{self.args.warmup}" if phase == "warmup"
+                            else f"run {i + 1}/{self.args.repetitions}"))
+                progress.update(task, description=label)
+                if entry["error"] is None:
+                    try:
+                        run = self.run_once(sql, config, ctx, endpoint, sink)
+                    except Exception as exc:  # recorded, reported, and fails the exit status
+                        entry["error"] = (f"{phase} run {i + 1}: {type(exc).__name__}: "
+                                          f"{_first_lines(str(exc))}")
+                        entry["traceback"] = traceback.format_exc()
+                        progress.console.print(f"[red]Q{n} {config.name} failed:[/red] "
+                                               f"{entry['error']}")
+                    else:
+                        if phase == "warmup":
+                            entry["warmup_seconds"].append(run["seconds"])
+                            entry["warmup_rows"] = run["rows"]
+                        else:
+                            entry["runs"].append(run)
+                progress.advance(task)
+        self.print_query_line(n, progress.console)
+
+    def run_once(self, sql: str, config: Configuration, ctx: BenchContext, endpoint: Any,
+                 sink: Any) -> dict[str, Any]:
+        """One run: register the views, prepare, then time ``collect()`` and take deltas."""
+        t_setup = time.perf_counter()
+        config.register_views(ctx)
+        if config.prepare is not None:
+            config.prepare(ctx)
+        setup_seconds = time.perf_counter() - t_setup
+        stats_before, metrics_before = endpoint.stats(), sink.totals()
+        t0 = time.perf_counter()
+        rows = ctx.spark.sql(sql).collect()
+        seconds = time.perf_counter() - t0
+        stats_delta = store_delta(endpoint.stats(), stats_before)
+        metrics_delta = numeric_delta(sink.totals(), metrics_before)
+        requests, nbytes = split_store_stats(stats_delta)
+        return {"seconds": round(seconds, 6), "rows": len(rows), "requests": requests,
+                "bytes": nbytes, "metrics": metrics_delta, "store_stats": stats_delta,
+                "setup_seconds": round(setup_seconds, 6)}
+
+    def print_query_line(self, n: int, console: Any) -> None:
+        per = report.summarize({"configurations": self.results["configurations"],
+                                "queries": {str(n): self.results["queries"][str(n)]}})
+        q = per["queries"][str(n)]
+        parts = []
+        for c in per["configs"]:
+            s = q[c]
+            if s["median_s"] is None:
+                parts.append(f"{c} [red]error[/red]")
+                continue
+            text = f"{c} {s['median_s']:.3f}s"
+            r = per["ratios"][str(n)][c]
+            if c != per["baseline"] and r is not None:
+                text += f" ([bold]{r:.2f}x[/bold])"
+            if s["requests_total"]:
+                text += f" {report.format_count(s['requests_total'])} req"
+            parts.append(text)
+        rows = {q[c]["rows"] for c in per["configs"] if q[c]["rows"] is not None}
+        rows_text = (f"{next(iter(rows))} rows" if len(rows) == 1
+                     else "[red]ROW COUNTS DIFFER[/red]" if rows else "")
+        console.print(f"Q{n:<2} {rows_text:>10}  " + "  ".join(parts))
+        for problem in report.row_count_mismatches(
+                {"configurations": self.results["configurations"],
+                 "queries": {str(n): self.results["queries"][str(n)]}}):
+            console.print(f"[red]{problem}[/red]")
+
+    # -- reports --
+
+    def write(self, partial: bool) -> dict[str, str]:
+        self.results["finished_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(
+            timespec="seconds")
+        self.results["wall_seconds"] = round(time.monotonic() - self.started, 1)
+        self.results["complete"] = not partial
+        return report.write_reports(self.results, self.out_dir)
+
+    def finish(self) -> int:
+        paths = self.write(partial=False)
+        s = report.summarize(self.results)
+        if s["geomean_queries"]:
+            geo = ", ".join(
+                f"{c} {s['geomean'][c]:.3f}s"
+                + (f" ({s['geomean_ratio'][c]:.2f}x)" if c != s["baseline"] else "")
+                for c in s["configs"])
+            self.console.print(f"[bold]geomean over {len(s['geomean_queries'])} queries:[/bold] "
+                               f"{geo}")
+        self.console.print(f"wrote {paths['json']}, {paths['markdown']}, {paths['chart']} "
+                           f"(wall time {self.results['wall_seconds']:.0f} s)")
+        problems = report.row_count_mismatches(self.results)
+        errors = [(q, c, e["error"]) for q, per in self.results["queries"].items()
+                  for c, e in per["configs"].items() if e["error"]]
+        for p in problems:
+            self.console.print(f"[bold red]FAILED:[/bold red] {p}")
+        for q, c, e in errors:
+            self.console.print(f"[bold red]FAILED:[/bold red] Q{q} {c}: {e}")
+        return 1 if problems or errors else 0
+
+
+def _first_lines(text: str, limit: int = 3) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[:limit]) + (" ..." if len(lines) > limit else "")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from rich.console import Console
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    console = Console(highlight=False, soft_wrap=True)
+    if args.list_configs:
+        from benchmarks.configurations import all_configurations
+
+        for c in all_configurations():
+            console.print(f"[bold]{c.name}[/bold]: {c.description}")
+        return 0
+    try:
+        configs = get_configurations(args.configs)
+        query_numbers = resolve_queries(args.queries)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    bench = Bench(args, configs, query_numbers, console, argv)
+    try:
+        return bench.run()
+    except KeyboardInterrupt:
+        if bench.results["queries"]:
+            paths = bench.write(partial=True)
+            console.print(f"[yellow]interrupted; partial results in {paths['markdown']}[/yellow]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

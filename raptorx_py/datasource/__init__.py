@@ -1,0 +1,2 @@
+"""The tiered_hive Spark data source: planning (pruning, splits), scanning, and the
+pyspark DataSource/DataSourceReader that compose them."""

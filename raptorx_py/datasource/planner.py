@@ -1,0 +1,112 @@
+"""Scan planning on the driver: which partitions and files a query must read.
+
+Given a table, the requested columns and the pushed predicates, ``plan_scan``
+1. prunes partitions on their values (exactly: every predicate on a partition key),
+2. prunes partitions on their min/max/null statistics (``hive.partition-statistics-based-
+   optimization-enabled``),
+3. lists the surviving partitions' files (in parallel: each listing is a round trip), and
+4. makes one split per data file, carrying the file's identity (path, size, mtime/ETag) and
+   the partition's values.
+
+A pruned partition is never listed and its files are never opened. Usable without Spark.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from raptorx_py import predicates as preds
+from raptorx_py.hive_types import decode_value
+from raptorx_py.metastore.model import Column, Partition, Table
+from raptorx_py.metrics import counters
+from raptorx_py.storage.fs import filesystem_for, join_url, split_url
+from raptorx_py.storage.hive_layout import list_data_files
+
+LISTING_THREADS = 16
+
+
+@dataclass(frozen=True)
+class Split:
+    """One data file to read, with its identity and its partition's values."""
+
+    url: str
+    size: int
+    mtime: float | None
+    etag: str | None
+    partition_values: tuple = ()  # typed values, one per partition key
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    table: Table
+    columns: tuple[Column, ...]
+    data_predicates: tuple  # predicates on data columns, evaluated while reading
+    splits: tuple[Split, ...]
+    partitions_total: int = 0
+    partitions_pruned_by_value: int = 0
+    partitions_pruned_by_stats: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def typed_partition_values(table: Table, partition: Partition) -> tuple:
+    return tuple(decode_value(v, k.type) for k, v in zip(table.partition_keys, partition.values))
+
+
+def split_predicates(table: Table, predicates) -> tuple[tuple, tuple]:
+    """``(on partition keys, on data columns)``: the first are settled by planning alone."""
+    keys = {k.name for k in table.partition_keys}
+    return (tuple(p for p in predicates if preds.columns_of(p) <= keys),
+            tuple(p for p in predicates if not preds.columns_of(p) <= keys))
+
+
+def plan_scan(metastore, settings, table: Table, columns, predicates) -> ScanPlan:
+    key_preds, data_preds = split_predicates(table, predicates)
+
+    if table.is_partitioned:
+        partitions = metastore.list_partitions(table)
+        total = len(partitions)
+        kept = []
+        for p in partitions:
+            row = dict(zip((k.name for k in table.partition_keys),
+                           typed_partition_values(table, p)))
+            if all(preds.evaluate(kp, row) for kp in key_preds):
+                kept.append(p)
+        by_value = total - len(kept)
+        if settings.stats_pruning_enabled:
+            survivors = [p for p in kept
+                         if all(preds.may_match(dp, p.stats, p.row_count) for dp in data_preds)]
+        else:
+            survivors = kept
+        by_stats = len(kept) - len(survivors)
+        locations = [(p.location, typed_partition_values(table, p)) for p in survivors]
+    else:
+        total, by_value = 1, 0
+        rows = table.parameters.get("numRows")
+        matches = (not settings.stats_pruning_enabled or all(
+            preds.may_match(dp, table.stats, int(rows) if rows else None) for dp in data_preds))
+        by_stats = 0 if matches else 1
+        locations = [(table.location, ())] if matches else []
+
+    splits = _list_splits(settings, locations)
+    counters.add("planner.partitions_total", total)
+    counters.add("planner.partitions_pruned_by_value", by_value)
+    counters.add("planner.partitions_pruned_by_stats", by_stats)
+    counters.add("planner.partitions_pruned", by_value + by_stats)
+    counters.add("planner.files_listed", len(splits))
+    return ScanPlan(table, tuple(columns), data_preds, tuple(splits), total, by_value, by_stats)
+
+
+def _list_splits(settings, locations: list[tuple[str, tuple]]) -> list[Split]:
+    def list_one(item):
+        url, values = item
+        fs, path = filesystem_for(url, settings)
+        scheme, _ = split_url(url)
+        return [Split(join_url(scheme, f.path), f.size, f.mtime, f.etag, values)
+                for f in list_data_files(fs, path, url)]
+
+    if not locations:
+        return []
+    with ThreadPoolExecutor(max_workers=min(LISTING_THREADS, len(locations))) as pool:
+        return [s for group in pool.map(list_one, locations) for s in group]

@@ -1,0 +1,110 @@
+"""Reading one split into Arrow record batches that match Spark's schema exactly.
+
+For a split (one Parquet file of one partition) ``read_split``
+- opens the file through the storage seam (``storage.parquet_files.open_parquet``),
+- skips row groups whose statistics cannot match the data predicates,
+- decodes only the columns the output and the predicates need,
+- casts them to the exact Arrow types Spark expects (``string_view`` -> ``string``, every
+  field nullable), evaluates the predicates in Arrow, and
+- appends the partition columns as constants.
+
+Usable without Spark (pyspark is imported only for its type mapping).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from raptorx_py import predicates as preds
+from raptorx_py.errors import CorruptFileError, SchemaError
+from raptorx_py.hive_types import arrow_type_for_spark
+from raptorx_py.metastore.model import Column
+from raptorx_py.metrics import counters
+from raptorx_py.storage.fs import filesystem_for
+from raptorx_py.storage.parquet_files import footer_stats, open_parquet
+
+BATCH_ROWS = 65536
+
+
+def output_schema(columns: tuple[Column, ...]) -> pa.Schema:
+    """The Arrow schema Spark expects for these output columns (all nullable)."""
+    return pa.schema([pa.field(c.name, arrow_type_for_spark(c.type), nullable=True)
+                      for c in columns])
+
+
+def read_split(split, table, columns: tuple[Column, ...], data_predicates, settings
+               ) -> Iterator[pa.RecordBatch]:
+    schema = output_schema(columns)
+    key_index = {k.name: i for i, k in enumerate(table.partition_keys)}
+    file_types = {c.name: c.type for c in table.columns}
+    needed = [c.name for c in columns if c.name not in key_index]
+    for p in data_predicates:
+        needed += [c for c in preds.columns_of(p) if c not in needed]
+    expr = preds.conjunction(list(data_predicates))
+
+    fs, path = filesystem_for(split.url, settings)
+    pf = open_parquet(fs, path, size=split.size, url=split.url)
+    try:
+        md = pf.metadata
+        missing = [n for n in needed if n not in pf.schema_arrow.names]
+        if missing:
+            raise SchemaError(f"file {split.url} lacks columns {missing} of table "
+                              f"{table.qualified_name}")
+        groups = list(range(md.num_row_groups))
+        if data_predicates and settings.stats_pruning_enabled:
+            kept = [rg for rg in groups
+                    if all(preds.may_match(p, footer_stats(md, preds.columns_of(p), [rg]),
+                                           md.row_group(rg).num_rows)
+                           for p in data_predicates)]
+            counters.add("reader.row_groups_pruned", len(groups) - len(kept))
+            groups = kept
+        counters.add("reader.row_groups_read", len(groups))
+        counters.add("reader.column_chunks_read", len(groups) * len(needed))
+        if not groups:
+            return
+        read_types = {n: arrow_type_for_spark(file_types[n]) for n in needed}
+        try:
+            batches = pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=needed,
+                                      use_threads=False)
+            for raw in batches:
+                counters.add("reader.rows_read", raw.num_rows)
+                batch = _cast(raw, needed, read_types)
+                if expr is not None:
+                    batch = batch.filter(expr)
+                if batch.num_rows == 0:
+                    continue
+                out = _assemble(batch, columns, schema, key_index, split.partition_values)
+                counters.add("reader.rows_out", out.num_rows)
+                yield out
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError) as e:
+            if isinstance(e, SchemaError):
+                raise
+            raise CorruptFileError(split.url, str(e)) from e
+    finally:
+        pf.close()
+
+
+def _cast(raw: pa.RecordBatch, names: list[str], types: dict[str, pa.DataType]) -> pa.RecordBatch:
+    arrays = [raw.column(n) for n in names]
+    arrays = [a if a.type == types[n] else a.cast(types[n]) for a, n in zip(arrays, names)]
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(
+        [pa.field(n, types[n], nullable=True) for n in names]))
+
+
+def _assemble(batch: pa.RecordBatch, columns, schema: pa.Schema, key_index: dict[str, int],
+              partition_values: tuple) -> pa.RecordBatch:
+    n = batch.num_rows
+    if not columns:
+        # Zero columns still carry a row count (e.g. count(*)).
+        return pa.RecordBatch.from_struct_array(pa.array([{}] * n, type=pa.struct([])))
+    arrays = []
+    for c, f in zip(columns, schema):
+        if c.name in key_index:
+            value = partition_values[key_index[c.name]]
+            arrays.append(pa.nulls(n, f.type) if value is None else
+                          pa.array([value] * n, type=f.type))
+        else:
+            arrays.append(batch.column(c.name))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

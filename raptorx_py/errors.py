@@ -1,0 +1,110 @@
+"""Every error raptorx_py raises on purpose, in one place.
+
+Each class names *what* was wrong (a table, a file, a property) in its message, and
+subclasses a built-in type so callers that do not know raptorx_py can still catch it
+(``except FileNotFoundError`` catches a missing table location, ``except ValueError`` a
+bad property value). The original cause is always kept as ``__cause__``.
+
+``translate_storage_error`` is the single table that turns what fsspec/s3fs/botocore
+raise into these types, in the spirit of s3fs's ``errors.py``.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterable
+
+
+class RaptorxError(Exception):
+    """Base class of every error raised on purpose by raptorx_py."""
+
+
+class ConfigError(RaptorxError, ValueError):
+    """A property file, property name or property value is wrong.
+
+    ``source`` is the file (or ``"option"`` / ``"default"``), ``line`` the 1-based line
+    number when known, ``key`` the property name.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None,
+                 key: str | None = None):
+        where = []
+        if source:
+            where.append(f"{source}:{line}" if line else source)
+        if key:
+            where.append(f"property '{key}'")
+        prefix = ", ".join(where)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+        self.source, self.line, self.key = source, line, key
+
+
+class MetastoreError(RaptorxError):
+    """The metastore database could not be opened or answered with an error."""
+
+
+class NoSuchObjectError(MetastoreError, LookupError):
+    """A database or table does not exist. The message lists what does exist."""
+
+    def __init__(self, kind: str, name: str, existing: Iterable[str] = ()):
+        existing = sorted(existing)
+        listing = ", ".join(existing) if existing else "(none)"
+        super().__init__(f"{kind} '{name}' does not exist. Existing {kind}s: {listing}")
+        self.kind, self.name, self.existing = kind, name, existing
+
+
+class AlreadyExistsError(MetastoreError, FileExistsError):
+    """A database or table of that name already exists."""
+
+
+class LayoutError(RaptorxError, ValueError):
+    """A table directory does not follow the Hive layout (names the offending path)."""
+
+
+class EmptyTableLocationError(RaptorxError, FileNotFoundError):
+    """A table location is missing or holds no data files."""
+
+
+class CorruptFileError(RaptorxError, OSError):
+    """A data file is not readable Parquet (bad magic, truncated, garbage). Names the file."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"Corrupt or truncated Parquet file {path}: {reason}")
+        self.path, self.reason = path, reason
+
+
+class SchemaError(RaptorxError, ValueError):
+    """A requested column, filter column or user schema does not match the table."""
+
+
+class StorageError(RaptorxError, OSError):
+    """The object store could not be reached or refused a request. Names the URL."""
+
+
+class StoragePermissionError(StorageError, PermissionError):
+    """Access to a storage URL was denied."""
+
+
+class StorageNotFoundError(StorageError, FileNotFoundError):
+    """A storage URL does not exist."""
+
+
+def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
+    """Map an exception raised by fsspec/s3fs/botocore for ``url`` to one of ours.
+
+    The single table of translations; the cause is attached by the caller with
+    ``raise translate_storage_error(e, url) from e``.
+    """
+    if isinstance(exc, RaptorxError):
+        return exc
+    name = type(exc).__name__
+    text = str(exc) or name
+    if isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.ENOENT:
+        return StorageNotFoundError(f"{url} does not exist ({text})")
+    if isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EACCES:
+        return StoragePermissionError(f"access to {url} denied ({text})")
+    # botocore's connection failures: EndpointConnectionError, ConnectTimeoutError,
+    # ReadTimeoutError, ConnectionClosedError; aiohttp's ClientConnectorError.
+    if any(k in name for k in ("Endpoint", "Connect", "Timeout", "Connection")) or isinstance(
+            exc, (ConnectionError, TimeoutError)):
+        return StorageError(f"object store unreachable for {url}: {text}")
+    return StorageError(f"storage request for {url} failed: {name}: {text}")

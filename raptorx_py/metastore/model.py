@@ -1,0 +1,84 @@
+"""What the metastore holds, as immutable values: databases, tables, partitions, statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MANAGED_TABLE = "MANAGED_TABLE"
+EXTERNAL_TABLE = "EXTERNAL_TABLE"
+
+#: Hive's directory value for a null partition value.
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # Hive type string, e.g. "bigint", "decimal(15,2)"
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """Statistics of one column over a partition (or a whole unpartitioned table).
+
+    ``low``/``high`` are typed Python values (int, Decimal, date, str ...), or ``None`` when
+    unknown; they are bounds, not necessarily values that occur (Parquet may truncate strings).
+    """
+
+    num_nulls: int | None = None
+    low: Any = None
+    high: Any = None
+
+
+@dataclass(frozen=True)
+class Database:
+    id: int
+    name: str
+    location: str | None = None
+
+
+@dataclass(frozen=True)
+class Partition:
+    values: tuple[str | None, ...]  # one per partition key, None for a null value
+    location: str
+    parameters: dict[str, str] = field(default_factory=dict)
+    stats: dict[str, ColumnStats] = field(default_factory=dict)
+    id: int | None = None
+
+    @property
+    def row_count(self) -> int | None:
+        n = self.parameters.get("numRows")
+        return int(n) if n is not None else None
+
+
+@dataclass(frozen=True)
+class Table:
+    database: str
+    name: str
+    table_type: str
+    location: str
+    columns: tuple[Column, ...]  # data columns, as stored in the files
+    partition_keys: tuple[Column, ...] = ()
+    parameters: dict[str, str] = field(default_factory=dict)
+    stats: dict[str, ColumnStats] = field(default_factory=dict)  # unpartitioned tables
+    id: int | None = None
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.database}.{self.name}"
+
+    @property
+    def all_columns(self) -> tuple[Column, ...]:
+        """Data columns followed by partition keys: the schema a reader returns."""
+        return self.columns + self.partition_keys
+
+    @property
+    def is_partitioned(self) -> bool:
+        return bool(self.partition_keys)
+
+    def column(self, name: str) -> Column | None:
+        for c in self.all_columns:
+            if c.name == name:
+                return c
+        return None

@@ -1,0 +1,121 @@
+"""Counters: the one home of every count the tiers promise (files opened, remote requests,
+bytes read, partitions pruned, cache hits ...).
+
+Counting is process-local and cheap: ``counters.add("reader.files_opened")``. Spark runs
+planning and reading in Python worker processes, so a process's counts reach the tests
+and the benchmark through a :class:`MetricsSink`: an append-only SQLite file in a directory
+named by the ``metrics.directory`` property. ``flush`` writes the counts accumulated since
+the previous flush in one transaction; ``MetricsSink.totals`` sums every process's rows.
+
+Contract and limits:
+- Names are dotted, ``<tier>.<what>``; values are integers.
+- With no directory configured, flushing is a no-op and counts stay in the process.
+- The sink is for tests and the benchmark (who reads it between queries), not a time series.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+
+
+class Counters:
+    """Thread-safe named integer counters of one process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: Counter[str] = Counter()
+
+    def add(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            self._values[name] += amount
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._values)
+
+    def drain(self) -> dict[str, int]:
+        """Return the counts and reset them to zero (what a flush ships)."""
+        with self._lock:
+            values, self._values = dict(self._values), Counter()
+            return values
+
+
+#: The counters of this process. Tiers count here; the data source flushes.
+counters = Counters()
+
+
+class MetricsSink:
+    """Append-only, process-safe store of counter deltas in ``<directory>/metrics.db``."""
+
+    FILE_NAME = "metrics.db"
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.path = os.path.join(directory, self.FILE_NAME)
+
+    def _connect(self) -> sqlite3.Connection:
+        os.makedirs(self.directory, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS counts (pid INTEGER, at REAL, name TEXT, value INTEGER)")
+        return conn
+
+    def write(self, deltas: Mapping[str, int]) -> None:
+        if not deltas:
+            return
+        conn = self._connect()
+        try:
+            now, pid = time.time(), os.getpid()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT INTO counts VALUES (?, ?, ?, ?)",
+                             [(pid, now, k, int(v)) for k, v in deltas.items()])
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    def totals(self) -> dict[str, int]:
+        """Sum of every delta written so far, by counter name."""
+        if not os.path.exists(self.path):
+            return {}
+        conn = self._connect()
+        try:
+            rows = conn.execute("SELECT name, SUM(value) FROM counts GROUP BY name").fetchall()
+        finally:
+            conn.close()
+        return {name: int(total) for name, total in rows}
+
+    def clear(self) -> None:
+        if os.path.exists(self.path):
+            conn = self._connect()
+            try:
+                conn.execute("DELETE FROM counts")
+            finally:
+                conn.close()
+
+
+def flush(directory: str | None) -> None:
+    """Ship this process's counts to the sink in ``directory`` (no-op without one)."""
+    if not directory:
+        return
+    deltas = counters.drain()
+    try:
+        MetricsSink(directory).write(deltas)
+    except (sqlite3.Error, OSError):
+        # Metrics never fail a query: put the counts back for the next flush.
+        for name, value in deltas.items():
+            counters.add(name, value)
+        logging.getLogger(__name__).warning("could not write metrics to %s", directory,
+                                            exc_info=True)
+
+
+def diff(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:
+    """What was counted between two ``totals()`` readings."""
+    return {k: after.get(k, 0) - before.get(k, 0)
+            for k in set(after) | set(before) if after.get(k, 0) != before.get(k, 0)}

@@ -1,0 +1,68 @@
+"""Getting a SparkSession that reads ``tiered_hive``: ``tiered_session()`` or ``register(spark)``.
+
+``register`` resolves the configuration once, on the driver (so a wrong property fails here,
+naming its file and line), registers the data source with that configuration attached, and
+switches on what the source needs (filter pushdown to Python sources).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from raptorx_py.config import load_settings
+from raptorx_py.config.settings import Settings
+
+#: Spark settings tiered_hive relies on; a caller's spark_conf may override the others.
+REQUIRED_SPARK_CONF = {
+    "spark.sql.python.filterPushdown.enabled": "true",
+}
+
+
+def register(spark, conf_dir: str | None = None,
+             properties: dict[str, str] | None = None) -> Settings:
+    """Register ``tiered_hive`` on ``spark``; returns the settings it will use.
+
+    ``conf_dir`` defaults to Spark conf ``spark.raptorx.conf.dir``, then env
+    ``RAPTORX_CONF_DIR``; ``properties`` override single properties.
+    """
+    from raptorx_py.datasource.source import configured_source_class
+
+    conf_dir = conf_dir or spark.conf.get("spark.raptorx.conf.dir", None) or None
+    settings = load_settings(conf_dir=conf_dir, overrides=properties)
+    for key, value in REQUIRED_SPARK_CONF.items():
+        spark.conf.set(key, value)
+    spark.dataSource.register(configured_source_class(settings))
+    return settings
+
+
+def tiered_session(conf_dir: str | None = None, master: str = "local[2]",
+                   app_name: str = "raptorx", spark_conf: dict[str, str] | None = None,
+                   properties: dict[str, str] | None = None):
+    """A SparkSession (created or reused) with ``tiered_hive`` registered."""
+    from pyspark.sql import SparkSession
+
+    # Spark's Python planner and workers start PYSPARK_PYTHON (default: "python3" from PATH),
+    # which must be this interpreter, the one with raptorx_py and pyarrow installed. The JVM
+    # reads it from its environment, so it has to be set before the JVM starts.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    local = master.startswith("local")
+    if local:
+        # A local session talks to itself only: keep it on loopback rather than whatever
+        # address the host name resolves to.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.master(master).appName(app_name)
+    conf = {
+        # Python workers must run this interpreter, which has raptorx_py installed.
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        **({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+           if local else {}),
+        **REQUIRED_SPARK_CONF,
+        **(spark_conf or {}),
+    }
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark, conf_dir=conf_dir, properties=properties)
+    return spark

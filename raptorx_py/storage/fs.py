@@ -1,0 +1,126 @@
+"""Filesystems for table URLs: ``file://`` (or a plain path) and ``s3://``, configured from
+properties, and a counting file wrapper that is the reader's view of remote I/O.
+
+Contract:
+- ``filesystem_for(url, settings)`` returns an fsspec filesystem and the URL's path in that
+  filesystem's form. Filesystems are cached per process by their configuration.
+- Nothing here caches listings or data: s3fs's own listings cache is switched off, so every
+  listing reaches the store and the file-listing tier (a later module) is the only cache.
+- Storage failures surface as ``raptorx_py.errors.StorageError`` subclasses naming the URL.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from urllib.parse import urlparse
+
+import fsspec
+
+from raptorx_py.errors import StorageError
+from raptorx_py.metrics import counters
+
+SUPPORTED_SCHEMES = ("file", "s3", "s3a")
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """``(scheme, path)``: ``s3://b/k`` -> ``("s3", "b/k")``; ``/x`` -> ``("file", "/x")``."""
+    parsed = urlparse(url)
+    scheme = parsed.scheme or "file"
+    if scheme not in SUPPORTED_SCHEMES:
+        raise StorageError(f"unsupported URL scheme '{scheme}' in {url}: "
+                           f"expected one of {', '.join(SUPPORTED_SCHEMES)}")
+    if scheme == "file":
+        return "file", parsed.path if parsed.scheme else url
+    return "s3", f"{parsed.netloc}{parsed.path}".rstrip("/")
+
+
+def join_url(scheme: str, path: str) -> str:
+    return f"file://{path}" if scheme == "file" else f"s3://{path}"
+
+
+def filesystem_for(url: str, settings) -> tuple[fsspec.AbstractFileSystem, str]:
+    scheme, path = split_url(url)
+    if scheme == "file":
+        return _local_fs(), path
+    return _s3_fs(settings.s3_endpoint, settings.s3_access_key, settings.s3_secret_key,
+                  settings.s3_region, settings.s3_path_style_access,
+                  settings.s3_connect_timeout, settings.s3_socket_timeout,
+                  settings.s3_max_error_retries), path
+
+
+@functools.lru_cache(maxsize=None)
+def _local_fs():
+    return fsspec.filesystem("file")
+
+
+@functools.lru_cache(maxsize=32)
+def _s3_fs(endpoint, key, secret, region, path_style, connect_timeout, socket_timeout, retries):
+    import s3fs
+
+    client_kwargs = {}
+    if endpoint:
+        client_kwargs["endpoint_url"] = endpoint
+    if region:
+        client_kwargs["region_name"] = region
+    config_kwargs = {
+        "connect_timeout": connect_timeout,
+        "read_timeout": socket_timeout,
+        "retries": {"max_attempts": retries + 1, "mode": "standard"},
+    }
+    if path_style:
+        config_kwargs["s3"] = {"addressing_style": "path"}
+    fs = s3fs.S3FileSystem(
+        key=key or None, secret=secret or None, client_kwargs=client_kwargs,
+        config_kwargs=config_kwargs, use_listings_cache=False, skip_instance_cache=True,
+        default_cache_type="none")
+    # s3fs retries on top of botocore with its own back-off; keep the total bounded so an
+    # unreachable endpoint fails in seconds, not minutes.
+    fs.retries = max(1, retries)
+    return fs
+
+
+class CountingFile(io.RawIOBase):
+    """A read-only view of an fsspec file that counts reads and bytes for the reader tier.
+
+    Counts ``<prefix>.read_calls`` and ``<prefix>.bytes_read``; everything else is passed
+    through. The wrapped file is closed with this one.
+    """
+
+    def __init__(self, raw, prefix: str = "reader"):
+        super().__init__()
+        self._raw = raw
+        self._prefix = prefix
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        counters.add(f"{self._prefix}.read_calls")
+        counters.add(f"{self._prefix}.bytes_read", len(data))
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+    @property
+    def size(self) -> int:
+        return self._raw.size

@@ -1,0 +1,145 @@
+"""The Hive directory layout of a table: ``<table>/<k1>=<v1>/<k2>=<v2>/<file>``.
+
+- Partition values are escaped as Hive's ``FileUtils.escapePathName`` does (``%XX`` for
+  characters that cannot stand in a path); ``__HIVE_DEFAULT_PARTITION__`` stands for null.
+- A file or directory whose name starts with ``_`` or ``.`` is hidden (``_SUCCESS``,
+  ``.part-0.crc``, ``_tmp``) and never data.
+- Every other file under a partition directory is a data file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from raptorx_py.errors import EmptyTableLocationError, LayoutError, translate_storage_error
+from raptorx_py.metastore.model import HIVE_DEFAULT_PARTITION
+from raptorx_py.metrics import counters
+
+# Hive's FileUtils.charToEscape: control characters and these.
+_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
+
+
+def escape_partition_value(value: str | None) -> str:
+    if value is None or value == "":
+        return HIVE_DEFAULT_PARTITION
+    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in value)
+
+
+def unescape_partition_value(text: str) -> str | None:
+    if text == HIVE_DEFAULT_PARTITION:
+        return None
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "%" and _is_hex(text[i + 1:i + 3]):
+            out.append(chr(int(text[i + 1:i + 3], 16)))
+            i += 3
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _is_hex(s: str) -> bool:
+    return len(s) == 2 and all(c in "0123456789abcdefABCDEF" for c in s)
+
+
+def is_hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
+
+
+def parse_partition_dir(name: str, path: str) -> tuple[str, str | None]:
+    """``"k=v"`` -> ``("k", "v")``; raises LayoutError naming ``path`` otherwise."""
+    key, sep, value = name.partition("=")
+    if not sep or not key:
+        raise LayoutError(f"directory {path} is not a Hive partition directory "
+                          f"('<key>=<value>'): '{name}'")
+    return unescape_partition_value(key), unescape_partition_value(value)
+
+
+@dataclass(frozen=True)
+class DataFile:
+    path: str  # filesystem path (no scheme)
+    size: int
+    mtime: float | None = None  # seconds since epoch, or None if the store gives none
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionDir:
+    values: tuple[str | None, ...]
+    path: str
+    files: tuple[DataFile, ...]
+
+
+def _data_file(info: dict) -> DataFile:
+    mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
+    if hasattr(mtime, "timestamp"):
+        mtime = mtime.timestamp()
+    etag = info.get("ETag") or info.get("etag")
+    return DataFile(info["name"], int(info.get("size") or 0),
+                    float(mtime) if mtime is not None else None,
+                    etag.strip('"') if isinstance(etag, str) else None)
+
+
+def list_data_files(fs, path: str, url: str | None = None) -> list[DataFile]:
+    """The data files anywhere below ``path`` (hidden names skipped), sorted by path."""
+    counters.add("storage.listings")
+    try:
+        found = fs.find(path, detail=True, withdirs=False)
+    except FileNotFoundError:
+        return []
+    except Exception as e:  # translated: the cause is kept
+        raise translate_storage_error(e, url or path) from e
+    root = path.rstrip("/") + "/"
+    files = []
+    for name, info in sorted(found.items()):
+        rel = name[len(root):] if name.startswith(root) else name.rsplit("/", 1)[-1]
+        if any(is_hidden(part) for part in rel.split("/")):
+            continue
+        if info.get("type", "file") != "file":
+            continue
+        files.append(_data_file(info))
+    return files
+
+
+def walk_table(fs, root: str, url: str | None = None) -> tuple[list[str], list[PartitionDir]]:
+    """Discover a table directory: its partition keys (in directory order) and partitions.
+
+    One recursive listing. An unpartitioned table is returned as one ``PartitionDir`` with no
+    values. Raises LayoutError for directories that do not parse or disagree on the keys, and
+    EmptyTableLocationError when there is no data file at all.
+    """
+    url = url or root
+    try:
+        exists = fs.exists(root)
+    except Exception as e:
+        raise translate_storage_error(e, url) from e
+    if not exists:
+        raise EmptyTableLocationError(f"table location {url} does not exist")
+    files = list_data_files(fs, root, url)
+    if not files:
+        raise EmptyTableLocationError(f"table location {url} holds no data files")
+    prefix = root.rstrip("/") + "/"
+    by_dir: dict[tuple[str, ...], list[DataFile]] = {}
+    for f in files:
+        rel_dirs = tuple(f.path[len(prefix):].split("/")[:-1])
+        by_dir.setdefault(rel_dirs, []).append(f)
+
+    keys: list[str] | None = None
+    partitions = []
+    for rel_dirs, dir_files in sorted(by_dir.items()):
+        pairs = [parse_partition_dir(d, prefix + "/".join(rel_dirs[:i + 1]))
+                 for i, d in enumerate(rel_dirs)]
+        these_keys = [k for k, _ in pairs]
+        if keys is None:
+            keys = these_keys
+        elif these_keys != keys:
+            where = prefix + "/".join(rel_dirs)
+            raise LayoutError(
+                f"partition directory {where} has keys {these_keys}, but other partitions of "
+                f"{url} have {keys}")
+        partitions.append(PartitionDir(tuple(v for _, v in pairs),
+                                       prefix + "/".join(rel_dirs) if rel_dirs else root.rstrip("/"),
+                                       tuple(dir_files)))
+    return keys or [], partitions

@@ -1,0 +1,99 @@
+"""Opening Parquet files through fsspec, with corruption turned into an error that names
+the file, and the statistics of a footer as ``ColumnStats``.
+
+This is the seam the footer cache and block cache tiers plug into later: everything that
+reads Parquet bytes goes through ``open_parquet``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from raptorx_py.errors import CorruptFileError, RaptorxError, translate_storage_error
+from raptorx_py.metastore.model import ColumnStats
+from raptorx_py.metrics import counters
+from raptorx_py.storage.fs import CountingFile
+
+#: Errors pyarrow raises for bytes that are not valid Parquet.
+_PARQUET_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError, ValueError)
+
+
+def open_parquet(fs, path: str, *, size: int | None = None, url: str | None = None,
+                 metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
+    """Open ``path`` as Parquet, reading the footer unless ``metadata`` is given."""
+    url = url or path
+    try:
+        # A known size spares the store a HEAD request (the local filesystem ignores it).
+        raw = fs.open(path, "rb", **({"size": size} if size is not None else {}))
+    except Exception as e:
+        raise translate_storage_error(e, url) from e
+    counters.add("reader.files_opened")
+    handle = CountingFile(raw)
+    try:
+        return pq.ParquetFile(handle, metadata=metadata, pre_buffer=True)
+    except RaptorxError:
+        handle.close()
+        raise
+    except _PARQUET_ERRORS as e:
+        handle.close()
+        if _is_storage_failure(e):
+            raise translate_storage_error(e, url) from e
+        raise CorruptFileError(url, str(e)) from e
+
+
+def _is_storage_failure(e: BaseException) -> bool:
+    name = type(e).__name__
+    return any(k in name for k in ("Endpoint", "Connect", "Timeout", "ClientError"))
+
+
+def read_metadata(fs, path: str, *, size: int | None = None,
+                  url: str | None = None) -> pq.FileMetaData:
+    pf = open_parquet(fs, path, size=size, url=url)
+    try:
+        return pf.metadata
+    finally:
+        pf.close()
+
+
+def footer_stats(metadata: pq.FileMetaData,
+                 columns: Iterable[str] | None = None,
+                 row_groups: Iterable[int] | None = None) -> dict[str, ColumnStats]:
+    """Statistics per top-level column over the given row groups (default: all).
+
+    A column with a row group lacking min/max has unknown bounds; lacking a null count, an
+    unknown null count.
+    """
+    names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+    wanted = set(columns) if columns is not None else None
+    groups = list(range(metadata.num_row_groups)) if row_groups is None else list(row_groups)
+    out: dict[str, ColumnStats] = {}
+    for ci, name in enumerate(names):
+        if "." in name or (wanted is not None and name not in wanted):
+            continue
+        low = high = None
+        nulls: int | None = 0
+        known = bool(groups)
+        for rg in groups:
+            st = metadata.row_group(rg).column(ci).statistics
+            if st is None:
+                known, nulls = False, None
+                break
+            if st.has_null_count and nulls is not None:
+                nulls += st.null_count
+            else:
+                nulls = None
+            if not st.has_min_max:
+                if metadata.row_group(rg).num_rows > (st.null_count if st.has_null_count else -1):
+                    known = False
+                continue
+            lo, hi = st.min, st.max
+            try:
+                low = lo if low is None or lo < low else low
+                high = hi if high is None or hi > high else high
+            except TypeError:
+                known = False
+        out[name] = ColumnStats(nulls, low if known else None, high if known else None)
+    return out

@@ -1,0 +1,129 @@
+"""Register an existing Hive-layout directory as an EXTERNAL table.
+
+Steps: one recursive listing of the location, the partition keys read from the directory
+names, every file's footer read (in parallel: on remote storage each footer is a round
+trip), the schema checked to agree across files, and per-partition column statistics
+(row count, min, max, null count) aggregated from the row groups. Nothing is written to the
+metastore until all of that succeeded, and then in one transaction: a corrupt file or a
+directory that does not parse leaves the metastore unchanged.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from raptorx_py.errors import LayoutError, SchemaError
+from raptorx_py.hive_types import arrow_to_hive, infer_partition_key_type
+from raptorx_py.metastore.model import (
+    EXTERNAL_TABLE,
+    Column,
+    ColumnStats,
+    Partition,
+    Table,
+)
+from raptorx_py.storage.fs import filesystem_for, join_url, split_url
+from raptorx_py.storage.hive_layout import DataFile, walk_table
+from raptorx_py.storage.parquet_files import footer_stats, read_metadata
+
+FOOTER_READ_THREADS = 16
+
+
+def parse_table_name(name: str) -> tuple[str, str]:
+    """``"db.table"`` -> ``("db", "table")``; a bare name means database ``default``."""
+    parts = name.split(".")
+    if len(parts) == 1 and parts[0]:
+        return "default", parts[0]
+    if len(parts) != 2 or not all(parts):
+        raise SchemaError(f"table name '{name}' is not of the form <database>.<table>")
+    return parts[0], parts[1]
+
+
+@dataclass(frozen=True)
+class _FileFacts:
+    file: DataFile
+    columns: tuple[Column, ...]
+    num_rows: int
+    stats: dict[str, ColumnStats]
+
+
+def _read_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
+    md = read_metadata(fs, f.path, size=f.size, url=join_url(scheme, f.path))
+    arrow_schema = md.schema.to_arrow_schema()
+    columns = tuple(Column(field.name, arrow_to_hive(field.type, field.name))
+                    for field in arrow_schema)
+    return _FileFacts(f, columns, md.num_rows, footer_stats(md))
+
+
+def merge_stats(a: ColumnStats | None, b: ColumnStats) -> ColumnStats:
+    """Statistics of the union of two sets of rows."""
+    if a is None:
+        return b
+    nulls = None if a.num_nulls is None or b.num_nulls is None else a.num_nulls + b.num_nulls
+    if a.low is None or b.low is None or a.high is None or b.high is None:
+        return ColumnStats(nulls, None, None)
+    return ColumnStats(nulls, min(a.low, b.low), max(a.high, b.high))
+
+
+def _aggregate(facts: list[_FileFacts]) -> tuple[dict[str, ColumnStats], dict[str, str]]:
+    stats: dict[str, ColumnStats] = {}
+    for ff in facts:
+        for name, s in ff.stats.items():
+            stats[name] = merge_stats(stats.get(name), s)
+    params = {"numRows": str(sum(ff.num_rows for ff in facts)),
+              "numFiles": str(len(facts)),
+              "totalSize": str(sum(ff.file.size for ff in facts))}
+    return stats, params
+
+
+def scan_table_directory(settings, qualified_name: str, url: str) -> tuple[Table, list[Partition]]:
+    """Everything registration learns from ``url``, without touching the metastore."""
+    database, name = parse_table_name(qualified_name)
+    fs, root = filesystem_for(url, settings)
+    scheme, _ = split_url(url)
+    keys, dirs = walk_table(fs, root, url)
+    all_files = [f for d in dirs for f in d.files]
+    with ThreadPoolExecutor(max_workers=min(FOOTER_READ_THREADS, len(all_files))) as pool:
+        facts = dict(zip((f.path for f in all_files),
+                         pool.map(lambda f: _read_facts(fs, scheme, f), all_files)))
+
+    reference = facts[all_files[0].path]
+    for f in all_files[1:]:
+        if facts[f.path].columns != reference.columns:
+            raise SchemaError(
+                f"file {join_url(scheme, f.path)} has columns "
+                f"{_describe(facts[f.path].columns)}, but {join_url(scheme, all_files[0].path)} "
+                f"has {_describe(reference.columns)}")
+    clash = set(keys) & {c.name for c in reference.columns}
+    if clash:
+        raise LayoutError(f"partition keys {sorted(clash)} of {url} are also columns inside "
+                          f"its files; Hive layout keeps partition values in directory names only")
+
+    key_columns = tuple(
+        Column(k, infer_partition_key_type([d.values[i] for d in dirs]))
+        for i, k in enumerate(keys))
+    table_stats: dict[str, ColumnStats] = {}
+    table_params: dict[str, str] = {"EXTERNAL": "TRUE"}
+    partitions = []
+    for d in dirs:
+        stats, params = _aggregate([facts[f.path] for f in d.files])
+        if keys:
+            partitions.append(Partition(d.values, join_url(scheme, d.path), params, stats))
+        else:
+            table_stats = stats
+            table_params.update(params)
+    table = Table(database, name, EXTERNAL_TABLE, url.rstrip("/"), reference.columns,
+                  key_columns, table_params, table_stats)
+    return table, partitions
+
+
+def _describe(columns) -> str:
+    return ", ".join(f"{c.name} {c.type}" for c in columns)
+
+
+def register_external_table(metastore, settings, qualified_name: str, url: str, *,
+                            replace: bool = False) -> Table:
+    """Register ``url`` as the EXTERNAL table ``qualified_name`` (creating its database)."""
+    table, partitions = scan_table_directory(settings, qualified_name, url)
+    metastore.create_database(table.database)
+    return metastore.create_table(table, partitions, replace=replace)

@@ -1,0 +1,207 @@
+"""Load TPC-H into a warehouse and register it: ``raptorx tpch load --scale S --warehouse URL``.
+
+``load_tpch`` generates the data locally (``generate.generate_tpch``, cached), copies each
+table's Hive-layout directory to ``<warehouse>/<database>.db/<table>/`` through
+``raptorx_py.storage.fs.filesystem_for`` (``file://`` or ``s3://``), and registers every table
+as EXTERNAL in the metastore named by the settings.
+
+The copy is skipped when the warehouse already holds this very generation: a hidden marker,
+``<warehouse>/<database>.db/_tpch_load.json``, written after the last file, records the
+generation and every file with its size, and the copy is redone unless every file is there
+with that size. A copy replaces the table directories: whatever was under
+``<warehouse>/<database>.db/<table>/`` before is deleted first, so no stale file of another
+scale can remain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import urlparse
+
+from raptorx_py.errors import translate_storage_error
+from raptorx_py.tpch.generate import format_scale, generate_tpch, read_marker
+from raptorx_py.tpch.queries import TABLES
+
+LOAD_MARKER = "_tpch_load.json"
+COPY_THREADS = 8
+
+
+def default_work_dir() -> Path:
+    """Where generations are cached: ``$XDG_CACHE_HOME/raptorx/tpch`` (``~/.cache/...``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "raptorx" / "tpch"
+
+
+def _normalise_url(url: str) -> str:
+    """``/x/y`` or ``x/y`` -> ``file:///abs/x/y``; other URLs lose only a trailing slash."""
+    if not urlparse(url).scheme:
+        return "file://" + os.path.abspath(os.path.expanduser(url))
+    return url.rstrip("/")
+
+
+def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tpch",
+              work_dir: str | None = None, progress: bool = True) -> dict[str, str]:
+    """Generate TPC-H at ``scale``, copy it under ``warehouse_url``, register it; table -> URL.
+
+    - ``work_dir``: where to generate (``<work_dir>/sf<scale>``); default ``default_work_dir()``.
+      A complete generation already there is reused.
+    - ``warehouse_url``: ``file:///...``, a local path, or ``s3://bucket/prefix``. Tables land in
+      ``<warehouse_url>/<database>.db/<table>/`` (Hive layout, see ``generate``).
+    - Every table is registered with ``register_external_table(..., replace=True)`` as
+      ``<database>.<table>`` after ``create_database(database)``.
+    - ``progress``: show a ``rich`` progress bar (bytes copied) and step messages.
+
+    Storage failures raise ``raptorx_py.errors.StorageError`` naming the URL; generation
+    failures ``generate.TpchGenerationError``.
+    """
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.storage.fs import filesystem_for
+    from raptorx_py.table_registration import register_external_table
+
+    say = _printer(progress)
+    local_root = Path(work_dir or default_work_dir()).expanduser() / f"sf{format_scale(scale)}"
+    generate_tpch(scale, str(local_root), progress=say)
+    generation = read_marker(str(local_root))
+
+    db_url = f"{_normalise_url(warehouse_url)}/{database}.db"
+    fs, db_path = filesystem_for(db_url, settings)
+    local_files = sorted(p for t in TABLES for p in (local_root / t).rglob("*.parquet"))
+    files = {p.relative_to(local_root).as_posix(): p.stat().st_size for p in local_files}
+    wanted = {"generation": {k: generation[k] for k in ("scale", "layout_version", "generator")},
+              "files": files}
+
+    if _already_loaded(fs, db_path, db_url, wanted):
+        say(f"TPC-H SF {format_scale(scale)} already in {db_url}; not copying")
+    else:
+        _copy(fs, db_path, db_url, local_root, files, progress)
+        _write_json(fs, f"{db_path}/{LOAD_MARKER}", db_url, wanted)
+
+    urls = {t: f"{db_url}/{t}" for t in TABLES}
+    with open_metastore(settings) as metastore:
+        metastore.create_database(database, location=db_url)
+        for table in TABLES:
+            say(f"registering {database}.{table} at {urls[table]}")
+            register_external_table(metastore, settings, f"{database}.{table}", urls[table],
+                                    replace=True)
+    return urls
+
+
+def _printer(enabled: bool):
+    if not enabled:
+        return lambda _msg: None
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    return lambda msg: console.print(f"[dim]tpch:[/dim] {msg}")
+
+
+def _already_loaded(fs, db_path: str, db_url: str, wanted: dict) -> bool:
+    marker_path = f"{db_path}/{LOAD_MARKER}"
+    try:
+        if not fs.exists(marker_path):
+            return False
+        with fs.open(marker_path, "rb") as f:
+            found = json.loads(f.read())
+    except ValueError:
+        return False  # an unreadable marker: copy again
+    except Exception as e:  # noqa: BLE001 - translated and re-raised
+        raise translate_storage_error(e, f"{db_url}/{LOAD_MARKER}") from e
+    if found != wanted:
+        return False
+    try:
+        remote = {info["name"]: info.get("size") for info in
+                  fs.find(db_path, detail=True).values()}
+    except Exception as e:  # noqa: BLE001 - translated and re-raised
+        raise translate_storage_error(e, db_url) from e
+    prefix = db_path.rstrip("/") + "/"
+    remote = {(k[len(prefix):] if k.startswith(prefix) else k.lstrip("/")): v
+              for k, v in remote.items()}
+    return all(remote.get(rel) == size for rel, size in wanted["files"].items())
+
+
+def _copy(fs, db_path: str, db_url: str, local_root: Path, files: dict[str, int],
+          progress: bool) -> None:
+    from raptorx_py.storage.fs import split_url
+
+    is_local = split_url(db_url)[0] == "file"  # object stores need no directories
+    try:
+        if fs.exists(f"{db_path}/{LOAD_MARKER}"):
+            fs.rm(f"{db_path}/{LOAD_MARKER}")
+        for table in TABLES:
+            if fs.exists(f"{db_path}/{table}"):
+                fs.rm(f"{db_path}/{table}", recursive=True)
+        if is_local:
+            for d in sorted({os.path.dirname(f"{db_path}/{rel}") for rel in files}):
+                fs.makedirs(d, exist_ok=True)
+    except Exception as e:  # noqa: BLE001 - translated and re-raised
+        raise translate_storage_error(e, db_url) from e
+
+    def put(rel: str) -> int:
+        try:
+            fs.put_file(str(local_root / rel), f"{db_path}/{rel}")
+        except Exception as e:  # noqa: BLE001 - translated and re-raised
+            raise translate_storage_error(e, f"{db_url}/{rel}") from e
+        return files[rel]
+
+    total = sum(files.values())
+    if not progress:
+        with ThreadPoolExecutor(max_workers=COPY_THREADS) as pool:
+            list(pool.map(put, files))
+        return
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
+                               TimeRemainingColumn, TransferSpeedColumn)
+
+    columns = (TextColumn("[bold]copy to {task.fields[dest]}"), BarColumn(), DownloadColumn(),
+               TransferSpeedColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=False) as bar:
+        task = bar.add_task("copy", total=total, dest=db_url)
+        with ThreadPoolExecutor(max_workers=COPY_THREADS) as pool:
+            for n in pool.map(put, files):
+                bar.advance(task, n)
+
+
+def _write_json(fs, path: str, url: str, obj: dict) -> None:
+    try:
+        with fs.open(path, "wb") as f:
+            f.write(json.dumps(obj, indent=2, sort_keys=True).encode())
+    except Exception as e:  # noqa: BLE001 - translated and re-raised
+        raise translate_storage_error(e, url) from e
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def add_cli(subparsers) -> None:
+    """Add ``tpch load --scale S --warehouse URL [--database D] [--work-dir DIR]
+    [--conf-dir DIR] [-p name=value]`` to the ``raptorx`` command's subparsers."""
+    from raptorx_py.cli import _common
+
+    tpch = subparsers.add_parser("tpch", help="TPC-H data: generate, copy and register")
+    tsub = tpch.add_subparsers(dest="tpch_command", required=True)
+    load = tsub.add_parser(
+        "load", help="generate TPC-H with tpchgen-cli, copy it to <warehouse>/<database>.db/ "
+                     "and register its tables as EXTERNAL")
+    load.add_argument("--scale", type=float, required=True, help="scale factor, e.g. 0.01 or 1")
+    load.add_argument("--warehouse", required=True,
+                      help="warehouse URL: file:///path, a local path or s3://bucket/prefix")
+    load.add_argument("--database", default="tpch", help="database name (default: tpch)")
+    load.add_argument("--work-dir", help="where to generate and cache the data locally "
+                                         f"(default: {default_work_dir()})")
+    load.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _common(load)
+    load.set_defaults(func=cmd_tpch_load)
+
+
+def cmd_tpch_load(args) -> int:
+    from raptorx_py.cli import _settings
+
+    settings = _settings(args)
+    urls = load_tpch(args.scale, args.warehouse, settings, database=args.database,
+                     work_dir=args.work_dir, progress=not args.no_progress)
+    print(f"loaded TPC-H SF {format_scale(args.scale)}: "
+          + ", ".join(f"{args.database}.{t}" for t in urls)
+          + f" at {urls[TABLES[0]].rsplit('/', 1)[0]}")
+    return 0

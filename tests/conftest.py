@@ -1,0 +1,95 @@
+"""Shared fixtures: one SparkSession with tiered_hive for the whole run, a session metastore,
+the metrics sink, and (from the plugin modules) the S3 endpoint and TPC-H data."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+
+import pytest
+
+# Spark's Python workers must run this interpreter; whichever fixture starts the JVM first.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+pytest_plugins = ["tests.s3_fixtures", "tests.tpch_fixtures"]
+
+_names = itertools.count(1)
+
+
+class Env:
+    """The test session's raptorx configuration: a metastore file and a metrics directory."""
+
+    def __init__(self, root):
+        self.root = str(root)
+        self.metastore_path = os.path.join(self.root, "metastore.db")
+        self.metrics_dir = os.path.join(self.root, "metrics")
+        self.properties = {"hive.metastore.url": f"sqlite:///{self.metastore_path}",
+                           "metrics.directory": self.metrics_dir}
+
+    def settings(self, **extra):
+        from raptorx_py.config import load_settings
+
+        return load_settings(overrides={**self.properties, **extra})
+
+    def metastore(self, **extra):
+        from raptorx_py.metastore import open_metastore
+
+        return open_metastore(self.settings(**extra))
+
+    def totals(self) -> dict[str, int]:
+        from raptorx_py.metrics import MetricsSink
+
+        return MetricsSink(self.metrics_dir).totals()
+
+    def unique_db(self, prefix="db") -> str:
+        return f"{prefix}{next(_names)}"
+
+
+@pytest.fixture(scope="session")
+def env(tmp_path_factory) -> Env:
+    return Env(tmp_path_factory.mktemp("raptorx"))
+
+
+@pytest.fixture(scope="session")
+def spark(env):
+    """A local[2] SparkSession with tiered_hive registered on the session's metastore."""
+    from raptorx_py.session import tiered_session
+
+    session = tiered_session(
+        master="local[2]", app_name="raptorx-tests", properties=env.properties,
+        spark_conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2",
+                    "spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC",
+                    "spark.driver.memory": "2g", "spark.ui.showConsoleProgress": "false"})
+    yield session
+    session.stop()
+
+
+class Counted:
+    """Counts made between ``__enter__`` and ``__exit__`` (all processes, via the sink)."""
+
+    def __init__(self, env: Env):
+        self.env = env
+        self.delta: dict[str, int] = {}
+
+    def __enter__(self):
+        from raptorx_py.metrics import flush
+
+        flush(self.env.metrics_dir)  # what this process counted before belongs before
+        self._before = self.env.totals()
+        return self
+
+    def __exit__(self, *exc):
+        from raptorx_py.metrics import diff, flush
+
+        flush(self.env.metrics_dir)  # this process's own counts (planning in tests)
+        self.delta = diff(self.env.totals(), self._before)
+
+    def __getitem__(self, name: str) -> int:
+        return self.delta.get(name, 0)
+
+
+@pytest.fixture
+def counted(env):
+    """``with counted() as c: ...; c["reader.files_opened"]``"""
+    return lambda: Counted(env)

@@ -1,0 +1,71 @@
+"""Pytest plugin with the TPC-H fixtures (loaded by the root conftest via ``pytest_plugins``,
+or explicitly with ``-p tests.tpch_fixtures``).
+
+- ``tpch_scale``: the scale factor of the test data, 0.01.
+- ``tpch_sf001_dir``: TPC-H SF 0.01 in Hive layout, generated once into pytest's cache
+  directory (``.pytest_cache/d/tpch/sf0.01``) and reused by later runs; a clean checkout
+  regenerates it (about 2 s). ``tpch_work_dir(request)`` is its parent, usable as
+  ``load_tpch(work_dir=...)``.
+- ``spark_local``: the one SparkSession of the test session: the root conftest's ``spark``
+  fixture when it exists, else a plain ``local[2]`` session.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+TPCH_TEST_SCALE = 0.01
+
+
+@pytest.fixture(scope="session")
+def tpch_scale() -> float:
+    return TPCH_TEST_SCALE
+
+
+@pytest.fixture(scope="session")
+def tpch_sf001_dir(request) -> str:
+    """Directory holding TPC-H SF 0.01 as ``<dir>/<table>/...`` Hive-layout Parquet."""
+    from raptorx_py.tpch.generate import generate_tpch
+
+    out_dir = tpch_work_dir(request) / "sf0.01"
+    generate_tpch(TPCH_TEST_SCALE, str(out_dir))
+    return str(out_dir)
+
+
+def tpch_work_dir(request):
+    """pytest's cache directory for TPC-H generations, laid out as ``load_tpch``'s
+    ``work_dir`` (``<dir>/sf<scale>``), so loading SF 0.01 in a test reuses the fixture's data."""
+    return request.config.cache.mkdir("tpch")
+
+
+@pytest.fixture(scope="session")
+def spark_local(request):
+    """The test session's one SparkSession.
+
+    Spark allows one SparkContext per process, and ``getOrCreate`` silently ignores the
+    static settings of a second builder, so this reuses the ``spark`` fixture of the root
+    conftest (a tiered session, ``local[2]``) when there is one, and otherwise starts a plain
+    ``local[2]`` session (shuffle partitions 4, UI off, UTC), stopped at the end.
+    """
+    try:
+        shared = request.getfixturevalue("spark")
+    except pytest.FixtureLookupError:
+        shared = None
+    if shared is not None:
+        yield shared
+        return
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("raptorx-tests")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    yield spark
+    spark.stop()

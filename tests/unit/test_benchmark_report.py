@@ -1,0 +1,175 @@
+"""The benchmark's pure reporting functions, on a small synthetic results dict (no Spark,
+no object store, no timings)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks import report
+
+
+def _run(seconds, rows, requests=None, nbytes=0, metrics=None):
+    return {"seconds": seconds, "rows": rows, "requests": requests or {}, "bytes": nbytes,
+            "metrics": metrics or {}}
+
+
+@pytest.fixture
+def results():
+    return {
+        "schema_version": report.SCHEMA_VERSION,
+        "command": "python -m benchmarks.tpch_suite --scale 0.01",
+        "started_at": "2025-01-02T03:04:05+00:00",
+        "wall_seconds": 12.0,
+        "machine": {"platform": "Linux-test", "cpu_count": 2, "memory_bytes": 2 * 1024**3,
+                    "python": "3.11.2", "pyspark": "4.3.0"},
+        "scale": 0.01,
+        "latency_ms": 20.0,
+        "endpoint": {"url": "http://127.0.0.1:1234", "request_cost": 1.5},
+        "warmup": 1,
+        "repetitions": 3,
+        "configurations": [{"name": "local", "description": "baseline"},
+                           {"name": "remote", "description": "over S3"}],
+        "queries": {
+            # keys are strings (as after a JSON round trip); "10" must sort after "6"
+            "10": {"configs": {
+                "local": {"runs": [_run(4.0, 20), _run(4.0, 20), _run(4.0, 20)]},
+                "remote": {"runs": [_run(8.0, 20, {"GET": 2}, 100),
+                                    _run(9.0, 20, {"GET": 2}, 100),
+                                    _run(8.0, 20, {"GET": 2}, 100)]}}},
+            "1": {"configs": {
+                "local": {"runs": [_run(1.0, 4), _run(3.0, 4), _run(2.0, 4)]},
+                "remote": {"runs": [
+                    _run(5.0, 4, {"LIST": 1, "RANGED_GET": 10}, 3 * 1024**2,
+                         {"reader.files_opened": 2}),
+                    _run(4.0, 4, {"LIST": 1, "RANGED_GET": 12}, 3 * 1024**2,
+                         {"reader.files_opened": 2}),
+                    _run(6.0, 4, {"LIST": 1, "RANGED_GET": 11}, 3 * 1024**2,
+                         {"reader.files_opened": 2})]}}},
+        },
+    }
+
+
+def test_statistics():
+    assert report.median([3, 1, 2]) == 2
+    assert report.median([1, 2, 3, 4]) == 2.5
+    assert report.geometric_mean([1, 4]) == pytest.approx(2.0)
+    assert report.geometric_mean([2, 8, 4]) == pytest.approx(4.0)
+    assert report.ratio(6.0, 2.0) == 3.0
+    assert report.ratio(1.0, None) is None
+    assert report.ratio(1.0, 0.0) is None
+    with pytest.raises(ValueError, match="no values"):
+        report.median([])
+    with pytest.raises(ValueError, match="positive"):
+        report.geometric_mean([1.0, 0.0])
+
+
+def test_summarize_medians_and_geomean(results):
+    s = report.summarize(results)
+    assert s["baseline"] == "local"
+    assert list(s["queries"]) == ["1", "10"]
+    q1 = s["queries"]["1"]["remote"]
+    assert (q1["median_s"], q1["min_s"], q1["max_s"], q1["rows"]) == (5.0, 4.0, 6.0, 4)
+    assert q1["requests"] == {"LIST": 1, "RANGED_GET": 11}
+    assert q1["requests_total"] == 12
+    assert q1["metrics"] == {"reader.files_opened": 2}
+    assert s["ratios"]["1"]["remote"] == pytest.approx(2.5)
+    # geomeans over Q1 and Q10: local sqrt(2*4), remote sqrt(5*8)
+    assert s["geomean"]["local"] == pytest.approx(math.sqrt(8))
+    assert s["geomean"]["remote"] == pytest.approx(math.sqrt(40))
+    assert s["geomean_ratio"]["remote"] == pytest.approx(math.sqrt(5))
+    assert report.row_count_mismatches(results) == []
+
+
+def test_markdown_table_rows(results):
+    md = report.render_markdown(results)
+    assert md.startswith("# TPC-H benchmark, scale factor 0.01\n")
+    assert "- Command: `python -m benchmarks.tpch_suite --scale 0.01`" in md
+    assert "Linux-test, 2 CPUs, 2.0 GiB RAM, Python 3.11.2, PySpark 4.3.0" in md
+    assert ("| query | rows | local s | remote s | remote / local | local requests / bytes "
+            "| remote requests / bytes |") in md.splitlines()
+    lines = md.splitlines()
+    assert "| Q1 | 4 | 2.000 | 5.000 | 2.50x | 0 / 0 B | 12 / 3.0 MiB |" in lines
+    assert "| Q10 | 20 | 4.000 | 8.000 | 2.00x | 0 / 0 B | 2 / 100 B |" in lines
+    assert "| **geomean** (2 queries) |  | 2.828 | 6.325 | 2.24x |  |  |" in lines
+    assert lines.index("| Q1 | 4 | 2.000 | 5.000 | 2.50x | 0 / 0 B | 12 / 3.0 MiB |") < \
+        lines.index("| Q10 | 20 | 4.000 | 8.000 | 2.00x | 0 / 0 B | 2 / 100 B |")
+    # totals: requests by kind and the data source's counters, summed over queries
+    assert "| remote | 2 | 1 | 11 | 3.0 MiB |" in lines
+    assert "| `reader.files_opened` | 0 | 2 |" in lines
+    assert "## Problems" not in md
+
+
+def test_row_count_mismatch_and_errors_are_reported(results):
+    results["queries"]["10"]["configs"]["remote"]["runs"][1]["rows"] = 19
+    results["queries"]["1"]["configs"]["remote"] = {"runs": [], "error": "StorageError: boom"}
+    problems = report.row_count_mismatches(results)
+    assert problems == ["Q10: configuration remote returned different row counts across "
+                        "runs: [20, 19, 20]"]
+    results["queries"]["10"]["configs"]["remote"]["runs"][1]["rows"] = 20
+    results["queries"]["10"]["configs"]["local"]["runs"] = [_run(4.0, 21)]
+    assert report.row_count_mismatches(results) == [
+        "Q10: row counts differ between configurations: local=21, remote=20"]
+    md = report.render_markdown(results)
+    lines = md.splitlines()
+    assert "| Q1 | 4 | 2.000 | error | — | 0 / 0 B | — |" in lines
+    # the geometric mean covers only queries every configuration completed
+    assert "| **geomean** (1 queries) |  | 4.000 | 8.000 | 2.00x |  |  |" in lines
+    assert "- Q1 remote: StorageError: boom" in lines
+
+
+def test_formatting():
+    assert report.format_bytes(0) == "0 B"
+    assert report.format_bytes(1536) == "1.5 KiB"
+    assert report.format_bytes(5 * 1024**3) == "5.0 GiB"
+    assert report.format_count(1234567) == "1,234,567"
+    assert report.format_count(2.5) == "2.5"
+    assert report.choose_log_scale([0.1, 10.0]) is True
+    assert report.choose_log_scale([1.0, 10.0]) is False
+
+
+def test_write_reports_writes_json_markdown_and_png(results, tmp_path):
+    paths = report.write_reports(results, str(tmp_path / "out"))
+    with open(paths["chart"], "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "out" / "results.md").read_text().startswith("# TPC-H benchmark")
+    import json
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["scale"] == 0.01
+
+
+def test_runner_helpers_need_no_spark():
+    from benchmarks import configurations, tpch_suite
+
+    before = {"requests": {"GET": 1, "LIST": 2}, "bytes": {"GET": 10, "LIST": 5},
+              "latency_ms": 20.0, "max_concurrent": 3, "pid": 7}
+    after = {"requests": {"GET": 4, "LIST": 2, "RANGED_GET": 5},
+             "bytes": {"GET": 40, "LIST": 5, "RANGED_GET": 500},
+             "latency_ms": 20.0, "max_concurrent": 4, "pid": 7}
+    delta = tpch_suite.store_delta(after, before)
+    assert delta == {"requests": {"GET": 3, "RANGED_GET": 5},
+                     "bytes": {"GET": 30, "RANGED_GET": 500}}
+    assert tpch_suite.split_store_stats(delta) == ({"GET": 3, "RANGED_GET": 5}, 530)
+    assert tpch_suite.default_work_dir("/x/y/bench-out") == "/x/y/work-data"
+    args = tpch_suite.parse_args(["--scale", "0.1", "--configs", "a,b", "--queries", "1,6"])
+    assert (args.scale, args.configs, args.queries, args.repetitions, args.warmup,
+            args.latency_ms) == (0.1, ["a", "b"], ["1", "6"], 3, 1, 20.0)
+    names = [c.name for c in configurations.get_configurations(None)]
+    assert names[:2] == ["spark-parquet-local", "tiered-hive-s3"]
+    with pytest.raises(ValueError, match="unknown benchmark configuration.*nope.*known: "
+                                         "spark-parquet-local"):
+        configurations.get_configurations(["spark-parquet-local", "nope"])
+
+
+def test_cold_prepare_hook_empties_the_named_directory(tmp_path):
+    from benchmarks.configurations import BenchContext, clear_directories
+
+    cache = tmp_path / "cache"
+    (cache / "sub").mkdir(parents=True)
+    (cache / "sub" / "block").write_bytes(b"x")
+    ctx = BenchContext(spark=None, database="tpch", local_data_dir="", work_dir=str(tmp_path),
+                       properties={"cache.base-directory": str(cache)})
+    clear_directories("cache.base-directory")(ctx)
+    assert cache.is_dir() and list(cache.iterdir()) == []
+    with pytest.raises(ValueError, match="property fragment-result-cache.base-directory"):
+        clear_directories("fragment-result-cache.base-directory")(ctx)

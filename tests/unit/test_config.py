@@ -1,0 +1,327 @@
+"""Configuration loading: defaults, the property -> field mapping, precedence and errors.
+
+The literal tables below are deliberate: changing a default, renaming a property or adding
+one must be done here too, so that no such change slips in unnoticed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from raptorx_py.config import PROPERTIES, PROPERTIES_BY_NAME, build_settings, load_settings
+from raptorx_py.config.loader import (
+    DOCS_BEGIN,
+    DOCS_END,
+    describe_settings,
+    render_conf_file,
+    render_property_docs,
+)
+from raptorx_py.config.settings import SETTINGS_FIELDS, Settings
+from raptorx_py.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+EXPECTED_DEFAULTS = {
+    "metastore_url": "sqlite:///~/.raptorx/metastore.db",
+    "s3_endpoint": "",
+    "s3_access_key": "",
+    "s3_secret_key": "",
+    "s3_region": "",
+    "s3_path_style_access": False,
+    "s3_connect_timeout": 5.0,
+    "s3_socket_timeout": 30.0,
+    "s3_max_error_retries": 2,
+    "stats_pruning_enabled": True,
+    "metrics_directory": "",
+}
+
+# property name -> (file, non-default string, field, typed value)
+NON_DEFAULTS = {
+    "hive.metastore.url": ("hive", "sqlite:////srv/meta.db", "metastore_url",
+                           "sqlite:////srv/meta.db"),
+    "hive.s3.endpoint": ("hive", "http://127.0.0.1:9000", "s3_endpoint", "http://127.0.0.1:9000"),
+    "hive.s3.aws-access-key": ("hive", "AKIATEST", "s3_access_key", "AKIATEST"),
+    "hive.s3.aws-secret-key": ("hive", "s3cr3t", "s3_secret_key", "s3cr3t"),
+    "hive.s3.region": ("hive", "eu-west-1", "s3_region", "eu-west-1"),
+    "hive.s3.path-style-access": ("hive", "TRUE", "s3_path_style_access", True),
+    "hive.s3.connect-timeout": ("hive", "1500ms", "s3_connect_timeout", 1.5),
+    "hive.s3.socket-timeout": ("hive", "2m", "s3_socket_timeout", 120.0),
+    "hive.s3.max-error-retries": ("hive", "7", "s3_max_error_retries", 7),
+    "hive.partition-statistics-based-optimization-enabled": ("hive", "false",
+                                                            "stats_pruning_enabled", False),
+    "metrics.directory": ("config", "/tmp/raptorx-metrics", "metrics_directory",
+                          "/tmp/raptorx-metrics"),
+}
+
+EXPECTED_NAMES = {
+    "hive.metastore.url",
+    "hive.s3.endpoint",
+    "hive.s3.aws-access-key",
+    "hive.s3.aws-secret-key",
+    "hive.s3.region",
+    "hive.s3.path-style-access",
+    "hive.s3.connect-timeout",
+    "hive.s3.socket-timeout",
+    "hive.s3.max-error-retries",
+    "hive.partition-statistics-based-optimization-enabled",
+    "metrics.directory",
+}
+
+
+def typed(settings: Settings) -> dict:
+    values = dataclasses.asdict(settings)
+    values.pop("source")
+    return values
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def empty_cwd(tmp_path):
+    """A working directory without conf/, so only what a test writes is read."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    return cwd
+
+
+def test_defaults(empty_cwd):
+    settings = load_settings(env={}, cwd=empty_cwd)
+    assert typed(settings) == EXPECTED_DEFAULTS
+    assert typed(build_settings({})) == EXPECTED_DEFAULTS
+    assert settings.properties() == {p.name: p.default for p in PROPERTIES}
+    assert settings.source == tuple(sorted(settings.properties().items()))
+
+
+def test_every_property_maps_to_its_field(tmp_path, empty_cwd):
+    assert set(PROPERTIES_BY_NAME) == EXPECTED_NAMES
+    assert set(NON_DEFAULTS) == EXPECTED_NAMES
+    assert {field for _, _, field, _ in NON_DEFAULTS.values()} == set(SETTINGS_FIELDS)
+    conf = tmp_path / "conf"
+    for file in ("hive", "config"):
+        lines = [f"{name}={text}" for name, (f, text, _, _) in NON_DEFAULTS.items() if f == file]
+        write(conf, f"{file}.properties", "\n".join(lines) + "\n")
+    settings = load_settings(conf_dir=conf, env={}, cwd=empty_cwd)
+    for name, (file, text, field, value) in NON_DEFAULTS.items():
+        assert PROPERTIES_BY_NAME[name].file == file, name
+        assert PROPERTIES_BY_NAME[name].field == field, name
+        assert getattr(settings, field) == value, name
+        assert value != EXPECTED_DEFAULTS[field], f"{name}: test value must not be the default"
+    assert settings.properties() == {name: text for name, (_, text, _, _) in NON_DEFAULTS.items()}
+
+
+def test_precedence_defaults_cwd_conf_env_dir_overrides(tmp_path, empty_cwd):
+    write(empty_cwd / "conf", "config.properties",
+          "hive.s3.region=from-cwd-config\nhive.s3.endpoint=http://cwd-config\n"
+          "hive.s3.max-error-retries=5\nmetrics.directory=/cwd/metrics\n")
+    write(empty_cwd / "conf", "hive.properties",
+          "hive.s3.region=from-cwd-hive\nhive.s3.connect-timeout=11s\n")
+    env_dir = tmp_path / "env-conf"
+    write(env_dir, "config.properties",
+          "hive.s3.region=from-env-config\nhive.s3.connect-timeout=22s\n")
+    write(env_dir, "hive.properties", "hive.s3.region=from-env-hive\nhive.s3.socket-timeout=1m\n")
+
+    only_cwd = load_settings(env={}, cwd=empty_cwd)
+    assert only_cwd.s3_region == "from-cwd-hive"          # cwd hive.properties > config.properties
+    assert only_cwd.s3_endpoint == "http://cwd-config"
+    assert only_cwd.s3_connect_timeout == 11.0
+    assert only_cwd.s3_socket_timeout == 30.0             # default
+
+    with_env = load_settings(env={"RAPTORX_CONF_DIR": str(env_dir)}, cwd=empty_cwd)
+    assert with_env.s3_region == "from-env-hive"          # env dir hive > env dir config > cwd
+    assert with_env.s3_connect_timeout == 22.0            # env dir config.properties > cwd hive
+    assert with_env.s3_socket_timeout == 60.0
+    assert with_env.s3_endpoint == "http://cwd-config"    # untouched by the env dir
+    assert with_env.s3_max_error_retries == 5
+    assert with_env.metrics_directory == "/cwd/metrics"
+    assert with_env.s3_path_style_access is False         # default
+
+    overridden = load_settings(env={"RAPTORX_CONF_DIR": str(env_dir)}, cwd=empty_cwd,
+                               overrides={"hive.s3.region": "from-option",
+                                          "hive.s3.path-style-access": "true"})
+    assert overridden.s3_region == "from-option"
+    assert overridden.s3_path_style_access is True
+    assert overridden.s3_socket_timeout == 60.0
+
+
+def test_conf_dir_argument_wins_over_env(tmp_path, empty_cwd, monkeypatch):
+    arg_dir, env_dir = tmp_path / "arg", tmp_path / "env"
+    write(arg_dir, "hive.properties", "hive.s3.region=from-arg\n")
+    write(env_dir, "hive.properties", "hive.s3.region=from-env\nhive.s3.endpoint=http://env\n")
+    monkeypatch.setenv("RAPTORX_CONF_DIR", str(env_dir))
+    monkeypatch.chdir(empty_cwd)
+    assert load_settings().s3_region == "from-env"                 # os.environ and Path.cwd()
+    from_arg = load_settings(conf_dir=arg_dir)
+    assert from_arg.s3_region == "from-arg"
+    assert from_arg.s3_endpoint == ""                              # env dir not read at all
+
+
+def test_relative_conf_dir_is_relative_to_cwd(empty_cwd):
+    write(empty_cwd / "site", "config.properties", "metrics.directory=/m\n")
+    assert load_settings(conf_dir="site", env={}, cwd=empty_cwd).metrics_directory == "/m"
+    assert load_settings(env={"RAPTORX_CONF_DIR": "site"}, cwd=empty_cwd).metrics_directory == "/m"
+
+
+def test_empty_env_var_is_unset(empty_cwd):
+    assert typed(load_settings(env={"RAPTORX_CONF_DIR": ""}, cwd=empty_cwd)) == EXPECTED_DEFAULTS
+
+
+def test_overrides_accept_python_bools_and_ints(empty_cwd):
+    settings = load_settings(env={}, cwd=empty_cwd, overrides={
+        "hive.s3.path-style-access": True, "hive.s3.max-error-retries": 0,
+        "hive.s3.region": "  padded  "})
+    assert settings.s3_path_style_access is True
+    assert settings.s3_max_error_retries == 0
+    assert settings.s3_region == "padded"
+    assert settings.properties()["hive.s3.path-style-access"] == "true"
+
+
+def test_with_overrides_rebuilds_from_source(empty_cwd):
+    base = load_settings(env={}, cwd=empty_cwd, overrides={"hive.s3.region": "r1"})
+    changed = base.with_overrides({"hive.s3.connect-timeout": "250ms"})
+    assert changed.s3_region == "r1"
+    assert changed.s3_connect_timeout == 0.25
+    assert base.s3_connect_timeout == 5.0
+    assert build_settings({k: (v, "worker", None) for k, v in changed.source}) == changed
+    with pytest.raises(ConfigError, match=r"^option, property 'hive.s3.connect-timeout': "):
+        base.with_overrides({"hive.s3.connect-timeout": "soon"})
+
+
+def test_unknown_property_names_file_line_key_and_suggestion(tmp_path, empty_cwd):
+    conf = tmp_path / "conf"
+    path = write(conf, "hive.properties", "# c\nhive.s3.region=x\n\nhive.s3.conect-timeout=5s\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(conf_dir=conf, env={}, cwd=empty_cwd)
+    assert str(info.value) == (f"{path}:4, property 'hive.s3.conect-timeout': unknown property; "
+                               "did you mean 'hive.s3.connect-timeout'?")
+    assert (info.value.source, info.value.line, info.value.key) == (
+        str(path), 4, "hive.s3.conect-timeout")
+
+
+def test_unknown_property_without_close_match(empty_cwd):
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={}, cwd=empty_cwd, overrides={"zzz": "1"})
+    assert str(info.value) == ("option, property 'zzz': unknown property; "
+                               "see docs/configuration.md for the list of properties")
+
+
+@pytest.mark.parametrize("line, form", [
+    ("hive.s3.connect-timeout=5", "expected a duration such as 500ms, 30s or 6h"),
+    ("hive.s3.path-style-access=yes", "expected a boolean, true or false"),
+    ("hive.s3.max-error-retries=two", "expected an integer"),
+])
+def test_bad_value_names_file_line_key_and_form(tmp_path, empty_cwd, line, form):
+    conf = tmp_path / "conf"
+    path = write(conf, "hive.properties", "hive.s3.region=x\n" + line + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(conf_dir=conf, env={}, cwd=empty_cwd)
+    key, value = line.split("=")
+    message = str(info.value)
+    assert message.startswith(f"{path}:2, property '{key}': invalid value '{value}': ")
+    assert form in message
+    assert (info.value.source, info.value.line, info.value.key) == (str(path), 2, key)
+
+
+def test_bad_value_in_cwd_conf_is_reported_there(empty_cwd):
+    path = write(empty_cwd / "conf", "config.properties", "metrics.directory=/m\n")
+    write(empty_cwd / "conf", "hive.properties", "\n\nhive.s3.socket-timeout=10 minutes\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={}, cwd=empty_cwd)
+    assert info.value.source == str(path.with_name("hive.properties"))
+    assert info.value.line == 3
+    assert info.value.key == "hive.s3.socket-timeout"
+
+
+def test_missing_conf_dir(tmp_path, empty_cwd):
+    missing = tmp_path / "nope"
+    with pytest.raises(ConfigError) as info:
+        load_settings(conf_dir=missing, env={}, cwd=empty_cwd)
+    assert str(info.value) == f"{missing}: configuration directory does not exist"
+    with pytest.raises(ConfigError, match="configuration directory does not exist"):
+        load_settings(env={"RAPTORX_CONF_DIR": str(missing)}, cwd=empty_cwd)
+
+
+def test_conf_dir_without_files_or_not_a_directory(tmp_path, empty_cwd):
+    empty = tmp_path / "empty"
+    write(empty, "catalog.properties", "hive.s3.region=x\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(conf_dir=empty, env={}, cwd=empty_cwd)
+    assert str(info.value) == (f"{empty}: configuration directory holds neither "
+                               "config.properties nor hive.properties")
+    a_file = empty / "catalog.properties"
+    with pytest.raises(ConfigError, match="configuration directory is not a directory"):
+        load_settings(conf_dir=a_file, env={}, cwd=empty_cwd)
+
+
+@pytest.mark.parametrize("text, line, fragment", [
+    ("hive.s3.region=x\n=true\n", 2, "line has no property name"),
+    ("hive.s3.region=x\nhive.s3.endpoint=\\u12zz\n", 2, "malformed \\uXXXX escape"),
+    ("hive.s3.region=x\n\nhive.s3.region=y\n", 3, "set on line 1 and again on line 3"),
+])
+def test_malformed_file(tmp_path, empty_cwd, text, line, fragment):
+    conf = tmp_path / "conf"
+    path = write(conf, "config.properties", text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(conf_dir=conf, env={}, cwd=empty_cwd)
+    assert str(info.value).startswith(f"{path}:{line}")
+    assert fragment in str(info.value)
+
+
+def test_only_one_conf_file_is_enough(tmp_path, empty_cwd):
+    conf = tmp_path / "conf"
+    write(conf, "config.properties", "hive.s3.region=set-in-config\n")  # any file, any property
+    assert load_settings(conf_dir=conf, env={}, cwd=empty_cwd).s3_region == "set-in-config"
+
+
+@pytest.mark.parametrize("file", ["hive", "config"])
+def test_committed_conf_files_are_generated(file):
+    committed = (REPO / "conf" / f"{file}.properties").read_text(encoding="utf-8")
+    assert committed == render_conf_file(file), (
+        "conf files are stale; regenerate with "
+        "python -c \"from raptorx_py.config.loader import main; main(['--write'])\"")
+
+
+def test_conf_files_hold_every_property_at_its_default(empty_cwd):
+    settings = load_settings(conf_dir=REPO / "conf", env={}, cwd=empty_cwd)
+    assert typed(settings) == EXPECTED_DEFAULTS
+    listed = {}
+    for file in ("hive", "config"):
+        for line in render_conf_file(file).splitlines():
+            if line and not line.startswith("#"):
+                name = line.split("=", 1)[0]
+                listed[name] = file
+    assert listed == {name: f for name, (f, _, _, _) in NON_DEFAULTS.items()}
+    with pytest.raises(ValueError, match="expected file 'hive' or 'config'"):
+        render_conf_file("catalog")
+
+
+def test_docs_list_every_property():
+    docs = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    for name in EXPECTED_NAMES:
+        assert f"`{name}`" in docs, name
+    block = docs[docs.index(DOCS_BEGIN):docs.index(DOCS_END) + len(DOCS_END)]
+    assert block == render_property_docs(), "docs/configuration.md property list is stale"
+
+
+def test_describe_settings(empty_cwd):
+    settings = load_settings(env={}, cwd=empty_cwd, overrides={
+        "hive.s3.aws-secret-key": "s3cr3t", "hive.s3.region": "eu-west-1"})
+    text = describe_settings(settings)
+    lines = text.splitlines()
+    assert lines[0].split() == ["name", "value", "default", "description"]
+    assert len(lines) == 2 + len(PROPERTIES) + 1
+    assert "s3cr3t" not in text
+    rows = {line.split()[0]: line for line in lines[2:-1]}
+    assert set(rows) == EXPECTED_NAMES
+    assert rows["hive.s3.aws-secret-key"].split()[1] == "<hidden>*"
+    assert rows["hive.s3.region"].split()[1] == "eu-west-1*"
+    assert rows["hive.s3.connect-timeout"].split()[1:3] == ["5s", "5s"]
+    for p in PROPERTIES:
+        assert rows[p.name].endswith(p.doc)

@@ -1,0 +1,104 @@
+import pytest
+
+from raptorx_py.errors import EmptyTableLocationError, LayoutError
+from raptorx_py.storage.fs import filesystem_for, split_url
+from raptorx_py.storage.hive_layout import (
+    escape_partition_value,
+    is_hidden,
+    parse_partition_dir,
+    unescape_partition_value,
+    walk_table,
+)
+
+
+@pytest.mark.parametrize("value,escaped", [
+    ("2024-01", "2024-01"),
+    ("a/b", "a%2Fb"),
+    ("x=y", "x%3Dy"),
+    ("50%", "50%25"),
+    ("a b", "a b"),
+    ("ü", "ü"),
+    ("", "__HIVE_DEFAULT_PARTITION__"),
+    (None, "__HIVE_DEFAULT_PARTITION__"),
+])
+def test_escape_matches_hive(value, escaped):
+    assert escape_partition_value(value) == escaped
+    assert unescape_partition_value(escaped) == (value or None)
+
+
+def test_unescape_leaves_malformed_percent_alone():
+    assert unescape_partition_value("100%") == "100%"
+    assert unescape_partition_value("%zz") == "%zz"
+
+
+def test_hidden_names():
+    assert is_hidden("_SUCCESS") and is_hidden(".crc") and not is_hidden("part-0.parquet")
+
+
+def test_partition_dir_must_be_key_value():
+    assert parse_partition_dir("k=v", "/t/k=v") == ("k", "v")
+    with pytest.raises(LayoutError, match="/t/oops"):
+        parse_partition_dir("oops", "/t/oops")
+    with pytest.raises(LayoutError):
+        parse_partition_dir("=v", "/t/=v")
+
+
+def _touch(path, data=b"x"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def test_walk_partitioned_two_levels_skips_hidden(tmp_path, env):
+    root = tmp_path / "t"
+    _touch(root / "y=2024" / "m=01" / "a.parquet")
+    _touch(root / "y=2024" / "m=02" / "b.parquet")
+    _touch(root / "y=2024" / "m=02" / ".b.parquet.crc")
+    _touch(root / "y=2024" / "m=02" / "_tmp" / "junk.parquet")
+    _touch(root / "y=__HIVE_DEFAULT_PARTITION__" / "m=a%2Fb" / "c.parquet")
+    _touch(root / "_SUCCESS")
+    fs, path = filesystem_for(f"file://{root}", env.settings())
+    keys, parts = walk_table(fs, path)
+    assert keys == ["y", "m"]
+    assert sorted((p.values for p in parts), key=str) == sorted(
+        [("2024", "01"), ("2024", "02"), (None, "a/b")], key=str)
+    assert sum(len(p.files) for p in parts) == 3
+
+
+def test_walk_unpartitioned(tmp_path, env):
+    _touch(tmp_path / "t" / "part-0.parquet")
+    _touch(tmp_path / "t" / "part-1.parquet")
+    fs, path = filesystem_for(str(tmp_path / "t"), env.settings())
+    keys, parts = walk_table(fs, path)
+    assert keys == [] and len(parts) == 1 and len(parts[0].files) == 2
+
+
+def test_walk_rejects_inconsistent_keys(tmp_path, env):
+    _touch(tmp_path / "t" / "a=1" / "f.parquet")
+    _touch(tmp_path / "t" / "b=1" / "f.parquet")
+    fs, path = filesystem_for(str(tmp_path / "t"), env.settings())
+    with pytest.raises(LayoutError, match="b=1"):
+        walk_table(fs, path)
+
+
+def test_walk_rejects_unparseable_directory(tmp_path, env):
+    _touch(tmp_path / "t" / "notapartition" / "f.parquet")
+    fs, path = filesystem_for(str(tmp_path / "t"), env.settings())
+    with pytest.raises(LayoutError, match="notapartition"):
+        walk_table(fs, path)
+
+
+def test_walk_missing_and_empty(tmp_path, env):
+    fs, _ = filesystem_for(str(tmp_path), env.settings())
+    with pytest.raises(EmptyTableLocationError, match="does not exist"):
+        walk_table(fs, str(tmp_path / "nope"))
+    _touch(tmp_path / "empty" / "_SUCCESS")
+    with pytest.raises(EmptyTableLocationError, match="no data files"):
+        walk_table(fs, str(tmp_path / "empty"))
+
+
+def test_split_url():
+    assert split_url("s3://bucket/a/b/") == ("s3", "bucket/a/b")
+    assert split_url("file:///x/y") == ("file", "/x/y")
+    assert split_url("/x/y") == ("file", "/x/y")
+    with pytest.raises(OSError, match="unsupported URL scheme 'hdfs'"):
+        split_url("hdfs://nn/x")

@@ -1,0 +1,127 @@
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from raptorx_py.errors import AlreadyExistsError, MetastoreError, NoSuchObjectError
+from raptorx_py.metastore import (
+    EXTERNAL_TABLE,
+    Column,
+    ColumnStats,
+    Metastore,
+    Partition,
+    Table,
+)
+from raptorx_py.metastore.store import SqliteBackend, backend_for_url
+from raptorx_py.metrics import counters
+
+
+@pytest.fixture
+def ms(tmp_path):
+    with Metastore(SqliteBackend(str(tmp_path / "sub" / "ms.db"))) as m:
+        yield m
+
+
+def _table(db="db", name="t", keys=(Column("m", "string"),)):
+    return Table(db, name, EXTERNAL_TABLE, "file:///x",
+                 (Column("id", "bigint"), Column("d", "date"), Column("p", "decimal(15,2)")),
+                 tuple(keys), {"EXTERNAL": "TRUE"})
+
+
+def _partition(m, lo=1, hi=9):
+    return Partition((m,), f"file:///x/m={m}", {"numRows": "10"}, {
+        "id": ColumnStats(0, lo, hi),
+        "d": ColumnStats(1, dt.date(2024, 1, 1), dt.date(2024, 1, 31)),
+        "p": ColumnStats(0, Decimal("0.05"), Decimal("10.00"))})
+
+
+def test_created_on_first_use_with_hms_tables(tmp_path, ms):
+    assert (tmp_path / "sub" / "ms.db").exists()
+    names = {r[0] for r in ms._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"DBS", "TBLS", "COLUMNS_V2", "PARTITION_KEYS", "PARTITIONS", "PARTITION_KEY_VALS",
+            "PARTITION_PARAMS", "TABLE_PARAMS", "PART_COL_STATS", "TAB_COL_STATS",
+            "VERSION"} <= names
+
+
+def test_round_trip_of_table_partitions_and_typed_stats(ms):
+    ms.create_database("db")
+    t = ms.create_table(_table(), [_partition("2024-01"), _partition(None)])
+    got = ms.get_table("db", "t")
+    assert got == t and got.id is not None
+    assert [c.name for c in got.all_columns] == ["id", "d", "p", "m"]
+    parts = {p.values: p for p in ms.list_partitions(got)}
+    assert set(parts) == {("2024-01",), (None,)}
+    p = parts[("2024-01",)]
+    assert p.row_count == 10
+    assert p.stats["d"] == ColumnStats(1, dt.date(2024, 1, 1), dt.date(2024, 1, 31))
+    assert p.stats["p"].high == Decimal("10.00") and p.stats["id"].low == 1
+
+
+def test_unknown_names_list_what_exists(ms):
+    ms.create_database("db")
+    ms.create_table(_table(name="alpha"))
+    ms.create_table(_table(name="beta"))
+    with pytest.raises(NoSuchObjectError, match=r"table 'db.gamma' does not exist.*db.alpha, "
+                                                 r"db.beta"):
+        ms.get_table("db", "gamma")
+    with pytest.raises(NoSuchObjectError, match=r"database 'nodb' does not exist.*: db"):
+        ms.get_table("nodb", "alpha")
+    with pytest.raises(LookupError):  # callers that know only built-ins can catch it
+        ms.get_database("nodb")
+
+
+def test_failed_create_leaves_metastore_unchanged(ms):
+    ms.create_database("db")
+    original = ms.create_table(_table(), [_partition("a")])
+    bad = Partition(("x", "y"), "file:///x", {}, {})  # two values for one key
+    with pytest.raises(MetastoreError, match="2 values for 1 partition keys"):
+        ms.create_table(_table(), [_partition("b"), bad], replace=True)
+    assert ms.get_table("db", "t") == original
+    assert [p.values for p in ms.list_partitions(original)] == [("a",)]
+
+
+def test_create_without_replace_refuses(ms):
+    ms.create_database("db")
+    ms.create_table(_table())
+    with pytest.raises(AlreadyExistsError, match="db.t"):
+        ms.create_table(_table())
+
+
+def test_replace_gives_a_new_table_id_and_drop_removes_everything(ms):
+    ms.create_database("db")
+    first = ms.create_table(_table(), [_partition("a")])
+    second = ms.create_table(_table(), [_partition("b")], replace=True)
+    assert second.id != first.id
+    ms.drop_table("db", "t")
+    assert ms.list_tables("db") == []
+    assert ms._conn.execute("SELECT COUNT(*) FROM PART_COL_STATS").fetchone()[0] == 0
+
+
+def test_round_trips_are_counted(ms):
+    ms.create_database("db")
+    t = ms.create_table(_table(), [_partition("a")])
+    before = counters.snapshot().get("metastore.round_trips", 0)
+    ms.list_partitions(t)
+    assert counters.snapshot()["metastore.round_trips"] - before == 4
+
+
+def test_values_are_parameterised_not_interpolated(ms):
+    name = "x'); DROP TABLE TBLS; --"
+    ms.create_database(name)
+    assert name in ms.list_databases()
+    assert ms._conn.execute("SELECT COUNT(*) FROM TBLS").fetchone()[0] == 0
+
+
+def test_backend_url_errors():
+    assert backend_for_url("sqlite:////tmp/x.db").path == "/tmp/x.db"
+    with pytest.raises(MetastoreError, match="unsupported metastore URL 'mysql://h/db'"):
+        backend_for_url("mysql://h/db")
+    with pytest.raises(MetastoreError, match="names no file"):
+        backend_for_url("sqlite:///")
+
+
+def test_unopenable_file_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(MetastoreError, match="cannot open the SQLite metastore"):
+        Metastore(SqliteBackend(str(blocker / "ms.db")))

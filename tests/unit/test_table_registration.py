@@ -1,0 +1,133 @@
+import datetime as dt
+import os
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from raptorx_py.errors import CorruptFileError, EmptyTableLocationError, LayoutError, SchemaError
+from raptorx_py.metastore import ColumnStats
+from raptorx_py.table_registration import parse_table_name, register_external_table
+
+
+def write_partition(root, name, ids, day0=dt.date(2024, 1, 1), file="part-0.parquet",
+                    row_group_size=None):
+    d = os.path.join(root, name) if name else root
+    os.makedirs(d, exist_ok=True)
+    t = pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "day": pa.array([day0 + dt.timedelta(days=i) for i in range(len(ids))], pa.date32()),
+        "price": pa.array([Decimal(i) / 4 for i in ids], pa.decimal128(15, 2)),
+        "tag": pa.array([None if i % 3 == 0 else f"t{i}" for i in ids], pa.string_view()),
+    })
+    pq.write_table(t, os.path.join(d, file), row_group_size=row_group_size)
+    return os.path.join(d, file)
+
+
+@pytest.fixture
+def ms(env):
+    with env.metastore() as m:
+        yield m
+
+
+def test_registers_partitions_types_and_stats(tmp_path, env, ms):
+    root = str(tmp_path / "t")
+    write_partition(root, "m=2024-01", [1, 2, 3])
+    write_partition(root, "m=2024-02", [4, 5], day0=dt.date(2024, 2, 1))
+    write_partition(root, "m=__HIVE_DEFAULT_PARTITION__", [6])
+    write_partition(root, "m=a%2Fb", [7])
+    open(os.path.join(root, "_SUCCESS"), "w").close()
+    db = env.unique_db()
+    t = register_external_table(ms, env.settings(), f"{db}.t", f"file://{root}")
+    assert t.table_type == "EXTERNAL_TABLE"
+    assert [(c.name, c.type) for c in t.columns] == [
+        ("id", "bigint"), ("day", "date"), ("price", "decimal(15,2)"), ("tag", "string")]
+    assert [(k.name, k.type) for k in t.partition_keys] == [("m", "string")]
+    parts = {p.values: p for p in ms.list_partitions(t)}
+    assert set(parts) == {("2024-01",), ("2024-02",), (None,), ("a/b",)}
+    jan = parts[("2024-01",)]
+    assert jan.row_count == 3 and jan.parameters["numFiles"] == "1"
+    assert jan.stats["id"] == ColumnStats(0, 1, 3)
+    assert jan.stats["day"] == ColumnStats(0, dt.date(2024, 1, 1), dt.date(2024, 1, 3))
+    assert jan.stats["tag"].num_nulls == 1 and jan.stats["tag"].low == "t1"
+
+
+def test_integer_partition_keys_and_multi_file_stats(tmp_path, env, ms):
+    root = str(tmp_path / "t")
+    write_partition(root, "y=2024", [1, 2], file="a.parquet")
+    write_partition(root, "y=2024", [10, 20], file="b.parquet", row_group_size=1)
+    write_partition(root, "y=2025", [3])
+    db = env.unique_db()
+    t = register_external_table(ms, env.settings(), f"{db}.t", f"file://{root}")
+    assert t.partition_keys[0].type == "bigint"
+    p = {p.values: p for p in ms.list_partitions(t)}[("2024",)]
+    assert p.row_count == 4 and p.stats["id"] == ColumnStats(0, 1, 20)
+
+
+def test_unpartitioned_table_has_table_stats(tmp_path, env, ms):
+    root = str(tmp_path / "t")
+    write_partition(root, None, [5, 6, 7])
+    t = register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root)
+    assert t.partition_keys == () and t.parameters["numRows"] == "3"
+    assert t.stats["id"] == ColumnStats(0, 5, 7)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "bad_magic", "empty"])
+def test_corrupt_file_names_the_file_and_changes_nothing(tmp_path, env, ms, damage):
+    root = str(tmp_path / "t")
+    write_partition(root, "m=1", [1, 2])
+    bad = write_partition(root, "m=2", list(range(100)))
+    data = open(bad, "rb").read()
+    damaged = {"garbage": b"not parquet at all" * 10, "truncated": data[: len(data) // 2],
+               "bad_magic": data[:-4] + b"XXXX", "empty": b""}[damage]
+    open(bad, "wb").write(damaged)
+    db = env.unique_db()
+    before = ms.list_databases()
+    with pytest.raises(CorruptFileError, match=f"{bad}"):
+        register_external_table(ms, env.settings(), f"{db}.t", root)
+    assert ms.list_databases() == before
+
+
+def test_files_disagreeing_on_schema(tmp_path, env, ms):
+    root = str(tmp_path / "t")
+    write_partition(root, "m=1", [1])
+    os.makedirs(os.path.join(root, "m=2"))
+    pq.write_table(pa.table({"id": pa.array(["x"])}), os.path.join(root, "m=2", "f.parquet"))
+    with pytest.raises(SchemaError, match="m=2/f.parquet has columns id string"):
+        register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root)
+
+
+def test_partition_key_inside_files_is_rejected(tmp_path, env, ms):
+    root = str(tmp_path / "t")
+    write_partition(root, "id=1", [1])
+    with pytest.raises(LayoutError, match=r"\['id'\]"):
+        register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root)
+
+
+def test_bad_layout_and_empty_locations(tmp_path, env, ms):
+    root = str(tmp_path / "t")
+    write_partition(root, "not_a_partition", [1])
+    with pytest.raises(LayoutError, match="not_a_partition"):
+        register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root)
+    with pytest.raises(EmptyTableLocationError, match="does not exist"):
+        register_external_table(ms, env.settings(), f"{env.unique_db()}.t",
+                                str(tmp_path / "missing"))
+
+
+def test_replace_and_refuse(tmp_path, env, ms):
+    root = str(tmp_path / "t")
+    write_partition(root, "m=1", [1])
+    name = f"{env.unique_db()}.t"
+    first = register_external_table(ms, env.settings(), name, root)
+    with pytest.raises(FileExistsError):
+        register_external_table(ms, env.settings(), name, root)
+    assert register_external_table(ms, env.settings(), name, root, replace=True).id != first.id
+
+
+def test_table_names():
+    assert parse_table_name("db.t") == ("db", "t")
+    assert parse_table_name("t") == ("default", "t")
+    for bad in ("a.b.c", ".t", "db."):
+        with pytest.raises(SchemaError, match="not of the form"):
+            parse_table_name(bad)
