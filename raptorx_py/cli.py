@@ -18,7 +18,7 @@ import sys
 from raptorx_py.errors import ConfigError, RaptorxError
 
 
-def _settings(args):
+def settings_from_args(args):
     from raptorx_py.config import load_settings
 
     overrides = {}
@@ -30,7 +30,7 @@ def _settings(args):
     return load_settings(conf_dir=args.conf_dir, overrides=overrides)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf-dir", help="directory with config.properties / hive.properties")
     parser.add_argument("-p", "--property", action="append", metavar="NAME=VALUE",
                         help="override one property (repeatable)")
@@ -40,7 +40,7 @@ def cmd_table_register(args) -> int:
     from raptorx_py.metastore import open_metastore
     from raptorx_py.table_registration import register_external_table
 
-    settings = _settings(args)
+    settings = settings_from_args(args)
     with open_metastore(settings) as ms:
         table = register_external_table(ms, settings, args.table, args.url, replace=args.replace)
         n = len(ms.list_partitions(table)) if table.is_partitioned else 0
@@ -53,7 +53,7 @@ def cmd_table_register(args) -> int:
 def cmd_table_list(args) -> int:
     from raptorx_py.metastore import open_metastore
 
-    with open_metastore(_settings(args)) as ms:
+    with open_metastore(settings_from_args(args)) as ms:
         databases = [args.database] if args.database else ms.list_databases()
         for db in databases:
             for t in ms.list_tables(db):
@@ -65,7 +65,7 @@ def cmd_table_show(args) -> int:
     from raptorx_py.metastore import open_metastore
     from raptorx_py.table_registration import parse_table_name
 
-    with open_metastore(_settings(args)) as ms:
+    with open_metastore(settings_from_args(args)) as ms:
         table = ms.get_table(*parse_table_name(args.table))
         parts = ms.list_partitions(table) if table.is_partitioned else []
     print(f"{table.qualified_name} ({table.table_type}) at {table.location}")
@@ -87,7 +87,7 @@ def cmd_table_show(args) -> int:
 def cmd_config_show(args) -> int:
     from raptorx_py.config.loader import describe_settings
 
-    print(describe_settings(_settings(args)))
+    print(describe_settings(settings_from_args(args)))
     return 0
 
 
@@ -102,22 +102,22 @@ def build_parser() -> argparse.ArgumentParser:
     reg.add_argument("table", help="<database>.<table>")
     reg.add_argument("url", help="file:///path or s3://bucket/prefix")
     reg.add_argument("--replace", action="store_true", help="replace an existing table")
-    _common(reg)
+    add_common_options(reg)
     reg.set_defaults(func=cmd_table_register)
     lst = tsub.add_parser("list", help="list tables")
     lst.add_argument("database", nargs="?")
-    _common(lst)
+    add_common_options(lst)
     lst.set_defaults(func=cmd_table_list)
     show = tsub.add_parser("show", help="describe a table")
     show.add_argument("table")
     show.add_argument("--partitions", action="store_true", help="list every partition")
-    _common(show)
+    add_common_options(show)
     show.set_defaults(func=cmd_table_show)
 
     config = sub.add_parser("config", help="inspect the configuration")
     csub = config.add_subparsers(dest="config_command", required=True)
     cshow = csub.add_parser("show", help="every property with its value and default")
-    _common(cshow)
+    add_common_options(cshow)
     cshow.set_defaults(func=cmd_config_show)
 
     from raptorx_py.tpch.load import add_cli as add_tpch_cli

@@ -48,7 +48,7 @@ class _FileFacts:
 
 
 def _read_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
-    md = read_metadata(fs, f.path, size=f.size, url=join_url(scheme, f.path))
+    md = read_metadata(fs, f.path, size=f.size, etag=f.etag, url=join_url(scheme, f.path))
     arrow_schema = md.schema.to_arrow_schema()
     columns = tuple(Column(field.name, arrow_to_hive(field.type, field.name))
                     for field in arrow_schema)

@@ -90,6 +90,16 @@ class Counted:
 
 
 @pytest.fixture
+def free_port() -> int:
+    """A port nothing listens on (bound, then released, by the OS)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
 def counted(env):
     """``with counted() as c: ...; c["reader.files_opened"]``"""
     return lambda: Counted(env)

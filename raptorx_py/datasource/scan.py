@@ -45,7 +45,7 @@ def read_split(split, table, columns: tuple[Column, ...], data_predicates, setti
     expr = preds.conjunction(list(data_predicates))
 
     fs, path = filesystem_for(split.url, settings)
-    pf = open_parquet(fs, path, size=split.size, url=split.url)
+    pf = open_parquet(fs, path, size=split.size, etag=split.etag, url=split.url)
     try:
         md = pf.metadata
         missing = [n for n in needed if n not in pf.schema_arrow.names]

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from fsspec.spec import AbstractBufferedFile
 
 from raptorx_py.errors import CorruptFileError, RaptorxError, translate_storage_error
 from raptorx_py.metastore.model import ColumnStats
@@ -21,13 +22,22 @@ from raptorx_py.storage.fs import CountingFile
 _PARQUET_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError, ValueError)
 
 
-def open_parquet(fs, path: str, *, size: int | None = None, url: str | None = None,
+def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = None,
+                 url: str | None = None,
                  metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
-    """Open ``path`` as Parquet, reading the footer unless ``metadata`` is given."""
+    """Open ``path`` as Parquet, reading the footer unless ``metadata`` is given.
+
+    ``size`` and ``etag`` are the file's identity as listed at planning. Handing them to an
+    object-store file spares a HEAD request per file, and s3fs checks every ranged read's
+    ETag against ``etag``, so an object overwritten since planning fails the read instead
+    of mixing old and new bytes.
+    """
     url = url or path
     try:
-        # A known size spares the store a HEAD request (the local filesystem ignores it).
         raw = fs.open(path, "rb", **({"size": size} if size is not None else {}))
+        if size is not None and isinstance(raw, AbstractBufferedFile):
+            raw.details = {"name": path, "size": size,
+                           **({"ETag": f'"{etag}"'} if etag else {})}
     except Exception as e:
         raise translate_storage_error(e, url) from e
     counters.add("reader.files_opened")
@@ -49,9 +59,9 @@ def _is_storage_failure(e: BaseException) -> bool:
     return any(k in name for k in ("Endpoint", "Connect", "Timeout", "ClientError"))
 
 
-def read_metadata(fs, path: str, *, size: int | None = None,
+def read_metadata(fs, path: str, *, size: int | None = None, etag: str | None = None,
                   url: str | None = None) -> pq.FileMetaData:
-    pf = open_parquet(fs, path, size=size, url=url)
+    pf = open_parquet(fs, path, size=size, etag=etag, url=url)
     try:
         return pf.metadata
     finally:

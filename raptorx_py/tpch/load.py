@@ -177,7 +177,7 @@ def _write_json(fs, path: str, url: str, obj: dict) -> None:
 def add_cli(subparsers) -> None:
     """Add ``tpch load --scale S --warehouse URL [--database D] [--work-dir DIR]
     [--conf-dir DIR] [-p name=value]`` to the ``raptorx`` command's subparsers."""
-    from raptorx_py.cli import _common
+    from raptorx_py.cli import add_common_options
 
     tpch = subparsers.add_parser("tpch", help="TPC-H data: generate, copy and register")
     tsub = tpch.add_subparsers(dest="tpch_command", required=True)
@@ -191,14 +191,14 @@ def add_cli(subparsers) -> None:
     load.add_argument("--work-dir", help="where to generate and cache the data locally "
                                          f"(default: {default_work_dir()})")
     load.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _common(load)
+    add_common_options(load)
     load.set_defaults(func=cmd_tpch_load)
 
 
 def cmd_tpch_load(args) -> int:
-    from raptorx_py.cli import _settings
+    from raptorx_py.cli import settings_from_args
 
-    settings = _settings(args)
+    settings = settings_from_args(args)
     urls = load_tpch(args.scale, args.warehouse, settings, database=args.database,
                      work_dir=args.work_dir, progress=not args.no_progress)
     print(f"loaded TPC-H SF {format_scale(args.scale)}: "

@@ -1,0 +1,85 @@
+import errno
+import multiprocessing
+
+import pytest
+
+from raptorx_py import errors
+from raptorx_py.metrics import Counters, MetricsSink, counters, diff, flush
+
+
+@pytest.mark.parametrize("exc,cls,builtin,text", [
+    (FileNotFoundError("gone"), errors.StorageNotFoundError, FileNotFoundError, "does not exist"),
+    (OSError(errno.ENOENT, "x"), errors.StorageNotFoundError, FileNotFoundError, "does not exist"),
+    (PermissionError("no"), errors.StoragePermissionError, PermissionError, "denied"),
+    (ConnectionRefusedError("refused"), errors.StorageError, OSError, "unreachable"),
+    (type("EndpointConnectionError", (Exception,), {})("x"), errors.StorageError, OSError,
+     "unreachable"),
+    (RuntimeError("odd"), errors.StorageError, OSError, "RuntimeError: odd"),
+])
+def test_storage_error_table(exc, cls, builtin, text):
+    out = errors.translate_storage_error(exc, "s3://b/k")
+    assert type(out) is cls and isinstance(out, builtin)
+    assert "s3://b/k" in str(out) and text in str(out)
+
+
+def test_our_errors_pass_through_translation():
+    e = errors.CorruptFileError("s3://b/k", "bad magic")
+    assert errors.translate_storage_error(e, "other") is e
+    assert str(e) == "Corrupt or truncated Parquet file s3://b/k: bad magic"
+
+
+def test_config_error_names_source_line_key():
+    e = errors.ConfigError("bad value", source="conf/hive.properties", line=7, key="a.b")
+    assert str(e) == "conf/hive.properties:7, property 'a.b': bad value"
+    assert isinstance(e, ValueError)
+
+
+def test_counters_drain():
+    c = Counters()
+    c.add("a.b")
+    c.add("a.b", 4)
+    assert c.snapshot() == {"a.b": 5}
+    assert c.drain() == {"a.b": 5} and c.snapshot() == {}
+
+
+def _child(directory):
+    counters.drain()
+    counters.add("child.count", 3)
+    flush(directory)
+
+
+def test_sink_sums_across_processes(tmp_path):
+    sink = MetricsSink(str(tmp_path / "m"))
+    counters.drain()
+    counters.add("parent.count", 2)
+    flush(sink.directory)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_child, args=(sink.directory,)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    totals = sink.totals()
+    assert totals["parent.count"] == 2 and totals["child.count"] == 6
+    assert diff(totals, {"child.count": 6}) == {"parent.count": 2}
+    sink.clear()
+    assert sink.totals() == {}
+
+
+def test_flush_without_directory_keeps_counts():
+    counters.drain()
+    counters.add("x.y")
+    flush("")
+    assert counters.snapshot() == {"x.y": 1}
+    counters.drain()
+
+
+def test_unwritable_sink_never_raises_and_keeps_counts(tmp_path):
+    blocker = tmp_path / "f"
+    blocker.write_text("")
+    counters.drain()
+    counters.add("x.y", 2)
+    flush(str(blocker / "sub"))  # a file where the directory should be
+    assert counters.snapshot() == {"x.y": 2}
+    counters.drain()
