@@ -80,6 +80,10 @@ class StorageError(RaptorxError, OSError):
     """The object store could not be reached or refused a request. Names the URL."""
 
 
+class FileChangedError(StorageError):
+    """A file's bytes changed (another ETag or size) after the query listed it."""
+
+
 class StoragePermissionError(StorageError, PermissionError):
     """Access to a storage URL was denied."""
 
@@ -98,6 +102,9 @@ def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
         return exc
     name = type(exc).__name__
     text = str(exc) or name
+    if name == "FileExpired":  # fsspec: the ETag of a ranged read differs from the planned one
+        return FileChangedError(f"{url} was overwritten after the query listed it; "
+                                f"run the query again ({text})")
     if isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.ENOENT:
         return StorageNotFoundError(f"{url} does not exist ({text})")
     if isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EACCES:

@@ -18,12 +18,12 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from raptorx_py import predicates as preds
-from raptorx_py.errors import CorruptFileError, SchemaError
+from raptorx_py.errors import SchemaError
 from raptorx_py.hive_types import arrow_type_for_spark
 from raptorx_py.metastore.model import Column
 from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for
-from raptorx_py.storage.parquet_files import footer_stats, open_parquet
+from raptorx_py.storage.parquet_files import footer_stats, open_parquet, parquet_read_error
 
 BATCH_ROWS = 65536
 
@@ -79,9 +79,7 @@ def read_split(split, table, columns: tuple[Column, ...], data_predicates, setti
                 counters.add("reader.rows_out", out.num_rows)
                 yield out
         except (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError) as e:
-            if isinstance(e, SchemaError):
-                raise
-            raise CorruptFileError(split.url, str(e)) from e
+            raise parquet_read_error(e, split.url) from e
     finally:
         pf.close()
 

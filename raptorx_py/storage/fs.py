@@ -73,7 +73,10 @@ def _s3_fs(endpoint, key, secret, region, path_style, connect_timeout, socket_ti
     fs = s3fs.S3FileSystem(
         key=key or None, secret=secret or None, client_kwargs=client_kwargs,
         config_kwargs=config_kwargs, use_listings_cache=False, skip_instance_cache=True,
-        default_cache_type="none")
+        default_cache_type="none",
+        # Compare each ranged GET's ETag with the one the file was opened with (the listing's),
+        # so bytes of an object overwritten mid-query are never mixed with the old ones.
+        local_expiry_check=True)
     # s3fs retries on top of botocore with its own back-off; keep the total bounded so an
     # unreachable endpoint fails in seconds, not minutes.
     fs.retries = max(1, retries)

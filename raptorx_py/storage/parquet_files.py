@@ -49,14 +49,19 @@ def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = N
         raise
     except _PARQUET_ERRORS as e:
         handle.close()
-        if _is_storage_failure(e):
-            raise translate_storage_error(e, url) from e
-        raise CorruptFileError(url, str(e)) from e
+        raise parquet_read_error(e, url) from e
 
 
-def _is_storage_failure(e: BaseException) -> bool:
+def parquet_read_error(e: BaseException, url: str) -> RaptorxError:
+    """What an error raised while reading Parquet bytes of ``url`` means: the store failed
+    (translated), the file changed under us, or the bytes are not valid Parquet."""
+    if isinstance(e, RaptorxError):
+        return e
     name = type(e).__name__
-    return any(k in name for k in ("Endpoint", "Connect", "Timeout", "ClientError"))
+    if name == "FileExpired" or any(
+            k in name for k in ("Endpoint", "Connect", "Timeout", "ClientError")):
+        return translate_storage_error(e, url)
+    return CorruptFileError(url, str(e))
 
 
 def read_metadata(fs, path: str, *, size: int | None = None, etag: str | None = None,

@@ -152,13 +152,19 @@ def test_wrong_options_and_schema_are_named(spark, table):
         spark.read.format("tiered_hive").load(name).where("nope > 1").collect()
 
 
-def test_corrupt_file_fails_the_query_naming_it(spark, env, tmp_path):
+def _two_partitions(env, tmp_path):
+    """A fresh table of two partitions of ten rows: (name, root)."""
     root = str(tmp_path / "t")
     _write(root, "m=2024-01", range(10))
     _write(root, "m=2024-02", range(10, 20))
     name = f"{env.unique_db()}.t"
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), name, root)
+    return name, root
+
+
+def test_corrupt_file_fails_the_query_naming_it(spark, env, tmp_path):
+    name, root = _two_partitions(env, tmp_path)
     bad = os.path.join(root, "m=2024-02", "part-0.parquet")
     data = open(bad, "rb").read()
     open(bad, "wb").write(data[: len(data) // 2])
@@ -169,11 +175,6 @@ def test_corrupt_file_fails_the_query_naming_it(spark, env, tmp_path):
 
 
 def test_partition_emptied_after_registration_reads_as_empty(spark, env, tmp_path):
-    root = str(tmp_path / "t")
-    _write(root, "m=2024-01", range(10))
-    _write(root, "m=2024-02", range(10, 20))
-    name = f"{env.unique_db()}.t"
-    with env.metastore() as ms:
-        register_external_table(ms, env.settings(), name, root)
+    name, root = _two_partitions(env, tmp_path)
     shutil.rmtree(os.path.join(root, "m=2024-02"))
     assert spark.read.format("tiered_hive").load(name).count() == 10
