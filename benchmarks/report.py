@@ -174,6 +174,24 @@ def row_count_mismatches(results: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def result_differences(results: Mapping[str, Any]) -> list[str]:
+    """Queries whose rows (first timed run) differ from the baseline configuration's, as
+    recorded by the runner under ``result_difference``."""
+    problems = []
+    for q in query_ids(results):
+        for c, entry in (results["queries"][q].get("configs") or {}).items():
+            if entry.get("result_difference"):
+                problems.append(f"Q{q}: {c} rows differ from the baseline's: "
+                                f"{entry['result_difference']}")
+    return problems
+
+
+def results_compared(results: Mapping[str, Any]) -> int:
+    """How many queries had every configuration's rows compared with the baseline's."""
+    return sum(1 for q in query_ids(results)
+               if results["queries"][q].get("results_compared"))
+
+
 # --- formatting ----------------------------------------------------------------------------
 
 def format_seconds(seconds: float | None) -> str:
@@ -323,9 +341,14 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     lines += _table(header, rows)
     lines.append("")
     lines += _totals_section(s)
-    problems = row_count_mismatches(results)
+    problems = row_count_mismatches(results) + result_differences(results)
     errors = [(q, c, per[c]["error"]) for q, per in s["queries"].items() for c in configs
               if per[c]["error"]]
+    compared = results_compared(results)
+    if compared and not problems:
+        lines += [f"Results: on all {compared} queries every configuration returned the "
+                  f"baseline's rows (compared value by value, ties in ORDER BY allowed to "
+                  f"permute; `raptorx_py.tpch.oracle.compare_results`).", ""]
     if problems or errors:
         lines += ["## Problems", ""]
         lines += [f"- {p}" for p in problems]

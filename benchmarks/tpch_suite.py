@@ -354,6 +354,7 @@ class Bench:
         entries = {c.name: {"runs": [], "warmup_seconds": [], "error": None}
                    for c in self.configs}
         self.results["queries"][str(n)] = {"configs": entries}
+        first_rows: dict[str, list] = {}  # each configuration's first timed result
         plan = ([("warmup", i) for i in range(self.args.warmup)]
                 + [("timed", i) for i in range(self.args.repetitions)])
         for phase, i in plan:
@@ -373,17 +374,40 @@ class Bench:
                         progress.console.print(f"[red]Q{n} {config.name} failed:[/red] "
                                                f"{entry['error']}")
                     else:
+                        rows = run.pop("_rows")
+                        if phase == "timed":
+                            first_rows.setdefault(config.name, rows)
                         if phase == "warmup":
                             entry["warmup_seconds"].append(run["seconds"])
                             entry["warmup_rows"] = run["rows"]
                         else:
                             entry["runs"].append(run)
                 progress.advance(task)
+        self.compare_results(n, entries, first_rows)
         self.print_query_line(n, progress.console)
+
+    def compare_results(self, n: int, entries: dict, first_rows: dict[str, list]) -> None:
+        """Every configuration's rows against the baseline's, value by value."""
+        from raptorx_py.tpch import oracle, queries
+
+        baseline = self.configs[0].name
+        if baseline not in first_rows or len(first_rows) < 2:
+            return
+        for name, rows in first_rows.items():
+            if name == baseline:
+                continue
+            diff = oracle.compare_results(first_rows[baseline], rows,
+                                          ordered=queries.ordered(n),
+                                          sort_key=queries.ORDER_BY_COLUMNS[n])
+            if diff:
+                entries[name]["result_difference"] = diff
+        self.results["queries"][str(n)]["results_compared"] = len(first_rows)
 
     def run_once(self, sql: str, config: Configuration, ctx: BenchContext, endpoint: Any,
                  sink: Any) -> dict[str, Any]:
         """One run: register the views, prepare, then time ``collect()`` and take deltas."""
+        from raptorx_py.tpch.oracle import plain_value
+
         t_setup = time.perf_counter()
         config.register_views(ctx)
         if config.prepare is not None:
@@ -396,7 +420,8 @@ class Bench:
         stats_delta = store_delta(endpoint.stats(), stats_before)
         metrics_delta = numeric_delta(sink.totals(), metrics_before)
         requests, nbytes = split_store_stats(stats_delta)
-        return {"seconds": round(seconds, 6), "rows": len(rows), "requests": requests,
+        return {"_rows": [plain_value(r) for r in rows],
+                "seconds": round(seconds, 6), "rows": len(rows), "requests": requests,
                 "bytes": nbytes, "metrics": metrics_delta, "store_stats": stats_delta,
                 "setup_seconds": round(setup_seconds, 6)}
 
@@ -447,7 +472,8 @@ class Bench:
                                f"{geo}")
         self.console.print(f"wrote {paths['json']}, {paths['markdown']}, {paths['chart']} "
                            f"(wall time {self.results['wall_seconds']:.0f} s)")
-        problems = report.row_count_mismatches(self.results)
+        problems = (report.row_count_mismatches(self.results)
+                    + report.result_differences(self.results))
         errors = [(q, c, e["error"]) for q, per in self.results["queries"].items()
                   for c, e in per["configs"].items() if e["error"]]
         for p in problems:

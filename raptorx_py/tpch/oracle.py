@@ -89,12 +89,12 @@ def _sql_str(s: str) -> str:
 
 def spark_rows(df) -> list[tuple]:
     """Collect a Spark DataFrame into plain tuples (Row is a tuple; nested Rows too)."""
-    return [_plain(row) for row in df.collect()]
+    return [plain_value(row) for row in df.collect()]
 
 
-def _plain(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
     if isinstance(value, tuple):  # pyspark Row
-        return tuple(_plain(v) for v in value)
+        return tuple(plain_value(v) for v in value)
     return value
 
 

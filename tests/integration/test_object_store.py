@@ -1,5 +1,6 @@
-"""The local S3 endpoint (benchmarks/object_store.py): counting, control API,
-latency bookkeeping, lifecycle, and the ranged-GET patch.  Counts, never timings."""
+"""The local S3 endpoint (benchmarks/object_store.py, its server benchmarks/s3_server.py):
+counting, control API, latency bookkeeping, lifecycle, and the ranged-GET patch.
+Counts, never timings."""
 from __future__ import annotations
 
 import os
@@ -10,12 +11,8 @@ import botocore.exceptions
 import pytest
 import s3fs
 
-from benchmarks.object_store import (
-    KINDS,
-    EndpointStartError,
-    S3Endpoint,
-    classify_request,
-)
+from benchmarks.object_store import EndpointStartError, S3Endpoint
+from benchmarks.s3_server import KINDS, classify_request
 
 pytestmark = pytest.mark.s3
 

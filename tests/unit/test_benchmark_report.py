@@ -173,3 +173,17 @@ def test_cold_prepare_hook_empties_the_named_directory(tmp_path):
     assert cache.is_dir() and list(cache.iterdir()) == []
     with pytest.raises(ValueError, match="property fragment-result-cache.base-directory"):
         clear_directories("fragment-result-cache.base-directory")(ctx)
+
+
+def test_result_comparison_is_reported(results):
+    for q in results["queries"].values():
+        q["results_compared"] = 2
+    text = report.render_markdown(results)
+    assert "Results: on all 2 queries every configuration returned the baseline's rows" in text
+    assert report.result_differences(results) == []
+    results["queries"]["1"]["configs"]["remote"]["result_difference"] = "row 0 differs"
+    assert report.result_differences(results) == [
+        "Q1: remote rows differ from the baseline's: row 0 differs"]
+    text = report.render_markdown(results)
+    assert "- Q1: remote rows differ from the baseline's: row 0 differs" in text
+    assert "Results: on all" not in text
