@@ -9,7 +9,10 @@ STAMP   := $(VENV)/.installed
 SCALE   ?= 1
 BENCH_OUT ?= bench-out
 
-.PHONY: test bench stress venv clean
+JAR     := native/target/raptorx-native.jar
+NATIVE_SRC := $(shell find native/src -type f)
+
+.PHONY: test bench stress venv native clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,14 +22,21 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-test: $(STAMP)
+# The JVM provider, built with the Scala compiler inside pyspark's jars (no Maven); rebuilt
+# when missing or older than its sources.
+$(JAR): $(NATIVE_SRC) native/build.sh $(STAMP)
+	native/build.sh $(PY)
+
+native: $(JAR)
+
+test: $(STAMP) $(JAR)
 	$(PY) -m pytest tests
 
-stress: $(STAMP)
+stress: $(STAMP) $(JAR)
 	$(PY) -m pytest tests -m stress
 
-bench: $(STAMP)
+bench: $(STAMP) $(JAR)
 	$(PY) -m benchmarks.tpch_suite --scale $(SCALE) --out $(BENCH_OUT)
 
 clean:
-	rm -rf $(VENV) $(BENCH_OUT) .pytest_cache
+	rm -rf $(VENV) $(BENCH_OUT) .pytest_cache native/target

@@ -91,10 +91,15 @@ class TieredHiveDataSource(DataSource):
 
     #: Property strings carried by a configured subclass (``configured_source_class``).
     _properties: dict[str, str] | None = None
+    #: The name this class registers under (the JVM provider takes the public one).
+    _name: str = DATA_SOURCE_NAME
+    #: Whether readers accept pushed filters (safe only behind the JVM provider: see
+    #: ``raptorx_py.native``).
+    _pushdown: bool = True
 
     @classmethod
     def name(cls) -> str:
-        return DATA_SOURCE_NAME
+        return cls._name
 
     def __init__(self, options) -> None:
         super().__init__(options)
@@ -113,18 +118,24 @@ class TieredHiveDataSource(DataSource):
         return spark_struct(select_columns(table, self.read_options.get("columns")))
 
     def reader(self, schema: StructType) -> "TieredHiveReader":
-        return TieredHiveReader(self.settings, self.database, self.table_name, schema)
+        return TieredHiveReader(self.settings, self.database, self.table_name, schema,
+                                pushdown=self._pushdown)
 
 
 class TieredHiveReader(DataSourceReader):
-    def __init__(self, settings: Settings, database: str, table_name: str, schema: StructType):
+    def __init__(self, settings: Settings, database: str, table_name: str, schema: StructType,
+                 pushdown: bool = True):
         self.settings = settings
+        self.pushdown = pushdown
         with open_metastore(settings) as ms:
             self.table = ms.get_table(database, table_name)
         self.columns = columns_for_schema(self.table, schema)
         self.predicates: list = []
 
     def pushFilters(self, filters):
+        if not self.pushdown:
+            yield from filters
+            return
         types = {c.name: c.type for c in self.table.all_columns}
         keys = {k.name for k in self.table.partition_keys}
         for f in filters:
@@ -160,14 +171,18 @@ class TieredHiveReader(DataSourceReader):
             metrics.flush(self.settings.metrics_directory)
 
 
-def configured_source_class(settings: Settings) -> type[TieredHiveDataSource]:
-    """A ``TieredHiveDataSource`` subclass that carries ``settings`` to Spark's workers.
+def configured_source_class(settings: Settings, name: str = DATA_SOURCE_NAME,
+                            pushdown: bool = True) -> type[TieredHiveDataSource]:
+    """A ``TieredHiveDataSource`` subclass that carries ``settings`` to Spark's workers and
+    registers as ``name``.
 
     It is deliberately not importable by name, so cloudpickle ships it by value, with its
     ``_properties``.
     """
     return type("ConfiguredTieredHiveDataSource", (TieredHiveDataSource,), {
         "_properties": settings.properties(),
+        "_name": name,
+        "_pushdown": pushdown,
         "__module__": __name__,
         "__qualname__": "ConfiguredTieredHiveDataSource.<configured>",
     })

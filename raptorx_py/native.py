@@ -1,0 +1,34 @@
+"""The native jar (``native/``): where it is, and whether a JVM can load its provider.
+
+With the jar on the classpath, Spark's ``tiered_hive`` is the JVM provider
+``raptorx.TieredHiveProvider``, which wraps the Python source (registered as
+``tiered_hive_python``) and gives every scan its own read plan. Without it, the Python source
+registers itself as ``tiered_hive`` with filter pushdown off: results are the same, reads are
+slower (no pruning), because pyspark 4.3 shares one read plan among all scans of a DataFrame
+and a pushed-down plan would leak into scans it does not belong to.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROVIDER_CLASS = "raptorx.TieredHiveProvider"
+PUBLIC_NAME = "tiered_hive"
+PYTHON_NAME = "tiered_hive_python"  # must equal TieredHiveProvider.PythonName in Scala
+BUILD_HINT = "build it with `make native` (or native/build.sh) and start Spark with it"
+
+
+def jar_path() -> Path | None:
+    """The built jar: ``$RAPTORX_NATIVE_JAR``, else ``native/target/`` of this checkout."""
+    env = os.environ.get("RAPTORX_NATIVE_JAR")
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parent.parent / "native" / "target" /
+                      "raptorx-native.jar")
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def provider_loadable(spark) -> bool:
+    """Whether the session's JVM can load the provider class."""
+    jvm = spark.sparkContext._jvm
+    return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(PROVIDER_CLASS))
