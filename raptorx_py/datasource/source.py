@@ -55,17 +55,19 @@ def resolve_options(properties: dict[str, str] | None, options) -> tuple[Setting
     return settings, read_options
 
 
+def table_column(table: Table, name: str) -> Column:
+    """The column ``name`` of ``table``; the error lists the columns that exist."""
+    col = table.column(name)
+    if col is None:
+        raise SchemaError(f"column '{name}' does not exist in {table.qualified_name}. "
+                          f"Columns: {', '.join(c.name for c in table.all_columns)}")
+    return col
+
+
 def select_columns(table: Table, requested: str | None) -> tuple[Column, ...]:
     if not requested:
         return table.all_columns
-    out = []
-    for name in (n.strip() for n in requested.split(",")):
-        col = table.column(name)
-        if col is None:
-            raise SchemaError(f"column '{name}' does not exist in {table.qualified_name}. "
-                              f"Columns: {', '.join(c.name for c in table.all_columns)}")
-        out.append(col)
-    return tuple(out)
+    return tuple(table_column(table, n.strip()) for n in requested.split(","))
 
 
 def columns_for_schema(table: Table, schema: StructType) -> tuple[Column, ...]:
@@ -74,10 +76,8 @@ def columns_for_schema(table: Table, schema: StructType) -> tuple[Column, ...]:
     by_name = {f.name: f for f in expected.fields}
     out = []
     for f in schema.fields:
-        have = by_name.get(f.name)
-        if have is None:
-            raise SchemaError(f"column '{f.name}' does not exist in {table.qualified_name}. "
-                              f"Columns: {', '.join(by_name)}")
+        table_column(table, f.name)
+        have = by_name[f.name]
         if have.dataType != f.dataType:
             raise SchemaError(
                 f"column '{f.name}' of {table.qualified_name} is {have.dataType.simpleString()}"
