@@ -14,8 +14,7 @@ A pruned partition is never listed and its files are never opened. Usable withou
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from raptorx_py import predicates as preds
 from raptorx_py.hive_types import decode_value
@@ -47,7 +46,6 @@ class ScanPlan:
     partitions_total: int = 0
     partitions_pruned_by_value: int = 0
     partitions_pruned_by_stats: int = 0
-    stats: dict[str, Any] = field(default_factory=dict)
 
 
 def typed_partition_values(table: Table, partition: Partition) -> tuple:
