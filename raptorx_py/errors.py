@@ -92,6 +92,19 @@ class StorageNotFoundError(StorageError, FileNotFoundError):
     """A storage URL does not exist."""
 
 
+#: Exception class names (botocore, aiohttp, fsspec) that mean the store failed, not the data.
+_UNREACHABLE_NAMES = ("Endpoint", "Connect", "Timeout")
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` came from the object store (unreachable, refused, or the object
+    changed), as opposed to bytes that are not what they should be."""
+    name = type(exc).__name__
+    return (name in ("FileExpired", "ClientError")
+            or any(k in name for k in _UNREACHABLE_NAMES)
+            or isinstance(exc, (ConnectionError, TimeoutError)))
+
+
 def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
     """Map an exception raised by fsspec/s3fs/botocore for ``url`` to one of ours.
 
@@ -111,7 +124,7 @@ def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
         return StoragePermissionError(f"access to {url} denied ({text})")
     # botocore's connection failures: EndpointConnectionError, ConnectTimeoutError,
     # ReadTimeoutError, ConnectionClosedError; aiohttp's ClientConnectorError.
-    if any(k in name for k in ("Endpoint", "Connect", "Timeout", "Connection")) or isinstance(
+    if any(k in name for k in _UNREACHABLE_NAMES) or isinstance(
             exc, (ConnectionError, TimeoutError)):
         return StorageError(f"object store unreachable for {url}: {text}")
     return StorageError(f"storage request for {url} failed: {name}: {text}")

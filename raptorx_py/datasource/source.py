@@ -23,12 +23,13 @@ from raptorx_py.config.settings import Settings
 from raptorx_py.datasource.planner import plan_scan, split_predicates
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.errors import ConfigError, SchemaError
-from raptorx_py.hive_types import spark_struct
+from raptorx_py.hive_types import spark_struct, spark_type
 from raptorx_py.metastore import open_metastore
 from raptorx_py.metastore.model import Column, Table
+from raptorx_py.native import PUBLIC_NAME
 from raptorx_py.table_registration import parse_table_name
 
-DATA_SOURCE_NAME = "tiered_hive"
+DATA_SOURCE_NAME = PUBLIC_NAME
 READ_OPTIONS = ("path", "table", "columns")
 
 
@@ -72,17 +73,15 @@ def select_columns(table: Table, requested: str | None) -> tuple[Column, ...]:
 
 def columns_for_schema(table: Table, schema: StructType) -> tuple[Column, ...]:
     """The table columns a (user-given or derived) Spark schema asks for, in its order."""
-    expected = spark_struct(table.all_columns)
-    by_name = {f.name: f for f in expected.fields}
     out = []
     for f in schema.fields:
-        table_column(table, f.name)
-        have = by_name[f.name]
-        if have.dataType != f.dataType:
+        col = table_column(table, f.name)
+        have = spark_type(col.type)
+        if have != f.dataType:
             raise SchemaError(
-                f"column '{f.name}' of {table.qualified_name} is {have.dataType.simpleString()}"
+                f"column '{f.name}' of {table.qualified_name} is {have.simpleString()}"
                 f", but the schema asks for {f.dataType.simpleString()}")
-        out.append(table.column(f.name))
+        out.append(col)
     return tuple(out)
 
 

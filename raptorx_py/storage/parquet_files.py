@@ -13,7 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.spec import AbstractBufferedFile
 
-from raptorx_py.errors import CorruptFileError, RaptorxError, translate_storage_error
+from raptorx_py.errors import (
+    CorruptFileError,
+    RaptorxError,
+    is_storage_failure,
+    translate_storage_error,
+)
 from raptorx_py.metastore.model import ColumnStats
 from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import CountingFile
@@ -57,9 +62,7 @@ def parquet_read_error(e: BaseException, url: str) -> RaptorxError:
     (translated), the file changed under us, or the bytes are not valid Parquet."""
     if isinstance(e, RaptorxError):
         return e
-    name = type(e).__name__
-    if name == "FileExpired" or any(
-            k in name for k in ("Endpoint", "Connect", "Timeout", "ClientError")):
+    if is_storage_failure(e):
         return translate_storage_error(e, url)
     return CorruptFileError(url, str(e))
 

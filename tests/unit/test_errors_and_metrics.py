@@ -83,3 +83,16 @@ def test_unwritable_sink_never_raises_and_keeps_counts(tmp_path):
     flush(str(blocker / "sub"))  # a file where the directory should be
     assert counters.snapshot() == {"x.y": 2}
     counters.drain()
+
+
+@pytest.mark.parametrize("exc,expected", [
+    (ConnectionRefusedError("refused"), True),
+    (TimeoutError("slow"), True),
+    (type("EndpointConnectionError", (Exception,), {})("x"), True),
+    (type("ClientError", (Exception,), {})("403"), True),
+    (type("FileExpired", (OSError,), {})("etag"), True),
+    (ValueError("Parquet magic bytes not found"), False),
+    (EOFError("short read"), False),
+])
+def test_storage_failures_are_told_from_bad_bytes(exc, expected):
+    assert errors.is_storage_failure(exc) is expected
