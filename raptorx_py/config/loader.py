@@ -44,9 +44,17 @@ KIND_FORMS = {
     "str": "text",
     "bool": "true or false",
     "int": "an integer",
+    "count": "a non-negative integer",
     "size": "a data size such as 512MB or 1GB",
     "duration": "a duration such as 500ms, 30s or 6h",
 }
+
+
+def kind_form(kind: str) -> str:
+    """What a value of this kind looks like, for errors and the docs."""
+    return KIND_FORMS.get(kind) or PARSERS[kind].form
+
+
 #: Properties whose value ``describe_settings`` never prints.
 SECRET_PROPERTIES = frozenset({"hive.s3.aws-secret-key"})
 
@@ -63,6 +71,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("hive.node-selection-strategy", "Soft affinity scheduling"),
     ("hive.support.concurrency", "Transactions and locks"),
     ("hive.lock.", "Transactions and locks"),
+    ("hive.txn.", "Transactions and locks"),
     ("metrics.", "Metrics"),
 )
 _OTHER_SECTION = "Other"
@@ -255,7 +264,7 @@ def render_property_docs() -> str:
                 "|---|---|---|---|---|"]
         for p in props:
             default = f"`{p.default}`" if p.default else "(empty)"
-            out.append(f"| `{p.name}` | {_md(default)} | {KIND_FORMS[p.kind]} | "
+            out.append(f"| `{p.name}` | {_md(default)} | {kind_form(p.kind)} | "
                        f"{p.file}.properties | {_md(p.doc)} |")
     out += ["", DOCS_END]
     return "\n".join(out)

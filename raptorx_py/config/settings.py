@@ -21,7 +21,7 @@ class Property:
     name: str
     field: str
     default: str
-    kind: str  # "str" | "bool" | "int" | "size" | "duration"
+    kind: str  # a key of PARSERS: "str" | "bool" | "int" | "size" | "duration" | a choice
     file: str  # "hive" -> conf/hive.properties, "config" -> conf/config.properties
     doc: str
 
@@ -30,14 +30,40 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "str": lambda s: s,
     "bool": units.parse_bool,
     "int": units.parse_int,
+    "count": units.parse_count,
     "size": units.parse_data_size,
     "duration": units.parse_duration,
+    # Presto's metastore cache scope: cache tables and partitions, or partitions only.
+    "cache_scope": units.choice("ALL", "PARTITION"),
+    # The block cache's kind; RaptorX catalogs say ALLUXIO, which names the same thing here.
+    "cache_type": units.choice("LOCAL", aliases={"ALLUXIO": "LOCAL"}),
 }
 
 PROPERTIES: tuple[Property, ...] = (
     # --- metastore -------------------------------------------------------------------
     Property("hive.metastore.url", "metastore_url", "sqlite:///~/.raptorx/metastore.db", "str",
              "hive", "Metastore database: sqlite:///<path> (embedded default, created on first use)."),
+    Property("hive.metastore-cache-ttl", "metastore_cache_ttl", "0s", "duration", "hive",
+             "How long a cached metastore entry of an external table is served; 0s turns the "
+             "metastore cache off (managed tables are checked by write id instead)."),
+    Property("hive.metastore-refresh-interval", "metastore_refresh_interval", "1s", "duration",
+             "hive", "How often the metastore cache applies new notification-log events."),
+    Property("hive.metastore-cache-maximum-size", "metastore_cache_maximum_size", "10000",
+             "count", "hive", "Most table and partition entries the metastore cache holds."),
+    Property("hive.metastore-cache-scope", "metastore_cache_scope", "ALL", "cache_scope", "hive",
+             "What the metastore cache holds: ALL (tables and partitions) or PARTITION."),
+    Property("hive.partition-versioning-enabled", "partition_versioning_enabled", "true", "bool",
+             "hive", "Tag cached partitions of managed tables with their write-id state, so a "
+             "cached entry is served only to snapshots it is fresh for."),
+    # --- transactions and locks ----------------------------------------------------------
+    Property("hive.support.concurrency", "support_concurrency", "true", "bool", "hive",
+             "Take Hive's shared/exclusive locks for reads and writes; false turns locking off."),
+    Property("hive.lock.numretries", "lock_numretries", "100", "count", "hive",
+             "Times a refused lock is retried before the operation fails naming the holder."),
+    Property("hive.lock.sleep.between.retries", "lock_sleep_between_retries", "60s", "duration",
+             "hive", "Wait between two attempts to take a refused lock."),
+    Property("hive.txn.timeout", "txn_timeout", "300s", "duration", "hive",
+             "A transaction or lock whose client has not heartbeated for this long is expired."),
     # --- object store (S3) -------------------------------------------------------------
     Property("hive.s3.endpoint", "s3_endpoint", "", "str", "hive",
              "S3 endpoint URL; empty means AWS's own endpoint."),
@@ -59,6 +85,34 @@ PROPERTIES: tuple[Property, ...] = (
     Property("hive.partition-statistics-based-optimization-enabled", "stats_pruning_enabled",
              "true", "bool", "hive",
              "Skip partitions and row groups whose min/max/null statistics cannot match the filter."),
+    # --- file-listing cache ------------------------------------------------------------
+    Property("hive.file-status-cache-tables", "file_status_cache_tables", "", "str", "hive",
+             "Tables whose sealed partitions' listings are cached: comma-separated patterns "
+             "such as *, tpch.* or db.table; empty: none."),
+    Property("hive.file-status-cache-size", "file_status_cache_size", "1000000", "count", "hive",
+             "Most file entries the listing cache holds."),
+    Property("hive.file-status-cache-expire-time", "file_status_cache_expire_time", "24h",
+             "duration", "hive", "How long a cached listing of a sealed partition is served."),
+    # --- Parquet footer cache -------------------------------------------------------------
+    Property("hive.parquet.metadata-cache-enabled", "parquet_metadata_cache_enabled", "false",
+             "bool", "hive", "Cache Parquet footers in memory and on the node's local disk."),
+    Property("hive.parquet.metadata-cache-size", "parquet_metadata_cache_size", "100MB", "size",
+             "hive", "Bytes of footers kept per process in memory (LRU); the disk copy follows "
+             "cache.alluxio.max-cache-size."),
+    Property("hive.parquet.metadata-cache-ttl-since-last-access", "parquet_metadata_cache_ttl",
+             "2h", "duration", "hive", "A footer not read for this long is dropped from memory."),
+    # --- block cache --------------------------------------------------------------------
+    Property("cache.enabled", "cache_enabled", "false", "bool", "hive",
+             "Cache file contents in aligned blocks on the node's local disk."),
+    Property("cache.type", "cache_type", "LOCAL", "cache_type", "hive",
+             "Block cache kind: LOCAL (ALLUXIO is accepted as a name for it)."),
+    Property("cache.base-directory", "cache_base_directory", "~/.raptorx/cache", "str", "hive",
+             "Local directory of the block and footer caches (one per node, shared by its "
+             "processes)."),
+    Property("cache.block-size", "cache_block_size", "1MB", "size", "hive",
+             "Size and alignment of a cached block."),
+    Property("cache.alluxio.max-cache-size", "cache_max_size", "2GB", "size", "hive",
+             "Bytes the block cache may hold on disk; least recently used blocks are evicted."),
     # --- engine-wide -------------------------------------------------------------------
     Property("metrics.directory", "metrics_directory", "", "str", "config",
              "Directory where every process appends its counters (tests, benchmark); empty: off."),
@@ -72,6 +126,15 @@ class Settings:
     """Typed, validated configuration. Build with ``raptorx_py.config.load_settings``."""
 
     metastore_url: str
+    metastore_cache_ttl: float  # seconds
+    metastore_refresh_interval: float  # seconds
+    metastore_cache_maximum_size: int
+    metastore_cache_scope: str  # "ALL" | "PARTITION"
+    partition_versioning_enabled: bool
+    support_concurrency: bool
+    lock_numretries: int
+    lock_sleep_between_retries: float  # seconds
+    txn_timeout: float  # seconds
     s3_endpoint: str
     s3_access_key: str
     s3_secret_key: str
@@ -81,6 +144,17 @@ class Settings:
     s3_socket_timeout: float  # seconds
     s3_max_error_retries: int
     stats_pruning_enabled: bool
+    file_status_cache_tables: str
+    file_status_cache_size: int
+    file_status_cache_expire_time: float  # seconds
+    parquet_metadata_cache_enabled: bool
+    parquet_metadata_cache_size: int  # bytes
+    parquet_metadata_cache_ttl: float  # seconds
+    cache_enabled: bool
+    cache_type: str  # "LOCAL"
+    cache_base_directory: str
+    cache_block_size: int  # bytes
+    cache_max_size: int  # bytes
     metrics_directory: str
     #: The property strings these settings were built from (name -> value), so that the
     #: exact configuration can be shipped to Spark's Python workers and rebuilt there.

@@ -135,6 +135,33 @@ def parse_int(value: str) -> int:
     return int(text)
 
 
+def parse_count(value: str) -> int:
+    """Parse a non-negative decimal integer (a size, a number of retries)."""
+    n = parse_int(value)
+    if n < 0:
+        raise ValueError(f"expected a non-negative integer, got {value!r}")
+    return n
+
+
+def choice(*values: str, aliases: dict[str, str] | None = None):
+    """A parser accepting one of ``values`` (any letter case) or an alias of one; it returns
+    the canonical upper-case value. ``form`` on the parser lists what is accepted."""
+    aliases = dict(aliases or {})
+    accepted = {v.upper(): v for v in values}
+    accepted.update({a.upper(): v for a, v in aliases.items()})
+    form = "one of " + ", ".join(list(values) + list(aliases))
+
+    def parse(value: str) -> str:
+        text = _text(value, form)
+        try:
+            return accepted[text.upper()]
+        except KeyError:
+            raise ValueError(f"expected {form}, got {value!r}") from None
+
+    parse.form = form
+    return parse
+
+
 def _shortest(quantity: Fraction, units: dict[str, int]) -> str:
     """Write ``quantity`` (in the smallest unit) in the largest unit giving a whole number.
 
