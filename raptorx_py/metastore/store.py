@@ -37,8 +37,12 @@ from raptorx_py.metrics import counters
 class SqliteBackend:
     """An SQLite file, created with its directory on first use."""
 
-    paramstyle = "qmark"
     id_type = "INTEGER PRIMARY KEY AUTOINCREMENT"
+    #: Starts a write transaction that holds the write lock from its first statement, so two
+    #: writers serialise instead of failing on upgrade.
+    begin_write = "BEGIN IMMEDIATE"
+    #: What the driver raises; the store turns these into ``MetastoreError``.
+    error_types: tuple[type[BaseException], ...] = (sqlite3.Error,)
 
     def __init__(self, path: str):
         self.path = os.path.abspath(os.path.expanduser(path))
@@ -96,21 +100,21 @@ class Metastore:
         counters.add("metastore.round_trips")
         try:
             return self._conn.execute(sql, tuple(params))
-        except sqlite3.Error as e:
+        except self.backend.error_types as e:
             raise MetastoreError(f"metastore query failed on {self.backend.describe()}: {e}") from e
 
     def _executemany(self, sql: str, rows: Iterable[Sequence]):
         counters.add("metastore.round_trips")
         try:
             return self._conn.executemany(sql, rows)
-        except sqlite3.Error as e:
+        except self.backend.error_types as e:
             raise MetastoreError(f"metastore query failed on {self.backend.describe()}: {e}") from e
 
     @contextmanager
     def _transaction(self):
         """A write transaction that commits whole or rolls back on any error."""
         with self._lock:
-            self._execute("BEGIN IMMEDIATE")
+            self._execute(self.backend.begin_write)
             try:
                 yield
             except BaseException:
@@ -118,6 +122,11 @@ class Metastore:
                 raise
             else:
                 self._execute("COMMIT")
+
+    def _insert(self, sql: str, params: Sequence, id_column: str) -> int:
+        """Run an INSERT and return the generated ``id_column`` (``RETURNING`` works on
+        SQLite >= 3.35 and PostgreSQL alike, unlike ``lastrowid``)."""
+        return self._execute(f"{sql} RETURNING {id_column}", params).fetchone()[0]
 
     def _ensure_schema(self) -> None:
         with self._transaction():
@@ -142,9 +151,9 @@ class Metastore:
                 if not if_not_exists:
                     raise AlreadyExistsError(f"database '{name}' already exists")
                 return Database(row[0], row[1], row[2])
-            cur = self._execute("INSERT INTO DBS (NAME, DB_LOCATION_URI, CREATE_TIME) "
-                                "VALUES (?, ?, ?)", (name, location, int(time.time())))
-            return Database(cur.lastrowid, name, location)
+            db_id = self._insert("INSERT INTO DBS (NAME, DB_LOCATION_URI, CREATE_TIME) "
+                                 "VALUES (?, ?, ?)", (name, location, int(time.time())), "DB_ID")
+            return Database(db_id, name, location)
 
     def list_databases(self) -> list[str]:
         with self._lock:
@@ -208,11 +217,10 @@ class Metastore:
                     raise AlreadyExistsError(
                         f"table '{table.qualified_name}' already exists (use replace)")
                 self._execute("DELETE FROM TBLS WHERE TBL_ID = ?", (existing[0],))
-            cur = self._execute(
+            tbl_id = self._insert(
                 "INSERT INTO TBLS (DB_ID, TBL_NAME, TBL_TYPE, LOCATION, CREATE_TIME) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (db.id, table.name, table.table_type, table.location, now))
-            tbl_id = cur.lastrowid
+                (db.id, table.name, table.table_type, table.location, now), "TBL_ID")
             self._executemany(
                 "INSERT INTO COLUMNS_V2 (TBL_ID, COLUMN_NAME, TYPE_NAME, INTEGER_IDX) "
                 "VALUES (?, ?, ?, ?)",
@@ -247,11 +255,11 @@ class Metastore:
                 raise MetastoreError(
                     f"partition {p.values} of {table.qualified_name} has {len(p.values)} values "
                     f"for {len(table.partition_keys)} partition keys")
-            cur = self._execute(
+            part_id = self._insert(
                 "INSERT INTO PARTITIONS (TBL_ID, PART_NAME, LOCATION, CREATE_TIME) "
                 "VALUES (?, ?, ?, ?)",
-                (tbl_id, partition_name(table.partition_keys, p.values), p.location, now))
-            part_id = cur.lastrowid
+                (tbl_id, partition_name(table.partition_keys, p.values), p.location, now),
+                "PART_ID")
             self._executemany(
                 "INSERT INTO PARTITION_KEY_VALS (PART_ID, PART_KEY_VAL, INTEGER_IDX) "
                 "VALUES (?, ?, ?)", [(part_id, v, i) for i, v in enumerate(p.values)])

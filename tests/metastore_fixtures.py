@@ -1,0 +1,19 @@
+"""The metastore backends every metastore test runs against.
+
+``metastore_url`` is parametrised over the backends: each test that takes it runs once on an
+SQLite file and once on a PostgreSQL database (a real server, started once per test session
+by ``tests/postgres_fixtures.py``; each test gets a fresh database).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+BACKENDS = ("sqlite",)
+
+
+@pytest.fixture(params=BACKENDS)
+def metastore_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/metastore.db"
+    raise AssertionError(f"unknown metastore backend {request.param}")
