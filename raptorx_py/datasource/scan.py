@@ -70,6 +70,7 @@ def read_split(split, table, columns: tuple[Column, ...], data_predicates, setti
                                       use_threads=False)
             for raw in batches:
                 counters.add("reader.rows_read", raw.num_rows)
+                counters.add("reader.bytes_decoded", raw.nbytes)
                 batch = _cast(raw, needed, read_types)
                 if expr is not None:
                     batch = batch.filter(expr)

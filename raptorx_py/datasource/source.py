@@ -26,6 +26,7 @@ from raptorx_py.errors import ConfigError, SchemaError
 from raptorx_py.hive_types import spark_struct, spark_type
 from raptorx_py.metastore import open_metastore
 from raptorx_py.metastore.model import Column, Table
+from raptorx_py.metrics import counters
 from raptorx_py.native import PUBLIC_NAME
 from raptorx_py.table_registration import parse_table_name
 
@@ -152,6 +153,7 @@ class TieredHiveReader(DataSourceReader):
                     raise SchemaError(f"table {table.qualified_name} changed while the query "
                                       f"was planned; run the query again")
                 plan = plan_scan(ms, self.settings, table, self.columns, self.predicates)
+            record_scan(table, self.columns)
             return [InputPartition(split) for split in plan.splits]
         finally:
             metrics.flush(self.settings.metrics_directory)
@@ -168,6 +170,15 @@ class TieredHiveReader(DataSourceReader):
                                   self.settings)
         finally:
             metrics.flush(self.settings.metrics_directory)
+
+
+def record_scan(table: Table, columns) -> None:
+    """Count one planned scan of ``table`` and each column it reads, so that tests and the
+    benchmark can see exactly which columns Spark asked for (``scan.planned.<db.table>``,
+    ``scan.column.<db.table>.<column>``)."""
+    counters.add(f"scan.planned.{table.qualified_name}")
+    for c in columns:
+        counters.add(f"scan.column.{table.qualified_name}.{c.name}")
 
 
 def configured_source_class(settings: Settings, name: str = DATA_SOURCE_NAME,

@@ -4,7 +4,7 @@ import java.util
 
 import org.apache.spark.sql.connector.catalog.{SupportsRead, Table, TableCapability, TableProvider}
 import org.apache.spark.sql.connector.expressions.Transform
-import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownFilters}
+import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns}
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceV2, PythonScanBuilder}
 import org.apache.spark.sql.sources.{DataSourceRegister, Filter}
 import org.apache.spark.sql.types.StructType
@@ -20,10 +20,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
  * silently reads with the wrong plan. Here every scan builder gets a fresh
  * `PythonDataSourceV2`, so each scan of each query plans exactly once, with its own filters.
  *
- * Contract: filters are handed to the Python reader's `pushFilters` unchanged; the schema is
- * the table's (or the user's); everything else is the Python source's. Column pruning,
- * aggregate pushdown, limits, preferred locations and metrics belong in [[TieredHiveScanBuilder]]
- * next (issue 3).
+ * Contract: Spark's optimizer decides the columns and filters of each scan
+ * ([[TieredHiveScanBuilder]]); the Python reader receives exactly those columns and every
+ * filter; everything else (planning, reading) is the Python source's.
  */
 class TieredHiveProvider extends TableProvider with DataSourceRegister {
   override def shortName(): String = TieredHiveProvider.PublicName
@@ -62,15 +61,49 @@ class TieredHiveTable(tableSchema: StructType) extends Table with SupportsRead {
     new TieredHiveScanBuilder(tableSchema, options)
 }
 
-/** One scan of one query: a fresh Python data source, so its read plan is its own. */
-class TieredHiveScanBuilder(schema: StructType, options: CaseInsensitiveStringMap)
-    extends ScanBuilder with SupportsPushDownFilters {
-  private val python = new PythonScanBuilder(
-    TieredHiveProvider.freshPythonSource(), TieredHiveProvider.PythonName, schema, options)
+/**
+ * One scan of one query. Spark's optimizer (`V2ScanRelationPushDown`) calls, in order,
+ * `pushFilters`, `pruneColumns` and `build`; only `build` talks to Python, once, with both.
+ *
+ * Filters: all of them are handed to the Python reader at `build`, which uses those it can
+ * evaluate exactly to prune partitions, row groups and rows; all of them are also returned to
+ * Spark as post-scan filters (as Spark's own Parquet source does), because which ones the
+ * reader accepts is only known once Python has run, and that must happen after
+ * `pruneColumns`: pyspark 4.3 plans a Python read (partitions, listing) as part of filter
+ * pushdown, so asking Python first would plan every scan twice. Re-applying an exact filter
+ * in the JVM costs little next to reading; `EXPLAIN` lists every filter as pushed.
+ *
+ * Columns: `pruneColumns` receives exactly what the query references (none for `count(*)`),
+ * and the Python reader is built with that schema, so only those columns are decoded.
+ *
+ * Next here: aggregate pushdown (`SupportsPushDownAggregates`, partial aggregation per split),
+ * limits, preferred locations for input partitions (soft affinity) and custom metrics.
+ */
+class TieredHiveScanBuilder(tableSchema: StructType, options: CaseInsensitiveStringMap)
+    extends ScanBuilder with SupportsPushDownFilters with SupportsPushDownRequiredColumns {
+  private var filters: Array[Filter] = Array.empty
+  private var requiredSchema: StructType = tableSchema
 
-  override def pushFilters(filters: Array[Filter]): Array[Filter] = python.pushFilters(filters)
+  override def pushFilters(pushed: Array[Filter]): Array[Filter] = {
+    filters = pushed
+    pushed
+  }
 
-  override def pushedFilters(): Array[Filter] = python.pushedFilters()
+  override def pushedFilters(): Array[Filter] = filters
 
-  override def build(): Scan = python.build()
+  override def pruneColumns(required: StructType): Unit = {
+    // Keep the table's column order: the reader's output must match the schema it was given.
+    val names = required.fieldNames.toSet
+    requiredSchema = StructType(tableSchema.fields.filter(f => names.contains(f.name)))
+  }
+
+  def readSchema(): StructType = requiredSchema
+
+  override def build(): Scan = {
+    val python = new PythonScanBuilder(
+      TieredHiveProvider.freshPythonSource(), TieredHiveProvider.PythonName, requiredSchema,
+      options)
+    python.pushFilters(filters) // the reader keeps what it can use; Spark re-applies all
+    python.build()
+  }
 }
