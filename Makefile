@@ -12,7 +12,7 @@ BENCH_OUT ?= bench-out
 JAR     := native/target/raptorx-native.jar
 NATIVE_SRC := $(shell find native/src -type f)
 
-.PHONY: test bench stress venv native clean
+.PHONY: test bench stress venv native postgres clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,20 @@ $(JAR): $(NATIVE_SRC) native/build.sh $(STAMP)
 
 native: $(JAR)
 
-test: $(STAMP) $(JAR)
+# PostgreSQL server binaries for the metastore tests, which start their own throw-away server
+# (tests/postgres_fixtures.py). Does nothing when initdb is already installed. Debian's package
+# may start its own cluster on port 5432; the tests do not use it, so it is stopped.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT  := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get -y -q
+postgres:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null; then \
+	  exit 0; fi; \
+	echo "installing PostgreSQL (apt-get install postgresql)"; \
+	$(APT) install postgresql || { $(APT) update && $(APT) install postgresql; } || exit 1; \
+	if command -v pg_lsclusters >/dev/null && pg_lsclusters -h | grep -q online; then \
+	  $(SUDO) service postgresql stop; fi
+
+test: $(STAMP) $(JAR) postgres
 	$(PY) -m pytest tests
 
 stress: $(STAMP) $(JAR)

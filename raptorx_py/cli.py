@@ -4,7 +4,9 @@
     raptorx table list [<db>]
     raptorx table show <db.table> [--partitions]
     raptorx config show
+    raptorx partition seal|unseal <db.table> <k=v[/k2=v2]>
     raptorx tpch load --scale S --warehouse URL
+    raptorx locks show [<db>[.<table>]] [--partition k=v ...] [--extended]
 
 Every command takes ``--conf-dir DIR`` and ``-p/--property name=value`` (repeatable). An
 error raptorx_py raises on purpose is printed as one line naming what was wrong, exit code 2.
@@ -91,6 +93,96 @@ def cmd_config_show(args) -> int:
     return 0
 
 
+def parse_partition_spec(table, spec: str) -> tuple[str | None, ...]:
+    """``"k1=v1/k2=v2"`` (a Hive partition name, values escaped as in directory names) ->
+    the partition's values in ``table``'s key order. Every key must be named exactly once."""
+    from raptorx_py.errors import SchemaError
+    from raptorx_py.storage.hive_layout import unescape_partition_value
+
+    given: dict[str, str | None] = {}
+    for part in spec.strip("/").split("/"):
+        key, sep, value = part.partition("=")
+        if not sep or not key or key in given:
+            raise SchemaError(f"partition spec '{spec}' of {table.qualified_name} is not of the "
+                              f"form k1=v1/k2=v2 with each key once")
+        given[unescape_partition_value(key)] = unescape_partition_value(value)
+    keys = [k.name for k in table.partition_keys]
+    if sorted(given) != sorted(keys):
+        raise SchemaError(f"partition spec '{spec}' names keys {sorted(given)}, but "
+                          f"{table.qualified_name} is partitioned by {keys}")
+    return tuple(given[k] for k in keys)
+
+
+def cmd_partition_seal(args) -> int:
+    """Seal (``sealed=true``) or un-seal a partition: the listing cache caches only the
+    listings of sealed partitions, and either change gives the partition a new version."""
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.table_registration import parse_table_name
+
+    seal = args.partition_command == "seal"
+    with open_metastore(settings_from_args(args)) as ms:
+        table = ms.get_table(*parse_table_name(args.table))
+        values = parse_partition_spec(table, args.partition)
+        ms.set_partition_parameters(table, values, {"sealed": "true" if seal else None})
+    print(f"{'sealed' if seal else 'unsealed'} {table.qualified_name} partition {args.partition}")
+    return 0
+
+
+def add_partition_cli(sub) -> None:
+    partition = sub.add_parser("partition", help="seal and un-seal partitions")
+    psub = partition.add_subparsers(dest="partition_command", required=True)
+    for name, text in (("seal", "mark a partition complete: its file listing may be cached"),
+                       ("unseal", "mark a partition open again: its listing is never cached")):
+        cmd = psub.add_parser(name, help=text)
+        cmd.add_argument("table", help="<database>.<table>")
+        cmd.add_argument("partition", help="k1=v1[/k2=v2...]")
+        add_common_options(cmd)
+        cmd.set_defaults(func=cmd_partition_seal)
+
+
+def cmd_locks_show(args) -> int:
+    """Hive's SHOW LOCKS: the held locks, all or on a database, table or partition."""
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.locks import format_ms
+
+    db, _, table = (args.object or "").partition(".")
+    partition = "/".join(args.partition) if args.partition else None
+    if partition is not None and not table:
+        raise ConfigError("--partition needs a <db>.<table>", source="locks show")
+    with open_metastore(settings_from_args(args)) as ms:
+        rows = ms.show_locks(db or None, table or None, partition, extended=args.extended)
+    header = ["LOCK_ID", "DATABASE", "TABLE", "PARTITION", "STATE", "TYPE", "TXN_ID"]
+    if args.extended:
+        header += ["ACQUIRED_AT", "LAST_HEARTBEAT", "USER", "HOST", "AGENT_INFO"]
+    lines = [header]
+    for r in rows:
+        line = [str(r.lock_id), r.db, r.table or "", r.partition or "", r.state,
+                r.lock_type.name, "" if r.txn_id is None else str(r.txn_id)]
+        if args.extended:
+            line += [format_ms(r.acquired_at_ms), format_ms(r.last_heartbeat_ms), r.user or "",
+                     r.host or "", r.agent_info or ""]
+        lines.append(line)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for line in lines:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+    if not rows:
+        print("(no locks)")
+    return 0
+
+
+def add_locks_cli(sub) -> None:
+    locks = sub.add_parser("locks", help="inspect Hive locks held in the metastore")
+    lsub = locks.add_subparsers(dest="locks_command", required=True)
+    show = lsub.add_parser("show", help="list held locks (Hive's SHOW LOCKS)")
+    show.add_argument("object", nargs="?", help="<db> or <db>.<table> (default: every lock)")
+    show.add_argument("--partition", action="append", metavar="K=V",
+                      help="one partition of the table (repeatable for k1=v1/k2=v2)")
+    show.add_argument("--extended", action="store_true",
+                      help="also when, by whom and from where each lock was taken")
+    add_common_options(show)
+    show.set_defaults(func=cmd_locks_show)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="raptorx", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,9 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_common_options(cshow)
     cshow.set_defaults(func=cmd_config_show)
 
+    add_partition_cli(sub)
+
     from raptorx_py.tpch.load import add_cli as add_tpch_cli
 
     add_tpch_cli(sub)
+    add_locks_cli(sub)
     return parser
 
 

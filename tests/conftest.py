@@ -12,7 +12,8 @@ import pytest
 # Spark's Python workers must run this interpreter; whichever fixture starts the JVM first.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-pytest_plugins = ["tests.s3_fixtures", "tests.tpch_fixtures", "tests.metastore_fixtures"]
+pytest_plugins = ["tests.s3_fixtures", "tests.tpch_fixtures", "tests.metastore_fixtures",
+                  "tests.postgres_fixtures"]
 
 _names = itertools.count(1)
 

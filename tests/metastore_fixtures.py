@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-BACKENDS = ("sqlite",)
+BACKENDS = ("sqlite", "postgresql")
 
 
 @pytest.fixture(params=BACKENDS)
 def metastore_url(request, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/metastore.db"
+    if request.param == "postgresql":
+        # Requested lazily: SQLite-only runs (-k sqlite) never start the server.
+        return request.getfixturevalue("postgres_database_url")
     raise AssertionError(f"unknown metastore backend {request.param}")

@@ -68,6 +68,8 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("cache.", "Block (data) cache"),
     ("fragment-result-cache.", "Fragment result cache"),
     ("hive.partition-statistics", "Statistics-based pruning"),
+    ("hive.max-split-size", "Splits"),
+    ("hive.min-split-count", "Splits"),
     ("hive.node-selection-strategy", "Soft affinity scheduling"),
     ("hive.support.concurrency", "Transactions and locks"),
     ("hive.lock.", "Transactions and locks"),

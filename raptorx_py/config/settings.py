@@ -85,6 +85,13 @@ PROPERTIES: tuple[Property, ...] = (
     Property("hive.partition-statistics-based-optimization-enabled", "stats_pruning_enabled",
              "true", "bool", "hive",
              "Skip partitions and row groups whose min/max/null statistics cannot match the filter."),
+    # --- splits -------------------------------------------------------------------------
+    Property("hive.max-split-size", "max_split_size", "64MB", "size", "hive",
+             "Most bytes of files one Spark task reads; small files are packed together up "
+             "to this size."),
+    Property("hive.min-split-count", "min_split_count", "8", "count", "hive",
+             "A scan with at least this many files is cut into at least this many tasks, so "
+             "a small table still uses several cores."),
     # --- file-listing cache ------------------------------------------------------------
     Property("hive.file-status-cache-tables", "file_status_cache_tables", "", "str", "hive",
              "Tables whose sealed partitions' listings are cached: comma-separated patterns "
@@ -144,6 +151,8 @@ class Settings:
     s3_socket_timeout: float  # seconds
     s3_max_error_retries: int
     stats_pruning_enabled: bool
+    max_split_size: int  # bytes
+    min_split_count: int
     file_status_cache_tables: str
     file_status_cache_size: int
     file_status_cache_expire_time: float  # seconds

@@ -6,7 +6,10 @@ Given a table, the requested columns and the pushed predicates, ``plan_scan``
    optimization-enabled``),
 3. lists the surviving partitions' files (in parallel: each listing is a round trip), and
 4. makes one split per data file, carrying the file's identity (path, size, mtime/ETag) and
-   the partition's values.
+   the partition's values, and
+5. packs splits into tasks (``pack_splits``): Spark pays a fixed cost per task of a Python
+   source, so small files are read several to a task, up to ``hive.max-split-size`` bytes,
+   while a scan of at least ``hive.min-split-count`` files keeps that many tasks.
 
 A pruned partition is never listed and its files are never opened. Usable without Spark.
 """
@@ -43,6 +46,7 @@ class ScanPlan:
     columns: tuple[Column, ...]
     data_predicates: tuple  # predicates on data columns, evaluated while reading
     splits: tuple[Split, ...]
+    tasks: tuple[tuple[Split, ...], ...] = ()  # the splits packed, one tuple per Spark task
     partitions_total: int = 0
     partitions_pruned_by_value: int = 0
     partitions_pruned_by_stats: int = 0
@@ -88,12 +92,34 @@ def plan_scan(metastore, settings, table: Table, columns, predicates) -> ScanPla
         locations = [(table.location, ())] if matches else []
 
     splits = _list_splits(settings, locations)
+    tasks = pack_splits(splits, settings.max_split_size, settings.min_split_count)
     counters.add("planner.partitions_total", total)
     counters.add("planner.partitions_pruned_by_value", by_value)
     counters.add("planner.partitions_pruned_by_stats", by_stats)
     counters.add("planner.partitions_pruned", by_value + by_stats)
     counters.add("planner.files_listed", len(splits))
-    return ScanPlan(table, tuple(columns), data_preds, tuple(splits), total, by_value, by_stats)
+    counters.add("planner.tasks", len(tasks))
+    return ScanPlan(table, tuple(columns), data_preds, tuple(splits), tasks, total, by_value,
+                    by_stats)
+
+
+def pack_splits(splits, max_bytes: int, min_count: int) -> tuple[tuple[Split, ...], ...]:
+    """Consecutive splits packed into tasks of at most ``target`` bytes each, where ``target``
+    is ``max_bytes`` or less, so that a scan of at least ``min_count`` files gives at least
+    ``min_count`` tasks. A file larger than the target is a task of its own; order is kept
+    (files of one partition stay together)."""
+    total = sum(s.size for s in splits)
+    target = max(1, min(max_bytes, -(-total // max(1, min_count))))
+    tasks: list[list[Split]] = []
+    size = 0
+    for s in splits:
+        if tasks and tasks[-1] and size + s.size <= target:
+            tasks[-1].append(s)
+            size += s.size
+        else:
+            tasks.append([s])
+            size = s.size
+    return tuple(tuple(t) for t in tasks)
 
 
 def _list_splits(settings, locations: list[tuple[str, tuple]]) -> list[Split]:

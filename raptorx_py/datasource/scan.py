@@ -66,8 +66,11 @@ def read_split(split, table, columns: tuple[Column, ...], data_predicates, setti
             return
         read_types = {n: arrow_type_for_spark(file_types[n]) for n in needed}
         try:
-            batches = pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=needed,
-                                      use_threads=False)
+            if needed:
+                batches = pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups,
+                                          columns=needed, use_threads=False)
+            else:  # count(*) or partition columns only: the footer knows the row counts
+                batches = _row_count_batches(md, groups)
             for raw in batches:
                 counters.add("reader.rows_read", raw.num_rows)
                 counters.add("reader.bytes_decoded", raw.nbytes)
@@ -85,7 +88,24 @@ def read_split(split, table, columns: tuple[Column, ...], data_predicates, setti
         pf.close()
 
 
+def _row_count_batches(md, groups) -> Iterator[pa.RecordBatch]:
+    """Column-less batches carrying the row counts of ``groups`` (pyarrow yields nothing for
+    an empty column list)."""
+    for rg in groups:
+        rows = md.row_group(rg).num_rows
+        for start in range(0, rows, BATCH_ROWS):
+            n = min(BATCH_ROWS, rows - start)
+            yield _rows_only(n)
+
+
+def _rows_only(n: int) -> pa.RecordBatch:
+    """A batch of ``n`` rows and no columns (what count(*) needs)."""
+    return pa.RecordBatch.from_struct_array(pa.nulls(n, pa.struct([])))
+
+
 def _cast(raw: pa.RecordBatch, names: list[str], types: dict[str, pa.DataType]) -> pa.RecordBatch:
+    if not names:
+        return raw
     arrays = [raw.column(n) for n in names]
     arrays = [a if a.type == types[n] else a.cast(types[n]) for a, n in zip(arrays, names)]
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(
@@ -97,7 +117,7 @@ def _assemble(batch: pa.RecordBatch, columns, schema: pa.Schema, key_index: dict
     n = batch.num_rows
     if not columns:
         # Zero columns still carry a row count (e.g. count(*)).
-        return pa.RecordBatch.from_struct_array(pa.array([{}] * n, type=pa.struct([])))
+        return _rows_only(n)
     arrays = []
     for c, f in zip(columns, schema):
         if c.name in key_index:

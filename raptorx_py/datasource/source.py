@@ -154,20 +154,21 @@ class TieredHiveReader(DataSourceReader):
                                       f"was planned; run the query again")
                 plan = plan_scan(ms, self.settings, table, self.columns, self.predicates)
             record_scan(table, self.columns)
-            return [InputPartition(split) for split in plan.splits]
+            return [InputPartition(task) for task in plan.tasks]
         finally:
             metrics.flush(self.settings.metrics_directory)
 
     def read(self, partition):
-        split = partition.value
-        if split is None:  # pyspark's placeholder when planning found no split
+        task = partition.value
+        if task is None:  # pyspark's placeholder when planning found no split
             return
         try:
             # pyspark pickles this reader for the executors *before* it calls partitions(),
             # so only what pushFilters stored is visible here.
             _, data_predicates = split_predicates(self.table, self.predicates)
-            yield from read_split(split, self.table, self.columns, data_predicates,
-                                  self.settings)
+            for split in task:
+                yield from read_split(split, self.table, self.columns, data_predicates,
+                                      self.settings)
         finally:
             metrics.flush(self.settings.metrics_directory)
 

@@ -1,9 +1,15 @@
 """The metastore's SQL schema, laid out after the Hive Metastore's.
 
 Table and column names follow HMS (DBS, TBLS, COLUMNS_V2, PARTITION_KEYS, PARTITIONS,
-PARTITION_KEY_VALS, PARTITION_PARAMS, TABLE_PARAMS, PART_COL_STATS, TAB_COL_STATS) so that the
-transactional pieces (TXNS, TXN_TO_WRITE_ID, NEXT_WRITE_ID, NOTIFICATION_LOG, HIVE_LOCKS) can
-be added as new tables next to them, recorded as a new SCHEMA_VERSION, without a rewrite.
+PARTITION_KEY_VALS, PARTITION_PARAMS, TABLE_PARAMS, PART_COL_STATS, TAB_COL_STATS).
+
+Versions. 1: the catalogue above (``DDL_V1``). 2 adds the transactional tables next to it
+(``DDL_V2``): TXNS, TXN_TO_WRITE_ID, NEXT_WRITE_ID, NOTIFICATION_LOG, NOTIFICATION_SEQUENCE,
+HIVE_LOCKS, NEXT_LOCK_ID. A version is only ever *added* tables, indexes and seed rows
+(``CREATE ... IF NOT EXISTS``, ``SEED``), so opening an older database upgrades it in place, in
+the transaction that checks the version. Partitions of managed tables record the write id that
+last wrote them as the partition parameter ``writeId`` (no column change: version 1 databases
+need no ALTER).
 
 Differences from HMS, on purpose: the storage descriptor is folded into TBLS/PARTITIONS
 (location and format only: every table here is Parquet), and column statistics keep one
@@ -11,12 +17,13 @@ LOW_VALUE/HIGH_VALUE text pair in a canonical per-type form (see ``hive_types.en
 instead of one column per value type.
 
 The DDL is portable between SQLite and PostgreSQL: ``{id}`` is the auto-increment primary key
-type, substituted per backend.
+type, substituted per backend. Times in the version 2 tables are milliseconds since the epoch
+(Hive's), except NOTIFICATION_LOG.EVENT_TIME, which is seconds (Hive's too).
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-DDL = [
+DDL_V1 = [
     """CREATE TABLE IF NOT EXISTS VERSION (
         VER_ID INTEGER PRIMARY KEY,
         SCHEMA_VERSION INTEGER NOT NULL,
@@ -89,4 +96,81 @@ DDL = [
         LAST_ANALYZED BIGINT NOT NULL,
         PRIMARY KEY (TBL_ID, COLUMN_NAME))""",
     "CREATE INDEX IF NOT EXISTS PARTITIONS_TBL ON PARTITIONS (TBL_ID)",
+]
+
+#: Transactions, write ids, the notification log and locks (HMS names; see the modules
+#: ``transactions``, ``notifications`` and ``locks`` for what each column means).
+DDL_V2 = [
+    # TXN_STATE: 'o' open, 'c' committed, 'a' aborted (Hive's letters). Committed rows are
+    # kept, so a second commit is refused by name rather than reported as unknown.
+    """CREATE TABLE IF NOT EXISTS TXNS (
+        TXN_ID {id},
+        TXN_STATE TEXT NOT NULL CHECK (TXN_STATE IN ('o', 'c', 'a')),
+        TXN_STARTED BIGINT NOT NULL,
+        TXN_LAST_HEARTBEAT BIGINT NOT NULL,
+        TXN_USER TEXT,
+        TXN_HOST TEXT,
+        TXN_AGENT_INFO TEXT)""",
+    "CREATE INDEX IF NOT EXISTS TXNS_STATE ON TXNS (TXN_STATE)",
+    """CREATE TABLE IF NOT EXISTS TXN_TO_WRITE_ID (
+        T2W_TXNID BIGINT NOT NULL REFERENCES TXNS (TXN_ID),
+        T2W_DATABASE TEXT NOT NULL,
+        T2W_TABLE TEXT NOT NULL,
+        T2W_WRITEID BIGINT NOT NULL,
+        PRIMARY KEY (T2W_DATABASE, T2W_TABLE, T2W_WRITEID),
+        UNIQUE (T2W_TXNID, T2W_DATABASE, T2W_TABLE))""",
+    # The next write id of each table, by name. Never reset, not even by a drop: a table
+    # recreated at the same location must not reuse the numbers of old delta_<wid> dirs.
+    """CREATE TABLE IF NOT EXISTS NEXT_WRITE_ID (
+        NWI_DATABASE TEXT NOT NULL,
+        NWI_TABLE TEXT NOT NULL,
+        NWI_NEXT BIGINT NOT NULL,
+        PRIMARY KEY (NWI_DATABASE, NWI_TABLE))""",
+    """CREATE TABLE IF NOT EXISTS NOTIFICATION_LOG (
+        EVENT_ID BIGINT PRIMARY KEY,
+        EVENT_TIME BIGINT NOT NULL,
+        EVENT_TYPE TEXT NOT NULL,
+        DB_NAME TEXT,
+        TBL_NAME TEXT,
+        TXN_ID BIGINT,
+        WRITE_ID BIGINT,
+        MESSAGE TEXT NOT NULL,
+        MESSAGE_FORMAT TEXT NOT NULL)""",
+    # One row: the next EVENT_ID. Updated in the transaction that appends the event, so ids
+    # are handed out in commit order and a rolled-back change leaves no gap.
+    """CREATE TABLE IF NOT EXISTS NOTIFICATION_SEQUENCE (
+        NNI_ID BIGINT PRIMARY KEY,
+        NEXT_EVENT_ID BIGINT NOT NULL)""",
+    # HL_LOCK_STATE is always 'a' (acquired): a refused request is not stored, the client
+    # retries (see locks.py). HL_LOCK_TYPE: 'r' shared read, 'w' shared write, 'e' exclusive.
+    """CREATE TABLE IF NOT EXISTS HIVE_LOCKS (
+        HL_LOCK_EXT_ID BIGINT NOT NULL,
+        HL_LOCK_INT_ID BIGINT NOT NULL,
+        HL_TXNID BIGINT,
+        HL_DB TEXT NOT NULL,
+        HL_TABLE TEXT,
+        HL_PARTITION TEXT,
+        HL_LOCK_STATE TEXT NOT NULL,
+        HL_LOCK_TYPE TEXT NOT NULL CHECK (HL_LOCK_TYPE IN ('r', 'w', 'e')),
+        HL_LAST_HEARTBEAT BIGINT NOT NULL,
+        HL_ACQUIRED_AT BIGINT NOT NULL,
+        HL_USER TEXT,
+        HL_HOST TEXT,
+        HL_AGENT_INFO TEXT,
+        PRIMARY KEY (HL_LOCK_EXT_ID, HL_LOCK_INT_ID))""",
+    "CREATE INDEX IF NOT EXISTS HIVE_LOCKS_DB ON HIVE_LOCKS (HL_DB)",
+    "CREATE INDEX IF NOT EXISTS HIVE_LOCKS_TXNID ON HIVE_LOCKS (HL_TXNID)",
+    """CREATE TABLE IF NOT EXISTS NEXT_LOCK_ID (
+        NL_ID BIGINT PRIMARY KEY,
+        NL_NEXT BIGINT NOT NULL)""",
+]
+
+DDL = DDL_V1 + DDL_V2
+
+#: Rows the version 2 tables need, inserted only where missing (portable: no upsert).
+SEED = [
+    "INSERT INTO NOTIFICATION_SEQUENCE (NNI_ID, NEXT_EVENT_ID) SELECT 1, 1 "
+    "WHERE NOT EXISTS (SELECT 1 FROM NOTIFICATION_SEQUENCE)",
+    "INSERT INTO NEXT_LOCK_ID (NL_ID, NL_NEXT) SELECT 1, 1 "
+    "WHERE NOT EXISTS (SELECT 1 FROM NEXT_LOCK_ID)",
 ]

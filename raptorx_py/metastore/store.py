@@ -3,6 +3,8 @@
 Contract:
 - Every change is one database transaction: it commits whole or rolls back whole on any
   error, so a failed registration leaves the metastore exactly as it was.
+- Every change appends its notification-log event(s) in that same transaction
+  (``notifications.py``): the log is the total order of everything that happened.
 - All SQL is parameterised; names never reach SQL text.
 - Every statement sent to the database counts one ``metastore.round_trips``.
 - The SQLite backend is safe across the processes of one machine (WAL, busy timeout,
@@ -12,26 +14,33 @@ Contract:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
 from raptorx_py.errors import AlreadyExistsError, MetastoreError, NoSuchObjectError
 from raptorx_py.hive_types import decode_value, encode_value
-from raptorx_py.metastore import schema
+from raptorx_py.metastore import locks, notifications, schema, transactions
 from raptorx_py.metastore.model import (
+    EXTERNAL_TABLE,
     Column,
     ColumnStats,
     Database,
     Partition,
     Table,
 )
+from raptorx_py.metastore.notifications import append_event, partition_message, table_message
+from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
+
+#: The partition parameter holding the write id that last wrote a managed table's partition.
+WRITE_ID_PARAM = "writeId"
 
 
 class SqliteBackend:
@@ -72,15 +81,31 @@ def backend_for_url(url: str):
         if not path:
             raise MetastoreError(f"metastore URL '{url}' names no file: use sqlite:///<path>")
         return SqliteBackend(path)
+    if parsed.scheme in ("postgresql", "postgres"):
+        # Imported here so that SQLite users never load the PostgreSQL driver.
+        from raptorx_py.metastore.postgres import PostgresBackend
+
+        return PostgresBackend.from_url(url)
     raise MetastoreError(
-        f"unsupported metastore URL '{url}': expected sqlite:///<path>")
+        f"unsupported metastore URL '{url}': expected sqlite:///<path> or "
+        f"postgresql://user:password@host:port/dbname")
 
 
 class Metastore:
-    """Databases, tables, partitions and statistics. One connection per instance."""
+    """Databases, tables, partitions and statistics; transactions, write ids, the
+    notification log and locks (those three live in ``transactions``, ``notifications`` and
+    ``locks``; the methods here are their public face). One connection per instance.
 
-    def __init__(self, backend):
+    ``clock`` (seconds since the epoch) stamps transactions, locks and events, and decides
+    their expiry after ``txn_timeout`` seconds without a heartbeat (``hive.txn.timeout``):
+    tests inject a fake one instead of sleeping.
+    """
+
+    def __init__(self, backend, *, clock: Callable[[], float] = time.time,
+                 txn_timeout: float = 300.0):
         self.backend = backend
+        self._clock = clock
+        self.txn_timeout = txn_timeout
         self._lock = threading.RLock()
         self._conn = backend.connect()
         self._ensure_schema()
@@ -132,6 +157,8 @@ class Metastore:
         with self._transaction():
             for ddl in schema.DDL:
                 self._execute(ddl.format(id=self.backend.id_type))
+            for seed in schema.SEED:
+                self._execute(seed)
             row = self._execute("SELECT MAX(SCHEMA_VERSION) FROM VERSION").fetchone()
             if row[0] is None:
                 self._execute("INSERT INTO VERSION (VER_ID, SCHEMA_VERSION, VERSION_COMMENT) "
@@ -140,6 +167,74 @@ class Metastore:
                 raise MetastoreError(
                     f"metastore {self.backend.describe()} has schema version {row[0]}, newer "
                     f"than this raptorx_py understands ({schema.SCHEMA_VERSION})")
+            elif row[0] < schema.SCHEMA_VERSION:
+                # Upgrade in place: a newer version only adds tables and seed rows, which
+                # the statements above have just created.
+                self._execute("UPDATE VERSION SET SCHEMA_VERSION = ?, VERSION_COMMENT = ?",
+                              (schema.SCHEMA_VERSION,
+                               f"raptorx_py metastore, upgraded from version {row[0]}"))
+
+    # -- transactions and write ids (see transactions.py) --------------------------------
+    def open_transaction(self, user: str | None = None, host: str | None = None,
+                         agent_info: str | None = None) -> int:
+        """A new open transaction's id (user and host default to this process's)."""
+        return transactions.open_transaction(self, user, host, agent_info)
+
+    def commit_transaction(self, txn_id: int) -> None:
+        transactions.commit_transaction(self, txn_id)
+
+    def abort_transaction(self, txn_id: int) -> None:
+        transactions.abort_transaction(self, txn_id)
+
+    def heartbeat(self, txn_id: int | None = None, lock_id: int | None = None) -> None:
+        transactions.heartbeat(self, txn_id, lock_id)
+
+    def get_transaction(self, txn_id: int) -> transactions.TxnInfo:
+        return transactions.get_transaction(self, txn_id)
+
+    def expire_timed_out(self) -> list[int]:
+        """Abort transactions (and drop locks) whose client stopped heartbeating; every
+        transactional write does this anyway. Returns the aborted transaction ids."""
+        with self._transaction():
+            return transactions.expire_timed_out(self)
+
+    def allocate_write_id(self, txn_id: int, database: str, table: str) -> int:
+        return transactions.allocate_write_id(self, txn_id, database, table)
+
+    def get_valid_write_ids(self, names: Iterable[str], txn_id: int | None = None
+                            ) -> dict[str, ValidWriteIdList | None]:
+        """``{"db.table": ValidWriteIdList}`` in one round trip (``None`` for an external
+        table). With ``txn_id``, that transaction's own writes count as committed."""
+        return {name: snap.write_ids for name, snap in
+                transactions.get_table_snapshots(self, names, txn_id).items()}
+
+    def get_table_snapshots(self, names: Iterable[str], txn_id: int | None = None
+                            ) -> dict[str, transactions.TableSnapshot]:
+        """Id, type and write ids of each table, in one round trip."""
+        return transactions.get_table_snapshots(self, names, txn_id)
+
+    # -- notification log (see notifications.py) --------------------------------------
+    def get_notifications(self, after_event_id: int = 0, limit: int | None = None
+                          ) -> list[notifications.NotificationEvent]:
+        return notifications.get_notifications(self, after_event_id, limit)
+
+    def current_notification_id(self) -> int:
+        return notifications.current_notification_id(self)
+
+    # -- locks (see locks.py; retries are the client's: locks.LockManager) -------------
+    def try_lock(self, components, *, txn_id: int | None = None, user: str | None = None,
+                 host: str | None = None, agent_info: str | None = None) -> locks.LockResponse:
+        """One all-or-nothing attempt at a lock request; never waits."""
+        return locks.try_lock(self, components, txn_id=txn_id, user=user, host=host,
+                              agent_info=agent_info)
+
+    def unlock(self, lock_id: int) -> None:
+        locks.unlock(self, lock_id)
+
+    def show_locks(self, db: str | None = None, table: str | None = None,
+                   partition: str | None = None, extended: bool = False
+                   ) -> list[locks.LockInfo]:
+        return locks.show_locks(self, db, table, partition, extended)
 
     # -- databases --------------------------------------------------------------------
     def create_database(self, name: str, location: str | None = None,
@@ -153,7 +248,32 @@ class Metastore:
                 return Database(row[0], row[1], row[2])
             db_id = self._insert("INSERT INTO DBS (NAME, DB_LOCATION_URI, CREATE_TIME) "
                                  "VALUES (?, ?, ?)", (name, location, int(time.time())), "DB_ID")
+            append_event(self, "CREATE_DATABASE", db=name,
+                         message={"dbId": db_id, "location": location})
             return Database(db_id, name, location)
+
+    def alter_database(self, name: str, location: str | None) -> Database:
+        """Set the database's location."""
+        with self._transaction():
+            db = self.get_database(name)
+            self._execute("UPDATE DBS SET DB_LOCATION_URI = ? WHERE DB_ID = ?", (location, db.id))
+            append_event(self, "ALTER_DATABASE", db=name,
+                         message={"dbId": db.id, "location": location})
+        return Database(db.id, name, location)
+
+    def drop_database(self, name: str, cascade: bool = False) -> None:
+        """Drop an empty database, or with ``cascade`` its tables too (one DROP_TABLE event
+        each, then DROP_DATABASE, as HMS does)."""
+        with self._transaction():
+            db = self.get_database(name)
+            tables = self.list_tables(name)
+            if tables and not cascade:
+                raise MetastoreError(f"database '{name}' is not empty (tables: "
+                                     f"{', '.join(tables)}); drop them or use cascade")
+            for t in tables:
+                self._drop_table(self.get_table(name, t))
+            self._execute("DELETE FROM DBS WHERE DB_ID = ?", (db.id,))
+            append_event(self, "DROP_DATABASE", db=name, message={"dbId": db.id})
 
     def list_databases(self) -> list[str]:
         with self._lock:
@@ -201,11 +321,13 @@ class Metastore:
             return Table(database, name, tbl_type, location, columns, keys, params, stats, tbl_id)
 
     def create_table(self, table: Table, partitions: Sequence[Partition] = (), *,
-                     replace: bool = False) -> Table:
+                     replace: bool = False, write_id: int | None = None) -> Table:
         """Create ``table`` with its partitions and statistics in one transaction.
 
         With ``replace``, an existing table of that name is dropped in the same transaction,
-        so readers see either the old table or the new one, never neither.
+        so readers see either the old table or the new one, never neither. Events:
+        DROP_TABLE (when replacing), CREATE_TABLE, then ADD_PARTITION (when there are
+        partitions). ``write_id``: see ``add_partitions``.
         """
         now = int(time.time())
         with self._transaction():
@@ -216,7 +338,7 @@ class Metastore:
                 if not replace:
                     raise AlreadyExistsError(
                         f"table '{table.qualified_name}' already exists (use replace)")
-                self._execute("DELETE FROM TBLS WHERE TBL_ID = ?", (existing[0],))
+                self._drop_table(self.get_table(table.database, table.name))
             tbl_id = self._insert(
                 "INSERT INTO TBLS (DB_ID, TBL_NAME, TBL_TYPE, LOCATION, CREATE_TIME) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -238,23 +360,152 @@ class Metastore:
                 "LOW_VALUE, HIGH_VALUE, LAST_ANALYZED) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(tbl_id, name, types[name], *_encode_stats(s, types[name]), now)
                  for name, s in table.stats.items()])
-            self._add_partitions(tbl_id, table, partitions, now)
+            created = dataclasses.replace(table, id=tbl_id)
+            append_event(self, "CREATE_TABLE", db=table.database, table=table.name,
+                         message=table_message(created))
+            if partitions:
+                self._add_partitions_with_event(created, partitions, now, write_id)
         return self.get_table(table.database, table.name)
+
+    def alter_table_parameters(self, database: str, name: str,
+                               parameters: dict[str, str | None],
+                               write_id: int | None = None) -> Table:
+        """Set table parameters (``None`` removes a key) in one transaction; an ALTER_TABLE
+        event records the keys set. ``write_id``: as for ``add_partitions``."""
+        with self._transaction():
+            table = self.get_table(database, name)
+            txn_id = self._check_write_id(table, write_id)
+            for key, value in parameters.items():
+                self._execute("DELETE FROM TABLE_PARAMS WHERE TBL_ID = ? AND PARAM_KEY = ?",
+                              (table.id, key))
+                if value is not None:
+                    self._execute("INSERT INTO TABLE_PARAMS (TBL_ID, PARAM_KEY, PARAM_VALUE) "
+                                  "VALUES (?, ?, ?)", (table.id, key, value))
+            append_event(self, "ALTER_TABLE", db=database, table=name, txn_id=txn_id,
+                         write_id=write_id,
+                         message=table_message(table, parameters=dict(parameters)))
+        return self.get_table(database, name)
 
     def drop_table(self, database: str, name: str) -> None:
         with self._transaction():
-            table = self.get_table(database, name)
-            self._execute("DELETE FROM TBLS WHERE TBL_ID = ?", (table.id,))
+            self._drop_table(self.get_table(database, name))
+
+    def _drop_table(self, table: Table) -> None:
+        """Inside a write transaction. Write ids are kept on purpose (see schema.py)."""
+        self._execute("DELETE FROM TBLS WHERE TBL_ID = ?", (table.id,))
+        append_event(self, "DROP_TABLE", db=table.database, table=table.name,
+                     message=table_message(table))
 
     # -- partitions -------------------------------------------------------------------
+    def add_partitions(self, table: Table, partitions: Sequence[Partition],
+                       write_id: int | None = None) -> list[Partition]:
+        """Add partitions to an existing table in one transaction (one ADD_PARTITION event).
+
+        ``write_id``: the write id under which a managed table's partitions are written; it
+        must belong to an open transaction for this table, is stored as the partition
+        parameter ``writeId`` and is carried by the event (with its transaction id), so
+        the versioned cache knows which commit makes the change visible.
+        """
+        with self._transaction():
+            current = self.get_table(table.database, table.name)
+            names = [partition_name(current.partition_keys, p.values) for p in partitions
+                     if len(p.values) == len(current.partition_keys)]
+            clash = [n for n in names if self._part_id(current, n) is not None]
+            if clash:
+                raise AlreadyExistsError(f"partition(s) {', '.join(clash)} of "
+                                         f"{current.qualified_name} already exist")
+            self._add_partitions_with_event(current, partitions, int(time.time()), write_id)
+        wanted = {tuple(p.values) for p in partitions}
+        return [p for p in self.list_partitions(current) if p.values in wanted]
+
+    def alter_partition(self, table: Table, partition: Partition,
+                        write_id: int | None = None) -> Partition:
+        """Replace the location, parameters and statistics of the existing partition with
+        ``partition.values`` (one ALTER_PARTITION event); ``write_id`` as for
+        ``add_partitions`` (a managed table's append records its write id here)."""
+        now = int(time.time())
+        with self._transaction():
+            current = self.get_table(table.database, table.name)
+            txn_id = self._check_write_id(current, write_id)
+            self._check_values(current, partition)
+            name = partition_name(current.partition_keys, partition.values)
+            part_id = self._part_id(current, name)
+            if part_id is None:
+                raise self._no_such_partition(current, name)
+            self._execute("UPDATE PARTITIONS SET LOCATION = ? WHERE PART_ID = ?",
+                          (partition.location, part_id))
+            self._execute("DELETE FROM PARTITION_PARAMS WHERE PART_ID = ?", (part_id,))
+            self._execute("DELETE FROM PART_COL_STATS WHERE PART_ID = ?", (part_id,))
+            self._insert_partition_details(current, part_id, partition, now, write_id)
+            append_event(self, "ALTER_PARTITION", db=current.database, table=current.name,
+                         txn_id=txn_id, write_id=write_id,
+                         message=table_message(current, partitions=[partition_message(
+                             part_id, partition.values, partition.location, write_id)]))
+        return next(p for p in self.list_partitions(current) if p.id == part_id)
+
+    def drop_partitions(self, table: Table, values: Sequence[Sequence[str | None]],
+                        write_id: int | None = None) -> None:
+        """Drop the partitions with these values in one transaction (one DROP_PARTITION
+        event); a missing one is an error and drops nothing."""
+        with self._transaction():
+            current = self.get_table(table.database, table.name)
+            txn_id = self._check_write_id(current, write_id)
+            dropped = []
+            for vals in values:
+                self._check_values(current, Partition(tuple(vals), ""))
+                name = partition_name(current.partition_keys, vals)
+                row = self._execute("SELECT PART_ID, LOCATION FROM PARTITIONS "
+                                    "WHERE TBL_ID = ? AND PART_NAME = ?",
+                                    (current.id, name)).fetchone()
+                if row is None:
+                    raise self._no_such_partition(current, name)
+                self._execute("DELETE FROM PARTITIONS WHERE PART_ID = ?", (row[0],))
+                dropped.append(partition_message(row[0], vals, row[1]))
+            if dropped:
+                append_event(self, "DROP_PARTITION", db=current.database, table=current.name,
+                             txn_id=txn_id, write_id=write_id,
+                             message=table_message(current, partitions=dropped))
+
+    def _part_id(self, table: Table, name: str) -> int | None:
+        row = self._execute("SELECT PART_ID FROM PARTITIONS WHERE TBL_ID = ? AND PART_NAME = ?",
+                            (table.id, name)).fetchone()
+        return None if row is None else row[0]
+
+    def _no_such_partition(self, table: Table, name: str) -> NoSuchObjectError:
+        return NoSuchObjectError("partition", f"{table.qualified_name}/{name}", (
+            f"{table.qualified_name}/{n}" for (n,) in self._execute(
+                "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (table.id,))))
+
+    def _check_write_id(self, table: Table, write_id: int | None) -> int | None:
+        """The open transaction owning ``write_id`` of ``table`` (None without a write id)."""
+        if write_id is None:
+            return None
+        if table.table_type == EXTERNAL_TABLE:
+            raise MetastoreError(f"{table.qualified_name} is an EXTERNAL table: it has no "
+                                 f"write ids (got write id {write_id})")
+        return transactions.txn_of_write_id(self, table.database, table.name, write_id)
+
+    @staticmethod
+    def _check_values(table: Table, p: Partition) -> None:
+        if len(p.values) != len(table.partition_keys):
+            raise MetastoreError(
+                f"partition {p.values} of {table.qualified_name} has {len(p.values)} values "
+                f"for {len(table.partition_keys)} partition keys")
+
+    def _add_partitions_with_event(self, table: Table, partitions: Sequence[Partition],
+                                   now: int, write_id: int | None) -> None:
+        txn_id = self._check_write_id(table, write_id)
+        added = self._add_partitions(table.id, table, partitions, now, write_id)
+        append_event(self, "ADD_PARTITION", db=table.database, table=table.name,
+                     txn_id=txn_id, write_id=write_id,
+                     message=table_message(table, partitions=added))
+
     def _add_partitions(self, tbl_id: int, table: Table, partitions: Sequence[Partition],
-                        now: int) -> None:
-        types = {c.name: c.type for c in table.columns}
+                        now: int, write_id: int | None = None) -> list[dict]:
+        """Insert the partitions; returns their event messages."""
+        added = []
         for p in partitions:
-            if len(p.values) != len(table.partition_keys):
-                raise MetastoreError(
-                    f"partition {p.values} of {table.qualified_name} has {len(p.values)} values "
-                    f"for {len(table.partition_keys)} partition keys")
+            self._check_values(table, p)
             part_id = self._insert(
                 "INSERT INTO PARTITIONS (TBL_ID, PART_NAME, LOCATION, CREATE_TIME) "
                 "VALUES (?, ?, ?, ?)",
@@ -263,14 +514,25 @@ class Metastore:
             self._executemany(
                 "INSERT INTO PARTITION_KEY_VALS (PART_ID, PART_KEY_VAL, INTEGER_IDX) "
                 "VALUES (?, ?, ?)", [(part_id, v, i) for i, v in enumerate(p.values)])
-            self._executemany(
-                "INSERT INTO PARTITION_PARAMS (PART_ID, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?)",
-                [(part_id, k, v) for k, v in p.parameters.items()])
-            self._executemany(
-                "INSERT INTO PART_COL_STATS (PART_ID, COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, "
-                "LOW_VALUE, HIGH_VALUE, LAST_ANALYZED) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(part_id, name, types[name], *_encode_stats(s, types[name]), now)
-                 for name, s in p.stats.items()])
+            self._insert_partition_details(table, part_id, p, now, write_id)
+            added.append(partition_message(part_id, p.values, p.location, write_id))
+        return added
+
+    def _insert_partition_details(self, table: Table, part_id: int, p: Partition, now: int,
+                                  write_id: int | None) -> None:
+        """Parameters (plus ``writeId``) and statistics of one partition."""
+        types = {c.name: c.type for c in table.columns}
+        params = dict(p.parameters)
+        if write_id is not None:
+            params[WRITE_ID_PARAM] = str(write_id)
+        self._executemany(
+            "INSERT INTO PARTITION_PARAMS (PART_ID, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?)",
+            [(part_id, k, v) for k, v in params.items()])
+        self._executemany(
+            "INSERT INTO PART_COL_STATS (PART_ID, COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, "
+            "LOW_VALUE, HIGH_VALUE, LAST_ANALYZED) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(part_id, name, types[name], *_encode_stats(s, types[name]), now)
+             for name, s in p.stats.items()])
 
     def list_partitions(self, table: Table) -> list[Partition]:
         """Every partition of ``table`` with parameters and statistics (four queries)."""
@@ -299,6 +561,36 @@ class Metastore:
             return [Partition(tuple(values[pid]), loc, params[pid], stats[pid], pid)
                     for pid, loc in parts.items()]
 
+    def set_partition_parameters(self, table: Table, values: Sequence[str | None],
+                                 params: dict[str, str | None]) -> None:
+        """Set the parameters ``params`` of one partition of ``table`` in one transaction; a
+        ``None`` value deletes that key (e.g. ``{"sealed": "true"}`` / ``{"sealed": None}``).
+        Raises NoSuchObjectError naming the partition and listing the existing ones."""
+        if len(values) != len(table.partition_keys):
+            raise MetastoreError(
+                f"partition {tuple(values)} of {table.qualified_name} has {len(values)} values "
+                f"for {len(table.partition_keys)} partition keys")
+        name = partition_name(table.partition_keys, values)
+        with self._transaction():
+            row = self._execute("SELECT PART_ID FROM PARTITIONS WHERE TBL_ID = ? AND PART_NAME = ?",
+                                (table.id, name)).fetchone()
+            if row is None:
+                raise NoSuchObjectError("partition", f"{table.qualified_name}/{name}", (
+                    f"{table.qualified_name}/{n}" for (n,) in self._execute(
+                        "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (table.id,))))
+            for key, value in params.items():
+                if value is None:
+                    self._execute("DELETE FROM PARTITION_PARAMS "
+                                  "WHERE PART_ID = ? AND PARAM_KEY = ?", (row[0], key))
+                else:  # upsert: SQLite >= 3.24 and PostgreSQL alike
+                    self._execute(
+                        "INSERT INTO PARTITION_PARAMS (PART_ID, PARAM_KEY, PARAM_VALUE) "
+                        "VALUES (?, ?, ?) ON CONFLICT (PART_ID, PARAM_KEY) "
+                        "DO UPDATE SET PARAM_VALUE = excluded.PARAM_VALUE", (row[0], key, value))
+            append_event(self, "ALTER_PARTITION", db=table.database, table=table.name,
+                         message=table_message(table, parameters=dict(params), partitions=[
+                             partition_message(row[0], values, None)]))
+
 
 def _encode_stats(s: ColumnStats, hive_type: str) -> tuple:
     return (s.num_nulls,
@@ -313,6 +605,8 @@ def partition_name(keys: Sequence[Column], values: Sequence[str | None]) -> str:
     return "/".join(f"{k.name}={escape_partition_value(v)}" for k, v in zip(keys, values))
 
 
-def open_metastore(settings) -> Metastore:
-    """The metastore named by ``hive.metastore.url``."""
-    return Metastore(backend_for_url(settings.metastore_url))
+def open_metastore(settings, **kwargs) -> Metastore:
+    """The metastore named by ``hive.metastore.url`` (transactions expire after
+    ``hive.txn.timeout``); ``kwargs`` go to ``Metastore`` (e.g. ``clock``)."""
+    kwargs.setdefault("txn_timeout", settings.txn_timeout)
+    return Metastore(backend_for_url(settings.metastore_url), **kwargs)

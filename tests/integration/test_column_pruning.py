@@ -38,6 +38,12 @@ def wide(env, tmp_path_factory):
     return f"{db}.wide"
 
 
+@pytest.fixture(scope="module")
+def wide_root(env, wide):
+    with env.metastore() as ms:
+        return ms.get_table(*wide.split(".")).location
+
+
 def scans(c, table):
     """(number of scans planned, {column: times requested}) from the counters."""
     prefix = f"scan.column.{table}."
@@ -55,7 +61,7 @@ CASES = [
     ("select name, id from {t} where qty = 3", {"id": 1, "qty": 1, "name": 1}),
     ("select count(*) from {t}", {}),
     ("select count(*) from {t} where m = '2'", {"m": 1}),
-    ("select m, sum(price) from {t} group by m", {"price": 1, "m": 1}),
+    ("select m, round(sum(price), 6) from {t} group by m", {"price": 1, "m": 1}),
     ("select id, rank() over (partition by m order by day) from {t}",
      {"id": 1, "m": 1, "day": 1}),
     ("select a.id, b.name from {t} a join {t} b on a.id = b.qty",
@@ -66,14 +72,17 @@ CASES = [
 
 
 @pytest.mark.parametrize("sql, expected", CASES)
-def test_reader_receives_only_referenced_columns(spark, wide, counted, sql, expected):
+def test_reader_receives_only_referenced_columns(spark, wide, wide_root, counted, sql,
+                                                 expected):
     spark.read.format("tiered_hive").load(wide).createOrReplaceTempView("wide_view")
     query = sql.format(t="wide_view")
     expected_scans = 2 if " join " in sql else 1
     with counted() as c:
         rows = spark.sql(query).collect()
-    assert rows  # every case returns something
     assert scans(c, wide) == (expected_scans, expected)
+    # The pruned read gives the same answer as Spark's own reader over the same files.
+    spark.read.parquet(wide_root).createOrReplaceTempView("wide_view")
+    assert sorted(map(tuple, rows)) == sorted(map(tuple, spark.sql(query).collect()))
 
 
 def test_dataframe_select_and_where(spark, wide, counted):

@@ -123,7 +123,7 @@ def test_columns_option(spark, table, counted):
     name, _ = table
     with counted() as c:
         df = spark.read.format("tiered_hive").option("columns", "name, id").load(name)
-        assert df.columns == ["name", "id"] and df.count() == 90
+        assert df.columns == ["name", "id"] and len(df.collect()) == 90
     assert c["reader.column_chunks_read"] == 18
 
 

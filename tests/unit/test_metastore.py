@@ -17,9 +17,20 @@ from raptorx_py.metrics import counters
 
 
 @pytest.fixture
-def ms(tmp_path):
-    with Metastore(SqliteBackend(str(tmp_path / "sub" / "ms.db"))) as m:
+def ms(metastore_url):
+    """A fresh metastore, once on SQLite and once on PostgreSQL (see metastore_fixtures)."""
+    with Metastore(backend_for_url(metastore_url)) as m:
         yield m
+
+
+def _table_names(ms) -> set[str]:
+    """The tables in the metastore's database, upper-case (PostgreSQL folds to lower)."""
+    if isinstance(ms.backend, SqliteBackend):
+        sql = "SELECT name FROM sqlite_master WHERE type='table'"
+    else:
+        sql = ("SELECT upper(table_name) FROM information_schema.tables "
+               "WHERE table_schema = current_schema()")
+    return {r[0] for r in ms._conn.execute(sql)}
 
 
 def _table(db="db", name="t", keys=(Column("m", "string"),)):
@@ -35,12 +46,20 @@ def _partition(m, lo=1, hi=9):
         "p": ColumnStats(0, Decimal("0.05"), Decimal("10.00"))})
 
 
-def test_created_on_first_use_with_hms_tables(tmp_path, ms):
-    assert (tmp_path / "sub" / "ms.db").exists()
-    names = {r[0] for r in ms._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"DBS", "TBLS", "COLUMNS_V2", "PARTITION_KEYS", "PARTITIONS", "PARTITION_KEY_VALS",
-            "PARTITION_PARAMS", "TABLE_PARAMS", "PART_COL_STATS", "TAB_COL_STATS",
-            "VERSION"} <= names
+HMS_TABLES = {"DBS", "TBLS", "COLUMNS_V2", "PARTITION_KEYS", "PARTITIONS", "PARTITION_KEY_VALS",
+              "PARTITION_PARAMS", "TABLE_PARAMS", "PART_COL_STATS", "TAB_COL_STATS", "VERSION"}
+
+
+def test_created_on_first_use_with_hms_tables(ms):
+    assert HMS_TABLES <= _table_names(ms)
+
+
+def test_sqlite_file_and_its_directory_created_on_first_use(tmp_path):
+    with Metastore(SqliteBackend(str(tmp_path / "sub" / "ms.db"))) as ms:
+        assert (tmp_path / "sub" / "ms.db").exists()
+        names = {r[0] for r in ms._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        assert HMS_TABLES <= names
 
 
 def test_round_trip_of_table_partitions_and_typed_stats(ms):

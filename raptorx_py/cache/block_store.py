@@ -1,0 +1,568 @@
+"""The on-disk half of the block cache: block files under one directory, a process-safe
+SQLite index of them, checksums, LRU eviction by bytes and start-up recovery.
+
+Layout of ``directory``::
+
+    index.sqlite              the index (WAL mode): one row per block file
+    tmp/<pid>.<random>.part   blocks being written (published by os.replace)
+    data/<kk>/<key>-<index>   one file per block, fanned out by the key's first two hex digits
+
+A block file is the payload followed by a 24-byte trailer (magic, format version, payload
+length, xxh3-64 of the payload). The payload comes first so that it starts on a page
+boundary: reads of it are page-aligned copies from the page cache, as fast as a plain
+file's. Keys are opaque hex strings chosen by the caller (:mod:`raptorx_py.cache.block_cache`
+hashes the file's identity into them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import re
+import secrets
+import sqlite3
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import xxhash
+
+from raptorx_py.metrics import counters
+
+log = logging.getLogger(__name__)
+
+#: The trailer: magic, format version, 3 pad bytes, payload length, xxh3-64 of the payload.
+TRAILER = struct.Struct("<4sB3xQQ")
+MAGIC = b"RXBC"
+FORMAT_VERSION = 1
+
+INDEX_FILE = "index.sqlite"
+TMP_DIR = "tmp"
+DATA_DIR = "data"
+
+#: Most block files whose verification a store remembers before it forgets them all.
+VERIFIED_MEMO_SIZE = 1 << 18
+
+#: Temp files of a live process younger than this are left alone by start-up recovery.
+ORPHAN_AGE = 3600.0
+
+_BLOCK_NAME = re.compile(r"^[0-9a-f]{8,64}-\d+$")
+_TEMP_NAME = re.compile(r"^(\d+)\.[0-9a-f]+\.part$")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS blocks (
+    name  TEXT PRIMARY KEY,   -- '<key>-<index>', also the file name
+    size  INTEGER NOT NULL,   -- bytes of the file on disk (trailer included)
+    atime REAL NOT NULL       -- last access, the store's clock
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS blocks_by_atime ON blocks (atime);
+CREATE TABLE IF NOT EXISTS totals (
+    id    INTEGER PRIMARY KEY CHECK (id = 0),
+    bytes INTEGER NOT NULL    -- SUM(blocks.size), kept in step by every writer
+);
+INSERT OR IGNORE INTO totals VALUES (0, 0);
+"""
+
+
+def block_name(key: str, index: int) -> str:
+    return f"{key}-{index}"
+
+
+def encode_trailer(payload) -> bytes:
+    return TRAILER.pack(MAGIC, FORMAT_VERSION, len(payload), xxhash.xxh3_64_intdigest(payload))
+
+
+class BlockStore:
+    """Blocks of bytes on local disk, safe to share between the processes of one node.
+
+    Contract:
+    - ``read_into(key, index, block_len, offset, dest)`` / ``read(...)`` return bytes of
+      a block only if the block verifies. A missing file is a plain miss. A file of the
+      wrong size, or whose trailer or xxh3-64 checksum does not match, is corrupt: it is
+      deleted, counted in ``block_cache.corrupt_blocks``, and reported as a miss, so the
+      caller fetches the block again.
+    - Verification: the first read of a block file by a process reads the whole block and
+      checks its checksum; the file's (inode, size, mtime, ctime) is remembered, and later
+      reads of the same unchanged file check only its size and read just the bytes asked
+      for. Published files are never written in place (a new version is a new inode), and a
+      new process verifies afresh, so this catches torn writes after a crash and any
+      replacement; it does not re-detect a file modified in place within one timestamp
+      tick, nor media errors on re-reads. ``verify_every_read=True`` checks the whole block
+      on every read, at about half the warm throughput.
+    - ``put(key, index, payload)`` publishes a block by temp file + ``os.replace`` and
+      records it in the index, both under the index's write lock, so index and disk agree
+      whenever no process crashed. It never raises: a failure (unwritable, ENOSPC after an
+      eviction attempt, index locked or full) is counted in ``block_cache.put_errors`` and
+      returns False. Blocks are written without fsync: a block torn by a power loss fails
+      its checksum later, which is a miss, not wrong bytes.
+    - Capacity: the index keeps the bytes of every file (trailer included); a put evicts
+      least recently used blocks until the total is within ``max_size``
+      (``block_cache.evictions``). Last-access times of hits are buffered in memory and
+      written in batches (``touch_batch`` hits or ``touch_interval`` seconds), so LRU order
+      across processes is approximate by that much; a process's own pending touches are
+      written before it evicts.
+    - Concurrency: any number of processes may read and put the same block at once; the
+      last publish wins and every published file is complete. Readers never lock: a file
+      unlinked while being read stays readable through the open descriptor. Threads of one
+      process share one SQLite connection behind a lock. After ``fork`` the child opens
+      its own connection.
+    - Start-up recovery (in the constructor, under the index's write lock): temp files of
+      dead processes (or older than ``ORPHAN_AGE``) are removed; files whose size disagrees
+      with the index, or with foreign names, are removed; index rows without files are
+      dropped; files without rows are adopted if their checksum verifies, removed if not;
+      then blocks past capacity are evicted.
+    - A directory that cannot be created or written, or an index that cannot be opened,
+      disables the store (``enabled`` False) with one warning: reads miss, puts do nothing.
+
+    Limits: the index is the accounting, not the truth, for files another process deleted
+    by hand; such gaps are fixed by the next start-up recovery. Keys are trusted to be
+    lower-case hex.
+    """
+
+    def __init__(self, directory: str, *, max_size: int, clock: Callable[[], float] = time.time,
+                 verify_every_read: bool = False, touch_batch: int = 4096,
+                 touch_interval: float = 1.0):
+        self.directory = os.path.abspath(os.path.expanduser(directory))
+        self.max_size = int(max_size)
+        self.clock = clock
+        self.verify_every_read = verify_every_read
+        # name -> (inode, size, mtime, ctime) of the file this process last verified.
+        self._verified: dict[str, tuple] = {}
+        self.touch_batch = touch_batch
+        self.touch_interval = touch_interval
+        self.index_path = os.path.join(self.directory, INDEX_FILE)
+        self.tmp_dir = os.path.join(self.directory, TMP_DIR)
+        self.data_dir = os.path.join(self.directory, DATA_DIR)
+        self._lock = threading.RLock()
+        self._pid = os.getpid()
+        self._conn: sqlite3.Connection | None = None
+        self._pending: dict[str, float] = {}
+        self._last_touch_flush = clock()
+        self.enabled = False
+        #: What start-up recovery fixed, by kind (empty when the store is disabled).
+        self.last_recovery: dict[str, int] = {}
+        try:
+            self._prepare_directory()
+            self.last_recovery = self.recover()
+        except (OSError, sqlite3.Error) as e:
+            log.warning("block cache disabled: cannot use directory %s (%s: %s); reading "
+                        "straight from the target", self.directory, type(e).__name__, e)
+            self._close_connection()
+            return
+        self.enabled = True
+
+    # --- paths ------------------------------------------------------------------------------
+
+    def path_of(self, name: str) -> str:
+        return os.path.join(self.data_dir, name[:2], name)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def read_into(self, key: str, index: int, block_len: int, offset: int, dest) -> bool:
+        """Fill ``dest`` with bytes ``[offset, offset + len(dest))`` of the block of
+        ``block_len`` bytes; False if the block is absent or corrupt (then deleted)."""
+        return self._read(key, index, block_len, offset, len(dest), dest) is not None
+
+    def read(self, key: str, index: int, block_len: int, offset: int,
+             length: int) -> bytes | None:
+        """Bytes ``[offset, offset + length)`` of the block, or None (absent or corrupt)."""
+        return self._read(key, index, block_len, offset, length, None)
+
+    def _read(self, key, index, block_len, offset, length, dest):
+        if not self.enabled:
+            return None
+        name = block_name(key, index)
+        path = self.path_of(name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            log.debug("block cache: cannot open %s: %s", path, e)
+            return None
+        inode = None
+        try:
+            st = os.fstat(fd)
+            inode = st.st_ino
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if st.st_size != block_len + TRAILER.size:
+                result = None  # short (or long): corrupt
+            elif self.verify_every_read or self._verified.get(name) != stamp:
+                result = self._read_verifying(fd, block_len, offset, length, dest)
+                if result is not None:
+                    self._remember(name, stamp)
+            else:
+                result = _pread_exact(fd, offset, length, dest)
+        except OSError as e:
+            log.debug("block cache: cannot read %s: %s", path, e)
+            result = None
+        finally:
+            os.close(fd)
+        if result is None:
+            self.discard_corrupt(name, inode)
+            return None
+        self._touch(name)
+        return result
+
+    def _read_verifying(self, fd, block_len, offset, length, dest):
+        """Read the whole block, check trailer and checksum, return the requested part."""
+        whole = dest if dest is not None and offset == 0 and length == block_len \
+            else bytearray(block_len)
+        trailer = bytearray(TRAILER.size)
+        # One more byte than expected detects a file that grew since fstat.
+        got = os.preadv(fd, [whole, trailer, bytearray(1)], 0)
+        if got != block_len + TRAILER.size or not self._trailer_matches(trailer, whole):
+            return None
+        if whole is dest:
+            return True
+        part = memoryview(whole)[offset:offset + length]
+        if dest is None:
+            return bytes(part)
+        dest[:] = part
+        return True
+
+    def _remember(self, name: str, stamp: tuple) -> None:
+        if len(self._verified) >= VERIFIED_MEMO_SIZE:
+            self._verified.clear()  # simple bound; entries are re-verified on next read
+        self._verified[name] = stamp
+
+    @staticmethod
+    def _trailer_matches(trailer, payload) -> bool:
+        magic, version, length, digest = TRAILER.unpack(trailer)
+        return (magic == MAGIC and version == FORMAT_VERSION and length == len(payload)
+                and xxhash.xxh3_64_intdigest(payload) == digest)
+
+    def discard_corrupt(self, name: str, inode: int | None = None) -> None:
+        """Delete a block file that failed verification (only if it is still the file that
+        was read, ``inode``, and not a good one published since), and its index row."""
+        counters.add("block_cache.corrupt_blocks")
+        self._verified.pop(name, None)
+        path = self.path_of(name)
+        log.debug("block cache: corrupt block %s removed", path)
+        try:
+            with self._write() as conn:
+                try:
+                    current = os.stat(path).st_ino
+                except FileNotFoundError:
+                    current = None
+                if inode is None or current == inode:
+                    self._drop_row(conn, name)
+                    _remove(path)
+        except (OSError, sqlite3.Error) as e:
+            log.debug("block cache: could not remove corrupt block %s: %s", path, e)
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def put(self, key: str, index: int, payload) -> bool:
+        """Publish one block; False (counted) if it could not be stored."""
+        if not self.enabled:
+            return False
+        name = block_name(key, index)
+        size = len(payload) + TRAILER.size
+        if size > self.max_size:
+            return False
+        tmp = published = None
+        try:
+            try:
+                tmp = self._write_temp(payload)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                # Disk full: make room from our own blocks, then try once more.
+                self.evict_to(max(0, self.total_bytes() - size))
+                tmp = self._write_temp(payload)
+            final = self.path_of(name)
+            # Publish and index under the index's write lock, so that an eviction in another
+            # process never sees a published file without its row.
+            with self._write() as conn:
+                self._flush_touches(conn)
+                os.makedirs(os.path.dirname(final), exist_ok=True)
+                os.replace(tmp, final)
+                tmp, published = None, final
+                self._upsert_row(conn, name, size, self.clock())
+                self._evict_locked(conn, self.max_size)
+            return True
+        except (OSError, sqlite3.Error) as e:
+            if published:  # the index rolled back: a file without its row is not kept
+                _remove(published)
+            counters.add("block_cache.put_errors")
+            log.debug("block cache: could not store block %s in %s: %s", name,
+                      self.directory, e)
+            return False
+        finally:
+            if tmp is not None:
+                _remove(tmp)
+
+    def _write_temp(self, payload) -> str:
+        tmp = os.path.join(self.tmp_dir, f"{os.getpid()}.{secrets.token_hex(8)}.part")
+        try:
+            with open(tmp, "xb") as f:
+                f.write(payload)
+                f.write(encode_trailer(payload))
+        except BaseException:
+            _remove(tmp)
+            raise
+        return tmp
+
+    # --- capacity -------------------------------------------------------------------------
+
+    def total_bytes(self) -> int:
+        with self._locked():
+            row = self._connection().execute("SELECT bytes FROM totals").fetchone()
+        return int(row[0]) if row else 0
+
+    def evict_to(self, limit: int) -> int:
+        """Evict least recently used blocks until at most ``limit`` bytes remain."""
+        try:
+            with self._write() as conn:
+                self._flush_touches(conn)
+                return self._evict_locked(conn, limit)
+        except (OSError, sqlite3.Error) as e:
+            log.debug("block cache: eviction in %s failed: %s", self.directory, e)
+            return 0
+
+    def _evict_locked(self, conn: sqlite3.Connection, limit: int) -> int:
+        evicted = 0
+        total = conn.execute("SELECT bytes FROM totals").fetchone()[0]
+        while total > limit:
+            victims = conn.execute("SELECT name, size FROM blocks ORDER BY atime, name LIMIT 64"
+                                   ).fetchall()
+            if not victims:
+                break
+            for name, size in victims:
+                if total <= limit:
+                    break
+                self._drop_row(conn, name)
+                _remove(self.path_of(name))
+                total -= size
+                evicted += 1
+        if evicted:
+            counters.add("block_cache.evictions", evicted)
+        return evicted
+
+    # --- last access --------------------------------------------------------------------------
+
+    def _touch(self, name: str) -> None:
+        with self._locked():
+            now = self.clock()
+            self._pending[name] = now
+            due = (len(self._pending) >= self.touch_batch
+                   or now - self._last_touch_flush >= self.touch_interval)
+        if due:
+            self.flush_touches()
+
+    def flush_touches(self) -> None:
+        """Write buffered last-access times to the index (best effort)."""
+        try:
+            with self._write() as conn:
+                self._flush_touches(conn)
+        except (OSError, sqlite3.Error) as e:
+            log.debug("block cache: could not record accesses in %s: %s", self.directory, e)
+
+    def _flush_touches(self, conn: sqlite3.Connection) -> None:
+        with self._locked():
+            pending, self._pending = self._pending, {}
+            self._last_touch_flush = self.clock()
+        if pending:
+            conn.executemany("UPDATE blocks SET atime = MAX(atime, ?) WHERE name = ?",
+                             [(t, n) for n, t in pending.items()])
+
+    # --- index ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _upsert_row(conn: sqlite3.Connection, name: str, size: int, atime: float) -> None:
+        old = conn.execute("SELECT size FROM blocks WHERE name = ?", (name,)).fetchone()
+        conn.execute("INSERT OR REPLACE INTO blocks VALUES (?, ?, ?)", (name, size, atime))
+        conn.execute("UPDATE totals SET bytes = bytes + ?", (size - (old[0] if old else 0),))
+
+    @staticmethod
+    def _drop_row(conn: sqlite3.Connection, name: str) -> None:
+        old = conn.execute("SELECT size FROM blocks WHERE name = ?", (name,)).fetchone()
+        if old:
+            conn.execute("DELETE FROM blocks WHERE name = ?", (name,))
+            conn.execute("UPDATE totals SET bytes = bytes - ?", (old[0],))
+
+    def entries(self) -> dict[str, int]:
+        """``{name: size}`` of every indexed block (for tests and tools)."""
+        with self._locked():
+            return dict(self._connection().execute("SELECT name, size FROM blocks").fetchall())
+
+    def _connection(self) -> sqlite3.Connection:
+        # Caller holds self._locked().
+        if self._conn is None:
+            conn = sqlite3.connect(self.index_path, timeout=30, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                # The index is rebuilt from the files by recovery, so it need not survive a
+                # power loss: NORMAL spares an fsync per put.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(_SCHEMA)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _locked(self) -> threading.RLock:
+        """The lock of this process. Neither a lock (another thread may have held it) nor a
+        SQLite connection may cross a fork: the child starts with its own."""
+        if self._pid != os.getpid():
+            self._lock = threading.RLock()
+            self._conn = None  # the parent's: abandoned, never used or closed here
+            self._pending = {}
+            self._pid = os.getpid()
+        return self._lock
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE: the node-wide write lock), rolled back on
+        any error."""
+        with self._locked():
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _close_connection(self) -> None:
+        with self._locked():
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def close(self) -> None:
+        if self.enabled:
+            self.flush_touches()
+        self._close_connection()
+
+    # --- start-up -------------------------------------------------------------------------
+
+    def _prepare_directory(self) -> None:
+        os.makedirs(self.tmp_dir, exist_ok=True)
+        os.makedirs(self.data_dir, exist_ok=True)
+        # Prove we can publish (write + rename) here before promising to cache anything.
+        probe = os.path.join(self.tmp_dir, f"{os.getpid()}.{secrets.token_hex(8)}.part")
+        with open(probe, "xb") as f:
+            f.write(b"probe")
+        try:
+            os.replace(probe, probe + ".ok")
+        finally:
+            _remove(probe)
+        _remove(probe + ".ok")
+
+    def recover(self) -> dict[str, int]:
+        """Make index and disk agree after crashes; returns what was fixed, by kind."""
+        fixed = {"orphan_temps": 0, "partial_files": 0, "missing_files": 0, "adopted": 0,
+                 "foreign_files": 0, "evicted": 0}
+        now = self.clock()
+        with self._write() as conn:
+            fixed["orphan_temps"] = self._remove_orphan_temps(now)
+            rows = dict(conn.execute("SELECT name, size FROM blocks").fetchall())
+            on_disk: set[str] = set()
+            torn = 0
+            for path, name in self._data_files():
+                if not _BLOCK_NAME.match(name) or os.path.dirname(path) != os.path.dirname(
+                        self.path_of(name)):
+                    _remove(path)
+                    fixed["foreign_files"] += 1
+                    continue
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    continue
+                if name in rows:
+                    if st.st_size == rows[name]:
+                        on_disk.add(name)
+                    else:  # torn or truncated: its row goes with the rows of missing files
+                        _remove(path)
+                        fixed["partial_files"] += 1
+                        torn += 1
+                elif self._verify_file(path):
+                    conn.execute("INSERT OR REPLACE INTO blocks VALUES (?, ?, ?)",
+                                 (name, st.st_size, min(st.st_mtime, now)))
+                    on_disk.add(name)
+                    fixed["adopted"] += 1
+                else:
+                    _remove(path)
+                    fixed["partial_files"] += 1
+            gone = [(name,) for name in rows if name not in on_disk]
+            conn.executemany("DELETE FROM blocks WHERE name = ?", gone)
+            fixed["missing_files"] = len(gone) - torn
+            conn.execute("UPDATE totals SET bytes = (SELECT COALESCE(SUM(size), 0) FROM blocks)")
+            fixed["evicted"] = self._evict_locked(conn, self.max_size)
+        if any(fixed.values()):
+            log.info("block cache %s recovered: %s", self.directory, fixed)
+        return fixed
+
+    def _remove_orphan_temps(self, now: float) -> int:
+        removed = 0
+        for entry in _scandir(self.tmp_dir):
+            m = _TEMP_NAME.match(entry.name)
+            try:
+                age = now - entry.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            if m is None or not _pid_alive(int(m.group(1))) or age > ORPHAN_AGE:
+                _remove(entry.path)
+                removed += 1
+        return removed
+
+    def _data_files(self) -> Iterator[tuple[str, str]]:
+        for sub in _scandir(self.data_dir):
+            if not sub.is_dir(follow_symlinks=False):
+                yield sub.path, sub.name
+                continue
+            for entry in _scandir(sub.path):
+                yield entry.path, entry.name
+
+    def _verify_file(self, path: str) -> bool:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return False
+        if len(data) < TRAILER.size:
+            return False
+        view = memoryview(data)
+        return self._trailer_matches(view[-TRAILER.size:], view[:-TRAILER.size])
+
+
+def _pread_exact(fd: int, offset: int, length: int, dest):
+    """``length`` bytes at ``offset``: into ``dest`` (True) or as new bytes; None if short."""
+    if dest is None:
+        data = os.pread(fd, length, offset)
+        return data if len(data) == length else None
+    return True if os.preadv(fd, [dest], offset) == length else None
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _scandir(path: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except FileNotFoundError:
+        return []
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True

@@ -1,0 +1,343 @@
+"""Transactions and table write ids (HMS's TXNS, TXN_TO_WRITE_ID, NEXT_WRITE_ID).
+
+Contract:
+- A transaction is opened, then committed or aborted, exactly once. Each state change is one
+  metastore write transaction that also appends its notification event (OPEN_TXN,
+  COMMIT_TXN, ABORT_TXN, ALLOC_WRITE_ID) and, on commit or abort, releases the
+  transaction's locks.
+- ``allocate_write_id`` hands out per-table write ids 1, 2, 3 ... without gaps or
+  duplicates, across processes and machines (the NEXT_WRITE_ID row is upserted in the
+  metastore's serialised write transaction). A transaction asking again for the same table
+  gets the same write id (Hive: one write id per table per transaction). Only managed tables
+  have write ids.
+- ``get_table_snapshots`` / ``get_valid_write_ids`` read the snapshot of any number of tables
+  in ONE round trip (one SELECT): the call a warm query makes instead of reading the
+  metastore. It also returns each table's id and type, which the versioned cache checks
+  (the synchronized-cache document: "it can be combined with HMS request for writeid").
+- Expiry: an open transaction whose client has not heartbeated for ``txn_timeout`` seconds
+  is aborted (reason "timed out"), and a lock taken outside a transaction that has not been
+  heartbeated for as long is removed. ``expire_timed_out`` does it, and every write of this
+  module and of ``locks`` runs it first, in the same write transaction, so nothing needs a
+  background thread and a dead client's transaction cannot commit late. Times come from the
+  Metastore's injected ``clock``.
+
+Limits: committed and aborted transactions are kept forever (no compactor or cleaner), so the
+exceptions of a snapshot include every aborted write id ever; reads that take no write
+transaction (``get_table_snapshots``) do not expire anything, so a dead client's write id
+shows as open (invisible either way) until the next write.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from raptorx_py.errors import MetastoreError
+from raptorx_py.metastore.model import EXTERNAL_TABLE
+from raptorx_py.metastore.notifications import append_event
+from raptorx_py.metastore.write_ids import ValidWriteIdList
+
+OPEN, COMMITTED, ABORTED = "o", "c", "a"
+_STATE_NAMES = {OPEN: "open", COMMITTED: "committed", ABORTED: "aborted"}
+
+
+class TxnError(MetastoreError):
+    """A transaction cannot do what was asked in its current state (names the txn)."""
+
+
+class NoSuchTxnError(TxnError, LookupError):
+    """No transaction has that id."""
+
+
+class TxnAbortedError(TxnError):
+    """The transaction was aborted (by its client, or because it stopped heartbeating)."""
+
+
+@dataclass(frozen=True)
+class TxnInfo:
+    txn_id: int
+    state: str  # "open" | "committed" | "aborted"
+    started_ms: int
+    last_heartbeat_ms: int
+    user: str | None
+    host: str | None
+    agent_info: str | None
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """What a query fetches per table, uncached: the table's id and type, and for a managed
+    table its ``ValidWriteIdList`` (``None`` for an external table, which has no write ids)."""
+
+    name: str  # "db.table", as requested
+    table_id: int
+    table_type: str
+    write_ids: ValidWriteIdList | None
+
+
+def now_ms(ms) -> int:
+    return int(ms._clock() * 1000)
+
+
+def default_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (some containers)
+        return None
+
+
+def default_host() -> str:
+    return socket.gethostname()
+
+
+def txn_label(txn_id: int) -> str:
+    return f"transaction {txn_id}"
+
+
+def split_table_name(name: str) -> tuple[str, str]:
+    db, sep, table = name.partition(".")
+    if not sep or not db or not table:
+        raise MetastoreError(f"expected <database>.<table>, got '{name}'")
+    return db, table
+
+
+# -- expiry ------------------------------------------------------------------------------
+def expire_timed_out(ms) -> list[int]:
+    """Inside an open write transaction: abort every open transaction that has not
+    heartbeated for ``ms.txn_timeout`` seconds and drop every lock taken outside a
+    transaction that has not either. Returns the aborted transaction ids."""
+    cutoff = now_ms(ms) - int(ms.txn_timeout * 1000)
+    expired = [r[0] for r in ms._execute(
+        "SELECT TXN_ID FROM TXNS WHERE TXN_STATE = ? AND TXN_LAST_HEARTBEAT < ? "
+        "ORDER BY TXN_ID", (OPEN, cutoff)).fetchall()]
+    for txn_id in expired:
+        _abort(ms, txn_id, f"timed out: no heartbeat for more than {ms.txn_timeout:g}s")
+    ms._execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID IS NULL AND HL_LAST_HEARTBEAT < ?",
+                (cutoff,))
+    return expired
+
+
+def _abort(ms, txn_id: int, reason: str) -> None:
+    write_ids = _write_ids_of(ms, txn_id)
+    ms._execute("UPDATE TXNS SET TXN_STATE = ? WHERE TXN_ID = ?", (ABORTED, txn_id))
+    ms._execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", (txn_id,))
+    append_event(ms, "ABORT_TXN", txn_id=txn_id,
+                 message={"txnId": txn_id, "writeIds": write_ids, "reason": reason})
+
+
+def _write_ids_of(ms, txn_id: int) -> list[dict]:
+    return [{"db": db, "table": tbl, "writeId": wid} for db, tbl, wid in ms._execute(
+        "SELECT T2W_DATABASE, T2W_TABLE, T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_TXNID = ? "
+        "ORDER BY T2W_DATABASE, T2W_TABLE", (txn_id,)).fetchall()]
+
+
+def _state(ms, txn_id: int) -> str | None:
+    row = ms._execute("SELECT TXN_STATE FROM TXNS WHERE TXN_ID = ?", (txn_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def state_error(txn_id: int, state: str | None, action: str) -> TxnError:
+    """The error for doing ``action`` on a transaction that is not open."""
+    if state is None:
+        return NoSuchTxnError(f"{txn_label(txn_id)} does not exist; cannot {action}")
+    if state == ABORTED:
+        return TxnAbortedError(f"{txn_label(txn_id)} is aborted; cannot {action}")
+    return TxnError(f"{txn_label(txn_id)} is already {_STATE_NAMES[state]}; cannot {action}")
+
+
+def require_open(ms, txn_id: int, action: str) -> TxnError | None:
+    """Inside a write transaction: ``None`` when ``txn_id`` is open, else the error to raise
+    *after* the write transaction commits (so an expiry done in it is kept)."""
+    state = _state(ms, txn_id)
+    return None if state == OPEN else state_error(txn_id, state, action)
+
+
+# -- the transaction lifecycle ---------------------------------------------------------------
+def open_transaction(ms, user: str | None = None, host: str | None = None,
+                     agent_info: str | None = None) -> int:
+    user = default_user() if user is None else user
+    host = default_host() if host is None else host
+    with ms._transaction():
+        expire_timed_out(ms)
+        now = now_ms(ms)
+        txn_id = ms._insert(
+            "INSERT INTO TXNS (TXN_STATE, TXN_STARTED, TXN_LAST_HEARTBEAT, TXN_USER, TXN_HOST, "
+            "TXN_AGENT_INFO) VALUES (?, ?, ?, ?, ?, ?)",
+            (OPEN, now, now, user, host, agent_info), "TXN_ID")
+        append_event(ms, "OPEN_TXN", txn_id=txn_id,
+                     message={"txnId": txn_id, "user": user, "host": host})
+    return txn_id
+
+
+def commit_transaction(ms, txn_id: int) -> None:
+    """Commit: its write ids become visible to snapshots taken from now on; its locks go."""
+    with ms._transaction():
+        expire_timed_out(ms)
+        error = require_open(ms, txn_id, "commit")
+        if error is None:
+            write_ids = _write_ids_of(ms, txn_id)
+            ms._execute("UPDATE TXNS SET TXN_STATE = ? WHERE TXN_ID = ?", (COMMITTED, txn_id))
+            ms._execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", (txn_id,))
+            append_event(ms, "COMMIT_TXN", txn_id=txn_id,
+                         message={"txnId": txn_id, "writeIds": write_ids})
+    if error is not None:
+        raise error
+
+
+def abort_transaction(ms, txn_id: int, reason: str = "aborted by its client") -> None:
+    """Abort: its write ids stay invisible forever; its locks go. Aborting an aborted
+    transaction does nothing (so ``except: abort`` after a failed commit is safe)."""
+    with ms._transaction():
+        expire_timed_out(ms)
+        state = _state(ms, txn_id)
+        error = None
+        if state == OPEN:
+            _abort(ms, txn_id, reason)
+        elif state != ABORTED:
+            error = state_error(txn_id, state, "abort")
+    if error is not None:
+        raise error
+
+
+def heartbeat(ms, txn_id: int | None = None, lock_id: int | None = None) -> None:
+    """Tell the metastore the client of ``txn_id`` (and its locks) and/or of the lock
+    request ``lock_id`` is alive. Fails for a transaction that is no longer open (it may
+    have just been expired) and for a lock that no longer exists."""
+    if txn_id is None and lock_id is None:
+        raise ValueError("heartbeat needs a txn_id or a lock_id")
+    from raptorx_py.metastore.locks import NoSuchLockError
+
+    with ms._transaction():
+        expire_timed_out(ms)
+        now = now_ms(ms)
+        error: MetastoreError | None = None
+        if txn_id is not None:
+            error = require_open(ms, txn_id, "heartbeat")
+            if error is None:
+                ms._execute("UPDATE TXNS SET TXN_LAST_HEARTBEAT = ? WHERE TXN_ID = ?",
+                            (now, txn_id))
+                ms._execute("UPDATE HIVE_LOCKS SET HL_LAST_HEARTBEAT = ? WHERE HL_TXNID = ?",
+                            (now, txn_id))
+        if lock_id is not None and error is None:
+            found = ms._execute(
+                "UPDATE HIVE_LOCKS SET HL_LAST_HEARTBEAT = ? WHERE HL_LOCK_EXT_ID = ? "
+                "RETURNING HL_LOCK_INT_ID", (now, lock_id)).fetchall()
+            if not found:
+                error = NoSuchLockError(f"lock {lock_id} does not exist (released, or expired "
+                                        f"after no heartbeat for {ms.txn_timeout:g}s)")
+    if error is not None:
+        raise error
+
+
+def get_transaction(ms, txn_id: int) -> TxnInfo:
+    with ms._lock:
+        row = ms._execute(
+            "SELECT TXN_ID, TXN_STATE, TXN_STARTED, TXN_LAST_HEARTBEAT, TXN_USER, TXN_HOST, "
+            "TXN_AGENT_INFO FROM TXNS WHERE TXN_ID = ?", (txn_id,)).fetchone()
+    if row is None:
+        raise NoSuchTxnError(f"{txn_label(txn_id)} does not exist")
+    return TxnInfo(row[0], _STATE_NAMES[row[1]], *row[2:])
+
+
+# -- write ids ---------------------------------------------------------------------------
+def allocate_write_id(ms, txn_id: int, database: str, table: str) -> int:
+    """The write id of ``database.table`` for ``txn_id``: a new one (the table's next), or
+    the one this transaction already has for that table."""
+    with ms._transaction():
+        expire_timed_out(ms)
+        error = require_open(ms, txn_id, f"allocate a write id for {database}.{table}")
+        if error is None:
+            return _allocate(ms, txn_id, database, table)
+    raise error
+
+
+def _allocate(ms, txn_id: int, database: str, table: str) -> int:
+    row = ms._execute(
+        "SELECT t.TBL_ID, t.TBL_TYPE FROM TBLS t JOIN DBS d ON d.DB_ID = t.DB_ID "
+        "WHERE d.NAME = ? AND t.TBL_NAME = ?", (database, table)).fetchone()
+    if row is None:
+        ms.get_table(database, table)  # raises NoSuchObjectError naming what exists
+    tbl_id, tbl_type = row
+    if tbl_type == EXTERNAL_TABLE:
+        raise MetastoreError(f"{database}.{table} is an EXTERNAL table: write ids exist for "
+                             f"managed tables only")
+    row = ms._execute(
+        "SELECT T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_TXNID = ? AND T2W_DATABASE = ? "
+        "AND T2W_TABLE = ?", (txn_id, database, table)).fetchone()
+    if row is not None:
+        return row[0]
+    (write_id,) = ms._execute(
+        "INSERT INTO NEXT_WRITE_ID (NWI_DATABASE, NWI_TABLE, NWI_NEXT) VALUES (?, ?, 2) "
+        "ON CONFLICT (NWI_DATABASE, NWI_TABLE) DO UPDATE SET NWI_NEXT = NEXT_WRITE_ID.NWI_NEXT + 1 "
+        "RETURNING NWI_NEXT - 1", (database, table)).fetchone()
+    ms._execute("INSERT INTO TXN_TO_WRITE_ID (T2W_TXNID, T2W_DATABASE, T2W_TABLE, T2W_WRITEID) "
+                "VALUES (?, ?, ?, ?)", (txn_id, database, table, write_id))
+    append_event(ms, "ALLOC_WRITE_ID", db=database, table=table, txn_id=txn_id,
+                 write_id=write_id,
+                 message={"txnId": txn_id, "writeId": write_id, "tableId": tbl_id})
+    return write_id
+
+
+def txn_of_write_id(ms, database: str, table: str, write_id: int) -> int:
+    """Inside a write transaction: the open transaction that owns ``write_id`` of the table;
+    raises ``TxnError`` when the write id was not allocated or its transaction has ended
+    (writing metadata under a finished transaction's write id is a bug)."""
+    row = ms._execute(
+        "SELECT w.T2W_TXNID, x.TXN_STATE FROM TXN_TO_WRITE_ID w JOIN TXNS x "
+        "ON x.TXN_ID = w.T2W_TXNID WHERE w.T2W_DATABASE = ? AND w.T2W_TABLE = ? "
+        "AND w.T2W_WRITEID = ?", (database, table, write_id)).fetchone()
+    if row is None:
+        raise TxnError(f"write id {write_id} was never allocated for {database}.{table}")
+    if row[1] != OPEN:
+        raise state_error(row[0], row[1], f"write {database}.{table} under write id {write_id}")
+    return row[0]
+
+
+# -- snapshots ---------------------------------------------------------------------------
+def get_table_snapshots(ms, names: Iterable[str],
+                        txn_id: int | None = None) -> dict[str, TableSnapshot]:
+    """Id, type and ValidWriteIdList of each ``db.table`` in ``names``, in one round trip.
+
+    With ``txn_id``, that transaction's own write ids count as committed (read your own
+    writes, as the synchronized-cache document requires). Raises ``NoSuchObjectError``
+    for a name that does not exist (after the round trip, naming what does).
+    """
+    wanted = {name: split_table_name(name) for name in dict.fromkeys(names)}
+    if not wanted:
+        return {}
+    where = " OR ".join(["(d.NAME = ? AND t.TBL_NAME = ?)"] * len(wanted))
+    params: list = [txn_id if txn_id is not None else -1]
+    for db, tbl in wanted.values():
+        params += [db, tbl]
+    sql = ("SELECT d.NAME, t.TBL_NAME, t.TBL_ID, t.TBL_TYPE, n.NWI_NEXT, e.T2W_WRITEID, "
+           "e.TXN_STATE FROM TBLS t JOIN DBS d ON d.DB_ID = t.DB_ID "
+           "LEFT JOIN NEXT_WRITE_ID n ON n.NWI_DATABASE = d.NAME AND n.NWI_TABLE = t.TBL_NAME "
+           "LEFT JOIN (SELECT w.T2W_DATABASE, w.T2W_TABLE, w.T2W_WRITEID, x.TXN_STATE "
+           "FROM TXN_TO_WRITE_ID w JOIN TXNS x ON x.TXN_ID = w.T2W_TXNID "
+           "WHERE x.TXN_STATE <> 'c' AND x.TXN_ID <> ?) e "
+           "ON e.T2W_DATABASE = d.NAME AND e.T2W_TABLE = t.TBL_NAME "
+           f"WHERE {where}")
+    with ms._lock:
+        rows = ms._execute(sql, params).fetchall()
+    found: dict[tuple[str, str], tuple[int, str, int]] = {}
+    exceptions: dict[tuple[str, str], dict[str, set[int]]] = defaultdict(
+        lambda: {OPEN: set(), ABORTED: set()})
+    for db, tbl, tbl_id, tbl_type, next_wid, wid, state in rows:
+        found[(db, tbl)] = (tbl_id, tbl_type, (next_wid or 1) - 1)
+        if wid is not None:
+            exceptions[(db, tbl)][state].add(wid)
+    out = {}
+    for name, key in wanted.items():
+        if key not in found:
+            ms.get_table(*key)  # raises NoSuchObjectError naming the existing tables
+            raise MetastoreError(f"table {name} disappeared while its snapshot was read")
+        tbl_id, tbl_type, hwm = found[key]
+        write_ids = None
+        if tbl_type != EXTERNAL_TABLE:
+            exc = exceptions[key]
+            write_ids = ValidWriteIdList(name, hwm, exc[OPEN], exc[ABORTED])
+        out[name] = TableSnapshot(name, tbl_id, tbl_type, write_ids)
+    return out

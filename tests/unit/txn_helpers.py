@@ -1,0 +1,48 @@
+"""Helpers of the transaction, notification and lock tests: a fake clock, tables, and the
+worker that other processes run."""
+
+from __future__ import annotations
+
+from raptorx_py.metastore import MANAGED_TABLE, Column, Metastore, Partition, Table
+from raptorx_py.metastore.store import backend_for_url
+
+
+class FakeClock:
+    """Seconds since the epoch that move only when told to."""
+
+    def __init__(self, start: float = 1_700_000_000.0):
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def open_ms(url: str, **kwargs) -> Metastore:
+    return Metastore(backend_for_url(url), **kwargs)
+
+
+def managed_table(db: str = "db", name: str = "t", keys=(Column("p", "string"),)) -> Table:
+    return Table(db, name, MANAGED_TABLE, f"file:///warehouse/{db}.db/{name}",
+                 (Column("id", "bigint"),), tuple(keys))
+
+
+def partition(value: str, table: Table | None = None, rows: int = 1) -> Partition:
+    base = table.location if table else "file:///warehouse/db.db/t"
+    return Partition((value,), f"{base}/p={value}", {"numRows": str(rows)})
+
+
+def allocate_in_process(url: str, table: str, count: int, start_event, results) -> None:
+    """Run in another process: ``count`` times open a transaction, allocate a write id of
+    ``table`` and commit; put the write ids on ``results``."""
+    db, name = table.split(".")
+    got = []
+    with open_ms(url) as ms:
+        start_event.wait(30)
+        for _ in range(count):
+            txn = ms.open_transaction(user="worker")
+            got.append(ms.allocate_write_id(txn, db, name))
+            ms.commit_transaction(txn)
+    results.put(got)
