@@ -133,6 +133,52 @@ def tiered_views(options: Mapping[str, str] | None = None) -> Callable[[BenchCon
     return register_tiered
 
 
+def local_tables(ctx: BenchContext) -> str:
+    """The database holding the TPC-H tables registered over the LOCAL copy of the data (the
+    same files Spark's baseline reads), registering it on first use; its name."""
+    database = f"{ctx.database}_local"
+    if ctx.state.get(("local-tables", database)):
+        return database
+    from raptorx_py.config import load_settings
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.table_registration import register_external_table
+    from raptorx_py.tpch import queries
+
+    settings = load_settings(overrides=dict(ctx.properties))
+    with open_metastore(settings) as ms:
+        ms.create_database(database)
+        for table in queries.TABLES:
+            register_external_table(ms, settings, f"{database}.{table}",
+                                    os.path.join(ctx.local_data_dir, table), replace=True)
+    ctx.state[("local-tables", database)] = True
+    return database
+
+
+def tiered_local_views(*, native: bool = True) -> Callable[[BenchContext], None]:
+    """tiered_hive over the local copy of the data: through the JVM provider (column pruning,
+    filters), or as a user without the native jar gets it (the Python source alone, reading
+    every column, no pushdown)."""
+
+    def register_local(ctx: BenchContext) -> None:
+        from raptorx_py.config import load_settings
+        from raptorx_py.datasource.source import configured_source_class
+        from raptorx_py.tpch import queries
+
+        database = local_tables(ctx)
+        name = "tiered_hive"
+        if not native:
+            name = "tiered_hive_without_jar"
+            if not ctx.state.get(name):
+                settings = load_settings(overrides=dict(ctx.properties))
+                ctx.spark.dataSource.register(
+                    configured_source_class(settings, name=name, pushdown=False))
+                ctx.state[name] = True
+        queries.register_views(
+            ctx.spark, lambda t: ctx.spark.read.format(name).load(f"{database}.{t}"))
+
+    return register_local
+
+
 def clear_directories(*property_names: str) -> Callable[[BenchContext], None]:
     """A ``prepare`` hook emptying the directories named by these properties (for "cold"
     runs). A property that is unset is an error: a cold run that clears nothing is wrong."""
@@ -157,6 +203,20 @@ register(Configuration(
     description="Spark's built-in Parquet reader on the local copy of the generated data "
                 "(no object store, no raptorx_py)",
     register_views=spark_parquet_views,
+))
+
+register(Configuration(
+    name="tiered-hive-local",
+    description="tiered_hive through the JVM provider (columns pruned, filters pushed) on the "
+                "same local files, no caches",
+    register_views=tiered_local_views(native=True),
+))
+
+register(Configuration(
+    name="tiered-hive-local-nojar",
+    description="tiered_hive without the native jar (Python source alone: every column, no "
+                "pushdown) on the same local files, no caches",
+    register_views=tiered_local_views(native=False),
 ))
 
 register(Configuration(

@@ -340,6 +340,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
                 + ["" for _ in configs])
     lines += _table(header, rows)
     lines.append("")
+    lines += _decoding_section(s)
     lines += _totals_section(s)
     problems = row_count_mismatches(results) + result_differences(results)
     errors = [(q, c, per[c]["error"]) for q, per in s["queries"].items() for c in configs
@@ -357,6 +358,41 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: Per-scan counters (``scan.planned.<table>``, ``scan.column.<table>.<column>``): shown as
+#: columns per query, not listed one by one in the totals.
+SCAN_PREFIX = "scan."
+
+
+def columns_read(metrics: Mapping[str, float]) -> int:
+    """Columns the scans of one run asked the reader for (summed over the scans)."""
+    return int(sum(v for k, v in metrics.items() if k.startswith("scan.column.")))
+
+
+def _decoding_section(s: Mapping[str, Any]) -> list[str]:
+    """Per query and tiered configuration: the columns its scans read and the bytes the
+    reader decoded (what column pruning saves), next to the seconds."""
+    configs = [c for c in s["configs"]
+               if any("reader.bytes_decoded" in per[c]["metrics"] for per in s["queries"].values())]
+    if not configs:
+        return []
+    lines = ["## Columns read and bytes decoded per query", "",
+             "Columns: the columns the query's scans asked the reader for, summed over its "
+             "scans (`scan.column.*`). Decoded: Arrow bytes the reader decoded "
+             "(`reader.bytes_decoded`).", ""]
+    header = ["query"] + [f"{c} {what}" for c in configs for what in ("s", "columns", "decoded")]
+    rows = []
+    for q, per in s["queries"].items():
+        cells = [f"Q{q}"]
+        for c in configs:
+            m = per[c]["metrics"]
+            cells += [format_seconds(per[c]["median_s"]), format_count(columns_read(m)),
+                      format_bytes(m.get("reader.bytes_decoded", 0))]
+        rows.append(cells)
+    lines += _table(header, rows)
+    lines.append("")
+    return lines
+
+
 def _totals_section(s: Mapping[str, Any]) -> list[str]:
     """Per configuration, the per-run medians summed over all queries: requests by kind,
     bytes, and the data source's counters."""
@@ -364,7 +400,7 @@ def _totals_section(s: Mapping[str, Any]) -> list[str]:
     kinds = sorted({k for per in s["queries"].values() for c in configs
                     for k in per[c]["requests"]})
     metric_names = sorted({k for per in s["queries"].values() for c in configs
-                           for k in per[c]["metrics"]})
+                           for k in per[c]["metrics"] if not k.startswith(SCAN_PREFIX)})
     totals = {}
     for c in configs:
         per_c = [per[c] for per in s["queries"].values()]
