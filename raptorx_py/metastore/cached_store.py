@@ -1,0 +1,483 @@
+"""The versioned metastore cache: Hive's synchronized CachedStore in front of ``Metastore``.
+
+A query takes its snapshot once (``snapshot(["db.t", ...])``: per table its id, type and
+ValidWriteIdList, ONE uncached round trip) and passes it to every read
+(``get_table(db, name, snapshot=)``, ``list_partitions(table, snapshot=)``). A warm query makes
+no other round trip.
+
+Contract (the document "Synchronized Metastore Cache", seeds/000):
+- Entries (a table; the partition list of a table) carry the ValidWriteIdList they were read
+  under. A read is served from the cache when an entry of the same table id is *fresh* for the
+  query's list (same committed write ids: ``ValidWriteIdList.is_fresh_for``); an entry that
+  misses commits, or shows commits the query must not see, is not served: the read goes to the
+  database and the result is cached under the query's list when that is newer than what the
+  cache holds (the cache only moves forward).
+- The table id from the snapshot is checked on every read: a table dropped and recreated under
+  the same name is never served from the old table's entry.
+- ``refresh()`` applies the notification log after the last applied event in ONE round trip.
+  A write event carrying a transaction id is staged; the transaction's COMMIT_TXN publishes a
+  new version (staged changes applied, write id marked committed); ABORT_TXN discards the stage.
+  A transaction whose OPEN_TXN this cache did not see (it began before the cache, or in a gap)
+  is not published but invalidates what it wrote (the stage may miss its earlier events). A
+  change without a transaction (any change of an external table, DDL without a write id,
+  create/drop of tables) invalidates the table's entries. A duplicate event (id already
+  applied) is ignored. A gap in event ids (events lost or trimmed) invalidates EVERYTHING and
+  forgets every stage: the missing events could have touched any table. Invalidated entries
+  are reloaded lazily, by the next read that needs them.
+- External tables carry no write ids: served for ``hive.metastore-cache-ttl`` after their load,
+  and invalidated meanwhile by their events (eventual consistency, as in the document).
+  ``hive.metastore-cache-ttl=0`` turns the cache off: every read goes to the database.
+- ``hive.metastore-cache-scope=PARTITION`` caches partition lists only (tables are read from
+  the database). ``hive.partition-versioning-enabled=false`` caches the partitions of managed
+  tables without a version tag, like an external table's (TTL and events only): a commit by
+  another application is then seen only after the TTL or the next ``refresh()``.
+- ``hive.metastore-cache-maximum-size`` bounds the table entries and, separately, the cached
+  partitions (counted one by one), LRU; a table with more partitions than that is not cached.
+
+Guarantees (each tested): monotonic reads (a later snapshot never gets older data); read your
+own writes (after its commit, the writer's next snapshot includes its write id, so a cached
+entry without it is not fresh and the read goes to the database, before any ``refresh()``); no
+stale read of a managed table (a snapshot that includes a commit is never served an entry read
+or published without it); a query's snapshot holds for its whole run as long as the cache holds
+a version fresh for it: the cache keeps the previous version of each entry next to the current
+one, so one commit published meanwhile does not change what an older snapshot reads; once the
+cache no longer holds such a version, the read goes to the database, which has no history and
+returns its current (newer) state.
+
+Limits: metadata is not MVCC in the database either (the document keeps HMS's behaviour): a
+database read made under a snapshot can include changes committed after it, or written by a
+still-open transaction, and is tagged with the query's snapshot all the same; the data layer
+decides which files a snapshot sees by write id. Partitions rebuilt from events have no
+statistics (see ``cache_events``). Changes to managed tables made without a write id are seen
+by other applications after their ``refresh()`` only. Reads under a snapshot taken with
+``txn_id`` (the writer's view of its own open transaction) are never cached.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from raptorx_py.errors import MetastoreError
+from raptorx_py.metastore.cache_entries import CachedVersion, VersionedEntries
+from raptorx_py.metastore.cache_events import (
+    WRITE_EVENTS,
+    PartitionList,
+    apply_to_partitions,
+    apply_to_table,
+    mark_committed,
+)
+from raptorx_py.metastore.model import Partition, Table
+from raptorx_py.metastore.notifications import NotificationEvent
+from raptorx_py.metastore.store import Metastore, backend_for_url
+from raptorx_py.metastore.transactions import TableSnapshot, split_table_name
+from raptorx_py.metrics import counters
+
+log = logging.getLogger(__name__)
+
+#: Tables per snapshot statement while prewarming (the statement has one OR term per table).
+PREWARM_SNAPSHOT_BATCH = 500
+
+
+@dataclass(frozen=True)
+class QuerySnapshot(Mapping):
+    """The snapshot one query reads under: ``{"db.table": TableSnapshot}``. Plain values, so it
+    can be pickled along with a reader. ``txn_id``: the transaction it was taken for (its own
+    writes count as committed), ``None`` for a reader."""
+
+    tables: Mapping[str, TableSnapshot]
+    txn_id: int | None = None
+
+    def __getitem__(self, name: str) -> TableSnapshot:
+        return self.tables[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tables)
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    def table(self, name: str) -> TableSnapshot:
+        """The snapshot of ``name``; a ``MetastoreError`` naming the covered tables if the
+        query did not take one for it."""
+        try:
+            return self.tables[name]
+        except KeyError:
+            raise MetastoreError(
+                f"the query's snapshot does not cover {name} (it covers "
+                f"{', '.join(sorted(self.tables)) or 'no table'}): take the snapshot of every "
+                f"table the query reads") from None
+
+
+class CachedMetastore:
+    """The versioned cache in front of one ``Metastore`` (see the module docstring).
+
+    ``metastore``: a ``Metastore`` (used as is; closed by ``close`` only with
+    ``owns_metastore=True``) or a metastore URL (opened here and closed by ``close``).
+    ``clock`` (seconds, monotonic) decides TTLs; tests inject a fake one. Thread-safe: reads, ``refresh`` and the background refresher may run
+    concurrently (database reads happen outside the cache's lock).
+    """
+
+    def __init__(self, metastore: Metastore | str, settings, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 owns_metastore: bool | None = None):
+        self._owns_metastore = (isinstance(metastore, str) if owns_metastore is None
+                                else owns_metastore)
+        self.metastore = (Metastore(backend_for_url(metastore), txn_timeout=settings.txn_timeout)
+                          if isinstance(metastore, str) else metastore)
+        self.settings = settings
+        self._clock = clock
+        self.ttl = settings.metastore_cache_ttl
+        self.enabled = self.ttl > 0
+        self.caches_tables = settings.metastore_cache_scope == "ALL"
+        self.versioned_partitions = settings.partition_versioning_enabled
+        self._lock = threading.RLock()
+        self._refresh_lock = threading.Lock()
+        self._tables = VersionedEntries(settings.metastore_cache_maximum_size)
+        self._partitions = VersionedEntries(settings.metastore_cache_maximum_size)
+        self._staged: dict[int, list[NotificationEvent]] = {}
+        self._opened: set[int] = set()  # transactions whose OPEN_TXN was applied
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.refreshes = 0
+        #: Notified after every refresh (lets a caller wait for the background refresher).
+        self.refreshed = threading.Condition()
+        # Everything after this event is applied by refresh(); anything before it is already
+        # in whatever a read loads from now on.
+        self.last_event_id = self.metastore.current_notification_id() if self.enabled else 0
+
+    # -- the query's snapshot ---------------------------------------------------------------
+    def snapshot(self, names: Iterable[str], txn_id: int | None = None) -> QuerySnapshot:
+        """Id, type and ValidWriteIdList of each ``db.table``: one round trip, never cached."""
+        return QuerySnapshot(dict(self.metastore.get_table_snapshots(names, txn_id)), txn_id)
+
+    # -- reads ------------------------------------------------------------------------------
+    def get_table(self, database: str, name: str,
+                  snapshot: QuerySnapshot | None = None) -> Table:
+        """The table ``database.name`` as of ``snapshot`` (taken here, one round trip, when
+        not given, unless a cached external table within its TTL can answer)."""
+        key = f"{database}.{name}"
+        if not self.enabled or not self.caches_tables:
+            return self._checked(self.metastore.get_table(database, name), snapshot, key)
+        if snapshot is None:
+            hit = self._lookup_by_age(self._tables, key)
+            if hit is not None:
+                counters.add("metastore_cache.table_hits")
+                return hit.value
+            snapshot = self.snapshot([key])
+        snap = snapshot.table(key)
+        with self._lock:
+            since = self._tables.generation()
+            hit = self._tables.lookup(key, lambda v: self._serves(v, snap))
+        if hit is not None:
+            counters.add("metastore_cache.table_hits")
+            return hit.value
+        counters.add("metastore_cache.table_misses")
+        table = self._checked(self.metastore.get_table(database, name), snapshot, key)
+        if snapshot.txn_id is None:
+            with self._lock:
+                self._tables.install(key, CachedVersion(table, table.id, snap.write_ids,
+                                                        self._clock()), since)
+        return table
+
+    def list_partitions(self, table: Table,
+                        snapshot: QuerySnapshot | None = None) -> list[Partition]:
+        """The partitions of ``table`` as of ``snapshot`` (as ``get_table``), in the
+        metastore's order. The list is the caller's; the partitions are shared (read-only)."""
+        key = table.qualified_name
+        if not self.enabled:
+            self._checked(table, snapshot, key)
+            return self.metastore.list_partitions(table)
+        if snapshot is None:
+            hit = self._lookup_by_age(self._partitions, key, table.id)
+            if hit is not None:
+                counters.add("metastore_cache.partition_hits")
+                return list(hit.value.partitions)
+            snapshot = self.snapshot([key])
+        snap = snapshot.table(key)
+        self._checked(table, snapshot, key)
+        with self._lock:
+            since = self._partitions.generation()
+            hit = self._partitions.lookup(key, lambda v: self._serves(v, snap))
+        if hit is not None:
+            counters.add("metastore_cache.partition_hits")
+            return list(hit.value.partitions)
+        counters.add("metastore_cache.partition_misses")
+        partitions = self.metastore.list_partitions(table)
+        if snapshot.txn_id is None:
+            tag = snap.write_ids if self.versioned_partitions else None
+            value = PartitionList(table.partition_keys, tuple(partitions))
+            with self._lock:
+                self._partitions.install(key, CachedVersion(
+                    value, table.id, tag, self._clock(), max(1, len(partitions))), since)
+        return partitions
+
+    def _serves(self, version: CachedVersion, snap: TableSnapshot) -> bool:
+        if version.table_id != snap.table_id:
+            return False
+        if version.write_ids is None:
+            return self._clock() - version.loaded_at < self.ttl
+        return snap.write_ids is not None and version.write_ids.is_fresh_for(snap.write_ids)
+
+    def _lookup_by_age(self, entries: VersionedEntries, key: str,
+                       table_id: int | None = None) -> CachedVersion | None:
+        """An unversioned version within its TTL (all a read without a snapshot can use)."""
+        with self._lock:
+            return entries.lookup(key, lambda v: v.write_ids is None
+                                  and (table_id is None or v.table_id == table_id)
+                                  and self._clock() - v.loaded_at < self.ttl)
+
+    @staticmethod
+    def _checked(table: Table, snapshot: QuerySnapshot | None, key: str) -> Table:
+        if snapshot is not None:
+            snap = snapshot.table(key)
+            if table.id != snap.table_id:
+                raise MetastoreError(
+                    f"table {key} was dropped and recreated after the query's snapshot (table "
+                    f"id {snap.table_id} in the snapshot, {table.id} now): run the query again")
+        return table
+
+    # -- the notification log ------------------------------------------------------------------
+    def refresh(self) -> int:
+        """Apply the notification log after ``last_event_id``: one round trip. Returns how
+        many events were applied."""
+        if not self.enabled:
+            return 0
+        with self._refresh_lock:
+            events = self.metastore.get_notifications(self.last_event_id)
+            applied = self.apply_events(events)
+        with self.refreshed:
+            self.refreshes += 1
+            self.refreshed.notify_all()
+        return applied
+
+    def apply_events(self, events: Sequence[NotificationEvent]) -> int:
+        """Apply ``events`` (in id order), as ``refresh`` does with what it fetched."""
+        applied = 0
+        with self._lock:
+            for e in events:
+                if e.event_id <= self.last_event_id:
+                    counters.add("metastore_cache.duplicate_events")
+                    continue
+                if e.event_id != self.last_event_id + 1:
+                    log.warning("notification log gap: event %d follows %d; the metastore "
+                                "cache reloads everything", e.event_id, self.last_event_id)
+                    counters.add("metastore_cache.log_gaps")
+                    self.invalidate_all()
+                self._apply(e)
+                self.last_event_id = e.event_id
+                applied += 1
+        counters.add("metastore_cache.events_applied", applied)
+        return applied
+
+    def _apply(self, e: NotificationEvent) -> None:
+        kind = e.event_type
+        if kind == "OPEN_TXN":
+            self._opened.add(e.txn_id)
+        elif kind == "COMMIT_TXN":
+            self._publish(e)
+        elif kind == "ABORT_TXN":
+            # The stage goes; published entries stay: their committed write ids are unchanged.
+            self._staged.pop(e.txn_id, None)
+            self._opened.discard(e.txn_id)
+        elif kind in WRITE_EVENTS and e.txn_id is not None:
+            self._staged.setdefault(e.txn_id, []).append(e)
+        elif kind == "DROP_DATABASE":
+            for entries in (self._tables, self._partitions):
+                for key in entries.keys():
+                    if key.startswith(f"{e.db_name}."):
+                        self._invalidate(key)
+        elif e.db_name is not None and e.table_name is not None and kind != "ALLOC_WRITE_ID":
+            # A change outside any transaction (external tables, DDL without a write id).
+            self._invalidate(f"{e.db_name}.{e.table_name}")
+
+    def _publish(self, commit: NotificationEvent) -> None:
+        txn_id = commit.txn_id
+        staged = self._staged.pop(txn_id, [])
+        complete = txn_id in self._opened
+        self._opened.discard(txn_id)
+        for written in commit.message.get("writeIds") or ():
+            key = f"{written['db']}.{written['table']}"
+            events = [s for s in staged if f"{s.db_name}.{s.table_name}" == key]
+            for entries in (self._tables, self._partitions):
+                self._publish_entry(entries, key, written["writeId"], events, complete)
+
+    def _publish_entry(self, entries: VersionedEntries, key: str, write_id: int,
+                       events: list[NotificationEvent], complete: bool) -> None:
+        current = entries.current(key)
+        if current is None:
+            return
+        if current.write_ids is not None and current.write_ids.is_visible(write_id):
+            return  # read from the database after this commit: it already holds the change
+        table_ids = {e.message.get("tableId") for e in events}
+        if current.write_ids is None or not complete or table_ids - {current.table_id}:
+            entries.invalidate(key)
+            counters.add("metastore_cache.invalidations")
+            return
+        if isinstance(current.value, PartitionList):
+            value = apply_to_partitions(current.value, events)
+            weight = max(1, len(value.partitions)) if value is not None else 0
+        else:
+            value, weight = apply_to_table(current.value, events), 1
+        if value is None:
+            entries.invalidate(key)
+            counters.add("metastore_cache.invalidations")
+            return
+        entries.push(key, CachedVersion(value, current.table_id,
+                                        mark_committed(current.write_ids, write_id),
+                                        self._clock(), weight))
+        counters.add("metastore_cache.published")
+
+    def _invalidate(self, key: str) -> None:
+        dropped = self._tables.invalidate(key) | self._partitions.invalidate(key)
+        if dropped:
+            counters.add("metastore_cache.invalidations")
+
+    def invalidate_all(self) -> None:
+        """Forget every entry and every stage (reads reload what they need)."""
+        with self._lock:
+            self._tables.clear()
+            self._partitions.clear()
+            self._staged.clear()
+            self._opened.clear()
+
+    # -- start-up and the background refresher ----------------------------------------------
+    def prewarm(self) -> int:
+        """Load every table and its partitions, within ``hive.metastore-cache-maximum-size``
+        (tables in name order; a table whose partitions do not fit the remaining budget is
+        skipped whole). As the document's bootstrap: no query drives this, so the
+        ValidWriteIdLists are taken here, once for all tables (in batches), BEFORE the
+        entries are read, so an entry is never older than its tag (a change in between only
+        makes a later read miss). Returns the number of entries loaded."""
+        if not self.enabled:
+            return 0
+        ms = self.metastore
+        names = [f"{db}.{t}" for db in ms.list_databases() for t in ms.list_tables(db)]
+        names = names[:self.settings.metastore_cache_maximum_size]
+        with self._lock:
+            since = self._tables.generation(), self._partitions.generation()
+        snaps: dict[str, TableSnapshot] = {}
+        for i in range(0, len(names), PREWARM_SNAPSHOT_BATCH):
+            snaps.update(ms.get_table_snapshots(names[i:i + PREWARM_SNAPSHOT_BATCH]))
+        sizes = partition_counts(ms)
+        budget = self._partitions.max_weight
+        loaded = 0
+        for name in names:
+            snap = snaps[name]
+            table = ms.get_table(*split_table_name(name))
+            if table.id != snap.table_id:
+                continue  # dropped and recreated meanwhile: left to the first query
+            if self.caches_tables:
+                with self._lock:
+                    loaded += self._tables.install(name, CachedVersion(
+                        table, table.id, snap.write_ids, self._clock()), since[0])
+            count = sizes.get(table.id, 0)
+            if not table.is_partitioned or max(1, count) > budget:
+                continue
+            partitions = ms.list_partitions(table)
+            tag = snap.write_ids if self.versioned_partitions else None
+            with self._lock:
+                if self._partitions.install(name, CachedVersion(
+                        PartitionList(table.partition_keys, tuple(partitions)), table.id, tag,
+                        self._clock(), max(1, len(partitions))), since[1]):
+                    budget -= max(1, len(partitions))
+                    loaded += 1
+        counters.add("metastore_cache.prewarmed", loaded)
+        return loaded
+
+    def start(self) -> None:
+        """Run ``refresh()`` every ``hive.metastore-refresh-interval`` in a daemon thread."""
+        if not self.enabled or self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._refresh_loop, daemon=True,
+            name=f"metastore-cache-refresh {self.metastore.backend.describe()}")
+        self._thread.start()
+
+    def stop(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            thread.join()
+
+    def close(self) -> None:
+        self.stop()
+        if self._owns_metastore:
+            self.metastore.close()
+
+    def __enter__(self) -> "CachedMetastore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(self.settings.metastore_refresh_interval):
+            try:
+                self.refresh()
+            except MetastoreError as e:  # the database is away: keep serving, try again
+                log.warning("metastore cache refresh failed (will retry): %s", e)
+
+    # -- what it holds (tests, diagnostics) -------------------------------------------------
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"tables": len(self._tables), "partition_lists": len(self._partitions),
+                    "partitions": self._partitions.weight,
+                    "evictions": self._tables.evictions + self._partitions.evictions,
+                    "staged_transactions": len(self._staged),
+                    "last_event_id": self.last_event_id}
+
+
+def partition_counts(ms: Metastore) -> dict[int, int]:
+    """``{table id: number of partitions}`` in one round trip."""
+    with ms._lock:
+        return dict(ms._execute("SELECT TBL_ID, COUNT(*) FROM PARTITIONS GROUP BY TBL_ID"))
+
+
+# -- one cache per process per metastore --------------------------------------------------------
+_registry: dict[tuple, CachedMetastore] = {}
+_registry_lock = threading.Lock()
+_registry_pid = os.getpid()
+#: Caches inherited through fork: their connection and thread belong to the parent; kept
+#: referenced (never closed or collected here) so the child does not close the parent's
+#: database connection.
+_inherited: list[CachedMetastore] = []
+
+
+def cached_metastore_for(settings, *, start: bool = True) -> CachedMetastore:
+    """This process's cache for ``settings``' metastore URL (one per URL and cache
+    configuration), created on first use and, with ``start``, refreshed in the background.
+    Module state on purpose: Spark reuses the driver's Python worker from query to query, so
+    the cache outlives a query. A forked child builds its own."""
+    global _registry_pid
+    from raptorx_py.metastore.store import open_metastore
+
+    key = (settings.metastore_url, settings.metastore_cache_ttl,
+           settings.metastore_cache_scope, settings.metastore_cache_maximum_size,
+           settings.partition_versioning_enabled, settings.metastore_refresh_interval)
+    with _registry_lock:
+        if _registry_pid != os.getpid():
+            _inherited.extend(_registry.values())
+            _registry.clear()
+            _registry_pid = os.getpid()
+        cache = _registry.get(key)
+        if cache is None:
+            cache = CachedMetastore(open_metastore(settings), settings, owns_metastore=True)
+            if start:
+                cache.start()
+            _registry[key] = cache
+        return cache
+
+
+def close_cached_metastores() -> None:
+    """Stop and close every cache of this process (tests; interpreter shutdown)."""
+    with _registry_lock:
+        caches = list(_registry.values()) if _registry_pid == os.getpid() else []
+        _registry.clear()
+    for cache in caches:
+        cache.close()
