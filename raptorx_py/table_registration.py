@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from dataclasses import replace as replace_dataclass
 
+from raptorx_py.cache.listing_cache import SEALED_PARAMETER
 from raptorx_py.errors import LayoutError, SchemaError
 from raptorx_py.hive_types import arrow_to_hive, infer_partition_key_type
 from raptorx_py.metastore.model import (
@@ -122,8 +124,20 @@ def _describe(columns) -> str:
 
 
 def register_external_table(metastore, settings, qualified_name: str, url: str, *,
-                            replace: bool = False) -> Table:
-    """Register ``url`` as the EXTERNAL table ``qualified_name`` (creating its database)."""
+                            replace: bool = False, sealed: bool = False) -> Table:
+    """Register ``url`` as the EXTERNAL table ``qualified_name`` (creating its database).
+
+    ``sealed``: mark every partition complete (parameter ``sealed=true``; an unpartitioned
+    table is its own one partition, so the table's parameters carry it), which lets the
+    file-listing cache keep their listings (``raptorx partition unseal`` reopens one).
+    """
     table, partitions = scan_table_directory(settings, qualified_name, url)
+    if sealed:
+        seal = {SEALED_PARAMETER: "true"}
+        if table.is_partitioned:
+            partitions = [replace_dataclass(p, parameters={**p.parameters, **seal})
+                          for p in partitions]
+        else:
+            table = replace_dataclass(table, parameters={**table.parameters, **seal})
     metastore.create_database(table.database)
     return metastore.create_table(table, partitions, replace=replace)

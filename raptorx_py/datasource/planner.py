@@ -4,7 +4,9 @@ Given a table, the requested columns and the pushed predicates, ``plan_scan``
 1. prunes partitions on their values (exactly: every predicate on a partition key),
 2. prunes partitions on their min/max/null statistics (``hive.partition-statistics-based-
    optimization-enabled``),
-3. lists the surviving partitions' files (in parallel: each listing is a round trip), and
+3. lists the surviving partitions' files (in parallel: each listing is a round trip),
+   through the file-listing cache for sealed partitions of the tables
+   ``hive.file-status-cache-tables`` names (``cache.listing_cache``), and
 4. makes one split per data file, carrying the file's identity (path, size, mtime/ETag) and
    the partition's values, and
 5. packs splits into tasks (``pack_splits``): Spark pays a fixed cost per task of a Python
@@ -16,15 +18,20 @@ A pruned partition is never listed and its files are never opened. Usable withou
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from raptorx_py import predicates as preds
+from raptorx_py.cache.listing_cache import is_sealed, listing_cache_for, partition_version
 from raptorx_py.hive_types import decode_value
 from raptorx_py.metastore.model import Column, Partition, Table
 from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import list_data_files
+
+log = logging.getLogger(__name__)
 
 LISTING_THREADS = 16
 
@@ -82,16 +89,19 @@ def plan_scan(metastore, settings, table: Table, columns, predicates) -> ScanPla
         else:
             survivors = kept
         by_stats = len(kept) - len(survivors)
-        locations = [(p.location, typed_partition_values(table, p)) for p in survivors]
+        locations = [_Location(p.location, typed_partition_values(table, p), p.parameters,
+                               p.id) for p in survivors]
     else:
         total, by_value = 1, 0
         rows = table.parameters.get("numRows")
         matches = (not settings.stats_pruning_enabled or all(
             preds.may_match(dp, table.stats, int(rows) if rows else None) for dp in data_preds))
         by_stats = 0 if matches else 1
-        locations = [(table.location, ())] if matches else []
+        # An unpartitioned table is its one partition: its parameters seal it.
+        locations = ([_Location(table.location, (), table.parameters, table.id)]
+                     if matches else [])
 
-    splits = _list_splits(settings, locations)
+    splits = _list_splits(settings, table.qualified_name, locations)
     tasks = pack_splits(splits, settings.max_split_size, settings.min_split_count)
     counters.add("planner.partitions_total", total)
     counters.add("planner.partitions_pruned_by_value", by_value)
@@ -122,15 +132,56 @@ def pack_splits(splits, max_bytes: int, min_count: int) -> tuple[tuple[Split, ..
     return tuple(tuple(t) for t in tasks)
 
 
-def _list_splits(settings, locations: list[tuple[str, tuple]]) -> list[Split]:
-    def list_one(item):
-        url, values = item
-        fs, path = filesystem_for(url, settings)
-        scheme, _ = split_url(url)
-        return [Split(join_url(scheme, f.path), f.size, f.mtime, f.etag, values)
-                for f in list_data_files(fs, path, url)]
+@dataclass(frozen=True)
+class _Location:
+    """A directory to list: a surviving partition (or an unpartitioned table's location),
+    its typed values, and the metastore object's id and parameters (which say whether it is
+    sealed)."""
+
+    url: str
+    values: tuple
+    parameters: Mapping[str, str]
+    object_id: int | None
+
+    @property
+    def version(self) -> str:
+        """The listing cache's version of this directory: the metastore object's id (a
+        partition or table registered again, e.g. ``replace=True``, is a new object even
+        with equal parameters) and its location and parameters."""
+        return f"{self.object_id}:{partition_version(self.url, self.parameters)}"
+
+
+def _list_splits(settings, table_name: str, locations: list[_Location]) -> list[Split]:
+    """One split per data file of ``locations``, listed in parallel, through the file-listing
+    cache when ``hive.file-status-cache-tables`` names the table (sealed partitions only)."""
+    cache = _listing_cache(settings)
+
+    def list_one(loc: _Location) -> list[Split]:
+        fs, path = filesystem_for(loc.url, settings)
+        scheme, _ = split_url(loc.url)
+
+        def lister():
+            return list_data_files(fs, path, loc.url)
+
+        files = (lister() if cache is None else
+                 cache.get_or_list(table_name, loc.url, loc.version, is_sealed(loc.parameters),
+                                   lister))
+        return [Split(join_url(scheme, f.path), f.size, f.mtime, f.etag, loc.values)
+                for f in files]
 
     if not locations:
         return []
     with ThreadPoolExecutor(max_workers=min(LISTING_THREADS, len(locations))) as pool:
         return [s for group in pool.map(list_one, locations) for s in group]
+
+
+def _listing_cache(settings):
+    """This process's listing cache for ``settings``, or None (the tier is off, or -- counted
+    as ``listing_cache.unavailable`` -- could not be set up: planning then lists every
+    partition, as without the tier, rather than fail the query)."""
+    try:
+        return listing_cache_for(settings)
+    except Exception:  # noqa: BLE001 - a cache never fails a query the store can answer
+        counters.add("listing_cache.unavailable")
+        log.warning("file-listing cache unavailable; listing every partition", exc_info=True)
+        return None

@@ -1,7 +1,8 @@
 """Reading one split into Arrow record batches that match Spark's schema exactly.
 
 For a split (one Parquet file of one partition) ``read_split``
-- opens the file through the storage seam (``storage.parquet_files.open_parquet``),
+- opens the file through the storage seam (``storage.parquet_files.open_parquet``), behind
+  the footer and block caches that are on (``datasource.storage_tiers``),
 - skips row groups whose statistics cannot match the data predicates,
 - decodes only the columns the output and the predicates need,
 - casts them to the exact Arrow types Spark expects (``string_view`` -> ``string``, every
@@ -13,17 +14,21 @@ Usable without Spark (pyspark is imported only for its type mapping).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pyarrow as pa
 
 from raptorx_py import predicates as preds
-from raptorx_py.errors import SchemaError
+from raptorx_py.datasource.storage_tiers import NO_TIERS, StorageTiers, file_version
+from raptorx_py.errors import CorruptFileError, SchemaError
 from raptorx_py.hive_types import arrow_type_for_spark
 from raptorx_py.metastore.model import Column
 from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.storage.parquet_files import footer_stats, open_parquet, parquet_read_error
+
+log = logging.getLogger(__name__)
 
 BATCH_ROWS = 65536
 
@@ -36,16 +41,66 @@ def output_schema(columns: tuple[Column, ...]) -> pa.Schema:
 
 def read_split(split, table, columns: tuple[Column, ...], data_predicates, settings
                ) -> Iterator[pa.RecordBatch]:
+    """The rows of ``split`` that satisfy ``data_predicates``, as batches of ``columns``.
+
+    The file is read through the footer and block caches when they are on. Should the
+    cached copy not decode (bytes a checksum could not catch), the file is read again
+    straight from its store, resuming after the batches already produced, so a cache fault
+    costs a second read, never the query; only an error the store's own bytes give fails.
+    (Which cache held the bad bytes is not known, so they stay: a later read of the file
+    falls back again, counted each time in ``reader.cache_fallbacks``.)
+    """
     schema = output_schema(columns)
     key_index = {k.name: i for i, k in enumerate(table.partition_keys)}
     file_types = {c.name: c.type for c in table.columns}
     needed = [c.name for c in columns if c.name not in key_index]
     for p in data_predicates:
         needed += [c for c in preds.columns_of(p) if c not in needed]
+    read_types = {n: arrow_type_for_spark(file_types[n]) for n in needed}
     expr = preds.conjunction(list(data_predicates))
 
-    fs, path = filesystem_for(split.url, settings)
-    pf = open_parquet(fs, path, size=split.size, etag=split.etag, url=split.url)
+    def output(raw: pa.RecordBatch) -> pa.RecordBatch | None:
+        counters.add("reader.rows_read", raw.num_rows)
+        counters.add("reader.bytes_decoded", raw.nbytes)
+        batch = _cast(raw, needed, read_types)
+        if expr is not None:
+            batch = batch.filter(expr)
+        if batch.num_rows == 0:
+            return None
+        out = _assemble(batch, columns, schema, key_index, split.partition_values)
+        counters.add("reader.rows_out", out.num_rows)
+        return out
+
+    tiers = StorageTiers.for_settings(settings)
+    done = 0  # raw batches already turned into output
+    try:
+        for raw in _raw_batches(split, table, needed, data_predicates, settings, tiers):
+            out = output(raw)
+            done += 1
+            if out is not None:
+                yield out
+    except CorruptFileError as e:
+        if not tiers.caching:
+            raise
+        counters.add("reader.cache_fallbacks")
+        log.warning("%s did not decode from the local caches (%s); reading it from the "
+                    "store", split.url, e.reason)
+        for i, raw in enumerate(_raw_batches(split, table, needed, data_predicates, settings,
+                                             NO_TIERS)):
+            if i >= done:  # the same footer, row groups and batch size: the same batches
+                out = output(raw)
+                if out is not None:
+                    yield out
+
+
+def _raw_batches(split, table, needed: list[str], data_predicates, settings,
+                 tiers: StorageTiers) -> Iterator[pa.RecordBatch]:
+    """The file's batches of the ``needed`` columns, in the row groups its footer statistics
+    do not rule out, as the file stores them (not yet cast or filtered)."""
+    target, path = filesystem_for(split.url, settings)
+    pf = open_parquet(tiers.filesystem(target), path, size=split.size, etag=split.etag,
+                      url=split.url, version=file_version(split),
+                      footer=tiers.footer_source(split))
     try:
         md = pf.metadata
         missing = [n for n in needed if n not in pf.schema_arrow.names]
@@ -64,24 +119,12 @@ def read_split(split, table, columns: tuple[Column, ...], data_predicates, setti
         counters.add("reader.column_chunks_read", len(groups) * len(needed))
         if not groups:
             return
-        read_types = {n: arrow_type_for_spark(file_types[n]) for n in needed}
         try:
             if needed:
-                batches = pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups,
-                                          columns=needed, use_threads=False)
+                yield from pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups,
+                                           columns=needed, use_threads=False)
             else:  # count(*) or partition columns only: the footer knows the row counts
-                batches = _row_count_batches(md, groups)
-            for raw in batches:
-                counters.add("reader.rows_read", raw.num_rows)
-                counters.add("reader.bytes_decoded", raw.nbytes)
-                batch = _cast(raw, needed, read_types)
-                if expr is not None:
-                    batch = batch.filter(expr)
-                if batch.num_rows == 0:
-                    continue
-                out = _assemble(batch, columns, schema, key_index, split.partition_values)
-                counters.add("reader.rows_out", out.num_rows)
-                yield out
+                yield from _row_count_batches(md, groups)
         except (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError) as e:
             raise parquet_read_error(e, split.url) from e
     finally:

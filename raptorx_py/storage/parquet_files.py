@@ -1,18 +1,19 @@
 """Opening Parquet files through fsspec, with corruption turned into an error that names
 the file, and the statistics of a footer as ``ColumnStats``.
 
-This is the seam the footer cache and block cache tiers plug into later: everything that
-reads Parquet bytes goes through ``open_parquet``.
+This is the seam the footer cache and block cache tiers plug into: everything that reads
+Parquet bytes goes through ``open_parquet``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.spec import AbstractBufferedFile
 
+from raptorx_py.cache.block_cache import BlockCacheFileSystem
 from raptorx_py.errors import (
     CorruptFileError,
     RaptorxError,
@@ -28,26 +29,41 @@ _PARQUET_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError, ValueErr
 
 
 def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = None,
-                 url: str | None = None,
-                 metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
+                 url: str | None = None, metadata: pq.FileMetaData | None = None,
+                 version: str | None = None,
+                 footer: Callable[[Callable[[], pq.FileMetaData]], pq.FileMetaData] | None = None
+                 ) -> pq.ParquetFile:
     """Open ``path`` as Parquet, reading the footer unless ``metadata`` is given.
 
     ``size`` and ``etag`` are the file's identity as listed at planning. Handing them to an
     object-store file spares a HEAD request per file, and s3fs checks every ranged read's
     ETag against ``etag``, so an object overwritten since planning fails the read instead
     of mixing old and new bytes.
+
+    The storage tiers plug in here:
+    - ``fs`` may be a block cache (``cache.block_cache.BlockCacheFileSystem``); it is given
+      the identity (``size``, ``version``: the ETag or the mtime, and ``etag``) that its
+      blocks are keyed by.
+    - ``footer``, when given, is asked for the footer with a loader that reads it from this
+      very file (through ``fs``, so a footer read also fills the block cache): the footer
+      cache's ``get_or_load`` bound to the file's identity. ``metadata`` takes precedence.
     """
     url = url or path
     try:
-        raw = fs.open(path, "rb", **({"size": size} if size is not None else {}))
-        if size is not None and isinstance(raw, AbstractBufferedFile):
-            raw.details = {"name": path, "size": size,
-                           **({"ETag": f'"{etag}"'} if etag else {})}
+        if isinstance(fs, BlockCacheFileSystem):
+            raw = fs.open(path, "rb", size=size, version=version, etag=etag)
+        else:
+            raw = fs.open(path, "rb", **({"size": size} if size is not None else {}))
+            if size is not None and isinstance(raw, AbstractBufferedFile):
+                raw.details = {"name": path, "size": size,
+                               **({"ETag": f'"{etag}"'} if etag else {})}
     except Exception as e:
         raise translate_storage_error(e, url) from e
     counters.add("reader.files_opened")
     handle = CountingFile(raw)
     try:
+        if metadata is None and footer is not None:
+            metadata = footer(lambda: pq.read_metadata(handle))
         return pq.ParquetFile(handle, metadata=metadata, pre_buffer=True)
     except RaptorxError:
         handle.close()
@@ -55,6 +71,9 @@ def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = N
     except _PARQUET_ERRORS as e:
         handle.close()
         raise parquet_read_error(e, url) from e
+    except BaseException:
+        handle.close()
+        raise
 
 
 def parquet_read_error(e: BaseException, url: str) -> RaptorxError:

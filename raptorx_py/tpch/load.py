@@ -43,7 +43,8 @@ def _normalise_url(url: str) -> str:
 
 
 def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tpch",
-              work_dir: str | None = None, progress: bool = True) -> dict[str, str]:
+              work_dir: str | None = None, progress: bool = True,
+              seal: bool = True) -> dict[str, str]:
     """Generate TPC-H at ``scale``, copy it under ``warehouse_url``, register it; table -> URL.
 
     - ``work_dir``: where to generate (``<work_dir>/sf<scale>``); default ``default_work_dir()``.
@@ -52,6 +53,9 @@ def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tp
       ``<warehouse_url>/<database>.db/<table>/`` (Hive layout, see ``generate``).
     - Every table is registered with ``register_external_table(..., replace=True)`` as
       ``<database>.<table>`` after ``create_database(database)``.
+    - ``seal``: register every partition (and every unpartitioned table) sealed
+      (``sealed=true``): generated TPC-H data never changes, so every month is closed and
+      the file-listing cache may keep the listings.
     - ``progress``: show a ``rich`` progress bar (bytes copied) and step messages.
 
     Storage failures raise ``raptorx_py.errors.StorageError`` naming the URL; generation
@@ -85,7 +89,7 @@ def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tp
         for table in TABLES:
             say(f"registering {database}.{table} at {urls[table]}")
             register_external_table(metastore, settings, f"{database}.{table}", urls[table],
-                                    replace=True)
+                                    replace=True, sealed=seal)
     return urls
 
 
@@ -191,6 +195,9 @@ def add_cli(subparsers) -> None:
     load.add_argument("--work-dir", help="where to generate and cache the data locally "
                                          f"(default: {default_work_dir()})")
     load.add_argument("--no-progress", action="store_true", help="no progress bar")
+    load.add_argument("--no-seal", action="store_true",
+                      help="register the partitions open (not sealed): their listings are "
+                           "then never cached")
     add_common_options(load)
     load.set_defaults(func=cmd_tpch_load)
 
@@ -200,7 +207,8 @@ def cmd_tpch_load(args) -> int:
 
     settings = settings_from_args(args)
     urls = load_tpch(args.scale, args.warehouse, settings, database=args.database,
-                     work_dir=args.work_dir, progress=not args.no_progress)
+                     work_dir=args.work_dir, progress=not args.no_progress,
+                     seal=not args.no_seal)
     print(f"loaded TPC-H SF {format_scale(args.scale)}: "
           + ", ".join(f"{args.database}.{t}" for t in urls)
           + f" at {urls[TABLES[0]].rsplit('/', 1)[0]}")
