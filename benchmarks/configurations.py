@@ -8,13 +8,13 @@ outside the timed section, e.g. to empty the caches for a "cold" configuration.
 The runner re-registers a configuration's views before each of its runs, because all
 configurations share the session (and so the view names) and runs are interleaved.
 
-Adding one is a few lines, e.g. a cache configuration::
+Adding one is a few lines, e.g. the cold cache configuration::
 
     register(Configuration(
         name="tiered-hive-s3-cold",
         description="tiered_hive over the emulated S3, all caches on, emptied before each run",
-        register_views=tiered_views({"cache.enabled": "true"}),
-        prepare=clear_cache_directories("cache.base-directory"),
+        register_views=tiered_cached_views("tiered-hive-s3-cold", fresh_per_run=True),
+        prepare=empty_cache_root("tiered-hive-s3-cold", every_run=True),
     ))
 
 The first configuration named on the command line (by default the first registered) is the
@@ -77,13 +77,21 @@ def all_configurations() -> list[Configuration]:
     return list(_REGISTRY.values())
 
 
+#: What ``make bench`` runs when no configuration is named: the main job, what the caches buy
+#: over the emulated remote store, against Spark's own reader on local disk. The local
+#: with/without-jar configurations are named explicitly (see BENCHMARKS.md).
+DEFAULT_CONFIGURATIONS = ("spark-parquet-local", "tiered-hive-s3", "tiered-hive-s3-cold",
+                          "tiered-hive-s3-warm")
+
+
 def get_configurations(names: list[str] | None) -> list[Configuration]:
-    """The configurations named (in that order), or all when ``names`` is None/empty.
+    """The configurations named (in that order), or ``DEFAULT_CONFIGURATIONS`` when ``names``
+    is None/empty.
 
     An unknown or repeated name is a ``ValueError`` listing the known names.
     """
     if not names:
-        return all_configurations()
+        names = list(DEFAULT_CONFIGURATIONS)
     unknown = [n for n in names if n not in _REGISTRY]
     if unknown:
         raise ValueError(f"unknown benchmark configuration(s) {', '.join(unknown)}; "
@@ -179,6 +187,64 @@ def tiered_local_views(*, native: bool = True) -> Callable[[BenchContext], None]
     return register_local
 
 
+#: Per-read properties switching every storage tier on: listings of sealed partitions,
+#: Parquet footers and data blocks (the cache directory is added per configuration).
+ALL_TIERS = {
+    "hive.file-status-cache-tables": "*",
+    "hive.parquet.metadata-cache-enabled": "true",
+    "cache.enabled": "true",
+}
+
+
+def cache_root(ctx: BenchContext, name: str) -> str:
+    """The cache directory of configuration ``name`` (under the work directory)."""
+    return os.path.join(ctx.work_dir, "cache", name)
+
+
+def tiered_cached_views(name: str, *, fresh_per_run: bool) -> Callable[[BenchContext], None]:
+    """tiered_hive over the emulated S3 with every storage tier on, caching under
+    ``cache_root(ctx, name)``.
+
+    ``fresh_per_run``: every run reads through caches no earlier run filled. The disk
+    tiers get a new directory per run (``run-<k>``, removed by ``empty_cache_root``); the
+    in-memory tiers live in Spark's reused Python workers, out of the driver's reach, so
+    each run also gets a new cache identity there: the footer cache is one per directory,
+    and the listing cache one per distinct ``hive.file-status-cache-size``, which grows by
+    one file per run (a bound of a million files, it changes nothing else).
+    """
+
+    def register_cached(ctx: BenchContext) -> None:
+        from raptorx_py.config import PROPERTIES_BY_NAME
+
+        options = {**ALL_TIERS, "cache.base-directory": cache_root(ctx, name)}
+        if fresh_per_run:
+            run = ctx.state[(name, "runs")] = ctx.state.get((name, "runs"), 0) + 1
+            listing_files = int(PROPERTIES_BY_NAME["hive.file-status-cache-size"].default)
+            options.update({
+                "cache.base-directory": os.path.join(cache_root(ctx, name), f"run-{run}"),
+                "hive.file-status-cache-size": str(listing_files + run)})
+        tiered_views(options)(ctx)
+
+    return register_cached
+
+
+def empty_cache_root(name: str, *, every_run: bool) -> Callable[[BenchContext], None]:
+    """A ``prepare`` hook deleting ``cache_root(ctx, name)``: before every run (a cold
+    configuration), or before the first run only (a warm one: whatever an earlier
+    benchmark left there is not this run's warm-up)."""
+
+    def prepare(ctx: BenchContext) -> None:
+        if not every_run:
+            if ctx.state.get((name, "emptied")):
+                return
+            ctx.state[(name, "emptied")] = True
+        root = cache_root(ctx, name)
+        if os.path.isdir(root):
+            shutil.rmtree(root)
+
+    return prepare
+
+
 def clear_directories(*property_names: str) -> Callable[[BenchContext], None]:
     """A ``prepare`` hook emptying the directories named by these properties (for "cold"
     runs). A property that is unset is an error: a cold run that clears nothing is wrong."""
@@ -223,4 +289,22 @@ register(Configuration(
     name="tiered-hive-s3",
     description="tiered_hive data source over the emulated remote S3 store, no caches",
     register_views=tiered_views(),
+))
+
+register(Configuration(
+    name="tiered-hive-s3-cold",
+    description="tiered_hive over the emulated S3, all three storage tiers on (listings of "
+                "sealed partitions, footers, 1 MiB blocks), every cache empty before each run",
+    register_views=tiered_cached_views("tiered-hive-s3-cold", fresh_per_run=True),
+    prepare=empty_cache_root("tiered-hive-s3-cold", every_run=True),
+    details={"caches": "listing, footer, block", "state": "cold"},
+))
+
+register(Configuration(
+    name="tiered-hive-s3-warm",
+    description="tiered_hive over the emulated S3, all three storage tiers on, caches kept "
+                "between runs (the warm-up run fills them)",
+    register_views=tiered_cached_views("tiered-hive-s3-warm", fresh_per_run=False),
+    prepare=empty_cache_root("tiered-hive-s3-warm", every_run=False),
+    details={"caches": "listing, footer, block", "state": "warm"},
 ))

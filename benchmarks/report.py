@@ -288,7 +288,9 @@ def describe_request_cost(cost: Any) -> str:
 def render_markdown(results: Mapping[str, Any]) -> str:
     """The Markdown report: header (command, machine, date, store), one table with a row per
     query (median seconds and ratio to the baseline per configuration, remote requests and
-    bytes per run) ending with the geometric means, then totals per configuration."""
+    bytes per run) ending with the geometric means, then the columns read and bytes decoded,
+    the storage tiers' counters per query (configurations with caches on), and totals per
+    configuration."""
     s = summarize(results)
     configs, baseline = s["configs"], s["baseline"]
     others = configs[1:]
@@ -341,6 +343,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     lines += _table(header, rows)
     lines.append("")
     lines += _decoding_section(s)
+    lines += _tiers_section(s)
     lines += _totals_section(s)
     problems = row_count_mismatches(results) + result_differences(results)
     errors = [(q, c, per[c]["error"]) for q, per in s["queries"].items() for c in configs
@@ -391,6 +394,86 @@ def _decoding_section(s: Mapping[str, Any]) -> list[str]:
     lines += _table(header, rows)
     lines.append("")
     return lines
+
+
+#: Counter prefixes of the storage tiers (``raptorx_py.cache``).
+TIER_PREFIXES = ("listing_cache.", "footer_cache.", "block_cache.")
+
+
+def tier_figures(metrics: Mapping[str, float]) -> dict[str, float]:
+    """What the storage-tier table shows, from one run's (or one median's) counters:
+    per tier hits and misses, the block cache's bytes from the cache and from the store,
+    evictions per tier, put errors and corrupt entries found (footer and block caches)."""
+    def m(*names: str) -> float:
+        return sum(metrics.get(n, 0) for n in names)
+
+    return {
+        "listing_hits": m("listing_cache.hits"),
+        "listing_misses": m("listing_cache.misses"),
+        "footer_hits": m("footer_cache.hits_memory", "footer_cache.hits_disk"),
+        "footer_misses": m("footer_cache.misses"),
+        "block_hits": m("block_cache.hits"),
+        "block_misses": m("block_cache.misses"),
+        "bytes_from_cache": m("block_cache.bytes_from_cache"),
+        "bytes_from_remote": m("block_cache.bytes_from_remote"),
+        "listing_evictions": m("listing_cache.evictions"),
+        "footer_evictions": m("footer_cache.evictions", "footer_cache.disk_evictions"),
+        "block_evictions": m("block_cache.evictions"),
+        "put_errors": m("footer_cache.put_errors", "block_cache.put_errors"),
+        "corrupt": m("footer_cache.corrupt_entries", "block_cache.corrupt_blocks"),
+    }
+
+
+def _pair(a: float, b: float) -> str:
+    return f"{format_count(a)} / {format_count(b)}"
+
+
+def _tiers_section(s: Mapping[str, Any]) -> list[str]:
+    """Per configuration with storage tiers on, one row per query: the remote requests and
+    bytes next to each tier's counters (a run's counts, summed over the query's scans;
+    medians over the timed runs), and a total row."""
+    configs = [c for c in s["configs"]
+               if any(k.startswith(TIER_PREFIXES) for per in s["queries"].values()
+                      for k in per[c]["metrics"])]
+    if not configs:
+        return []
+    lines = ["## Storage tiers per query", "",
+             "Per run (median of the timed runs): S3 requests and bytes the endpoint served; "
+             "hits / misses of the listing cache (partitions), the footer cache (files; memory "
+             "and disk hits) and the block cache (blocks); the block cache's bytes served from "
+             "local disk / fetched from the store; evictions per tier (listing / footer / "
+             "block); put errors and corrupt entries found (footer and block caches).", ""]
+    header = ["query", "requests", "remote bytes", "listing hit / miss", "footer hit / miss",
+              "block hit / miss", "block bytes cache / remote", "evictions L / F / B",
+              "put errors", "corrupt"]
+    for c in configs:
+        lines += [f"### {c}", ""]
+        rows, total_requests, total_bytes = [], 0.0, 0.0
+        totals: dict[str, float] = {}
+        for q, per in s["queries"].items():
+            summ = per[c]
+            f = tier_figures(summ["metrics"])
+            for k, v in f.items():
+                totals[k] = totals.get(k, 0) + v
+            total_requests += summ["requests_total"] or 0
+            total_bytes += summ["bytes"] or 0
+            rows.append([f"Q{q}", format_count(summ["requests_total"]),
+                         format_bytes(summ["bytes"])] + _tier_cells(f))
+        rows.append(["**total**", format_count(total_requests), format_bytes(total_bytes)]
+                    + _tier_cells(totals))
+        lines += _table(header, rows)
+        lines.append("")
+    return lines
+
+
+def _tier_cells(f: Mapping[str, float]) -> list[str]:
+    return [_pair(f["listing_hits"], f["listing_misses"]),
+            _pair(f["footer_hits"], f["footer_misses"]),
+            _pair(f["block_hits"], f["block_misses"]),
+            f"{format_bytes(f['bytes_from_cache'])} / {format_bytes(f['bytes_from_remote'])}",
+            " / ".join(format_count(f[k]) for k in
+                       ("listing_evictions", "footer_evictions", "block_evictions")),
+            format_count(f["put_errors"]), format_count(f["corrupt"])]
 
 
 def _totals_section(s: Mapping[str, Any]) -> list[str]:

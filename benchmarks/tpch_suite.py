@@ -43,7 +43,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmarks import report
-from benchmarks.configurations import BenchContext, Configuration, get_configurations
+from benchmarks.configurations import (
+    DEFAULT_CONFIGURATIONS,
+    BenchContext,
+    Configuration,
+    get_configurations,
+)
 
 BUCKET = "raptorx-bench"
 DATABASE = "tpch"
@@ -85,7 +90,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default="bench-out", help="output directory for the reports")
     p.add_argument("--configs", type=_csv, default=None,
                    help="comma-separated configuration names; the first is the baseline "
-                        "(default: all registered)")
+                        "(default: %s; --list-configs lists all)" % ",".join(DEFAULT_CONFIGURATIONS))
     p.add_argument("--queries", type=_csv, default=None,
                    help="comma-separated query numbers (default: all 22)")
     p.add_argument("--repetitions", type=_non_negative_int, default=3,

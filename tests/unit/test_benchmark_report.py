@@ -155,7 +155,10 @@ def test_runner_helpers_need_no_spark():
     assert (args.scale, args.configs, args.queries, args.repetitions, args.warmup,
             args.latency_ms) == (0.1, ["a", "b"], ["1", "6"], 3, 1, 20.0)
     names = [c.name for c in configurations.get_configurations(None)]
-    assert names[:2] == ["spark-parquet-local", "tiered-hive-s3"]
+    assert names == ["spark-parquet-local", "tiered-hive-s3", "tiered-hive-s3-cold",
+                     "tiered-hive-s3-warm"]
+    registered = {c.name for c in configurations.all_configurations()}
+    assert {"tiered-hive-local", "tiered-hive-local-nojar"} <= registered - set(names)
     with pytest.raises(ValueError, match="unknown benchmark configuration.*nope.*known: "
                                          "spark-parquet-local"):
         configurations.get_configurations(["spark-parquet-local", "nope"])
