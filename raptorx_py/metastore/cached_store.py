@@ -61,6 +61,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from raptorx_py.errors import MetastoreError
 from raptorx_py.metastore.cache_entries import CachedVersion, VersionedEntries
@@ -73,11 +74,16 @@ from raptorx_py.metastore.cache_events import (
 )
 from raptorx_py.metastore.model import Partition, Table
 from raptorx_py.metastore.notifications import NotificationEvent
-from raptorx_py.metastore.store import Metastore, backend_for_url
+from raptorx_py.metastore.store import Metastore, backend_for_url, counting_as
 from raptorx_py.metastore.transactions import TableSnapshot, split_table_name
 from raptorx_py.metrics import counters
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: What the background refresher's statements count as (``refresh()`` called directly counts
+#: ``metastore.round_trips`` like any other statement).
+REFRESH_ROUND_TRIPS = "metastore.refresh_round_trips"
 
 #: Tables per snapshot statement while prewarming (the statement has one OR term per table).
 PREWARM_SNAPSHOT_BATCH = 500
@@ -419,7 +425,10 @@ class CachedMetastore:
     def _refresh_loop(self) -> None:
         while not self._stop.wait(self.settings.metastore_refresh_interval):
             try:
-                self.refresh()
+                # Counted apart (``metastore.refresh_round_trips``): a timer's statements are
+                # no query's, and would blur the per-query ``metastore.round_trips``.
+                with counting_as(REFRESH_ROUND_TRIPS):
+                    self.refresh()
             except MetastoreError as e:  # the database is away: keep serving, try again
                 log.warning("metastore cache refresh failed (will retry): %s", e)
 
@@ -472,6 +481,50 @@ def cached_metastore_for(settings, *, start: bool = True) -> CachedMetastore:
                 cache.start()
             _registry[key] = cache
         return cache
+
+
+def with_cached_metastore(settings, read: Callable[[CachedMetastore], T]) -> T:
+    """``read(cache)`` through this process's cache for ``settings``; when the cache's database
+    connection has failed (server restarted, connection dropped: an ``OperationalError`` of
+    the driver), the cache is discarded and ``read`` runs once more through a new one
+    (counted as ``metastore_cache.reconnects``). The cache outlives queries, so without this
+    a dead connection would fail every later query of the process. ``read`` must be a read
+    (it may run twice)."""
+    cache = cached_metastore_for(settings)
+    try:
+        return read(cache)
+    except MetastoreError as e:
+        if not _connection_failed(e):
+            raise
+        log.warning("metastore connection failed (%s); reconnecting once", e)
+        discard_cached_metastore(cache)
+        counters.add("metastore_cache.reconnects")
+        return read(cached_metastore_for(settings))
+
+
+def _connection_failed(e: MetastoreError) -> bool:
+    import sqlite3
+
+    types: list[type] = [sqlite3.OperationalError]
+    try:
+        import psycopg
+
+        types.append(psycopg.OperationalError)
+    except ImportError:  # PostgreSQL support not installed
+        pass
+    return isinstance(e.__cause__, tuple(types))
+
+
+def discard_cached_metastore(cache: CachedMetastore) -> None:
+    """Forget and close ``cache`` (the next ``cached_metastore_for`` builds a new one)."""
+    with _registry_lock:
+        for key, held in list(_registry.items()):
+            if held is cache:
+                del _registry[key]
+    try:
+        cache.close()
+    except Exception:  # noqa: BLE001 - its connection is broken already
+        log.debug("closing a discarded metastore cache failed", exc_info=True)
 
 
 def close_cached_metastores() -> None:

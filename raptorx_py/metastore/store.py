@@ -6,7 +6,9 @@ Contract:
 - Every change appends its notification-log event(s) in that same transaction
   (``notifications.py``): the log is the total order of everything that happened.
 - All SQL is parameterised; names never reach SQL text.
-- Every statement sent to the database counts one ``metastore.round_trips``.
+- Every statement sent to the database counts one ``metastore.round_trips``, except those of
+  a thread inside ``counting_as(name)`` (the metastore cache's background refresher counts
+  ``metastore.refresh_round_trips``), so a query's count is not blurred by a timer.
 - The SQLite backend is safe across the processes of one machine (WAL, busy timeout,
   ``BEGIN IMMEDIATE`` for writes). A backend is a small object (see ``SqliteBackend``) so a
   PostgreSQL backend can be added without touching the queries.
@@ -107,6 +109,7 @@ class Metastore:
         self._clock = clock
         self.txn_timeout = txn_timeout
         self._lock = threading.RLock()
+        self._depth = 0  # nesting of _transaction (see atomically)
         self._conn = backend.connect()
         self._ensure_schema()
 
@@ -122,14 +125,14 @@ class Metastore:
         self.close()
 
     def _execute(self, sql: str, params: Sequence = ()):
-        counters.add("metastore.round_trips")
+        counters.add(getattr(_counting, "name", ROUND_TRIPS))
         try:
             return self._conn.execute(sql, tuple(params))
         except self.backend.error_types as e:
             raise MetastoreError(f"metastore query failed on {self.backend.describe()}: {e}") from e
 
     def _executemany(self, sql: str, rows: Iterable[Sequence]):
-        counters.add("metastore.round_trips")
+        counters.add(getattr(_counting, "name", ROUND_TRIPS))
         try:
             return self._conn.executemany(sql, rows)
         except self.backend.error_types as e:
@@ -137,9 +140,18 @@ class Metastore:
 
     @contextmanager
     def _transaction(self):
-        """A write transaction that commits whole or rolls back on any error."""
+        """A write transaction that commits whole or rolls back on any error. Inside
+        ``atomically()`` it is part of the enclosing transaction, which alone commits."""
         with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
             self._execute(self.backend.begin_write)
+            self._depth = 1
             try:
                 yield
             except BaseException:
@@ -147,6 +159,16 @@ class Metastore:
                 raise
             else:
                 self._execute("COMMIT")
+            finally:
+                self._depth = 0
+
+    def atomically(self):
+        """``with metastore.atomically(): ...``: every change inside is ONE database
+        transaction, committed at the end or rolled back whole when an error leaves the
+        block (e.g. a managed write's partitions and the commit of its transaction, so a
+        process that dies between them leaves neither). Holds this connection's lock
+        throughout; an error caught inside the block does not undo the steps before it."""
+        return self._transaction()
 
     def _insert(self, sql: str, params: Sequence, id_column: str) -> int:
         """Run an INSERT and return the generated ``id_column`` (``RETURNING`` works on
@@ -534,8 +556,19 @@ class Metastore:
             [(part_id, name, types[name], *_encode_stats(s, types[name]), now)
              for name, s in p.stats.items()])
 
-    def list_partitions(self, table: Table) -> list[Partition]:
-        """Every partition of ``table`` with parameters and statistics (four queries)."""
+    def list_partitions(self, table: Table, snapshot=None) -> list[Partition]:
+        """Every partition of ``table`` with parameters and statistics (four queries).
+
+        ``snapshot`` (a ``QuerySnapshot``, the ``CachedMetastore`` interface): the database
+        has no history, so this reads the current partitions whatever the snapshot; it only
+        checks that ``table`` is the table the snapshot was taken of (same id)."""
+        if snapshot is not None:
+            taken = snapshot.table(table.qualified_name)
+            if taken.table_id != table.id:
+                raise MetastoreError(
+                    f"table {table.qualified_name} was dropped and recreated after the query's "
+                    f"snapshot (table id {taken.table_id} in the snapshot, {table.id} now): "
+                    f"run the query again")
         with self._lock:
             parts = {pid: loc for pid, loc in self._execute(
                 "SELECT PART_ID, LOCATION FROM PARTITIONS WHERE TBL_ID = ? ORDER BY PART_NAME",
@@ -603,6 +636,24 @@ def partition_name(keys: Sequence[Column], values: Sequence[str | None]) -> str:
     from raptorx_py.storage.hive_layout import escape_partition_value
 
     return "/".join(f"{k.name}={escape_partition_value(v)}" for k, v in zip(keys, values))
+
+
+ROUND_TRIPS = "metastore.round_trips"
+_counting = threading.local()
+
+
+@contextmanager
+def counting_as(name: str):
+    """Count this thread's statements as ``name`` instead of ``metastore.round_trips``."""
+    previous = getattr(_counting, "name", None)
+    _counting.name = name
+    try:
+        yield
+    finally:
+        if previous is None:
+            del _counting.name
+        else:
+            _counting.name = previous
 
 
 def open_metastore(settings, **kwargs) -> Metastore:

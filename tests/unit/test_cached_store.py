@@ -533,6 +533,45 @@ def test_one_cache_per_process_per_metastore(metastore_url, tmp_path, writer):
         close_cached_metastores()
 
 
+def test_a_failed_connection_is_replaced_once_and_other_errors_are_not(metastore_url, writer):
+    """``with_cached_metastore``: a read that fails on the cache's connection (the driver's
+    OperationalError) runs once more through a new cache; any other metastore error (here
+    the dropped-and-recreated check) is raised as is, never retried."""
+    import sqlite3
+
+    from raptorx_py.metastore.cached_store import with_cached_metastore
+
+    new_table(writer)
+    settings = settings_for(metastore_url)
+    caches = []
+
+    def flaky(cache):
+        caches.append(cache)
+        if len(caches) == 1:
+            raise MetastoreError("metastore query failed: gone") from sqlite3.OperationalError(
+                "disk I/O error")
+        return query(cache)
+
+    try:
+        cached_metastore_for(settings, start=False)
+        before = counters.snapshot().get("metastore_cache.reconnects", 0)
+        _, parts = with_cached_metastore(settings, flaky)
+        assert values_of(parts) == ["a", "b"]
+        assert len(caches) == 2 and caches[0] is not caches[1]
+        assert cached_metastore_for(settings) is caches[1]  # the new one is kept
+        assert counters.snapshot()["metastore_cache.reconnects"] == before + 1
+
+        def recreated(cache):
+            caches.append(cache)
+            raise MetastoreError("table db.t was dropped and recreated")
+
+        with pytest.raises(MetastoreError, match="dropped and recreated"):
+            with_cached_metastore(settings, recreated)
+        assert len(caches) == 3 and caches[2] is caches[1]  # not retried, not discarded
+    finally:
+        close_cached_metastores()
+
+
 def test_the_background_thread_refreshes(writer, make_cache):
     table = new_table(writer)
     cache = make_cache(**{"hive.metastore-refresh-interval": "10ms"})
@@ -546,6 +585,27 @@ def test_the_background_thread_refreshes(writer, make_cache):
     with Trips() as t:
         _, parts = query(cache)
     assert t.n == 1 and values_of(parts) == ["a", "b", "c"]
+
+
+def test_the_background_refresher_counts_its_round_trips_apart(writer, make_cache):
+    """A timer's statements are no query's: the refresher thread counts
+    ``metastore.refresh_round_trips`` (one per refresh), never ``metastore.round_trips``, so
+    a query's count stays exact while the cache refreshes in the background."""
+    new_table(writer)
+    cache = make_cache(**{"hive.metastore-refresh-interval": "10ms"})
+    before = counters.snapshot()
+    cache.start()
+    with cache.refreshed:
+        assert cache.refreshed.wait_for(lambda: cache.refreshes >= 3, timeout=30)
+    cache.stop()
+    after = counters.snapshot()
+    trips = {k: after.get(k, 0) - before.get(k, 0)
+             for k in ("metastore.round_trips", "metastore.refresh_round_trips")}
+    assert trips == {"metastore.round_trips": 0,
+                     "metastore.refresh_round_trips": cache.refreshes}
+    with Trips() as t:
+        cache.refresh()  # called directly, it is counted like any statement
+    assert t.n == 1
 
 
 def test_random_commits_refreshes_and_queries_never_read_stale(writer, make_cache):
