@@ -3,6 +3,7 @@
     raptorx table register <db.table> <url> [--replace]
     raptorx table list [<db>]
     raptorx table show <db.table> [--partitions]
+    raptorx table clean <db.table>
     raptorx config show
     raptorx partition seal|unseal <db.table> <k=v[/k2=v2]>
     raptorx tpch load --scale S --warehouse URL
@@ -83,6 +84,24 @@ def cmd_table_show(args) -> int:
                 print(f"  {'/'.join(str(v) for v in p.values)}  rows={p.row_count}  {p.location}")
     else:
         print(f"{table.parameters.get('numRows', '?')} rows")
+    return 0
+
+
+def cmd_table_clean(args) -> int:
+    from raptorx_py.cleaner import clean_table
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.table_registration import parse_table_name
+
+    settings = settings_from_args(args)
+    with open_metastore(settings) as ms:
+        report = clean_table(ms, settings, *parse_table_name(args.table))
+    for txn in report.expired_txns:
+        print(f"expired transaction {txn} (no heartbeat for {settings.txn_timeout:g}s)")
+    for url in report.removed_staging:
+        print(f"removed staging {url}")
+    for url in report.removed_aborted:
+        print(f"removed aborted {url}")
+    print(f"cleaned {report.table}: {len(report.removed)} directories removed")
     return 0
 
 
@@ -205,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--partitions", action="store_true", help="list every partition")
     add_common_options(show)
     show.set_defaults(func=cmd_table_show)
+    clean = tsub.add_parser("clean", help="remove the files of aborted writes and the staging "
+                                          "directories of finished ones (managed tables)")
+    clean.add_argument("table", help="<database>.<table>")
+    add_common_options(clean)
+    clean.set_defaults(func=cmd_table_clean)
 
     config = sub.add_parser("config", help="inspect the configuration")
     csub = config.add_subparsers(dest="config_command", required=True)

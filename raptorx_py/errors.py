@@ -76,6 +76,11 @@ class SchemaError(RaptorxError, ValueError):
     """A requested column, filter column or user schema does not match the table."""
 
 
+class WriteError(RaptorxError, RuntimeError):
+    """A write to a table was not committed (names the table and why); nothing of it is
+    visible."""
+
+
 class StorageError(RaptorxError, OSError):
     """The object store could not be reached or refused a request. Names the URL."""
 

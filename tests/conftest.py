@@ -25,7 +25,9 @@ class Env:
         self.root = str(root)
         self.metastore_path = os.path.join(self.root, "metastore.db")
         self.metrics_dir = os.path.join(self.root, "metrics")
+        self.warehouse_dir = os.path.join(self.root, "warehouse")
         self.properties = {"hive.metastore.url": f"sqlite:///{self.metastore_path}",
+                           "hive.metastore.warehouse.dir": self.warehouse_dir,
                            "metrics.directory": self.metrics_dir}
 
     def settings(self, **extra):

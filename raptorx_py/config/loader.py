@@ -63,7 +63,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("hive.metastore", "Metastore"),
     ("hive.s3.", "Object store (S3)"),
     ("hive.file-status-cache", "File-listing cache"),
-    ("hive.partition-versioning", "File-listing cache"),
+    ("hive.partition-versioning", "Metastore"),
     ("hive.parquet.metadata-cache", "Parquet footer cache"),
     ("cache.", "Block (data) cache"),
     ("fragment-result-cache.", "Fragment result cache"),

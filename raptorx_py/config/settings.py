@@ -43,18 +43,29 @@ PROPERTIES: tuple[Property, ...] = (
     # --- metastore -------------------------------------------------------------------
     Property("hive.metastore.url", "metastore_url", "sqlite:///~/.raptorx/metastore.db", "str",
              "hive", "Metastore database: sqlite:///<path> (embedded default, created on first use)."),
+    Property("hive.metastore.warehouse.dir", "warehouse_dir", "~/.raptorx/warehouse", "str",
+             "hive", "Where a write creates a managed table whose database has no location: "
+             "<dir>/<db>.db/<table> (a local path, file:// or s3:// URL)."),
     Property("hive.metastore-cache-ttl", "metastore_cache_ttl", "0s", "duration", "hive",
-             "How long a cached metastore entry of an external table is served; 0s turns the "
-             "metastore cache off (managed tables are checked by write id instead)."),
+             "How long a cached metastore entry without write ids is served: an external "
+             "table's, or a managed table's partitions with hive.partition-versioning-enabled="
+             "false (other managed entries are checked against each query's write ids "
+             "instead). 0s turns the whole metastore cache off: every query reads the database."),
     Property("hive.metastore-refresh-interval", "metastore_refresh_interval", "1s", "duration",
-             "hive", "How often the metastore cache applies new notification-log events."),
+             "hive", "How often each process's metastore cache applies new notification-log "
+             "events (a background thread; one metastore round trip each time)."),
     Property("hive.metastore-cache-maximum-size", "metastore_cache_maximum_size", "10000",
-             "count", "hive", "Most table and partition entries the metastore cache holds."),
+             "count", "hive", "Most tables, and separately most partitions (counted one by "
+             "one), that each process's metastore cache holds, least recently used out first; "
+             "a table with more partitions than this is not cached."),
     Property("hive.metastore-cache-scope", "metastore_cache_scope", "ALL", "cache_scope", "hive",
-             "What the metastore cache holds: ALL (tables and partitions) or PARTITION."),
+             "What the metastore cache holds: ALL (tables and partitions) or PARTITION "
+             "(partition lists only; every query reads its tables from the database)."),
     Property("hive.partition-versioning-enabled", "partition_versioning_enabled", "true", "bool",
-             "hive", "Tag cached partitions of managed tables with their write-id state, so a "
-             "cached entry is served only to snapshots it is fresh for."),
+             "hive", "Tag cached partitions of managed tables with the write ids they were "
+             "read under, so they serve only snapshots they are fresh for; false: served by "
+             "age (hive.metastore-cache-ttl) and dropped on notification-log events, like an "
+             "external table's, so another application's commit is seen only after those."),
     # --- transactions and locks ----------------------------------------------------------
     Property("hive.support.concurrency", "support_concurrency", "true", "bool", "hive",
              "Take Hive's shared/exclusive locks for reads and writes; false turns locking off."),
@@ -133,6 +144,7 @@ class Settings:
     """Typed, validated configuration. Build with ``raptorx_py.config.load_settings``."""
 
     metastore_url: str
+    warehouse_dir: str
     metastore_cache_ttl: float  # seconds
     metastore_refresh_interval: float  # seconds
     metastore_cache_maximum_size: int

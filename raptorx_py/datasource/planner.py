@@ -6,7 +6,10 @@ Given a table, the requested columns and the pushed predicates, ``plan_scan``
    optimization-enabled``),
 3. lists the surviving partitions' files (in parallel: each listing is a round trip),
    through the file-listing cache for sealed partitions of the tables
-   ``hive.file-status-cache-tables`` names (``cache.listing_cache``), and
+   ``hive.file-status-cache-tables`` names (``cache.listing_cache``); a MANAGED table's
+   directories are read as its snapshot allows (``storage.acid_layout``: the newest committed
+   ``base_``, committed ``delta_`` above it), and their raw listings are cacheable sealed or
+   not, the snapshot filtering them afterwards, and
 4. makes one split per data file, carrying the file's identity (path, size, mtime/ETag) and
    the partition's values, and
 5. packs splits into tasks (``pack_splits``): Spark pays a fixed cost per task of a Python
@@ -21,14 +24,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from raptorx_py import predicates as preds
 from raptorx_py.cache.listing_cache import is_sealed, listing_cache_for, partition_version
 from raptorx_py.hive_types import decode_value
-from raptorx_py.metastore.model import Column, Partition, Table
+from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, Partition, Table
+from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
+from raptorx_py.storage.acid_layout import visible_files
 from raptorx_py.storage.hive_layout import list_data_files
 
 log = logging.getLogger(__name__)
@@ -70,11 +75,21 @@ def split_predicates(table: Table, predicates) -> tuple[tuple, tuple]:
             tuple(p for p in predicates if not preds.columns_of(p) <= keys))
 
 
-def plan_scan(metastore, settings, table: Table, columns, predicates) -> ScanPlan:
+def plan_scan(metastore, settings, table: Table, columns, predicates, *,
+              snapshot=None) -> ScanPlan:
+    """Plan one scan of ``table``. ``metastore``: a ``Metastore`` or a ``CachedMetastore``;
+    ``snapshot``: the query's ``QuerySnapshot`` (taken once per scan by the data source), or
+    None. With a snapshot, the partitions are ``metastore.list_partitions(table,
+    snapshot=snapshot)``: served from the versioned cache when it holds a version fresh for
+    the snapshot."""
     key_preds, data_preds = split_predicates(table, predicates)
+    # Before the partitions: a partition added by a commit after this snapshot then reads
+    # as empty (its delta is invisible), never as half of that commit.
+    write_ids = _managed_write_ids(metastore, table, snapshot)
 
     if table.is_partitioned:
-        partitions = metastore.list_partitions(table)
+        partitions = (metastore.list_partitions(table) if snapshot is None
+                      else metastore.list_partitions(table, snapshot=snapshot))
         total = len(partitions)
         kept = []
         for p in partitions:
@@ -84,8 +99,8 @@ def plan_scan(metastore, settings, table: Table, columns, predicates) -> ScanPla
                 kept.append(p)
         by_value = total - len(kept)
         if settings.stats_pruning_enabled:
-            survivors = [p for p in kept
-                         if all(preds.may_match(dp, p.stats, p.row_count) for dp in data_preds)]
+            survivors = [p for p in kept if not _stats_describe_snapshot(p, write_ids)
+                         or all(preds.may_match(dp, p.stats, p.row_count) for dp in data_preds)]
         else:
             survivors = kept
         by_stats = len(kept) - len(survivors)
@@ -101,6 +116,8 @@ def plan_scan(metastore, settings, table: Table, columns, predicates) -> ScanPla
         locations = ([_Location(table.location, (), table.parameters, table.id)]
                      if matches else [])
 
+    if write_ids is not None:
+        locations = [replace(loc, write_ids=write_ids) for loc in locations]
     splits = _list_splits(settings, table.qualified_name, locations)
     tasks = pack_splits(splits, settings.max_split_size, settings.min_split_count)
     counters.add("planner.partitions_total", total)
@@ -142,6 +159,8 @@ class _Location:
     values: tuple
     parameters: Mapping[str, str]
     object_id: int | None
+    #: A managed table's snapshot: only the ACID directories it allows are read.
+    write_ids: ValidWriteIdList | None = None
 
     @property
     def version(self) -> str:
@@ -163,9 +182,14 @@ def _list_splits(settings, table_name: str, locations: list[_Location]) -> list[
         def lister():
             return list_data_files(fs, path, loc.url)
 
+        # A managed directory's raw listing is cacheable whether sealed or not: its version
+        # includes the writeId parameter, which every commit changes after moving its files
+        # in. The snapshot's filter is applied to the listing, never stored.
+        sealed = loc.write_ids is not None or is_sealed(loc.parameters)
         files = (lister() if cache is None else
-                 cache.get_or_list(table_name, loc.url, loc.version, is_sealed(loc.parameters),
-                                   lister))
+                 cache.get_or_list(table_name, loc.url, loc.version, sealed, lister))
+        if loc.write_ids is not None:
+            files = visible_files(files, path, loc.write_ids)
         return [Split(join_url(scheme, f.path), f.size, f.mtime, f.etag, loc.values)
                 for f in files]
 
@@ -173,6 +197,30 @@ def _list_splits(settings, table_name: str, locations: list[_Location]) -> list[
         return []
     with ThreadPoolExecutor(max_workers=min(LISTING_THREADS, len(locations))) as pool:
         return [s for group in pool.map(list_one, locations) for s in group]
+
+
+def _stats_describe_snapshot(p: Partition, write_ids: ValidWriteIdList | None) -> bool:
+    """Whether a partition's statistics may prune it for this snapshot. A managed
+    partition's statistics are those of its last write (``writeId``): one the snapshot does
+    not see (running, aborted, or committed later, e.g. an overwrite's narrower bounds) may
+    not describe the rows the snapshot reads. Writes of one partition are serialised by its
+    lock, so a visible last write means every earlier one is decided, and bounds that include
+    aborted rows are still bounds."""
+    wid = p.parameters.get("writeId")
+    if write_ids is None or wid is None:  # external, or recorded outside any write id
+        return True
+    return wid.isdigit() and write_ids.is_visible(int(wid))
+
+
+def _managed_write_ids(metastore, table: Table, snapshot) -> ValidWriteIdList | None:
+    """A managed table's ValidWriteIdList: the snapshot's, else read now (one round trip);
+    ``None`` for an external table."""
+    if table.table_type == EXTERNAL_TABLE:
+        return None
+    if snapshot is not None:
+        return snapshot.table(table.qualified_name).write_ids
+    ms = getattr(metastore, "metastore", metastore)  # a CachedMetastore's own Metastore
+    return ms.get_valid_write_ids([table.qualified_name])[table.qualified_name]
 
 
 def _listing_cache(settings):

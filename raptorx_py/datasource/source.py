@@ -24,14 +24,15 @@ from raptorx_py.datasource.planner import plan_scan, split_predicates
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.errors import ConfigError, SchemaError
 from raptorx_py.hive_types import spark_struct, spark_type
-from raptorx_py.metastore import open_metastore
+from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metastore.model import Column, Table
 from raptorx_py.metrics import counters
 from raptorx_py.native import PUBLIC_NAME
 from raptorx_py.table_registration import parse_table_name
 
 DATA_SOURCE_NAME = PUBLIC_NAME
-READ_OPTIONS = ("path", "table", "columns")
+# partition_by: for writes (datasource/writer.py).
+READ_OPTIONS = ("path", "table", "columns", "partition_by")
 
 
 def resolve_options(properties: dict[str, str] | None, options) -> tuple[Settings, dict]:
@@ -110,12 +111,25 @@ class TieredHiveDataSource(DataSource):
         self.database, self.table_name = parse_table_name(table)
 
     def _table(self) -> Table:
-        with open_metastore(self.settings) as ms:
-            return ms.get_table(self.database, self.table_name)
+        """The table, through this process's versioned metastore cache: a snapshot round trip
+        (none for an external table cached within ``hive.metastore-cache-ttl``), plus a
+        database read when the cache holds no version fresh for it."""
+        return with_cached_metastore(
+            self.settings, lambda cache: cache.get_table(self.database, self.table_name))
 
     def schema(self) -> StructType:
-        table = self._table()
-        return spark_struct(select_columns(table, self.read_options.get("columns")))
+        try:
+            table = self._table()
+            return spark_struct(select_columns(table, self.read_options.get("columns")))
+        finally:
+            metrics.flush(self.settings.metrics_directory)
+
+    def writer(self, schema: StructType, overwrite: bool):
+        """A write job (``datasource/writer.py``): append, or overwrite the whole table."""
+        from raptorx_py.datasource.writer import TieredHiveWriter
+
+        return TieredHiveWriter(self.settings, self.database, self.table_name, schema,
+                                overwrite, self.read_options.get("partition_by"))
 
     def reader(self, schema: StructType) -> "TieredHiveReader":
         return TieredHiveReader(self.settings, self.database, self.table_name, schema,
@@ -123,12 +137,25 @@ class TieredHiveDataSource(DataSource):
 
 
 class TieredHiveReader(DataSourceReader):
+    """One scan of one query. Per scan pyspark 4.3 calls, in ONE planning worker call on the
+    driver: ``reader(schema)`` (this ``__init__``), ``pushFilters``, then pickles the reader
+    for the executors' ``read``, then ``partitions()``. So the query's snapshot is taken here,
+    once per scan (``cache.snapshot``: the one uncached metastore round trip), and everything
+    the scan reads from the metastore is read under it: the table now, the partitions in
+    ``partitions()``. It is pickled with the reader, so ``read`` could use it too."""
+
     def __init__(self, settings: Settings, database: str, table_name: str, schema: StructType,
                  pushdown: bool = True):
         self.settings = settings
         self.pushdown = pushdown
-        with open_metastore(settings) as ms:
-            self.table = ms.get_table(database, table_name)
+
+        def snapshot_and_table(cache):
+            snapshot = cache.snapshot([f"{database}.{table_name}"])
+            # A table dropped and recreated after the snapshot fails here (MetastoreError,
+            # "run the query again"), in the cache's table-id check.
+            return snapshot, cache.get_table(database, table_name, snapshot=snapshot)
+
+        self.snapshot, self.table = with_cached_metastore(settings, snapshot_and_table)
         self.columns = columns_for_schema(self.table, schema)
         self.predicates: list = []
 
@@ -147,13 +174,12 @@ class TieredHiveReader(DataSourceReader):
 
     def partitions(self):
         try:
-            with open_metastore(self.settings) as ms:
-                table = ms.get_table(self.table.database, self.table.name)
-                if table.id != self.table.id or table.all_columns != self.table.all_columns:
-                    raise SchemaError(f"table {table.qualified_name} changed while the query "
-                                      f"was planned; run the query again")
-                plan = plan_scan(ms, self.settings, table, self.columns, self.predicates)
-            record_scan(table, self.columns)
+            # The table and the snapshot are those of __init__ (one snapshot per scan): the
+            # partitions are read under the same snapshot, from the cache when it is fresh.
+            plan = with_cached_metastore(self.settings, lambda cache: plan_scan(
+                cache, self.settings, self.table, self.columns, self.predicates,
+                snapshot=self.snapshot))
+            record_scan(self.table, self.columns)
             return [InputPartition(task) for task in plan.tasks]
         finally:
             metrics.flush(self.settings.metrics_directory)

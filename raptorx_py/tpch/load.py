@@ -11,6 +11,11 @@ generation and every file with its size, and the copy is redone unless every fil
 with that size. A copy replaces the table directories: whatever was under
 ``<warehouse>/<database>.db/<table>/`` before is deleted first, so no stale file of another
 scale can remain.
+
+``load_tpch_managed`` instead writes every table as a MANAGED table through the Spark write
+path (``df.write.format("tiered_hive").mode("overwrite")``): insert-only ACID directories,
+write ids, statistics from the written files (``raptorx tpch load --managed``). The
+benchmark uses the external load.
 """
 
 from __future__ import annotations
@@ -91,6 +96,46 @@ def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tp
             register_external_table(metastore, settings, f"{database}.{table}", urls[table],
                                     replace=True, sealed=seal)
     return urls
+
+
+def load_tpch_managed(spark, scale: float, settings, *, database: str = "tpch_managed",
+                      warehouse_url: str | None = None, work_dir: str | None = None,
+                      progress: bool = True, source: str = "tiered_hive") -> dict[str, str]:
+    """Generate TPC-H at ``scale`` and write each table into the MANAGED table
+    ``<database>.<table>`` through ``spark`` (tiered_hive registered on it, as ``source``);
+    returns table -> location.
+
+    Each write is an overwrite: a rerun replaces the rows under a new ``base_<wid>/``. The
+    partitioned tables keep the generation's keys (``PARTITION_COLUMNS``). A table of that
+    name that is EXTERNAL is dropped from the metastore first (its files are left alone).
+    The database is created at ``<warehouse_url>/<database>.db`` when given and missing,
+    else tables go under its location or ``hive.metastore.warehouse.dir``. Use a database
+    of its own: an external load's files in the same directories would only be hidden.
+    """
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.model import EXTERNAL_TABLE
+    from raptorx_py.tpch.queries import PARTITION_COLUMNS, parquet_reader
+
+    say = _printer(progress)
+    local_root = Path(work_dir or default_work_dir()).expanduser() / f"sf{format_scale(scale)}"
+    generate_tpch(scale, str(local_root), progress=say)
+    with open_metastore(settings) as ms:
+        if warehouse_url is not None and database not in ms.list_databases():
+            ms.create_database(database, location=f"{_normalise_url(warehouse_url)}/{database}.db")
+        existing = ms.list_tables(database) if database in ms.list_databases() else []
+        for table in TABLES:
+            if table in existing and ms.get_table(database, table).table_type == EXTERNAL_TABLE:
+                say(f"dropping the EXTERNAL table {database}.{table} (files kept)")
+                ms.drop_table(database, table)
+    read = parquet_reader(spark, str(local_root))
+    for table in TABLES:
+        say(f"writing {database}.{table} (MANAGED)")
+        writer = read(table).write.format(source).mode("overwrite")
+        if table in PARTITION_COLUMNS:
+            writer = writer.option("partition_by", PARTITION_COLUMNS[table])
+        writer.save(f"{database}.{table}")
+    with open_metastore(settings) as ms:
+        return {t: ms.get_table(database, t).location for t in TABLES}
 
 
 def _printer(enabled: bool):
@@ -198,6 +243,9 @@ def add_cli(subparsers) -> None:
     load.add_argument("--no-seal", action="store_true",
                       help="register the partitions open (not sealed): their listings are "
                            "then never cached")
+    load.add_argument("--managed", action="store_true",
+                      help="write MANAGED tables through the Spark write path instead (starts "
+                           "a local Spark session; use a --database of their own)")
     add_common_options(load)
     load.set_defaults(func=cmd_tpch_load)
 
@@ -206,9 +254,21 @@ def cmd_tpch_load(args) -> int:
     from raptorx_py.cli import settings_from_args
 
     settings = settings_from_args(args)
-    urls = load_tpch(args.scale, args.warehouse, settings, database=args.database,
-                     work_dir=args.work_dir, progress=not args.no_progress,
-                     seal=not args.no_seal)
+    if args.managed:
+        from raptorx_py.session import tiered_session
+
+        spark = tiered_session(conf_dir=args.conf_dir, properties=settings.properties(),
+                               app_name="raptorx-tpch-load")
+        try:
+            urls = load_tpch_managed(spark, args.scale, settings, database=args.database,
+                                     warehouse_url=args.warehouse, work_dir=args.work_dir,
+                                     progress=not args.no_progress)
+        finally:
+            spark.stop()
+    else:
+        urls = load_tpch(args.scale, args.warehouse, settings, database=args.database,
+                         work_dir=args.work_dir, progress=not args.no_progress,
+                         seal=not args.no_seal)
     print(f"loaded TPC-H SF {format_scale(args.scale)}: "
           + ", ".join(f"{args.database}.{t}" for t in urls)
           + f" at {urls[TABLES[0]].rsplit('/', 1)[0]}")

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 EXPECTED_DEFAULTS = {
     "metastore_url": "sqlite:///~/.raptorx/metastore.db",
+    "warehouse_dir": "~/.raptorx/warehouse",
     "metastore_cache_ttl": 0.0,
     "metastore_refresh_interval": 1.0,
     "metastore_cache_maximum_size": 10000,
@@ -64,6 +65,8 @@ EXPECTED_DEFAULTS = {
 NON_DEFAULTS = {
     "hive.metastore.url": ("hive", "sqlite:////srv/meta.db", "metastore_url",
                            "sqlite:////srv/meta.db"),
+    "hive.metastore.warehouse.dir": ("hive", "s3://bucket/warehouse", "warehouse_dir",
+                                     "s3://bucket/warehouse"),
     "hive.metastore-cache-ttl": ("hive", "10m", "metastore_cache_ttl", 600.0),
     "hive.metastore-refresh-interval": ("hive", "250ms", "metastore_refresh_interval", 0.25),
     "hive.metastore-cache-maximum-size": ("hive", "500", "metastore_cache_maximum_size", 500),
@@ -110,6 +113,7 @@ ONE_CANONICAL_VALUE = {"cache.type"}
 
 EXPECTED_NAMES = {
     "hive.metastore.url",
+    "hive.metastore.warehouse.dir",
     "hive.metastore-cache-ttl",
     "hive.metastore-refresh-interval",
     "hive.metastore-cache-maximum-size",

@@ -2,10 +2,11 @@ package raptorx
 
 import java.util
 
-import org.apache.spark.sql.connector.catalog.{SupportsRead, Table, TableCapability, TableProvider}
+import org.apache.spark.sql.connector.catalog.{SupportsRead, SupportsWrite, Table, TableCapability, TableProvider}
 import org.apache.spark.sql.connector.expressions.Transform
 import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns}
-import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceV2, PythonScanBuilder}
+import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
+import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceV2, PythonScanBuilder, PythonWriteBuilder}
 import org.apache.spark.sql.sources.{DataSourceRegister, Filter}
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
@@ -33,7 +34,7 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
   override def getTable(
       schema: StructType,
       partitioning: Array[Transform],
-      properties: util.Map[String, String]): Table = new TieredHiveTable(schema)
+      properties: util.Map[String, String]): Table = new TieredHiveTable(schema, partitioning)
 
   override def supportsExternalMetadata(): Boolean = true
 }
@@ -41,6 +42,8 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
 object TieredHiveProvider {
   val PublicName = "tiered_hive"
   val PythonName = "tiered_hive_python"
+  /** The write option naming the partition keys of a table the write creates. */
+  val PartitionByOption = "partition_by"
 
   def freshPythonSource(): PythonDataSourceV2 = {
     val ds = new PythonDataSourceV2()
@@ -49,16 +52,56 @@ object TieredHiveProvider {
   }
 }
 
-class TieredHiveTable(tableSchema: StructType) extends Table with SupportsRead {
+/**
+ * Reads (see [[TieredHiveScanBuilder]]) and batch writes: `df.write.format("tiered_hive")
+ * .mode("append" | "overwrite").save("db.table")`. A write is the Python source's writer over a
+ * fresh `PythonDataSourceV2` (pyspark's `PythonWriteBuilder`, which also handles TRUNCATE, the
+ * overwrite of the whole table). `partitionBy(...)` reaches here as identity transforms; they
+ * are handed to the Python writer as the option `partition_by` (what a Python-only session
+ * passes by hand), and reported by `partitioning()` so that Spark's check of a `partitionBy`
+ * against the table passes: whether it matches the table's keys is the Python writer's check.
+ */
+class TieredHiveTable(tableSchema: StructType, tablePartitioning: Array[Transform] = Array.empty)
+    extends Table with SupportsRead with SupportsWrite {
   override def name(): String = TieredHiveProvider.PublicName
 
   override def schema(): StructType = tableSchema
 
+  override def partitioning(): Array[Transform] = tablePartitioning
+
   override def capabilities(): util.Set[TableCapability] =
-    util.EnumSet.of(TableCapability.BATCH_READ)
+    util.EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
+      TableCapability.TRUNCATE)
 
   override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder =
     new TieredHiveScanBuilder(tableSchema, options)
+
+  override def newWriteBuilder(info: LogicalWriteInfo): WriteBuilder =
+    new PythonWriteBuilder(TieredHiveProvider.freshPythonSource(), TieredHiveProvider.PythonName,
+      withPartitionBy(info))
+
+  private def withPartitionBy(info: LogicalWriteInfo): LogicalWriteInfo = {
+    if (tablePartitioning.isEmpty || info.options().containsKey(TieredHiveProvider.PartitionByOption)) {
+      return info
+    }
+    val keys = tablePartitioning.map { t =>
+      if (t.name() != "identity" || t.references().length != 1) {
+        throw new IllegalArgumentException(
+          s"tiered_hive partitions by columns only (Hive partition keys); got ${t.describe()}")
+      }
+      t.references()(0).fieldNames().mkString(".")
+    }
+    val options = new util.HashMap[String, String](info.options().asCaseSensitiveMap())
+    options.put(TieredHiveProvider.PartitionByOption, keys.mkString(","))
+    val merged = new CaseInsensitiveStringMap(options)
+    new LogicalWriteInfo {
+      override def options(): CaseInsensitiveStringMap = merged
+      override def queryId(): String = info.queryId()
+      override def schema(): StructType = info.schema()
+      override def rowIdSchema(): util.Optional[StructType] = info.rowIdSchema()
+      override def metadataSchema(): util.Optional[StructType] = info.metadataSchema()
+    }
+  }
 }
 
 /**

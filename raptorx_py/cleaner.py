@@ -1,0 +1,106 @@
+"""The cleaner of a managed table: removes what failed writes left on storage.
+
+``clean_table`` first expires transactions whose client stopped heartbeating
+(``hive.txn.timeout``, by the metastore's clock: tests inject one), then removes
+- staging directories (``.raptorx-staging-<txn>-...``) of transactions that are no longer open
+  (committed: their files were moved out; aborted or expired: never committed), and
+- ACID directories (``delta_``/``base_``) whose write ids all belong to aborted transactions,
+  anywhere below the table's location and its partitions' locations, registered partition
+  or not (a commit can die after moving files and before recording the partition).
+
+Never removed: anything of an open transaction (a write in progress), committed
+directories, and directories of committed write ids made obsolete by a later base (a reader
+of an older snapshot may still be reading them: there is no registry of running readers, so
+obsolete data is kept). External tables have no write ids and are refused.
+
+Limits: the metastore keeps aborted transactions forever, so a cleaned write id still shows
+as aborted in every snapshot (which is what keeps its directory invisible if a slow task
+of the dead job writes it again). Partitions recorded by an aborted commit stay registered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from raptorx_py.errors import MetastoreError
+from raptorx_py.metastore.model import EXTERNAL_TABLE, Table
+from raptorx_py.metastore.transactions import NoSuchTxnError
+from raptorx_py.storage.acid_layout import parse_acid_dir
+from raptorx_py.storage.fs import filesystem_for, join_url, split_url
+from raptorx_py.storage.hive_layout import is_hidden
+from raptorx_py.managed_write import staging_txn_id
+
+
+@dataclass
+class CleanReport:
+    table: str
+    expired_txns: list[int] = field(default_factory=list)
+    removed_staging: list[str] = field(default_factory=list)
+    removed_aborted: list[str] = field(default_factory=list)
+
+    @property
+    def removed(self) -> list[str]:
+        return self.removed_staging + self.removed_aborted
+
+
+def clean_table(metastore, settings, database: str, name: str) -> CleanReport:
+    """Clean ``database.name`` (see the module docstring); returns what was removed."""
+    table = metastore.get_table(database, name)
+    if table.table_type == EXTERNAL_TABLE:
+        raise MetastoreError(f"{table.qualified_name} is an EXTERNAL table: it has no write ids, "
+                             f"so there is nothing a cleaner may remove")
+    report = CleanReport(table.qualified_name, expired_txns=metastore.expire_timed_out())
+    snapshot = metastore.get_valid_write_ids([table.qualified_name])[table.qualified_name]
+    aborted = snapshot.aborted_write_ids
+    for root in _roots(metastore, table):
+        fs, root_path = filesystem_for(root, settings)
+        scheme, _ = split_url(root)
+        try:
+            found = fs.find(root_path, withdirs=True, detail=True)
+        except FileNotFoundError:
+            continue
+        prefix = root_path.rstrip("/") + "/"
+        # Only directories; parents before children, so a removed one is not visited again.
+        dirs = sorted(p for p, info in found.items()
+                      if info.get("type") == "directory" and p.startswith(prefix))
+        removed: list[str] = []
+        for path in dirs:
+            if any(path.startswith(r + "/") for r in removed):
+                continue
+            rel = path[len(prefix):].split("/")
+            leaf = rel[-1]
+            txn = staging_txn_id(leaf) if len(rel) == 1 else None
+            if txn is not None:
+                if not _is_open(metastore, txn):
+                    fs.rm(path, recursive=True)
+                    removed.append(path)
+                    report.removed_staging.append(join_url(scheme, path))
+                continue
+            if any(is_hidden(part) for part in rel):
+                continue
+            acid = parse_acid_dir(leaf)
+            if acid is not None and all(w in aborted for w in
+                                        range(acid.min_write_id, acid.max_write_id + 1)):
+                fs.rm(path, recursive=True)
+                removed.append(path)
+                report.removed_aborted.append(join_url(scheme, path))
+    return report
+
+
+def _roots(metastore, table: Table) -> list[str]:
+    """The table's location, plus every partition location outside it."""
+    root = table.location.rstrip("/")
+    roots = [root]
+    if table.is_partitioned:
+        for p in metastore.list_partitions(table):
+            loc = p.location.rstrip("/")
+            if not loc.startswith(root + "/") and loc not in roots:
+                roots.append(loc)
+    return roots
+
+
+def _is_open(metastore, txn_id: int) -> bool:
+    try:
+        return metastore.get_transaction(txn_id).state == "open"
+    except NoSuchTxnError:
+        return False

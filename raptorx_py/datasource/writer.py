@@ -1,0 +1,91 @@
+"""The Spark write path of ``tiered_hive``: pyspark's ``DataSourceArrowWriter`` over
+``raptorx_py.managed_write``.
+
+``df.write.format("tiered_hive").mode("append" | "overwrite").save("db.table")``, with the
+partition keys of a table the write creates given as ``.option("partition_by", "k1,k2")``
+or, with the native jar, ``.partitionBy("k1", "k2")`` (the JVM provider turns it into that
+option; without the jar pyspark 4.3's Python source rejects ``partitionBy``). An existing
+table keeps its keys; asking for others is an error.
+
+Where it runs (pyspark 4.3): ``TieredHiveDataSource.writer`` and ``__init__`` here in a
+Python worker of the driver, once per job (the transaction opens there); ``write`` in the
+executors, once per task; ``commit`` or ``abort`` in a Python worker of the driver, once. The
+writer object is pickled between them, so it carries only plain values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_type
+
+from raptorx_py import managed_write, metrics
+from raptorx_py.config.settings import Settings
+from raptorx_py.errors import SchemaError, WriteError
+from raptorx_py.hive_types import arrow_to_hive
+from raptorx_py.metastore import open_metastore
+from raptorx_py.metastore.model import Column
+
+@dataclass(frozen=True)
+class TaskFiles(WriterCommitMessage):
+    """What one task wrote (``managed_write.WrittenFile`` each)."""
+
+    files: tuple
+
+
+def spark_columns(schema) -> list[Column]:
+    """``(name, Hive type)`` of each field of a Spark schema."""
+    out = []
+    for f in schema.fields:
+        try:
+            arrow = to_arrow_type(f.dataType, timezone="UTC")
+        except Exception as e:  # noqa: BLE001 - pyspark's own error names no column
+            raise SchemaError(f"column '{f.name}' has Spark type {f.dataType.simpleString()}, "
+                              f"which tiered_hive cannot write") from e
+        out.append(Column(f.name, arrow_to_hive(arrow, f.name)))
+    return out
+
+
+class TieredHiveWriter(DataSourceArrowWriter):
+    """One write job: begun (transaction opened) when made, committed or aborted once.
+
+    Contract: nothing of the job is visible before ``commit`` returns, all of it after; a
+    failed or killed job leaves no visible row (its transaction aborts, or expires after
+    ``hive.txn.timeout``, and ``raptorx table clean`` removes its files).
+    """
+
+    def __init__(self, settings: Settings, database: str, table_name: str, schema,
+                 overwrite: bool, partition_by: str | None = None):
+        self.settings = settings
+        with open_metastore(settings) as ms:
+            self.job = managed_write.begin_write(
+                ms, settings, database, table_name, spark_columns(schema), overwrite,
+                managed_write.parse_partition_by(partition_by))
+
+    def write(self, iterator) -> TaskFiles:
+        try:
+            return TaskFiles(managed_write.write_task(self.settings, self.job, iterator))
+        finally:
+            metrics.flush(self.settings.metrics_directory)
+
+    def commit(self, messages) -> None:
+        missing = sum(1 for m in messages if m is None)
+        files = [f for m in messages if m is not None for f in m.files]
+        try:
+            with open_metastore(self.settings) as ms:
+                if missing:  # pyspark: a failed task's message is None; never commit half
+                    managed_write.abort_write(ms, self.settings, self.job)
+                    raise WriteError(f"{missing} task(s) of the write to "
+                                     f"{self.job.target.qualified_name} returned nothing; "
+                                     f"the write was aborted")
+                managed_write.commit_write(ms, self.settings, self.job, files)
+        finally:
+            metrics.flush(self.settings.metrics_directory)
+
+    def abort(self, messages) -> None:
+        try:
+            with open_metastore(self.settings) as ms:
+                managed_write.abort_write(ms, self.settings, self.job)
+        finally:
+            metrics.flush(self.settings.metrics_directory)

@@ -1,0 +1,415 @@
+"""The managed-table write path without Spark: begin -> tasks -> commit/abort, the locks it
+takes, what snapshots see, and the cleaner. Clocks and sleeps are injected."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from raptorx_py import managed_write as mw
+from raptorx_py.cleaner import clean_table
+from raptorx_py.config import load_settings
+from raptorx_py.datasource.planner import plan_scan
+from raptorx_py.errors import SchemaError
+from raptorx_py.metastore.locks import LockManager, LockRefusedError, Operation, lock_components
+from raptorx_py.metastore.model import Column
+from raptorx_py.metastore.store import Metastore, SqliteBackend
+from raptorx_py.metastore.transactions import TxnAbortedError
+from raptorx_py.storage.acid_layout import delta_dir_name
+
+COLUMNS = [Column("id", "bigint"), Column("amount", "decimal(10,2)"), Column("day", "date"),
+           Column("region", "string")]
+
+
+class Clock:
+    def __init__(self, start: float = 1_700_000_000.0):
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def setup(tmp_path):
+    settings = load_settings(overrides={
+        "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+        "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+        "hive.lock.numretries": "2", "hive.lock.sleep.between.retries": "5s",
+        "hive.txn.timeout": "60s"})
+    clock = Clock()
+    ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=60)
+    yield settings, ms, clock, tmp_path
+    ms.close()
+
+
+def batch(ids, region_of=lambda i: "EU" if i % 2 else "US"):
+    ids = list(ids)
+    return pa.RecordBatch.from_pydict({
+        "id": pa.array(ids, pa.int64()),
+        "amount": pa.array([None if i % 7 == 0 else f"{i}.25" for i in ids]).cast(
+            pa.decimal128(10, 2)),
+        "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 30) for i in ids]),
+        "region": pa.array([region_of(i) for i in ids], pa.string()),
+    })
+
+
+def write(settings, ms, batches, *, overwrite=False, table="t", partition_by=("region",)):
+    job = mw.begin_write(ms, settings, "db", table, COLUMNS, overwrite, partition_by)
+    files = mw.write_task(settings, job, batches,
+                          heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms))
+    return job, files
+
+
+def read_ids(settings, ms, table="t") -> list[int]:
+    t = ms.get_table("db", table)
+    plan = plan_scan(ms, settings, t, t.all_columns, [])
+    ids = []
+    for s in plan.splits:
+        ids += pq.read_table(s.url.removeprefix("file://"), columns=["id"]).column("id").to_pylist()
+    return sorted(ids)
+
+
+def test_append_twice_then_overwrite(setup):
+    settings, ms, _, tmp = setup
+    job, files = write(settings, ms, [batch(range(0, 10)), batch(range(10, 20))])
+    assert {f.values for f in files} == {("EU",), ("US",)}
+    result = mw.commit_write(ms, settings, job, files)
+    assert (result.write_id, result.rows, result.partitions_added) == (1, 20, 2)
+    job, files = write(settings, ms, [batch(range(20, 25), lambda i: "ASIA")])
+    assert mw.commit_write(ms, settings, job, files).write_id == 2
+    assert read_ids(settings, ms) == list(range(25))
+
+    t = ms.get_table("db", "t")
+    assert t.table_type == "MANAGED_TABLE"
+    assert t.location == f"file://{tmp}/warehouse/db.db/t"
+    parts = {p.values: p for p in ms.list_partitions(t)}
+    assert parts[("EU",)].row_count == 10 and parts[("EU",)].parameters["writeId"] == "1"
+    assert parts[("EU",)].stats["id"].low == 1 and parts[("EU",)].stats["id"].high == 19
+    assert parts[("EU",)].stats["amount"].num_nulls == 1  # id 7
+    assert os.path.isdir(f"{tmp}/warehouse/db.db/t/region=EU/{delta_dir_name(1)}")
+    assert not [n for n in os.listdir(f"{tmp}/warehouse/db.db/t") if n.startswith(".")]
+
+    job, files = write(settings, ms, [batch([100, 101])], overwrite=True)
+    result = mw.commit_write(ms, settings, job, files)
+    assert read_ids(settings, ms) == [100, 101]
+    parts = {p.values: p for p in ms.list_partitions(t)}
+    # ASIA received no row: it stays, empty, under the overwrite's base
+    assert parts[("ASIA",)].row_count == 0 and parts[("ASIA",)].parameters["writeId"] == "3"
+    assert parts[("EU",)].row_count == 1
+
+    # an append after the overwrite lands above its base
+    job, files = write(settings, ms, [batch([7])])
+    mw.commit_write(ms, settings, job, files)
+    assert read_ids(settings, ms) == [7, 100, 101]
+    assert {p.values: p for p in ms.list_partitions(t)}[("EU",)].row_count == 2
+
+
+def test_partition_values_split_exactly(setup):
+    settings, ms, _, _ = setup
+    rng = random.Random(7)
+    regions = ["EU", "US", None, "a/b=c", ""]
+    ids = list(range(300))
+    rng.shuffle(ids)
+    region_of = {i: rng.choice(regions) for i in ids}
+    job, files = write(settings, ms, [batch(ids[:150], region_of.get),
+                                      batch(ids[150:], region_of.get)])
+    mw.commit_write(ms, settings, job, files)
+    t = ms.get_table("db", "t")
+    got = {}
+    for p in ms.list_partitions(t):
+        plan = plan_scan(ms, settings, t, t.all_columns, [])
+        got[p.values] = p.row_count
+    expected = {}
+    for i in ids:  # "" is Hive's null partition too
+        key = (region_of[i] or None,)
+        expected[key] = expected.get(key, 0) + 1
+    assert got == expected
+    assert read_ids(settings, ms) == list(range(300))
+    assert len(plan.splits) == 4  # one file per partition for this one task
+
+
+def test_unpartitioned_append_and_overwrite(setup):
+    settings, ms, _, _ = setup
+    for lo in (0, 5):
+        job, files = write(settings, ms, [batch(range(lo, lo + 5))], partition_by=None, table="u")
+        mw.commit_write(ms, settings, job, files)
+    assert read_ids(settings, ms, "u") == list(range(10))
+    assert ms.get_table("db", "u").parameters["numRows"] == "10"
+    job, files = write(settings, ms, [], overwrite=True, partition_by=None, table="u")
+    mw.commit_write(ms, settings, job, files)
+    assert read_ids(settings, ms, "u") == []
+    assert ms.get_table("db", "u").parameters["numRows"] == "0"
+
+
+def test_uncommitted_write_is_invisible_to_a_concurrent_snapshot(setup):
+    settings, ms, _, _ = setup
+    job, files = write(settings, ms, [batch(range(4))])
+    mw.commit_write(ms, settings, job, files)
+    # a second write is moved in but not committed yet: simulate by doing the steps by hand
+    job, files = write(settings, ms, [batch(range(4, 8))])
+    wid = ms.allocate_write_id(job.txn_id, "db", "t")
+    t = ms.get_table("db", "t")
+    for f in files:
+        dest = f"{t.location}/region={f.values[0]}/{delta_dir_name(wid)}"
+        os.makedirs(dest.removeprefix("file://"), exist_ok=True)
+        os.rename(f.url.removeprefix("file://"),
+                  f"{dest.removeprefix('file://')}/{f.url.rsplit('/', 1)[-1]}")
+    assert read_ids(settings, ms) == [0, 1, 2, 3]
+
+
+def test_commit_that_dies_after_allocating_is_invisible_then_cleaned(setup):
+    settings, ms, clock, tmp = setup
+    job, files = write(settings, ms, [batch(range(4))])
+    mw.commit_write(ms, settings, job, files)
+    # the dying commit: write id allocated, files moved, then nothing (no commit, no abort)
+    job, files = write(settings, ms, [batch(range(10, 14))])
+    wid = ms.allocate_write_id(job.txn_id, "db", "t")
+    table_dir = f"{tmp}/warehouse/db.db/t"
+    moved = f"{table_dir}/region=NEW/{delta_dir_name(wid)}"  # a partition never registered
+    os.makedirs(moved)
+    for f in files:
+        os.rename(f.url.removeprefix("file://"), f"{moved}/{f.url.rsplit('/', 1)[-1]}")
+    assert read_ids(settings, ms) == [0, 1, 2, 3]
+
+    # still open: the cleaner keeps everything (the write may be running)
+    report = clean_table(ms, settings, "db", "t")
+    assert report.removed == [] and os.path.isdir(moved)
+
+    clock.now += 61  # no heartbeat for longer than hive.txn.timeout
+    report = clean_table(ms, settings, "db", "t")
+    assert report.expired_txns == [job.txn_id]
+    assert report.removed_aborted == [f"file://{moved}"]
+    assert report.removed_staging == [job.staging_url]
+    assert not os.path.exists(moved) and not os.path.exists(job.staging_url[7:])
+    assert ms.get_valid_write_ids(["db.t"])["db.t"].aborted_write_ids == {wid}
+    assert read_ids(settings, ms) == [0, 1, 2, 3]
+    # committed data is never touched
+    assert os.path.isdir(f"{table_dir}/region=US/{delta_dir_name(1)}")
+    # the dead commit cannot come back
+    with pytest.raises(TxnAbortedError):
+        ms.commit_transaction(job.txn_id)
+
+
+def test_failed_commit_aborts_and_removes_what_it_moved(setup, monkeypatch):
+    settings, ms, _, tmp = setup
+    job, files = write(settings, ms, [batch(range(4))])
+    mw.commit_write(ms, settings, job, files)
+    job, files = write(settings, ms, [batch(range(4, 8))])
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("metastore went away")
+
+    monkeypatch.setattr(ms, "commit_transaction", broken)
+    with pytest.raises(RuntimeError, match="went away"):
+        mw.commit_write(ms, settings, job, files)
+    monkeypatch.undo()
+    assert ms.get_transaction(job.txn_id).state == "aborted"
+    assert not os.path.exists(f"{tmp}/warehouse/db.db/t/region=US/{delta_dir_name(2)}")
+    assert not os.path.exists(job.staging_url[7:])
+    assert read_ids(settings, ms) == [0, 1, 2, 3]
+
+
+def test_overwrite_refused_while_an_appender_holds_shared_write(setup):
+    settings, ms, _, _ = setup
+    job, files = write(settings, ms, [batch(range(4))])
+    mw.commit_write(ms, settings, job, files)
+    other = ms.open_transaction(user="alice", host="etl-1")
+    LockManager(ms, settings).acquire(
+        lock_components(Operation.INSERT, "db", "t", ["region=EU"]), txn_id=other,
+        user="alice", host="etl-1")
+    job, files = write(settings, ms, [batch(range(50, 52))], overwrite=True)
+    sleeps = []
+    with pytest.raises(LockRefusedError) as err:
+        mw.commit_write(ms, settings, job, files, sleep=sleeps.append)
+    message = str(err.value)
+    assert "cannot take EXCLUSIVE on db.t" in message
+    assert f"transaction {other}" in message and "user alice on host etl-1" in message
+    assert "refused 3 times" in message and sleeps == [5.0, 5.0]
+    assert ms.get_transaction(job.txn_id).state == "aborted"
+    assert ms.get_valid_write_ids(["db.t"])["db.t"].high_watermark == 1  # none allocated
+    assert read_ids(settings, ms) == [0, 1, 2, 3]
+    # another appender of another partition is not blocked by the SHARED_WRITE
+    job, files = write(settings, ms, [batch([9], lambda i: "ASIA")])
+    assert mw.commit_write(ms, settings, job, files, sleep=sleeps.append).write_id == 2
+
+
+def test_a_commit_that_dies_records_no_partition_metadata(setup, monkeypatch):
+    """The partitions a commit records and the commit itself are one database transaction:
+    a commit that fails after recording them leaves the metastore as it was."""
+    settings, ms, _, _ = setup
+    job, files = write(settings, ms, [batch(range(4))])
+    mw.commit_write(ms, settings, job, files)
+    table = ms.get_table("db", "t")
+    before = {p.values: (p.parameters.get("numRows"), p.parameters.get("writeId"))
+              for p in ms.list_partitions(table)}
+    assert set(before) == {("EU",), ("US",)}
+    job, files = write(settings, ms, [batch(range(4, 10),
+                                            region_of=lambda i: "APAC" if i > 7 else "EU")])
+    real_commit = ms.commit_transaction
+
+    def dies_after_recording(txn_id):
+        real_commit(txn_id)  # inside the commit's database transaction: rolled back below
+        raise RuntimeError("driver killed during commit")
+
+    monkeypatch.setattr(ms, "commit_transaction", dies_after_recording)
+    with pytest.raises(RuntimeError, match="driver killed"):
+        mw.commit_write(ms, settings, job, files)
+    monkeypatch.undo()
+    assert ms.get_transaction(job.txn_id).state == "aborted"
+    after = {p.values: (p.parameters.get("numRows"), p.parameters.get("writeId"))
+             for p in ms.list_partitions(table)}
+    assert after == before
+    assert read_ids(settings, ms) == [0, 1, 2, 3]
+
+
+def test_abort_removes_staging_and_task_needs_an_open_txn(setup):
+    settings, ms, clock, _ = setup
+    job, files = write(settings, ms, [batch(range(4))])
+    assert os.path.isdir(job.staging_url[7:])
+    mw.abort_write(ms, settings, job)
+    assert ms.get_transaction(job.txn_id).state == "aborted"
+    assert not os.path.exists(job.staging_url[7:])
+    assert "db" not in ms.list_databases()  # the table is created by the commit only
+    with pytest.raises(TxnAbortedError):
+        mw.write_task(settings, job, [batch([1])],
+                      heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms))
+
+
+def test_schema_and_table_kind_are_checked(setup):
+    settings, ms, _, tmp = setup
+    job, files = write(settings, ms, [batch([1])])
+    mw.commit_write(ms, settings, job, files)
+    with pytest.raises(SchemaError, match="partitioned by \\(region\\).*asks for \\(day\\)"):
+        mw.begin_write(ms, settings, "db", "t", COLUMNS, False, ("day",))
+    with pytest.raises(SchemaError, match="column 'id' of db.t is bigint.*is string"):
+        mw.begin_write(ms, settings, "db", "t", [Column("id", "string"), *COLUMNS[1:]], False)
+    with pytest.raises(SchemaError, match="lacks|has columns"):
+        mw.begin_write(ms, settings, "db", "t", COLUMNS[:2], False)
+    with pytest.raises(SchemaError, match="not columns of the data"):
+        mw.begin_write(ms, settings, "db", "new", COLUMNS, False, ("nope",))
+
+
+def test_staging_names():
+    assert mw.staging_txn_id(mw.staging_dir_name(42)) == 42
+    assert mw.staging_txn_id("/x/t/" + mw.staging_dir_name(7, "abc") + "/") == 7
+    assert mw.staging_txn_id("region=EU") is None
+    assert mw.staging_dir_name(1).startswith(".")
+
+
+def test_cli_clean(setup, capsys):
+    from raptorx_py.cli import main
+
+    settings, ms, _, tmp = setup
+    job, files = write(settings, ms, [batch(range(4))])
+    mw.commit_write(ms, settings, job, files)
+    job, files = write(settings, ms, [batch(range(4, 6))])
+    wid = ms.allocate_write_id(job.txn_id, "db", "t")
+    dead = f"{tmp}/warehouse/db.db/t/region=US/{delta_dir_name(wid)}"
+    os.makedirs(dead)
+    os.rename(files[0].url[7:], f"{dead}/x.parquet")
+    ms.abort_transaction(job.txn_id)  # the client aborted, then died before cleaning up
+    args = ["-p", f"hive.metastore.url={settings.metastore_url}"]
+    assert main(["table", "clean", "db.t", *args]) == 0
+    out = capsys.readouterr().out
+    assert f"removed aborted file://{dead}" in out and f"removed staging {job.staging_url}" in out
+    assert "2 directories removed" in out
+    assert not os.path.exists(dead) and read_ids(settings, ms) == [0, 1, 2, 3]
+    assert main(["table", "clean", "db.t", *args]) == 0
+    assert "0 directories removed" in capsys.readouterr().out
+
+
+def test_waiting_for_a_lock_keeps_the_writer_alive(tmp_path):
+    """The holder dies (stops heartbeating); the waiting writer heartbeats while it waits, so
+    it outlives the holder, whose expiry releases the lock."""
+    settings = load_settings(overrides={
+        "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+        "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+        "hive.lock.numretries": "5", "hive.lock.sleep.between.retries": "50s",
+        "hive.txn.timeout": "60s"})
+    clock = Clock()
+    ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=60)
+    job, files = write(settings, ms, [batch(range(4))])
+    mw.commit_write(ms, settings, job, files)
+    holder = ms.open_transaction()
+    LockManager(ms, settings).acquire(lock_components(Operation.INSERT, "db", "t"),
+                                      txn_id=holder)
+    job, files = write(settings, ms, [batch([5])], overwrite=True)
+    slept = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        clock.now += seconds
+
+    assert mw.commit_write(ms, settings, job, files, sleep=sleep).write_id == 2
+    assert ms.get_transaction(holder).state == "aborted"
+    assert ms.get_transaction(job.txn_id).state == "committed"
+    assert max(slept) <= 20 and sum(slept) > 60  # waited longer than the timeout, in steps
+    assert read_ids(settings, ms) == [5]
+    ms.close()
+
+
+def test_listing_cache_keeps_raw_managed_listings_and_filters_by_snapshot(tmp_path):
+    """Managed partitions are cached whether sealed or not; a snapshot older than the cached
+    listing still reads only its own write ids; a commit changes the partition's version."""
+    from raptorx_py.cache.listing_cache import listing_cache_for
+    from raptorx_py.metastore.cached_store import QuerySnapshot
+    from raptorx_py.metrics import counters
+
+    settings = load_settings(overrides={
+        "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+        "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+        "hive.file-status-cache-tables": f"db.cached_{tmp_path.name[-8:]}"})
+    name = f"cached_{tmp_path.name[-8:]}"
+    ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"))
+    job, files = write(settings, ms, [batch(range(4))], table=name)
+    mw.commit_write(ms, settings, job, files)
+
+    def plan(snapshot=None):
+        t = ms.get_table("db", name)
+        p = plan_scan(ms, settings, t, t.all_columns, [], snapshot=snapshot)
+        return sorted(i for s in p.splits
+                      for i in pq.read_table(s.url[7:], columns=["id"]).column("id").to_pylist())
+
+    old = QuerySnapshot(ms.get_table_snapshots([f"db.{name}"]))
+    assert plan() == [0, 1, 2, 3]
+    cache = listing_cache_for(settings)
+    assert len(cache) == 2  # both partitions cached, though nothing is sealed
+    job, files = write(settings, ms, [batch([10, 11])], table=name)
+    mw.commit_write(ms, settings, job, files)
+    assert plan() == [0, 1, 2, 3, 10, 11]  # new versions: listed again, new delta seen
+    # the old snapshot, planned after the commit, through the cached new listings: its rows
+    hits = counters.snapshot().get("listing_cache.hits", 0)
+    assert plan(old) == [0, 1, 2, 3]
+    assert counters.snapshot().get("listing_cache.hits", 0) - hits == 2
+    ms.close()
+
+
+def test_statistics_of_an_unseen_overwrite_never_prune_an_older_snapshot(setup):
+    """An overwrite records its (narrower) statistics; a snapshot from before it still reads
+    the old rows, so those statistics must not prune the partition for it."""
+    from raptorx_py import predicates as preds
+    from raptorx_py.metastore.cached_store import QuerySnapshot
+
+    settings, ms, _, _ = setup
+    job, files = write(settings, ms, [batch(range(1, 40, 2))])  # EU ids 1..39
+    mw.commit_write(ms, settings, job, files)
+    old = QuerySnapshot(ms.get_table_snapshots(["db.t"]))
+    job, files = write(settings, ms, [batch([1, 3])], overwrite=True)
+    mw.commit_write(ms, settings, job, files)
+    t = ms.get_table("db", "t")
+    wanted = [preds.Comparison(">", "id", 30)]
+
+    def ids_of(plan):
+        return sorted(i for s in plan.splits
+                      for i in pq.read_table(s.url[7:], columns=["id"]).column("id").to_pylist())
+
+    now = plan_scan(ms, settings, t, t.all_columns, wanted)
+    assert now.partitions_pruned_by_stats == 1 and ids_of(now) == []
+    before = plan_scan(ms, settings, t, t.all_columns, wanted, snapshot=old)
+    assert before.partitions_pruned_by_stats == 0
+    assert [i for i in ids_of(before) if i > 30] == [31, 33, 35, 37, 39]
