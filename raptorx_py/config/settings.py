@@ -58,6 +58,12 @@ PROPERTIES: tuple[Property, ...] = (
              "count", "hive", "Most tables, and separately most partitions (counted one by "
              "one), that each process's metastore cache holds, least recently used out first; "
              "a table with more partitions than this is not cached."),
+    Property("hive.metastore-cache-prewarm", "metastore_cache_prewarm", "false", "bool", "hive",
+             "Load every table and its partitions into a process's metastore cache when the "
+             "cache is created (Hive's CachedStore prewarm: each table's ValidWriteIdList is "
+             "taken first, then its entries), within hive.metastore-cache-maximum-size. Off by "
+             "default because every planning process holds its own cache and a prewarm reads "
+             "the whole metastore; queries then load only what they read."),
     Property("hive.metastore-cache-scope", "metastore_cache_scope", "ALL", "cache_scope", "hive",
              "What the metastore cache holds: ALL (tables and partitions) or PARTITION "
              "(partition lists only; every query reads its tables from the database)."),
@@ -148,6 +154,7 @@ class Settings:
     metastore_cache_ttl: float  # seconds
     metastore_refresh_interval: float  # seconds
     metastore_cache_maximum_size: int
+    metastore_cache_prewarm: bool
     metastore_cache_scope: str  # "ALL" | "PARTITION"
     partition_versioning_enabled: bool
     support_concurrency: bool

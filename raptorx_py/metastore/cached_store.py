@@ -460,7 +460,8 @@ _inherited: list[CachedMetastore] = []
 
 def cached_metastore_for(settings, *, start: bool = True) -> CachedMetastore:
     """This process's cache for ``settings``' metastore URL (one per URL and cache
-    configuration), created on first use and, with ``start``, refreshed in the background.
+    configuration), created on first use (and prewarmed then, with
+    ``hive.metastore-cache-prewarm``) and, with ``start``, refreshed in the background.
     Module state on purpose: Spark reuses the driver's Python worker from query to query, so
     the cache outlives a query. A forked child builds its own."""
     global _registry_pid
@@ -468,7 +469,8 @@ def cached_metastore_for(settings, *, start: bool = True) -> CachedMetastore:
 
     key = (settings.metastore_url, settings.metastore_cache_ttl,
            settings.metastore_cache_scope, settings.metastore_cache_maximum_size,
-           settings.partition_versioning_enabled, settings.metastore_refresh_interval)
+           settings.partition_versioning_enabled, settings.metastore_refresh_interval,
+           settings.metastore_cache_prewarm)
     with _registry_lock:
         if _registry_pid != os.getpid():
             _inherited.extend(_registry.values())
@@ -477,6 +479,11 @@ def cached_metastore_for(settings, *, start: bool = True) -> CachedMetastore:
         cache = _registry.get(key)
         if cache is None:
             cache = CachedMetastore(open_metastore(settings), settings, owns_metastore=True)
+            if settings.metastore_cache_prewarm:
+                try:
+                    cache.prewarm()
+                except MetastoreError as e:  # a cold cache still answers every query
+                    log.warning("metastore cache prewarm failed; loading on demand: %s", e)
             if start:
                 cache.start()
             _registry[key] = cache

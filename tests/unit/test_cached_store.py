@@ -533,6 +533,23 @@ def test_one_cache_per_process_per_metastore(metastore_url, tmp_path, writer):
         close_cached_metastores()
 
 
+def test_prewarm_at_start_up_makes_the_first_query_warm(metastore_url, writer):
+    """``hive.metastore-cache-prewarm``: the process's cache is loaded when it is created, so
+    the first query makes only its snapshot round trip; without it the first query loads."""
+    new_table(writer)
+    try:
+        for prewarm, first_query in (("false", 11), ("true", 1)):
+            close_cached_metastores()
+            settings = settings_for(metastore_url, **{"hive.metastore-cache-prewarm": prewarm})
+            cache = cached_metastore_for(settings, start=False)
+            with Trips() as t:
+                _, parts = query(cache)
+            assert values_of(parts) == ["a", "b"]
+            assert t.n == first_query, prewarm
+    finally:
+        close_cached_metastores()
+
+
 def test_a_failed_connection_is_replaced_once_and_other_errors_are_not(metastore_url, writer):
     """``with_cached_metastore``: a read that fails on the cache's connection (the driver's
     OperationalError) runs once more through a new cache; any other metastore error (here
