@@ -168,8 +168,8 @@ def tiered_local_views(*, native: bool = True) -> Callable[[BenchContext], None]
     every column, no pushdown)."""
 
     def register_local(ctx: BenchContext) -> None:
-        from raptorx_py.config import load_settings
         from raptorx_py.datasource.source import configured_source_class
+        from raptorx_py.session import session_settings
         from raptorx_py.tpch import queries
 
         database = local_tables(ctx)
@@ -177,7 +177,7 @@ def tiered_local_views(*, native: bool = True) -> Callable[[BenchContext], None]
         if not native:
             name = "tiered_hive_without_jar"
             if not ctx.state.get(name):
-                settings = load_settings(overrides=dict(ctx.properties))
+                settings = session_settings(ctx.spark, properties=dict(ctx.properties))
                 ctx.spark.dataSource.register(
                     configured_source_class(settings, name=name, pushdown=False))
                 ctx.state[name] = True

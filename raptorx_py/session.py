@@ -33,7 +33,7 @@ def register(spark, conf_dir: str | None = None,
     from raptorx_py.datasource.source import configured_source_class
 
     conf_dir = conf_dir or spark.conf.get("spark.raptorx.conf.dir", None) or None
-    settings = load_settings(conf_dir=conf_dir, overrides=properties)
+    settings = session_settings(spark, conf_dir, properties)
     for key, value in REQUIRED_SPARK_CONF.items():
         spark.conf.set(key, value)
     if native.provider_loadable(spark):
@@ -48,6 +48,18 @@ def register(spark, conf_dir: str | None = None,
                 f"{native.BUILD_HINT}", RuntimeWarning, stacklevel=2)
         source = configured_source_class(settings, name=native.PUBLIC_NAME, pushdown=False)
     spark.dataSource.register(source)
+    return settings
+
+
+def session_settings(spark, conf_dir: str | None = None,
+                     properties: dict[str, str] | None = None) -> Settings:
+    """The settings for ``spark``: ``load_settings``, with what only the driver knows filled
+    in (``hive.min-split-count=0``: the application's task slots)."""
+    settings = load_settings(conf_dir=conf_dir, overrides=properties)
+    if settings.min_split_count == 0:
+        slots = str(spark.sparkContext.defaultParallelism)
+        settings = load_settings(conf_dir=conf_dir,
+                                 overrides={**(properties or {}), "hive.min-split-count": slots})
     return settings
 
 

@@ -106,9 +106,11 @@ PROPERTIES: tuple[Property, ...] = (
     Property("hive.max-split-size", "max_split_size", "64MB", "size", "hive",
              "Most bytes of files one Spark task reads; small files are packed together up "
              "to this size."),
-    Property("hive.min-split-count", "min_split_count", "8", "count", "hive",
+    Property("hive.min-split-count", "min_split_count", "0", "count", "hive",
              "A scan with at least this many files is cut into at least this many tasks, so "
-             "a small table still uses several cores."),
+             "a small table still uses several cores. 0: the Spark application's default "
+             "parallelism (its task slots, filled in by register()); Spark pays a fixed cost "
+             "per task of a Python source, so tasks beyond the slots only add that cost."),
     # --- file-listing cache ------------------------------------------------------------
     Property("hive.file-status-cache-tables", "file_status_cache_tables", "", "str", "hive",
              "Tables whose sealed partitions' listings are cached: comma-separated patterns "

@@ -35,5 +35,12 @@ def test_bad_conf_file_fails_at_register_naming_file_and_line(spark, env, tmp_pa
         register(spark, conf_dir=str(tmp_path), properties=env.properties)
 
 
+def test_min_split_count_defaults_to_the_task_slots(spark, env, restore):
+    slots = spark.sparkContext.defaultParallelism
+    assert register(spark, properties=env.properties).min_split_count == slots
+    explicit = register(spark, properties={**env.properties, "hive.min-split-count": "5"})
+    assert explicit.min_split_count == 5
+
+
 def test_filter_pushdown_is_switched_on(spark):
     assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"

@@ -47,7 +47,7 @@ EXPECTED_DEFAULTS = {
     "s3_max_error_retries": 2,
     "stats_pruning_enabled": True,
     "max_split_size": 64 * 2**20,
-    "min_split_count": 8,
+    "min_split_count": 0,
     "file_status_cache_tables": "",
     "file_status_cache_size": 1_000_000,
     "file_status_cache_expire_time": 86400.0,
