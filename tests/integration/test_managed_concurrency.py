@@ -42,18 +42,22 @@ WRITER_APP = textwrap.dedent("""
 """)
 
 
-def test_reader_sees_whole_commits_in_order(spark, env, tmp_path):
+def test_reader_sees_whole_commits_in_order(spark, env, tmp_path, metastore_url):
+    """On both metastore backends (the reader session reaches the test's metastore through a
+    per-read property; the writer application is started on it)."""
     name = f"{env.unique_db('conc')}.events"
+    on = {"hive.metastore.url": metastore_url}
+    properties = {**env.properties, **on}
     # Warm this session's read path first (Python workers, metastore), so that its reads are
     # short next to the writer's commits.
     warm = f"{name}_warmup"
-    spark.range(3).write.format("tiered_hive").mode("append").save(warm)
-    assert spark.read.format("tiered_hive").load(warm).count() == 3
+    spark.range(3).write.format("tiered_hive").options(**on).mode("append").save(warm)
+    assert spark.read.format("tiered_hive").options(**on).load(warm).count() == 3
     script = tmp_path / "writer_app.py"
     script.write_text(WRITER_APP)
     log = open(tmp_path / "writer.log", "w")
     writer = subprocess.Popen(
-        [sys.executable, str(script), json.dumps([env.properties, name, BATCHES, BATCH_ROWS])],
+        [sys.executable, str(script), json.dumps([properties, name, BATCHES, BATCH_ROWS])],
         stdout=subprocess.PIPE, stderr=log, cwd=os.getcwd(), text=True,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     deadline = time.monotonic() + 120
@@ -65,13 +69,13 @@ def test_reader_sees_whole_commits_in_order(spark, env, tmp_path):
         # Wait (no polling) for the writer's first commit: the table exists from then on.
         ready, _, _ = select.select([writer.stdout], [], [], deadline - time.monotonic())
         assert ready and writer.stdout.readline().startswith("committed 0"), _log(tmp_path)
-        with env.metastore() as ms:
+        with env.metastore(**on) as ms:
             while True:
                 assert time.monotonic() < deadline, "the writer did not finish in time"
                 done = writer.poll() is not None
                 committed = ms.get_valid_write_ids([name])[name].committed_count()
-                ids = sorted(r.id for r in spark.read.format("tiered_hive").load(name)
-                             .select("id").collect())
+                table = spark.read.format("tiered_hive").options(**on).load(name)
+                ids = sorted(r.id for r in table.select("id").collect())
                 k, rest = divmod(len(ids), BATCH_ROWS)
                 assert rest == 0, f"partial write visible: {len(ids)} rows"
                 assert ids == list(range(k * BATCH_ROWS)), "rows missing inside the batches"
@@ -91,8 +95,9 @@ def test_reader_sees_whole_commits_in_order(spark, env, tmp_path):
     print(f"batches visible per read: {seen}; reads that raced a commit: {lagging}; at {times}")
     assert seen[-1] == BATCHES
     assert len(set(seen)) >= 2  # the reads really interleaved with the commits
-    parts = {r.part: r.c for r in spark.read.format("tiered_hive").load(name)
-             .groupBy("part").count().withColumnRenamed("count", "c").collect()}
+    table = spark.read.format("tiered_hive").options(**on).load(name)
+    parts = {r.part: r.c for r in table.groupBy("part").count()
+             .withColumnRenamed("count", "c").collect()}
     assert parts == {"0": 60, "1": 60, "2": 60}
 
 
