@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from raptorx_py import predicates as preds
 from raptorx_py.cache.listing_cache import is_sealed, listing_cache_for, partition_version
@@ -88,8 +88,7 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
     write_ids = _managed_write_ids(metastore, table, snapshot)
 
     if table.is_partitioned:
-        partitions = (metastore.list_partitions(table) if snapshot is None
-                      else metastore.list_partitions(table, snapshot=snapshot))
+        partitions = metastore.list_partitions(table, snapshot=snapshot)
         total = len(partitions)
         kept = []
         for p in partitions:
@@ -116,9 +115,7 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
         locations = ([_Location(table.location, (), table.parameters, table.id)]
                      if matches else [])
 
-    if write_ids is not None:
-        locations = [replace(loc, write_ids=write_ids) for loc in locations]
-    splits = _list_splits(settings, table.qualified_name, locations)
+    splits = _list_splits(settings, table.qualified_name, locations, write_ids)
     tasks = pack_splits(splits, settings.max_split_size, settings.min_split_count)
     counters.add("planner.partitions_total", total)
     counters.add("planner.partitions_pruned_by_value", by_value)
@@ -159,8 +156,6 @@ class _Location:
     values: tuple
     parameters: Mapping[str, str]
     object_id: int | None
-    #: A managed table's snapshot: only the ACID directories it allows are read.
-    write_ids: ValidWriteIdList | None = None
 
     @property
     def version(self) -> str:
@@ -170,9 +165,11 @@ class _Location:
         return f"{self.object_id}:{partition_version(self.url, self.parameters)}"
 
 
-def _list_splits(settings, table_name: str, locations: list[_Location]) -> list[Split]:
+def _list_splits(settings, table_name: str, locations: list[_Location],
+                 write_ids: ValidWriteIdList | None = None) -> list[Split]:
     """One split per data file of ``locations``, listed in parallel, through the file-listing
-    cache when ``hive.file-status-cache-tables`` names the table (sealed partitions only)."""
+    cache when ``hive.file-status-cache-tables`` names the table (sealed partitions only).
+    ``write_ids``: a managed table's snapshot; only the ACID directories it allows are read."""
     cache = _listing_cache(settings)
 
     def list_one(loc: _Location) -> list[Split]:
@@ -185,11 +182,11 @@ def _list_splits(settings, table_name: str, locations: list[_Location]) -> list[
         # A managed directory's raw listing is cacheable whether sealed or not: its version
         # includes the writeId parameter, which every commit changes after moving its files
         # in. The snapshot's filter is applied to the listing, never stored.
-        sealed = loc.write_ids is not None or is_sealed(loc.parameters)
+        sealed = write_ids is not None or is_sealed(loc.parameters)
         files = (lister() if cache is None else
                  cache.get_or_list(table_name, loc.url, loc.version, sealed, lister))
-        if loc.write_ids is not None:
-            files = visible_files(files, path, loc.write_ids)
+        if write_ids is not None:
+            files = visible_files(files, path, write_ids)
         return [Split(join_url(scheme, f.path), f.size, f.mtime, f.etag, loc.values)
                 for f in files]
 

@@ -74,7 +74,12 @@ from raptorx_py.metastore.cache_events import (
 )
 from raptorx_py.metastore.model import Partition, Table
 from raptorx_py.metastore.notifications import NotificationEvent
-from raptorx_py.metastore.store import Metastore, backend_for_url, counting_as
+from raptorx_py.metastore.store import (
+    Metastore,
+    backend_for_url,
+    check_snapshot_table,
+    counting_as,
+)
 from raptorx_py.metastore.transactions import TableSnapshot, split_table_name
 from raptorx_py.metrics import counters
 
@@ -168,7 +173,7 @@ class CachedMetastore:
         not given, unless a cached external table within its TTL can answer)."""
         key = f"{database}.{name}"
         if not self.enabled or not self.caches_tables:
-            return self._checked(self.metastore.get_table(database, name), snapshot, key)
+            return check_snapshot_table(self.metastore.get_table(database, name), snapshot, key)
         if snapshot is None:
             hit = self._lookup_by_age(self._tables, key)
             if hit is not None:
@@ -183,7 +188,7 @@ class CachedMetastore:
             counters.add("metastore_cache.table_hits")
             return hit.value
         counters.add("metastore_cache.table_misses")
-        table = self._checked(self.metastore.get_table(database, name), snapshot, key)
+        table = check_snapshot_table(self.metastore.get_table(database, name), snapshot, key)
         if snapshot.txn_id is None:
             with self._lock:
                 self._tables.install(key, CachedVersion(table, table.id, snap.write_ids,
@@ -196,7 +201,7 @@ class CachedMetastore:
         metastore's order. The list is the caller's; the partitions are shared (read-only)."""
         key = table.qualified_name
         if not self.enabled:
-            self._checked(table, snapshot, key)
+            check_snapshot_table(table, snapshot, key)
             return self.metastore.list_partitions(table)
         if snapshot is None:
             hit = self._lookup_by_age(self._partitions, key, table.id)
@@ -205,7 +210,7 @@ class CachedMetastore:
                 return list(hit.value.partitions)
             snapshot = self.snapshot([key])
         snap = snapshot.table(key)
-        self._checked(table, snapshot, key)
+        check_snapshot_table(table, snapshot, key)
         with self._lock:
             since = self._partitions.generation()
             hit = self._partitions.lookup(key, lambda v: self._serves(v, snap))
@@ -236,16 +241,6 @@ class CachedMetastore:
             return entries.lookup(key, lambda v: v.write_ids is None
                                   and (table_id is None or v.table_id == table_id)
                                   and self._clock() - v.loaded_at < self.ttl)
-
-    @staticmethod
-    def _checked(table: Table, snapshot: QuerySnapshot | None, key: str) -> Table:
-        if snapshot is not None:
-            snap = snapshot.table(key)
-            if table.id != snap.table_id:
-                raise MetastoreError(
-                    f"table {key} was dropped and recreated after the query's snapshot (table "
-                    f"id {snap.table_id} in the snapshot, {table.id} now): run the query again")
-        return table
 
     # -- the notification log ------------------------------------------------------------------
     def refresh(self) -> int:

@@ -93,6 +93,20 @@ def backend_for_url(url: str):
         f"postgresql://user:password@host:port/dbname")
 
 
+def check_snapshot_table(table: Table, snapshot, key: str | None = None) -> Table:
+    """``table``, if it is the table ``snapshot`` (a ``QuerySnapshot``, or None: no check) was
+    taken of under ``key`` (default: its qualified name); a table dropped and recreated since
+    has another id, and reading it under that snapshot would mix two tables."""
+    if snapshot is not None:
+        key = key or table.qualified_name
+        taken = snapshot.table(key)
+        if taken.table_id != table.id:
+            raise MetastoreError(
+                f"table {key} was dropped and recreated after the query's snapshot (table id "
+                f"{taken.table_id} in the snapshot, {table.id} now): run the query again")
+    return table
+
+
 class Metastore:
     """Databases, tables, partitions and statistics; transactions, write ids, the
     notification log and locks (those three live in ``transactions``, ``notifications`` and
@@ -562,13 +576,7 @@ class Metastore:
         ``snapshot`` (a ``QuerySnapshot``, the ``CachedMetastore`` interface): the database
         has no history, so this reads the current partitions whatever the snapshot; it only
         checks that ``table`` is the table the snapshot was taken of (same id)."""
-        if snapshot is not None:
-            taken = snapshot.table(table.qualified_name)
-            if taken.table_id != table.id:
-                raise MetastoreError(
-                    f"table {table.qualified_name} was dropped and recreated after the query's "
-                    f"snapshot (table id {taken.table_id} in the snapshot, {table.id} now): "
-                    f"run the query again")
+        check_snapshot_table(table, snapshot)
         with self._lock:
             parts = {pid: loc for pid, loc in self._execute(
                 "SELECT PART_ID, LOCATION FROM PARTITIONS WHERE TBL_ID = ? ORDER BY PART_NAME",
