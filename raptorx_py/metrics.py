@@ -23,6 +23,8 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 
+from raptorx_py.sqlite_wal import connect_wal
+
 
 class Counters:
     """Thread-safe named integer counters of one process."""
@@ -61,11 +63,10 @@ class MetricsSink:
 
     def _connect(self) -> sqlite3.Connection:
         os.makedirs(self.directory, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS counts (pid INTEGER, at REAL, name TEXT, value INTEGER)")
-        return conn
+        return connect_wal(
+            self.path, timeout=60,
+            schema="CREATE TABLE IF NOT EXISTS counts (pid INTEGER, at REAL, name TEXT, "
+                   "value INTEGER)")
 
     def write(self, deltas: Mapping[str, int]) -> None:
         if not deltas:

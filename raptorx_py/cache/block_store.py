@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 import xxhash
 
 from raptorx_py.metrics import counters
+from raptorx_py.sqlite_wal import connect_wal
 
 log = logging.getLogger(__name__)
 
@@ -393,18 +394,11 @@ class BlockStore:
     def _connection(self) -> sqlite3.Connection:
         # Caller holds self._locked().
         if self._conn is None:
-            conn = sqlite3.connect(self.index_path, timeout=30, isolation_level=None,
-                                   check_same_thread=False)
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                # The index is rebuilt from the files by recovery, so it need not survive a
-                # power loss: NORMAL spares an fsync per put.
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.executescript(_SCHEMA)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
+            # The index is rebuilt from the files by recovery, so it need not survive a
+            # power loss: NORMAL spares an fsync per put.
+            self._conn = connect_wal(self.index_path, timeout=30, schema=_SCHEMA,
+                                     pragmas=("PRAGMA synchronous=NORMAL",),
+                                     check_same_thread=False)
         return self._conn
 
     def _locked(self) -> threading.RLock:

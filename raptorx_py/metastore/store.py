@@ -40,6 +40,7 @@ from raptorx_py.metastore.model import (
 from raptorx_py.metastore.notifications import append_event, partition_message, table_message
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
+from raptorx_py.sqlite_wal import connect_wal
 
 #: The partition parameter holding the write id that last wrote a managed table's partition.
 WRITE_ID_PARAM = "writeId"
@@ -61,11 +62,8 @@ class SqliteBackend:
     def connect(self) -> sqlite3.Connection:
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA busy_timeout=60000")
+            conn = connect_wal(self.path, timeout=60, check_same_thread=False,
+                               pragmas=("PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=60000"))
         except (sqlite3.Error, OSError) as e:
             raise MetastoreError(f"cannot open the SQLite metastore at {self.path}: {e}") from e
         return conn
