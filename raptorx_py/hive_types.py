@@ -151,3 +151,10 @@ def arrow_type_for_spark(hive_type: str) -> pa.DataType:
     from pyspark.sql.pandas.types import to_arrow_type
 
     return to_arrow_type(spark_type(hive_type), timezone="UTC")
+
+
+def arrow_schema_for_spark(columns) -> pa.Schema:
+    """The Arrow schema (every field nullable) Spark expects for ``(name, hive_type)``
+    columns: what a reader hands Spark, and what a writer puts in its Parquet files."""
+    return pa.schema([pa.field(c.name, arrow_type_for_spark(c.type), nullable=True)
+                      for c in columns])

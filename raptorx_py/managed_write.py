@@ -58,7 +58,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from raptorx_py.errors import AlreadyExistsError, NoSuchObjectError, SchemaError
-from raptorx_py.hive_types import arrow_type_for_spark, encode_value
+from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
 from raptorx_py.metastore.locks import LockManager, Operation, lock_components
 from raptorx_py.metastore.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, ColumnStats, \
     Partition, Table
@@ -342,7 +342,7 @@ def write_task(settings, job: WriteJob, batches: Iterable[pa.RecordBatch], *,
     heartbeat.beat(force=True)
     fs, staging = filesystem_for(job.staging_url, settings)
     scheme, _ = split_url(job.staging_url)
-    schema = pa.schema([pa.field(c.name, arrow_type_for_spark(c.type)) for c in target.columns])
+    schema = arrow_schema_for_spark(target.columns)
     task_token = uuid.uuid4().hex[:16]
     open_files: dict[tuple, _OpenFile] = {}
     try:
@@ -455,9 +455,8 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
 
 
 def _write_empty_file(fs, path: str, table: Table) -> None:
-    schema = pa.schema([pa.field(c.name, arrow_type_for_spark(c.type)) for c in table.columns])
     with fs.open(path, "wb") as f:
-        pq.write_table(schema.empty_table(), f)
+        pq.write_table(arrow_schema_for_spark(table.columns).empty_table(), f)
 
 
 def _sort_key(values: tuple) -> tuple:

@@ -22,7 +22,7 @@ import pyarrow as pa
 from raptorx_py import predicates as preds
 from raptorx_py.datasource.storage_tiers import NO_TIERS, StorageTiers, file_version
 from raptorx_py.errors import CorruptFileError, SchemaError
-from raptorx_py.hive_types import arrow_type_for_spark
+from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark
 from raptorx_py.metastore.model import Column
 from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for
@@ -31,12 +31,6 @@ from raptorx_py.storage.parquet_files import footer_stats, open_parquet, parquet
 log = logging.getLogger(__name__)
 
 BATCH_ROWS = 65536
-
-
-def output_schema(columns: tuple[Column, ...]) -> pa.Schema:
-    """The Arrow schema Spark expects for these output columns (all nullable)."""
-    return pa.schema([pa.field(c.name, arrow_type_for_spark(c.type), nullable=True)
-                      for c in columns])
 
 
 def read_split(split, table, columns: tuple[Column, ...], data_predicates, settings
@@ -50,7 +44,7 @@ def read_split(split, table, columns: tuple[Column, ...], data_predicates, setti
     (Which cache held the bad bytes is not known, so they stay: a later read of the file
     falls back again, counted each time in ``reader.cache_fallbacks``.)
     """
-    schema = output_schema(columns)
+    schema = arrow_schema_for_spark(columns)
     key_index = {k.name: i for i, k in enumerate(table.partition_keys)}
     file_types = {c.name: c.type for c in table.columns}
     needed = [c.name for c in columns if c.name not in key_index]

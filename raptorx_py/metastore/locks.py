@@ -430,7 +430,8 @@ class LockManager:
 
     def acquire_for(self, operation: Operation, db: str, table: str | None = None,
                     partitions: Sequence[str] = (), *, managed: bool = True,
-                    txn_id: int | None = None, agent_info: str | None = None) -> HeldLock:
+                    txn_id: int | None = None, user: str | None = None,
+                    host: str | None = None, agent_info: str | None = None) -> HeldLock:
         """``acquire`` the locks ``operation`` needs (``lock_components``)."""
         return self.acquire(lock_components(operation, db, table, partitions, managed=managed),
-                            txn_id=txn_id, agent_info=agent_info)
+                            txn_id=txn_id, user=user, host=host, agent_info=agent_info)

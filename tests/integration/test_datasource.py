@@ -57,8 +57,15 @@ def test_reads_every_row_with_partition_column(spark, table):
 
 
 def _spark_parquet(spark, root):
-    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-    df = spark.read.option("basePath", root).parquet(root)
+    # Partition values as strings, like the table's; the relation is resolved (and its
+    # partitions inferred) by parquet(), so the setting is restored for the next test.
+    key = "spark.sql.sources.partitionColumnTypeInference.enabled"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "false")
+    try:
+        df = spark.read.option("basePath", root).parquet(root)
+    finally:
+        spark.conf.set(key, before)
     return df.select("id", "qty", "day", "price", "ratio", "name", "flag", "m")
 
 

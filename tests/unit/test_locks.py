@@ -182,8 +182,8 @@ def test_operations_that_need_a_table_or_partition_say_so():
 def test_an_insert_runs_beside_readers_but_not_beside_another_insert(ms):
     lm = LockManager(ms, settings(retries=0), sleep=lambda s: None)
     lm.acquire_for(Operation.SELECT, "db", "t", ["p=1"])
-    insert = lm.acquire_for(Operation.INSERT, "db", "t", ["p=1"])
-    with pytest.raises(LockRefusedError):
+    insert = lm.acquire_for(Operation.INSERT, "db", "t", ["p=1"], user="bob", host="h1")
+    with pytest.raises(LockRefusedError, match="user bob on host h1"):
         lm.acquire_for(Operation.INSERT, "db", "t", ["p=1"])
     with pytest.raises(LockRefusedError):
         lm.acquire_for(Operation.DROP_TABLE, "db", "t")

@@ -16,6 +16,7 @@ from raptorx_py.cleaner import clean_table
 from raptorx_py.config import load_settings
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.errors import SchemaError
+from raptorx_py.metastore import transactions
 from raptorx_py.metastore.locks import LockManager, LockRefusedError, Operation, lock_components
 from raptorx_py.metastore.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend
@@ -413,3 +414,23 @@ def test_statistics_of_an_unseen_overwrite_never_prune_an_older_snapshot(setup):
     before = plan_scan(ms, settings, t, t.all_columns, wanted, snapshot=old)
     assert before.partitions_pruned_by_stats == 0
     assert [i for i in ids_of(before) if i > 30] == [31, 33, 35, 37, 39]
+
+
+def test_a_writers_transaction_and_locks_name_its_user_and_host(setup, monkeypatch):
+    settings, ms, _, _ = setup
+    monkeypatch.setattr(transactions.getpass, "getuser", lambda: "carol")
+    monkeypatch.setattr(transactions.socket, "gethostname", lambda: "driver-7")
+    job, files = write(settings, ms, [batch(range(4))])
+    txn = ms.get_transaction(job.txn_id)
+    assert (txn.user, txn.host) == ("carol", "driver-7")
+    seen = []
+    real = LockManager.acquire
+
+    def spy(self, components, **kw):
+        held = real(self, components, **kw)
+        seen.extend((lk.user, lk.host) for lk in ms.show_locks("db", "t", extended=True))
+        return held
+
+    monkeypatch.setattr(LockManager, "acquire", spy)
+    mw.commit_write(ms, settings, job, files)
+    assert seen and set(seen) == {("carol", "driver-7")}
