@@ -7,6 +7,7 @@ import org.apache.spark.sql.connector.expressions.Transform
 import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns}
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceV2, PythonScanBuilder, PythonWriteBuilder}
+import org.apache.spark.sql.execution.python.raptorx.ArrowColumnarScan
 import org.apache.spark.sql.sources.{DataSourceRegister, Filter}
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
@@ -119,6 +120,9 @@ class TieredHiveTable(tableSchema: StructType, tablePartitioning: Array[Transfor
  * Columns: `pruneColumns` receives exactly what the query references (none for `count(*)`),
  * and the Python reader is built with that schema, so only those columns are decoded.
  *
+ * Batches: the scan is wrapped in `ArrowColumnarScan`, so Spark reads the Python worker's
+ * Arrow batches as columns instead of row by row.
+ *
  * Next here: aggregate pushdown (`SupportsPushDownAggregates`, partial aggregation per split),
  * limits, preferred locations for input partitions (soft affinity) and custom metrics.
  */
@@ -147,6 +151,6 @@ class TieredHiveScanBuilder(tableSchema: StructType, options: CaseInsensitiveStr
       TieredHiveProvider.freshPythonSource(), TieredHiveProvider.PythonName, requiredSchema,
       options)
     python.pushFilters(filters) // the reader keeps what it can use; Spark re-applies all
-    python.build()
+    new ArrowColumnarScan(python.build())
   }
 }

@@ -1,0 +1,163 @@
+package org.apache.spark.sql.execution.python.raptorx
+
+import org.apache.arrow.vector.DecimalVector
+
+import org.apache.spark.{ContextAwareIterator, TaskContext}
+import org.apache.spark.api.python.ChainedPythonFunctions
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.connector.metric.{CustomMetric, CustomTaskMetric}
+import org.apache.spark.sql.connector.read.{Batch, InputPartition, PartitionReader, PartitionReaderFactory, Scan}
+import org.apache.spark.sql.execution.datasources.v2.python.{PythonCustomMetric, PythonInputPartition, UserDefinedPythonDataSource}
+import org.apache.spark.sql.execution.python.{ArrowPythonRunner, BatchedPythonArrowInput, MapInBatchEvaluatorFactory}
+import org.apache.spark.sql.types.{DataType, Decimal, DecimalType, StructField, StructType}
+import org.apache.spark.sql.vectorized.{ArrowColumnVector, ColumnVector, ColumnarArray, ColumnarBatch, ColumnarMap}
+import org.apache.spark.unsafe.types.UTF8String
+
+/**
+ * A Python data source scan whose batches reach Spark as the Arrow vectors the Python worker
+ * sent, instead of as rows.
+ *
+ * pyspark 4.3's reader of a Python data source turns every Arrow batch from the worker into
+ * rows and copies each into an `UnsafeRow`; Spark's own Parquet reader hands its scans
+ * columnar batches. This wraps the scan `PythonScanBuilder.build()` made: planning and the
+ * row reader stay pyspark's, and its reader factory also offers columnar reads, which run the
+ * same pickled read function through the same Python runner (`ArrowPythonRunner`, as
+ * `MapInBatchEvaluatorFactory` does) and return each batch's columns as they arrived. A
+ * `decimal` of precision up to 18 is read as the long Spark itself keeps it in, where
+ * `ArrowColumnVector` builds a `BigDecimal` per value.
+ *
+ * Limits: tied to pyspark 4.3's internals (the fields of `PythonPartitionReaderFactory` and
+ * `MapInBatchEvaluatorFactory`, read by name: a missing one fails the read naming it; the
+ * jar is built against the installed pyspark). The Arrow schema check pyspark makes per batch
+ * (`SQLConf.pysparkArrowValidateSchema`) is not repeated: the Python
+ * reader casts every batch to the schema it was given.
+ */
+class ArrowColumnarScan(inner: Scan) extends Scan {
+  override def readSchema(): StructType = inner.readSchema()
+  override def description(): String = inner.description()
+  override def toBatch: Batch = new ArrowColumnarBatch(inner.toBatch)
+  override def supportedCustomMetrics(): Array[CustomMetric] = inner.supportedCustomMetrics()
+  override def reportDriverMetrics(): Array[CustomTaskMetric] = inner.reportDriverMetrics()
+}
+
+class ArrowColumnarBatch(inner: Batch) extends Batch {
+  override def planInputPartitions(): Array[InputPartition] = inner.planInputPartitions()
+  override def createReaderFactory(): PartitionReaderFactory =
+    new ArrowColumnarReaderFactory(inner.createReaderFactory())
+}
+
+class ArrowColumnarReaderFactory(inner: PartitionReaderFactory) extends PartitionReaderFactory {
+  override def createReader(partition: InputPartition): PartitionReader[InternalRow] =
+    inner.createReader(partition)
+
+  override def supportColumnarReads(partition: InputPartition): Boolean = true
+
+  override def createColumnarReader(partition: InputPartition): PartitionReader[ColumnarBatch] =
+    new ArrowColumnarReader(inner, partition.asInstanceOf[PythonInputPartition])
+}
+
+class ArrowColumnarReader(factory: PartitionReaderFactory, partition: PythonInputPartition)
+    extends PartitionReader[ColumnarBatch] {
+  import ArrowColumnarReader.field
+
+  private val source = field[UserDefinedPythonDataSource](factory, "source")
+  private val outputSchema = field[StructType](factory, "outputSchema")
+  private val metrics = PythonCustomMetric.pythonMetrics
+
+  private val batches: Iterator[ColumnarBatch] = {
+    val evaluator: MapInBatchEvaluatorFactory = source.createMapInBatchEvaluatorFactory(
+      field[Array[Byte]](factory, "pickledReadFunc"), "read_from_data_source",
+      UserDefinedPythonDataSource.readInputSchema, outputSchema, metrics,
+      field[Option[String]](factory, "jobArtifactUUID"), field[Option[String]](factory, "sessionUUID"))
+    val context = TaskContext.get()
+    // The Python side reads one row, the pickled partition, wrapped as a one-column frame.
+    val input = new ContextAwareIterator(context,
+      Iterator.single(InternalRow(partition.pickedPartition))).map(InternalRow(_))
+    val runner = new ArrowPythonRunner(
+      field[Seq[(ChainedPythonFunctions, Long)]](evaluator, "chainedFunc"),
+      field[Int](evaluator, "pythonEvalType"),
+      Array(Array(0)),
+      StructType(Array(StructField("struct", field[StructType](evaluator, "inputSchema")))),
+      field[String](evaluator, "sessionLocalTimeZone"),
+      field[Boolean](evaluator, "largeVarTypes"),
+      field[Map[String, String]](evaluator, "pythonRunnerConf"),
+      evaluator.pythonMetrics,
+      field[Option[String]](evaluator, "jobArtifactUUID"),
+      field[Option[String]](evaluator, "sessionUUID")) with BatchedPythonArrowInput
+    val types = outputSchema.fields.map(_.dataType)
+    runner.compute(Iterator.single(input), context.partitionId(), context).map { batch =>
+      // The worker returns one struct column; its children are the output columns.
+      val struct = batch.column(0).asInstanceOf[ArrowColumnVector]
+      val columns: Array[ColumnVector] =
+        types.indices.map(i => ArrowColumnarReader.column(struct.getChild(i), types(i))).toArray
+      val flat = new ColumnarBatch(columns)
+      flat.setNumRows(batch.numRows())
+      flat
+    }
+  }
+
+  private var current: ColumnarBatch = _
+
+  override def next(): Boolean = {
+    if (!batches.hasNext) return false
+    current = batches.next()
+    true
+  }
+
+  override def get(): ColumnarBatch = current
+
+  override def close(): Unit = () // the runner releases its Arrow memory when the task ends
+
+  override def currentMetricsValues(): Array[CustomTaskMetric] =
+    source.createPythonTaskMetrics(metrics.map { case (k, v) => k -> v.value })
+}
+
+object ArrowColumnarReader {
+  /** The value of `owner`'s constructor field `name` (a private field of pyspark's class). */
+  def field[T](owner: AnyRef, name: String): T = {
+    val f = owner.getClass.getDeclaredFields
+      .find(f => f.getName == name || f.getName.endsWith("$$" + name))
+      .getOrElse(throw new IllegalStateException(
+        s"raptorx native: ${owner.getClass.getName} has no field '$name'; the jar was built " +
+          "against another pyspark (rebuild it: make native)"))
+    f.setAccessible(true)
+    f.get(owner).asInstanceOf[T]
+  }
+
+  def column(vector: ArrowColumnVector, dataType: DataType): ColumnVector = dataType match {
+    case d: DecimalType if d.precision <= Decimal.MAX_LONG_DIGITS =>
+      new LongDecimalColumnVector(vector, d)
+    case _ => vector
+  }
+}
+
+/**
+ * An Arrow decimal column of precision at most 18 read as Spark keeps such decimals: the
+ * unscaled value in a long (the low 8 bytes of Arrow's 16-byte little-endian value, exact
+ * because the value fits in 63 bits). Everything else is the wrapped vector's.
+ */
+class LongDecimalColumnVector(inner: ArrowColumnVector, decimalType: DecimalType)
+    extends ColumnVector(decimalType) {
+  private val data = inner.getValueVector.asInstanceOf[DecimalVector].getDataBuffer
+
+  override def getDecimal(rowId: Int, precision: Int, scale: Int): Decimal =
+    if (inner.isNullAt(rowId)) null
+    else Decimal.createUnsafe(data.getLong(rowId.toLong * DecimalVector.TYPE_WIDTH), precision, scale)
+
+  override def close(): Unit = inner.close()
+  override def hasNull: Boolean = inner.hasNull
+  override def numNulls(): Int = inner.numNulls()
+  override def isNullAt(rowId: Int): Boolean = inner.isNullAt(rowId)
+  override def getBoolean(rowId: Int): Boolean = inner.getBoolean(rowId)
+  override def getByte(rowId: Int): Byte = inner.getByte(rowId)
+  override def getShort(rowId: Int): Short = inner.getShort(rowId)
+  override def getInt(rowId: Int): Int = inner.getInt(rowId)
+  override def getLong(rowId: Int): Long = inner.getLong(rowId)
+  override def getFloat(rowId: Int): Float = inner.getFloat(rowId)
+  override def getDouble(rowId: Int): Double = inner.getDouble(rowId)
+  override def getArray(rowId: Int): ColumnarArray = inner.getArray(rowId)
+  override def getMap(rowId: Int): ColumnarMap = inner.getMap(rowId)
+  override def getUTF8String(rowId: Int): UTF8String = inner.getUTF8String(rowId)
+  override def getBinary(rowId: Int): Array[Byte] = inner.getBinary(rowId)
+  override def getChild(ordinal: Int): ColumnVector = inner.getChild(ordinal)
+}
