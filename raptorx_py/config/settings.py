@@ -107,10 +107,11 @@ PROPERTIES: tuple[Property, ...] = (
              "Most bytes of files one Spark task reads; small files are packed together up "
              "to this size."),
     Property("hive.min-split-count", "min_split_count", "0", "count", "hive",
-             "A scan with at least this many files is cut into at least this many tasks, so "
-             "a small table still uses several cores. 0: the Spark application's default "
-             "parallelism (its task slots, filled in by register()); Spark pays a fixed cost "
-             "per task of a Python source, so tasks beyond the slots only add that cost."),
+             "Tasks run this many at a time: a scan's tasks come in whole waves of this many, "
+             "as even in bytes as whole files allow, so a small table still uses every core "
+             "and a wave ends together. 0: the Spark application's default parallelism (its "
+             "task slots, filled in by register()); Spark pays a fixed cost per task of a "
+             "Python source, so tasks beyond the slots only add that cost."),
     # --- file-listing cache ------------------------------------------------------------
     Property("hive.file-status-cache-tables", "file_status_cache_tables", "", "str", "hive",
              "Tables whose sealed partitions' listings are cached: comma-separated patterns "

@@ -14,13 +14,15 @@ Given a table, the requested columns and the pushed predicates, ``plan_scan``
    the partition's values, and
 5. packs splits into tasks (``pack_splits``): Spark pays a fixed cost per task of a Python
    source, so small files are read several to a task, up to ``hive.max-split-size`` bytes,
-   while a scan of at least ``hive.min-split-count`` files keeps that many tasks.
+   in whole waves of ``hive.min-split-count`` (the task slots) tasks of even size.
 
 A pruned partition is never listed and its files are never opened. Usable without Spark.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -128,22 +130,44 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
 
 
 def pack_splits(splits, max_bytes: int, min_count: int) -> tuple[tuple[Split, ...], ...]:
-    """Consecutive splits packed into tasks of at most ``target`` bytes each, where ``target``
-    is ``max_bytes`` or less, so that a scan of at least ``min_count`` files gives at least
-    ``min_count`` tasks. A file larger than the target is a task of its own; order is kept
-    (files of one partition stay together)."""
-    total = sum(s.size for s in splits)
-    target = max(1, min(max_bytes, -(-total // max(1, min_count))))
-    tasks: list[list[Split]] = []
-    size = 0
-    for s in splits:
-        if tasks and tasks[-1] and size + s.size <= target:
-            tasks[-1].append(s)
-            size += s.size
+    """Consecutive splits (order kept: files of one partition stay together) packed into
+    tasks for Spark, which runs ``min_count`` tasks at a time (its task slots).
+
+    Packing greedily up to ``max_bytes`` says how many tasks the scan needs; that number is
+    rounded up to whole waves of ``min_count`` tasks, and the files are cut into at most that
+    many tasks with the largest as small as whole files allow. So a wave ends together: 12
+    similar files on 2 slots are 2 tasks of 6, not 5 + 5 + 2 (a second wave for 2 files,
+    which a fixed target of half the bytes gave). A task of several files never exceeds
+    ``max_bytes``; a file larger than it is a task of its own. Fewer files than
+    ``min_count`` are a task each."""
+    sizes = [s.size for s in splits]
+    if not sizes:
+        return ()
+    ends = list(itertools.accumulate(sizes, initial=0))  # ends[i]: bytes before split i
+
+    def cut(capacity: int, limit: int) -> list[int] | None:
+        """Task boundaries, each task as many splits as fit in ``capacity`` (at least one);
+        None once more than ``limit`` tasks would be needed."""
+        bounds, i = [0], 0
+        while i < len(sizes):
+            if len(bounds) > limit:
+                return None
+            i = max(i + 1, bisect.bisect_right(ends, ends[i] + capacity) - 1)
+            bounds.append(i)
+        return bounds
+
+    slots = max(1, min(min_count, len(sizes)))
+    needed = len(cut(max_bytes, len(sizes))) - 1
+    tasks = -(-needed // slots) * slots  # whole waves
+    low, high = 0, max_bytes  # the smallest capacity that fits in `tasks` tasks
+    while low < high:
+        mid = (low + high) // 2
+        if cut(mid, tasks) is None:
+            low = mid + 1
         else:
-            tasks.append([s])
-            size = s.size
-    return tuple(tuple(t) for t in tasks)
+            high = mid
+    bounds = cut(low, tasks)
+    return tuple(tuple(splits[a:b]) for a, b in zip(bounds, bounds[1:]))
 
 
 @dataclass(frozen=True)
