@@ -109,6 +109,9 @@ class TieredHiveDataSource(DataSource):
         if not table:
             raise SchemaError(f'{DATA_SOURCE_NAME} needs a table: .load("<database>.<table>")')
         self.database, self.table_name = parse_table_name(table)
+        # Once per load() behind the JVM provider, not per scan: counted so tests can see it.
+        counters.add("source.created")
+        metrics.flush(self.settings.metrics_directory)
 
     def _table(self) -> Table:
         """The table, through this process's versioned metastore cache: a snapshot round trip

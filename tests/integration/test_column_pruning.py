@@ -109,3 +109,30 @@ def test_other_sources_plans_are_unchanged(spark, tmp_path):
     plan = df._jdf.queryExecution().executedPlan().toString()
     assert "FileScan parquet" in plan and "ReadSchema: struct<id:bigint,twice:bigint>" in plan
     assert sorted(r.twice for r in df.collect()) == [10, 12, 14, 16, 18]
+
+
+def test_load_creates_the_python_source_once_for_every_scan(spark, wide, counted):
+    """The Python DataSource's creation (a worker call of its own) happens at load(), not
+    again for each scan: each scan still plans afresh (its own columns and filters)."""
+    with counted() as c:
+        spark.read.format("tiered_hive").load(wide).createOrReplaceTempView("wide_once")
+    assert c["source.created"] == 1
+    with counted() as c:
+        joined = spark.sql("select a.id, b.name from wide_once a join wide_once b "
+                           "on a.id = b.qty where a.m = '1'").collect()
+        one = spark.sql("select count(*) from wide_once where m = '2'").collect()
+    assert c["source.created"] == 0
+    assert scans(c, wide) == (3, {"id": 1, "qty": 1, "name": 1, "m": 2})
+    assert len(joined) == 40 and one[0][0] == 20
+
+
+def test_a_given_schema_creates_the_python_source_at_the_first_scan(spark, wide, counted):
+    df = spark.read.format("tiered_hive").schema("id bigint, name string").load(wide)
+    with counted() as c:
+        first = df.where("id < 2").collect()
+    assert c["source.created"] == 1
+    with counted() as c:
+        second = df.where("id >= 38").collect()
+    assert c["source.created"] == 0
+    assert sorted(r.name for r in first) == ["n0", "n1"]
+    assert sorted(r.name for r in second) == ["n38", "n39"]

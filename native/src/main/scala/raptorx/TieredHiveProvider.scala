@@ -1,12 +1,13 @@
 package raptorx
 
 import java.util
+import java.util.concurrent.atomic.AtomicReference
 
 import org.apache.spark.sql.connector.catalog.{SupportsRead, SupportsWrite, Table, TableCapability, TableProvider}
 import org.apache.spark.sql.connector.expressions.Transform
 import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns}
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
-import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceV2, PythonScanBuilder, PythonWriteBuilder}
+import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonScanBuilder, PythonWriteBuilder}
 import org.apache.spark.sql.execution.python.raptorx.ArrowColumnarScan
 import org.apache.spark.sql.sources.{DataSourceRegister, Filter}
 import org.apache.spark.sql.types.StructType
@@ -25,17 +26,36 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
  * Contract: Spark's optimizer decides the columns and filters of each scan
  * ([[TieredHiveScanBuilder]]); the Python reader receives exactly those columns and every
  * filter; everything else (planning, reading) is the Python source's.
+ *
+ * `load()` creates the Python `DataSource` once (its `__init__` and `schema()`, in a Python
+ * worker); the pickled instance is handed from `inferSchema` to the table `getTable` makes
+ * next, and each scan's fresh `PythonDataSourceV2` starts from it instead of creating it
+ * again: one Python worker call fewer per scan. The instance holds the read's options and
+ * resolved properties, never a snapshot or a plan (the reader takes those, per scan).
  */
 class TieredHiveProvider extends TableProvider with DataSourceRegister {
+  /** What the last `inferSchema` created, for the `getTable` of the same read. Spark makes a
+   * provider per `load()` and calls the two in turn; the options must match to be used. */
+  @volatile private var inferred: Option[(util.Map[String, String], PythonDataSourceCreationResult)] =
+    None
+
   override def shortName(): String = TieredHiveProvider.PublicName
 
-  override def inferSchema(options: CaseInsensitiveStringMap): StructType =
-    TieredHiveProvider.freshPythonSource().inferSchema(options)
+  override def inferSchema(options: CaseInsensitiveStringMap): StructType = {
+    val created = TieredHiveProvider.freshPythonSource()
+      .getOrCreateDataSourceInPython(TieredHiveProvider.PythonName, options, None)
+    inferred = Some((options.asCaseSensitiveMap(), created))
+    created.schema
+  }
 
   override def getTable(
       schema: StructType,
       partitioning: Array[Transform],
-      properties: util.Map[String, String]): Table = new TieredHiveTable(schema, partitioning)
+      properties: util.Map[String, String]): Table = {
+    val created = inferred.collect { case (options, c) if options == properties => (options, c) }
+    inferred = None
+    new TieredHiveTable(schema, partitioning, created)
+  }
 
   override def supportsExternalMetadata(): Boolean = true
 }
@@ -51,6 +71,23 @@ object TieredHiveProvider {
     ds.setShortName(PythonName)
     ds
   }
+
+  /** A fresh `PythonDataSourceV2` (its own read plan) whose Python `DataSource` is `created`. */
+  def pythonSourceFrom(created: PythonDataSourceCreationResult): PythonDataSourceV2 = {
+    val ds = new CreatedPythonDataSource(created)
+    ds.setShortName(PythonName)
+    ds
+  }
+}
+
+/** pyspark's source, with the Python `DataSource` already created (pickled); everything else,
+ * the read plan above all, is its own. */
+private class CreatedPythonDataSource(created: PythonDataSourceCreationResult)
+    extends PythonDataSourceV2 {
+  override def getOrCreateDataSourceInPython(
+      shortName: String,
+      options: CaseInsensitiveStringMap,
+      userSpecifiedSchema: Option[StructType]): PythonDataSourceCreationResult = created
 }
 
 /**
@@ -62,8 +99,15 @@ object TieredHiveProvider {
  * passes by hand), and reported by `partitioning()` so that Spark's check of a `partitionBy`
  * against the table passes: whether it matches the table's keys is the Python writer's check.
  */
-class TieredHiveTable(tableSchema: StructType, tablePartitioning: Array[Transform] = Array.empty)
+class TieredHiveTable(
+    tableSchema: StructType,
+    tablePartitioning: Array[Transform] = Array.empty,
+    inferred: Option[(util.Map[String, String], PythonDataSourceCreationResult)] = None)
     extends Table with SupportsRead with SupportsWrite {
+  /** The Python `DataSource` of this read, created once: by `inferSchema`, or by the first
+   * scan when the schema was given. Scans with other options create their own. */
+  private val created = new AtomicReference(inferred.orNull)
+
   override def name(): String = TieredHiveProvider.PublicName
 
   override def schema(): StructType = tableSchema
@@ -75,7 +119,18 @@ class TieredHiveTable(tableSchema: StructType, tablePartitioning: Array[Transfor
       TableCapability.TRUNCATE)
 
   override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder =
-    new TieredHiveScanBuilder(tableSchema, options)
+    new TieredHiveScanBuilder(tableSchema, options, pythonSource(options))
+
+  private def pythonSource(options: CaseInsensitiveStringMap): PythonDataSourceV2 = {
+    val known = created.get()
+    if (known != null && known._1 == options.asCaseSensitiveMap()) {
+      return TieredHiveProvider.pythonSourceFrom(known._2)
+    }
+    val made = TieredHiveProvider.freshPythonSource()
+      .getOrCreateDataSourceInPython(TieredHiveProvider.PythonName, options, Some(tableSchema))
+    created.compareAndSet(null, (options.asCaseSensitiveMap(), made))
+    TieredHiveProvider.pythonSourceFrom(made)
+  }
 
   override def newWriteBuilder(info: LogicalWriteInfo): WriteBuilder =
     new PythonWriteBuilder(TieredHiveProvider.freshPythonSource(), TieredHiveProvider.PythonName,
@@ -126,7 +181,10 @@ class TieredHiveTable(tableSchema: StructType, tablePartitioning: Array[Transfor
  * Next here: aggregate pushdown (`SupportsPushDownAggregates`, partial aggregation per split),
  * limits, preferred locations for input partitions (soft affinity) and custom metrics.
  */
-class TieredHiveScanBuilder(tableSchema: StructType, options: CaseInsensitiveStringMap)
+class TieredHiveScanBuilder(
+    tableSchema: StructType,
+    options: CaseInsensitiveStringMap,
+    pythonSource: PythonDataSourceV2)
     extends ScanBuilder with SupportsPushDownFilters with SupportsPushDownRequiredColumns {
   private var filters: Array[Filter] = Array.empty
   private var requiredSchema: StructType = tableSchema
@@ -148,8 +206,7 @@ class TieredHiveScanBuilder(tableSchema: StructType, options: CaseInsensitiveStr
 
   override def build(): Scan = {
     val python = new PythonScanBuilder(
-      TieredHiveProvider.freshPythonSource(), TieredHiveProvider.PythonName, requiredSchema,
-      options)
+      pythonSource, TieredHiveProvider.PythonName, requiredSchema, options)
     python.pushFilters(filters) // the reader keeps what it can use; Spark re-applies all
     new ArrowColumnarScan(python.build())
   }
