@@ -11,7 +11,9 @@ Given a table, the requested columns and the pushed predicates, ``plan_scan``
    ``base_``, committed ``delta_`` above it), and their raw listings are cacheable sealed or
    not, the snapshot filtering them afterwards, and
 4. makes one split per data file, carrying the file's identity (path, size, mtime/ETag) and
-   the partition's values, and
+   the partition's values, cutting a file bigger than a task's share of the scan into byte
+   ranges (``cut_files``: a reader of a range reads the row groups whose middle lies in it),
+   and
 5. packs splits into tasks (``pack_splits``): Spark pays a fixed cost per task of a Python
    source, so small files are read several to a task, up to ``hive.max-split-size`` bytes,
    in whole waves of ``hive.min-split-count`` (the task slots) tasks of even size.
@@ -26,7 +28,7 @@ import itertools
 import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from raptorx_py import predicates as preds
 from raptorx_py.cache.listing_cache import is_sealed, listing_cache_for, partition_version
@@ -45,13 +47,26 @@ LISTING_THREADS = 16
 
 @dataclass(frozen=True)
 class Split:
-    """One data file to read, with its identity and its partition's values."""
+    """One data file, or one piece of it, to read, with the file's identity and its
+    partition's values.
+
+    A piece is the byte range ``[offset, offset + length)`` of the file; it reads the row
+    groups whose middle byte lies in that range (``scan.row_groups_of``), as Spark's and
+    parquet-mr's readers cut a file, so the pieces of a file read each row group exactly once
+    without planning having read its footer. ``length`` None: the whole file."""
 
     url: str
-    size: int
+    size: int  # of the whole file (its identity, and where its footer ends)
     mtime: float | None
     etag: str | None
     partition_values: tuple = ()  # typed values, one per partition key
+    offset: int = 0
+    length: int | None = None
+
+    @property
+    def bytes(self) -> int:
+        """The bytes this split covers: what a task packing it takes on."""
+        return self.size if self.length is None else self.length
 
 
 @dataclass(frozen=True)
@@ -118,15 +133,48 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
                      if matches else [])
 
     splits = _list_splits(settings, table.qualified_name, locations, write_ids)
-    tasks = pack_splits(splits, settings.max_split_size, settings.min_split_count)
+    pieces = cut_files(splits, piece_bytes(splits, settings.max_split_size,
+                                           settings.min_split_count))
+    tasks = pack_splits(pieces, settings.max_split_size, settings.min_split_count)
     counters.add("planner.partitions_total", total)
     counters.add("planner.partitions_pruned_by_value", by_value)
     counters.add("planner.partitions_pruned_by_stats", by_stats)
     counters.add("planner.partitions_pruned", by_value + by_stats)
     counters.add("planner.files_listed", len(splits))
+    counters.add("planner.splits", len(pieces))
     counters.add("planner.tasks", len(tasks))
-    return ScanPlan(table, tuple(columns), data_preds, tuple(splits), tasks, total, by_value,
+    return ScanPlan(table, tuple(columns), data_preds, tuple(pieces), tasks, total, by_value,
                     by_stats)
+
+
+#: A file is cut into pieces no smaller than this (Spark's ``openCostInBytes``): each piece
+#: costs a task a footer read and a Python worker's fixed cost.
+MIN_PIECE_BYTES = 4 * 1024 * 1024
+#: A file up to this much larger than a piece stays whole (Hadoop's ``SPLIT_SLOP``).
+PIECE_SLOP = 1.1
+
+
+def piece_bytes(splits, max_bytes: int, slots: int) -> int:
+    """How big a piece of a file may be: a task's even share of the scan on ``slots`` task
+    slots (so one big file still fills every slot), at most ``max_bytes`` and at least
+    ``MIN_PIECE_BYTES``."""
+    total = sum(s.bytes for s in splits)
+    return max(MIN_PIECE_BYTES, min(max_bytes, -(-total // max(1, slots))))
+
+
+def cut_files(splits, piece: int, slop: float = PIECE_SLOP) -> list[Split]:
+    """``splits`` with every whole file larger than ``piece`` (by more than ``slop``) cut into
+    equal byte ranges of at most about ``piece`` bytes, in file order."""
+    out = []
+    for s in splits:
+        if s.length is not None or s.size <= piece * slop:
+            out.append(s)
+            continue
+        n = -(-s.size // piece)
+        step = -(-s.size // n)
+        out.extend(replace(s, offset=start, length=min(step, s.size - start))
+                   for start in range(0, s.size, step))
+    return out
 
 
 def pack_splits(splits, max_bytes: int, min_count: int) -> tuple[tuple[Split, ...], ...]:
@@ -140,7 +188,7 @@ def pack_splits(splits, max_bytes: int, min_count: int) -> tuple[tuple[Split, ..
     which a fixed target of half the bytes gave). A task of several files never exceeds
     ``max_bytes``; a file larger than it is a task of its own. Fewer files than
     ``min_count`` are a task each."""
-    sizes = [s.size for s in splits]
+    sizes = [s.bytes for s in splits]
     if not sizes:
         return ()
     ends = list(itertools.accumulate(sizes, initial=0))  # ends[i]: bytes before split i

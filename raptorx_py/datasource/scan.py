@@ -1,9 +1,10 @@
 """Reading one split into Arrow record batches that match Spark's schema exactly.
 
-For a split (one Parquet file of one partition) ``read_split``
+For a split (one Parquet file of one partition, or a byte range of it) ``read_split``
 - opens the file through the storage seam (``storage.parquet_files.open_parquet``), behind
   the footer and block caches that are on (``datasource.storage_tiers``),
-- skips row groups whose statistics cannot match the data predicates,
+- reads the row groups of its range (``row_groups_of``), skipping those whose statistics
+  cannot match the data predicates,
 - decodes only the columns the output and the predicates need,
 - casts them to the exact Arrow types Spark expects (``string_view`` -> ``string``, every
   field nullable), evaluates the predicates in Arrow, and
@@ -101,7 +102,7 @@ def _raw_batches(split, table, needed: list[str], data_predicates, settings,
         if missing:
             raise SchemaError(f"file {split.url} lacks columns {missing} of table "
                               f"{table.qualified_name}")
-        groups = list(range(md.num_row_groups))
+        groups = row_groups_of(md, split)
         if data_predicates and settings.stats_pruning_enabled:
             kept = [rg for rg in groups
                     if all(preds.may_match(p, footer_stats(md, preds.columns_of(p), [rg]),
@@ -123,6 +124,30 @@ def _raw_batches(split, table, needed: list[str], data_predicates, settings,
             raise parquet_read_error(e, split.url) from e
     finally:
         pf.close()
+
+
+def row_groups_of(md, split) -> list[int]:
+    """The row groups ``split`` reads: every one of a whole file; of a piece of the file
+    (``Split.offset``/``length``), those whose middle byte lies in its range, so that the
+    pieces of a file read each row group once."""
+    if split.length is None:
+        return list(range(md.num_row_groups))
+    end = split.offset + split.length
+    return [rg for rg in range(md.num_row_groups)
+            if split.offset <= _middle_byte(md.row_group(rg)) < end]
+
+
+def _middle_byte(rg) -> int:
+    """Where a row group's bytes (its column chunks, dictionary pages first) are half read."""
+    start, size = None, 0
+    for i in range(rg.num_columns):
+        chunk = rg.column(i)
+        first = chunk.data_page_offset
+        if chunk.has_dictionary_page and chunk.dictionary_page_offset:
+            first = min(first, chunk.dictionary_page_offset)
+        start = first if start is None else min(start, first)
+        size += chunk.total_compressed_size
+    return (start or 0) + size // 2
 
 
 def _row_count_batches(md, groups) -> Iterator[pa.RecordBatch]:
