@@ -14,7 +14,7 @@ an error naming it.
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from raptorx_py import metrics
 from raptorx_py import predicates as preds
@@ -123,7 +123,9 @@ class TieredHiveDataSource(DataSource):
     def schema(self) -> StructType:
         try:
             table = self._table()
-            return spark_struct(select_columns(table, self.read_options.get("columns")))
+            schema = spark_struct(select_columns(table, self.read_options.get("columns")))
+            # Behind the JVM provider (the only case with pushdown), which takes them out.
+            return with_table_statistics(schema, table) if self._pushdown else schema
         finally:
             metrics.flush(self.settings.metrics_directory)
 
@@ -200,6 +202,27 @@ class TieredHiveReader(DataSourceReader):
                                       self.settings)
         finally:
             metrics.flush(self.settings.metrics_directory)
+
+
+#: Metadata keys on a schema's first field carrying the table's size to the JVM provider
+#: (``native/.../TableStatistics.scala``, which removes them), for Spark's join planning.
+TABLE_BYTES_KEY = "raptorx.table_bytes"
+TABLE_ROWS_KEY = "raptorx.table_rows"
+
+
+def with_table_statistics(schema: StructType, table: Table) -> StructType:
+    """``schema`` with an unpartitioned table's ``totalSize``/``numRows`` in its first field's
+    metadata (a partitioned table's would cost a partition listing, and is left unknown)."""
+    size = table.parameters.get("totalSize")
+    if table.partition_keys or not schema.fields or not (size or "").isdigit():
+        return schema
+    first = schema.fields[0]
+    meta = {**(first.metadata or {}), TABLE_BYTES_KEY: int(size)}
+    rows = table.parameters.get("numRows")
+    if (rows or "").isdigit():
+        meta[TABLE_ROWS_KEY] = int(rows)
+    return StructType([StructField(first.name, first.dataType, first.nullable, meta),
+                       *schema.fields[1:]])
 
 
 def record_scan(table: Table, columns) -> None:

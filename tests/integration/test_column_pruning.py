@@ -136,3 +136,40 @@ def test_a_given_schema_creates_the_python_source_at_the_first_scan(spark, wide,
     assert c["source.created"] == 0
     assert sorted(r.name for r in first) == ["n0", "n1"]
     assert sorted(r.name for r in second) == ["n38", "n39"]
+
+
+@pytest.fixture(scope="module")
+def dim(env, tmp_path_factory):
+    """A small unpartitioned table (its metastore entry has totalSize and numRows)."""
+    root = tmp_path_factory.mktemp("dim") / "dim"
+    os.makedirs(root)
+    pq.write_table(pa.table({"k": pa.array(range(5), pa.int32()),
+                             "label": pa.array([f"k{i}" for i in range(5)])}),
+                   root / "part-0.parquet")
+    db = env.unique_db("stats")
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), f"{db}.dim", str(root))
+        params = ms.get_table(db, "dim").parameters
+    return f"{db}.dim", int(params["totalSize"])
+
+
+def plan_size(df) -> int:
+    return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+
+
+def test_an_unpartitioned_table_reports_its_size_and_a_small_one_is_broadcast(
+        spark, wide, dim):
+    name, size = dim
+    df = spark.read.format("tiered_hive").load(name)
+    assert plan_size(df) == size  # every column: the whole table
+    assert plan_size(df.select("k")) < size  # fewer columns, fewer bytes
+    # The statistics travel outside the schema Spark and the user see.
+    assert all(not f.metadata for f in df.schema.fields)
+    # A partitioned table reports no size: Spark's default, never broadcast.
+    assert plan_size(spark.read.format("tiered_hive").load(wide)) == \
+        spark._jsparkSession.sessionState().conf().defaultSizeInBytes()
+    facts = spark.read.format("tiered_hive").load(wide)
+    joined = facts.join(df, on=facts.qty == df.k)
+    plan = joined._jdf.queryExecution().executedPlan().toString()
+    assert "BroadcastHashJoin" in plan and "SortMergeJoin" not in plan
+    assert joined.count() == 40

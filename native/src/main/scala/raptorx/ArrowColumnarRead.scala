@@ -6,7 +6,7 @@ import org.apache.spark.{ContextAwareIterator, TaskContext}
 import org.apache.spark.api.python.ChainedPythonFunctions
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.connector.metric.{CustomMetric, CustomTaskMetric}
-import org.apache.spark.sql.connector.read.{Batch, InputPartition, PartitionReader, PartitionReaderFactory, Scan}
+import org.apache.spark.sql.connector.read.{Batch, InputPartition, PartitionReader, PartitionReaderFactory, Scan, Statistics, SupportsReportStatistics}
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonCustomMetric, PythonInputPartition, UserDefinedPythonDataSource}
 import org.apache.spark.sql.execution.python.{ArrowPythonRunner, BatchedPythonArrowInput, MapInBatchEvaluatorFactory}
 import org.apache.spark.sql.types.{DataType, Decimal, DecimalType, StructField, StructType}
@@ -32,12 +32,22 @@ import org.apache.spark.unsafe.types.UTF8String
  * (`SQLConf.pysparkArrowValidateSchema`) is not repeated: the Python
  * reader casts every batch to the schema it was given.
  */
-class ArrowColumnarScan(inner: Scan) extends Scan {
+class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None)
+    extends Scan with SupportsReportStatistics {
   override def readSchema(): StructType = inner.readSchema()
+  /** What the scan builder estimated (`raptorx.TableStatistics`), else unknown. */
+  override def estimateStatistics(): Statistics = statistics.getOrElse(ArrowColumnarScan.Unknown)
   override def description(): String = inner.description()
   override def toBatch: Batch = new ArrowColumnarBatch(inner.toBatch)
   override def supportedCustomMetrics(): Array[CustomMetric] = inner.supportedCustomMetrics()
   override def reportDriverMetrics(): Array[CustomTaskMetric] = inner.reportDriverMetrics()
+}
+
+object ArrowColumnarScan {
+  private val Unknown: Statistics = new Statistics {
+    override def sizeInBytes(): java.util.OptionalLong = java.util.OptionalLong.empty()
+    override def numRows(): java.util.OptionalLong = java.util.OptionalLong.empty()
+  }
 }
 
 class ArrowColumnarBatch(inner: Batch) extends Batch {

@@ -38,6 +38,7 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
    * provider per `load()` and calls the two in turn; the options must match to be used. */
   @volatile private var inferred: Option[(util.Map[String, String], PythonDataSourceCreationResult)] =
     None
+  @volatile private var statistics: Option[TableStatistics] = None
 
   override def shortName(): String = TieredHiveProvider.PublicName
 
@@ -45,7 +46,9 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
     val created = TieredHiveProvider.freshPythonSource()
       .getOrCreateDataSourceInPython(TieredHiveProvider.PythonName, options, None)
     inferred = Some((options.asCaseSensitiveMap(), created))
-    created.schema
+    val (schema, stats) = TableStatistics.split(created.schema)
+    statistics = stats
+    schema
   }
 
   override def getTable(
@@ -53,8 +56,10 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
       partitioning: Array[Transform],
       properties: util.Map[String, String]): Table = {
     val created = inferred.collect { case (options, c) if options == properties => (options, c) }
+    val stats = if (created.isDefined) statistics else None
     inferred = None
-    new TieredHiveTable(schema, partitioning, created)
+    statistics = None
+    new TieredHiveTable(schema, partitioning, created, stats)
   }
 
   override def supportsExternalMetadata(): Boolean = true
@@ -102,7 +107,8 @@ private class CreatedPythonDataSource(created: PythonDataSourceCreationResult)
 class TieredHiveTable(
     tableSchema: StructType,
     tablePartitioning: Array[Transform] = Array.empty,
-    inferred: Option[(util.Map[String, String], PythonDataSourceCreationResult)] = None)
+    inferred: Option[(util.Map[String, String], PythonDataSourceCreationResult)] = None,
+    statistics: Option[TableStatistics] = None)
     extends Table with SupportsRead with SupportsWrite {
   /** The Python `DataSource` of this read, created once: by `inferSchema`, or by the first
    * scan when the schema was given. Scans with other options create their own. */
@@ -119,7 +125,7 @@ class TieredHiveTable(
       TableCapability.TRUNCATE)
 
   override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder =
-    new TieredHiveScanBuilder(tableSchema, options, pythonSource(options))
+    new TieredHiveScanBuilder(tableSchema, options, pythonSource(options), statistics)
 
   private def pythonSource(options: CaseInsensitiveStringMap): PythonDataSourceV2 = {
     val known = created.get()
@@ -178,13 +184,17 @@ class TieredHiveTable(
  * Batches: the scan is wrapped in `ArrowColumnarScan`, so Spark reads the Python worker's
  * Arrow batches as columns instead of row by row.
  *
+ * Statistics: the table's size ([[TableStatistics]]), scaled to the columns read, so that
+ * Spark broadcasts small tables.
+ *
  * Next here: aggregate pushdown (`SupportsPushDownAggregates`, partial aggregation per split),
  * limits, preferred locations for input partitions (soft affinity) and custom metrics.
  */
 class TieredHiveScanBuilder(
     tableSchema: StructType,
     options: CaseInsensitiveStringMap,
-    pythonSource: PythonDataSourceV2)
+    pythonSource: PythonDataSourceV2,
+    statistics: Option[TableStatistics] = None)
     extends ScanBuilder with SupportsPushDownFilters with SupportsPushDownRequiredColumns {
   private var filters: Array[Filter] = Array.empty
   private var requiredSchema: StructType = tableSchema
@@ -208,6 +218,6 @@ class TieredHiveScanBuilder(
     val python = new PythonScanBuilder(
       pythonSource, TieredHiveProvider.PythonName, requiredSchema, options)
     python.pushFilters(filters) // the reader keeps what it can use; Spark re-applies all
-    new ArrowColumnarScan(python.build())
+    new ArrowColumnarScan(python.build(), statistics.map(_.forColumns(requiredSchema, tableSchema)))
   }
 }
