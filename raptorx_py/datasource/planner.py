@@ -184,7 +184,7 @@ def pack_splits(splits, max_bytes: int, min_count: int) -> tuple[tuple[Split, ..
     Packing greedily up to ``max_bytes`` says how many tasks the scan needs; that number is
     rounded up to whole waves of ``min_count`` tasks, and the files are cut into at most that
     many tasks with the largest as small as whole files allow. So a wave ends together: 12
-    similar files on 2 slots are 2 tasks of 6, not 5 + 5 + 2 (a second wave for 2 files,
+    similar files on 2 slots are 2 tasks of 6, not 6 + 5 + 1 (a second wave for 1 file,
     which a fixed target of half the bytes gave). A task of several files never exceeds
     ``max_bytes``; a file larger than it is a task of its own. Fewer files than
     ``min_count`` are a task each."""

@@ -36,7 +36,7 @@ def test_ranges_cover_every_byte_once(seed):
     files = [whole(rng.randint(0, 200 * MB), f"f{i}") for i in range(rng.randint(1, 6))]
     slots, max_bytes = rng.randint(1, 8), rng.choice((16 * MB, 64 * MB))
     piece = piece_bytes(files, max_bytes, slots)
-    assert MIN_OK(piece, max_bytes)
+    assert piece_in_bounds(piece, max_bytes)
     pieces = cut_files(files, piece)
     for f in files:
         mine = [p for p in pieces if p.url == f.url]
@@ -49,7 +49,7 @@ def test_ranges_cover_every_byte_once(seed):
         assert max(p.length for p in mine) <= piece
 
 
-def MIN_OK(piece, max_bytes):
+def piece_in_bounds(piece, max_bytes):
     return piece >= planner.MIN_PIECE_BYTES and (piece <= max_bytes
                                                  or piece == planner.MIN_PIECE_BYTES)
 

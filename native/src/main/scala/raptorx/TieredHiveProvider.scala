@@ -38,7 +38,6 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
    * provider per `load()` and calls the two in turn; the options must match to be used. */
   @volatile private var inferred: Option[(util.Map[String, String], PythonDataSourceCreationResult)] =
     None
-  @volatile private var statistics: Option[TableStatistics] = None
 
   override def shortName(): String = TieredHiveProvider.PublicName
 
@@ -46,9 +45,7 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
     val created = TieredHiveProvider.freshPythonSource()
       .getOrCreateDataSourceInPython(TieredHiveProvider.PythonName, options, None)
     inferred = Some((options.asCaseSensitiveMap(), created))
-    val (schema, stats) = TableStatistics.split(created.schema)
-    statistics = stats
-    schema
+    TableStatistics.split(created.schema)._1
   }
 
   override def getTable(
@@ -56,10 +53,9 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
       partitioning: Array[Transform],
       properties: util.Map[String, String]): Table = {
     val created = inferred.collect { case (options, c) if options == properties => (options, c) }
-    val stats = if (created.isDefined) statistics else None
     inferred = None
-    statistics = None
-    new TieredHiveTable(schema, partitioning, created, stats)
+    new TieredHiveTable(schema, partitioning, created,
+      created.flatMap { case (_, c) => TableStatistics.split(c.schema)._2 })
   }
 
   override def supportsExternalMetadata(): Boolean = true
