@@ -8,9 +8,11 @@
     raptorx partition seal|unseal <db.table> <k=v[/k2=v2]>
     raptorx tpch load --scale S --warehouse URL
     raptorx locks show [<db>[.<table>]] [--partition k=v ...] [--extended]
+    raptorx connect-server [--port N] [--host H]   (Spark Connect server with the jar)
 
-Every command takes ``--conf-dir DIR`` and ``-p/--property name=value`` (repeatable). An
-error raptorx_py raises on purpose is printed as one line naming what was wrong, exit code 2.
+Every command but connect-server takes ``--conf-dir DIR`` and ``-p/--property name=value``
+(repeatable). An error raptorx_py raises on purpose is printed as one line naming what was
+wrong, exit code 2.
 """
 
 from __future__ import annotations
@@ -242,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tpch_cli(sub)
     add_locks_cli(sub)
+    from raptorx_py.connect import add_cli as add_connect_cli
+
+    add_connect_cli(sub)
     return parser
 
 

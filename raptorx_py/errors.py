@@ -97,6 +97,12 @@ class StorageNotFoundError(StorageError, FileNotFoundError):
     """A storage URL does not exist."""
 
 
+class ConnectServerError(RaptorxError, RuntimeError):
+    """A Spark Connect server cannot serve ``tiered_hive`` (the raptorx jar is not on it), or
+    the server ``raptorx connect-server`` started did not come up. The message names the
+    server and says how to start one that works."""
+
+
 #: Exception class names (botocore, aiohttp, fsspec) that mean the store failed, not the data.
 _UNREACHABLE_NAMES = ("Endpoint", "Connect", "Timeout")
 

@@ -3,6 +3,10 @@
 ``register`` resolves the configuration once, on the driver (so a wrong property fails here,
 naming its file and line), registers the data source with that configuration attached, and
 switches on what the source needs (filter pushdown to Python sources).
+
+Both work on a Spark Connect client session too (``tiered_session(remote="sc://host:port")``,
+see ``raptorx_py.connect``): the server must have the raptorx jar, and path-like properties
+are made absolute here, in the client, before they travel (``config/paths.py``).
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ import os
 import sys
 import warnings
 
-from raptorx_py import native
+from raptorx_py import connect, native
 from raptorx_py.config import load_settings
+from raptorx_py.config.paths import absolute_paths
 from raptorx_py.config.settings import Settings
+from raptorx_py.errors import ConnectServerError
 
 _warned_no_jar = False
 
@@ -36,7 +42,16 @@ def register(spark, conf_dir: str | None = None,
     settings = session_settings(spark, conf_dir, properties)
     for key, value in REQUIRED_SPARK_CONF.items():
         spark.conf.set(key, value)
-    if native.provider_loadable(spark):
+    if connect.is_connect(spark):
+        # No fallback here: a server without the jar was not started for raptorx, and its
+        # Python workers would most likely lack raptorx_py too (failing later, in a worker).
+        if not connect.provider_on_server(spark):
+            raise ConnectServerError(
+                f"the Spark Connect server of this session cannot load {native.PROVIDER_CLASS}"
+                f" (the raptorx jar is not on its classpath), so it cannot read "
+                f"{native.PUBLIC_NAME}: {connect.START_HINT}")
+        source = configured_source_class(settings, name=native.PYTHON_NAME, pushdown=True)
+    elif native.provider_loadable(spark):
         source = configured_source_class(settings, name=native.PYTHON_NAME, pushdown=True)
     else:
         global _warned_no_jar
@@ -54,20 +69,35 @@ def register(spark, conf_dir: str | None = None,
 def session_settings(spark, conf_dir: str | None = None,
                      properties: dict[str, str] | None = None) -> Settings:
     """The settings for ``spark``: ``load_settings``, with what only the driver knows filled
-    in (``hive.min-split-count=0``: the application's task slots)."""
+    in (``hive.min-split-count=0``: the application's task slots), and path-like values made
+    absolute against this process's home and working directory."""
     settings = load_settings(conf_dir=conf_dir, overrides=properties)
     if settings.min_split_count == 0:
-        slots = str(spark.sparkContext.defaultParallelism)
+        slots = str(connect.default_parallelism(spark) if connect.is_connect(spark)
+                    else spark.sparkContext.defaultParallelism)
         settings = load_settings(conf_dir=conf_dir,
                                  overrides={**(properties or {}), "hive.min-split-count": slots})
-    return settings
+    return absolute_paths(settings)
 
 
 def tiered_session(conf_dir: str | None = None, master: str = "local[2]",
                    app_name: str = "raptorx", spark_conf: dict[str, str] | None = None,
-                   properties: dict[str, str] | None = None):
-    """A SparkSession (created or reused) with ``tiered_hive`` registered."""
+                   properties: dict[str, str] | None = None, remote: str | None = None):
+    """A SparkSession (created or reused) with ``tiered_hive`` registered.
+
+    ``remote="sc://host:port"``: a Spark Connect client session of that server instead (which
+    must have the raptorx jar: ``raptorx connect-server``); ``master`` and ``app_name`` are
+    then the server's business and ignored, ``spark_conf`` holds session (SQL) confs only.
+    """
     from pyspark.sql import SparkSession
+
+    if remote is not None:
+        builder = SparkSession.builder.remote(remote)
+        for key, value in {**REQUIRED_SPARK_CONF, **(spark_conf or {})}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        register(spark, conf_dir=conf_dir, properties=properties)
+        return spark
 
     # Spark's Python planner and workers start PYSPARK_PYTHON (default: "python3" from PATH),
     # which must be this interpreter, the one with raptorx_py and pyarrow installed. The JVM

@@ -14,7 +14,8 @@ property):
 Any property may be set in either file; the file a property belongs in
 (``Property.file``) only decides where the generated conf files list it. Values are
 strings and are used as written (trimmed): no ``~`` or ``${VAR}`` expansion happens here;
-the consumers of path-like values expand them.
+the consumers of path-like values expand them, and ``register()`` makes them absolute in the
+client before they travel to Spark's workers (``config/paths.py``).
 
 After changing the property table, regenerate ``conf/*.properties`` and the property list
 in ``docs/configuration.md`` with::
