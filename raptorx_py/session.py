@@ -34,7 +34,8 @@ def register(spark, conf_dir: str | None = None,
     """Register ``tiered_hive`` on ``spark``; returns the settings it will use.
 
     ``conf_dir`` defaults to Spark conf ``spark.raptorx.conf.dir``, then env
-    ``RAPTORX_CONF_DIR``; ``properties`` override single properties.
+    ``RAPTORX_CONF_DIR``; ``properties`` override single properties. On a Spark Connect
+    session, raises ``ConnectServerError`` when the server cannot load the JVM provider.
     """
     from raptorx_py.datasource.source import configured_source_class
 
