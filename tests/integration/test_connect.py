@@ -114,7 +114,7 @@ def ok(step: dict) -> dict:
     return step
 
 
-def classic_step(spark, counted, fn) -> dict:
+def classic_step(counted, fn) -> dict:
     with counted() as c:
         result = connect_client.rows(fn())
     return {"rows": result, "counts": {k: v for k, v in c.delta.items() if k.startswith("scan.")}}
@@ -127,7 +127,7 @@ def test_the_client_is_a_connect_session(client_run):
 @pytest.mark.parametrize("name", list(connect_client.QUERIES))
 def test_reads_equal_the_classic_session(client_run, spark, counted, tables, name):
     remote = ok(client_run[name])
-    local = classic_step(spark, counted, lambda: connect_client.QUERIES[name](spark, tables))
+    local = classic_step(counted, lambda: connect_client.QUERIES[name](spark, tables))
     assert remote["rows"] == local["rows"] and local["rows"]
     # The same scans, each reading the same columns: the JVM provider prunes for Connect too.
     assert remote["counts"] == local["counts"]
