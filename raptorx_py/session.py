@@ -31,7 +31,10 @@ def register(spark, conf_dir: str | None = None,
     ``RAPTORX_CONF_DIR``; ``properties`` override single properties.
     """
     from raptorx_py.datasource.source import configured_source_class
+    from raptorx_py.error_report import install_excepthook
 
+    # An uncaught error that carries one of ours is printed as that error, on one line.
+    install_excepthook()
     conf_dir = conf_dir or spark.conf.get("spark.raptorx.conf.dir", None) or None
     settings = session_settings(spark, conf_dir, properties)
     for key, value in REQUIRED_SPARK_CONF.items():
