@@ -171,7 +171,7 @@ def _printer(enabled: bool):
         return lambda _msg: None
     from rich.console import Console
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines
     return lambda msg: console.print(f"[dim]tpch:[/dim] {msg}")
 
 
@@ -224,7 +224,9 @@ def _copy(fs, db_path: str, db_url: str, local_root: Path, files: dict[str, int]
         return files[rel]
 
     total = sum(files.values())
-    if not progress:
+    from rich.console import Console
+
+    if not progress or not Console().is_terminal:  # a bar in a log file is drawn once, at the end
         with ThreadPoolExecutor(max_workers=COPY_THREADS) as pool:
             list(pool.map(put, files))
         return
