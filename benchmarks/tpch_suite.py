@@ -404,7 +404,9 @@ class Bench:
                 baseline = self.configs[0].name
                 what = (f"running {len(self.query_numbers)} "
                         f"{'query' if len(self.query_numbers) == 1 else 'queries'} x "
-                        f"{len(self.configs)} configurations x {runs_per_pair} "
+                        f"{len(self.configs)} "
+                        f"{'configuration' if len(self.configs) == 1 else 'configurations'} x "
+                        f"{runs_per_pair} "
                         f"{'run' if runs_per_pair == 1 else 'runs'} "
                         f"({self.args.warmup} warm-up)")
                 with self.phase(what):
@@ -416,7 +418,7 @@ class Bench:
                             self.run_query(n, ctx, endpoint, sink, progress, task)
                             self.write(partial=True)
             finally:
-                with self.phase("stopping Spark and the S3 endpoint"):
+                with self.phase("stopping Spark"):
                     spark.stop()
         return self.finish()
 
