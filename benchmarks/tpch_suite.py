@@ -618,13 +618,9 @@ class NoProgress:
 
 def describe_metastore(url: str) -> str:
     """The metastore URL with any password masked (``postgresql://u:***@h/db``)."""
-    from urllib.parse import urlsplit, urlunsplit
+    from raptorx_py.cli import masked_url
 
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+    return masked_url(url)
 
 
 def _first_lines(text: str, limit: int = 3) -> str:
