@@ -146,7 +146,9 @@ def install_excepthook() -> None:
         site = _call_site(tb)
         where = f" at {site}" if site else ""
         log = f"; full traceback in {path}" if path else ""
-        sys.stderr.write(f"raptorx: the call{where} failed{log}\n{message}\n")
+        # Spark's console progress bar may have left the cursor mid-line ("\r[Stage 0: ...").
+        start = "\r\x1b[K" if sys.stderr.isatty() else "\n"
+        sys.stderr.write(f"{start}raptorx: the call{where} failed{log}\n{message}\n")
         sys.stderr.flush()
 
     sys.excepthook = hook

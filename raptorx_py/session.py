@@ -99,5 +99,27 @@ def tiered_session(conf_dir: str | None = None, master: str = "local[2]",
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if local:
+        quiet_task_failure_logs(spark)
     register(spark, conf_dir=conf_dir, properties=properties)
     return spark
+
+
+#: Spark loggers that print a failed task's exception with its JVM stack (the executor's
+#: ERROR, the scheduler's "Lost task" WARN): 80 lines before the driver raises it again.
+TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor",
+                        "org.apache.spark.scheduler.TaskSetManager")
+
+
+def quiet_task_failure_logs(spark) -> None:
+    """In local mode the driver raises every failed task's exception itself (and an error of
+    ours lands in ``~/.raptorx/logs/errors.log`` in full), so the two loggers that print it
+    again are limited to FATAL. Best effort: a JVM without log4j2's core keeps its logging."""
+    try:
+        jvm = spark.sparkContext._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        fatal = jvm.org.apache.logging.log4j.Level.FATAL
+        for name in TASK_FAILURE_LOGGERS:
+            configurator.setLevel(name, fatal)
+    except Exception:  # noqa: BLE001 - logging is not worth failing a session for
+        pass

@@ -98,6 +98,7 @@ def run_failing_script(tmp_path: Path, home: Path, body: str) -> list[str]:
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     # No traceback at all (the doubled one was 59-99 lines): our line is the last one.
     assert "Traceback" not in run.stderr, run.stderr
+    assert "\tat org.apache.spark" not in run.stderr, run.stderr  # no JVM stack either
     assert len(lines) < 12, run.stderr
     assert lines[-2].startswith("raptorx: the call at ") and "user_script.py:" in lines[-2]
     log = home / ".raptorx" / "logs" / "errors.log"
@@ -142,3 +143,33 @@ def test_unreachable_endpoint_is_one_line(tmp_path, free_port):
     """)
     assert lines[-1].startswith(f"raptorx_py.errors.StorageError: could not connect to {dead} "
                                 "(hive.s3.endpoint)"), lines
+
+
+def test_a_failed_task_is_one_line(tmp_path):
+    """An error in a read task (executor side): Spark's executor and scheduler no longer print
+    it with the JVM stack twice before the driver raises it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from raptorx_py.config import load_settings
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.table_registration import register_external_table
+
+    home = tmp_path / "home"
+    home.mkdir()
+    data = tmp_path / "t"
+    data.mkdir()
+    pq.write_table(pa.table({"a": pa.array(range(100), pa.int64())}), data / "part-0.parquet")
+    metastore = tmp_path / "metastore.db"
+    settings = load_settings(overrides={"hive.metastore.url": f"sqlite:///{metastore}"})
+    with open_metastore(settings) as ms:
+        register_external_table(ms, settings, "db.t", f"file://{data}")
+    size = (data / "part-0.parquet").stat().st_size
+    (data / "part-0.parquet").write_bytes(b"X" * size)  # same size: found by the read only
+    lines = run_failing_script(tmp_path, home, f"""
+        from raptorx_py import tiered_session
+        spark = tiered_session(properties={{"hive.metastore.url": "sqlite:///{metastore}"}})
+        spark.read.format("tiered_hive").load("db.t").count()
+    """)
+    assert lines[-1].startswith("raptorx_py.errors.CorruptFileError: Corrupt or truncated "
+                                f"Parquet file file://{data}/part-0.parquet"), lines
