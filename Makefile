@@ -8,6 +8,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SCALE   ?= 1
 BENCH_OUT ?= bench-out
+BENCH_ARGS ?=
 
 JAR     := native/target/raptorx-native.jar
 NATIVE_SRC := $(shell find native/src -type f)
@@ -48,8 +49,10 @@ test: $(STAMP) $(JAR) postgres
 stress: $(STAMP) $(JAR)
 	$(PY) -m pytest tests -m stress
 
+# Also leaves tpch.* in the default metastore for your own queries (README, "Your own
+# queries"); BENCH_ARGS passes more options, e.g. BENCH_ARGS=--no-publish.
 bench: $(STAMP) $(JAR)
-	$(PY) -m benchmarks.tpch_suite --scale $(SCALE) --out $(BENCH_OUT)
+	$(PY) -m benchmarks.tpch_suite --scale $(SCALE) --out $(BENCH_OUT) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_OUT) .pytest_cache native/target

@@ -235,6 +235,54 @@ def _runs_phrase(repetitions: Any) -> str:
     return f"median of {repetitions} runs (whiskers: fastest to slowest)"
 
 
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _seconds_cell(summary: Mapping[str, Any], ratio_: float | None, is_baseline: bool) -> str:
+    if summary["median_s"] is None:
+        return "error" if summary.get("error") else "—"
+    text = format_seconds(summary["median_s"])
+    return text if is_baseline or ratio_ is None else f"{text} ({format_ratio(ratio_)})"
+
+
+def chart_caption(results: Mapping[str, Any], s: Mapping[str, Any]) -> str:
+    """What the chart shows, under it (in the PNG and in results.md)."""
+    return (f"Median seconds per query and configuration ({_runs_phrase(results.get('repetitions'))}"
+            f"). In the legend, each configuration's geometric mean over the queries and, in "
+            f"brackets, its time relative to the baseline {s['baseline']} (lower is faster).")
+
+
+def _chart_section(results: Mapping[str, Any], s: Mapping[str, Any]) -> list[str]:
+    return ["![median seconds per query](tpch_queries.png)", "",
+            f"*{chart_caption(results, s)}*", ""]
+
+
+def _remote_section(s: Mapping[str, Any]) -> list[str]:
+    """The S3 requests and bytes per query, for the configurations that read the store."""
+    configs = [c for c in s["configs"]
+               if any(per[c]["requests_total"] for per in s["queries"].values())]
+    if not configs:
+        return []
+    lines = ["## S3 requests and bytes per query", "",
+             "Per run (median of the timed runs): the requests the S3 endpoint served and the "
+             "bytes it sent."]
+    if any(any(k.startswith("block_cache.") for per in s["queries"].values()
+               for k in per[c]["metrics"]) for c in configs):
+        lines[-1] += (" With the block cache on, a cold run reads more bytes than a run "
+                      "without caches: the cache fetches whole 1 MiB blocks "
+                      "(`cache.block-size`, aligned) where the reader alone asks for just the "
+                      "byte ranges it needs; the warm runs then read those blocks from local "
+                      "disk.")
+    lines.append("")
+    header = ["query"] + [f"{c} requests / bytes" for c in configs]
+    rows = [[f"Q{q}"] + [_remote_cell(per[c]) for c in configs]
+            for q, per in s["queries"].items()]
+    lines += _table(header, rows)
+    lines.append("")
+    return lines
+
+
 def _remote_cell(summary: Mapping[str, Any]) -> str:
     if summary["requests_total"] is None:
         return "—"
@@ -309,8 +357,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     lines.append(f"- Runs: {results.get('warmup', 0)} warm-up + {results.get('repetitions')} "
                  f"timed per query and configuration, interleaved; medians shown. A run times "
                  f"`spark.sql(query).collect()` (registering the views and a configuration's "
-                 f"preparation are not timed). Ratio = configuration / {baseline}. Requests / "
-                 f"bytes: S3 requests the endpoint served and the bytes it sent during one run.")
+                 f"preparation are not timed).")
     lines.append("")
     lines.append("## Configurations")
     lines.append("")
@@ -321,27 +368,26 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     lines.append("")
     lines.append("## Median seconds per query")
     lines.append("")
-    header = (["query", "rows"] + [f"{c} s" for c in configs]
-              + [f"{c} / {baseline}" for c in others]
-              + [f"{c} requests / bytes" for c in configs])
+    lines.append(f"Seconds per run (median); in brackets, the time relative to the baseline "
+                 f"{baseline}: 0.50x took half its time, 2.00x twice. Lower is faster.")
+    lines.append("")
+    header = ["query", "rows", f"{baseline} s"] + [f"{c} s (x of baseline)" for c in others]
     rows = []
     for q, per in s["queries"].items():
         row_counts = {per[c]["rows"] for c in configs if per[c]["rows"] is not None}
         rows_cell = ("—" if not row_counts else format_count(next(iter(row_counts)))
                      if len(row_counts) == 1 else "MISMATCH")
         cells = [f"Q{q}", rows_cell]
-        cells += [("error" if per[c]["error"] and per[c]["median_s"] is None
-                   else format_seconds(per[c]["median_s"])) for c in configs]
-        cells += [format_ratio(s["ratios"][q][c]) for c in others]
-        cells += [_remote_cell(per[c]) for c in configs]
+        cells += [_seconds_cell(per[c], s["ratios"][q][c], c == baseline) for c in configs]
         rows.append(cells)
     n_geo = len(s["geomean_queries"])
-    rows.append([f"**geomean** ({n_geo} queries)", ""]
-                + [format_seconds(s["geomean"][c]) for c in configs]
-                + [format_ratio(s["geomean_ratio"][c]) for c in others]
-                + ["" for _ in configs])
+    rows.append([f"**geomean** ({_plural(n_geo, 'query', 'queries')})", ""]
+                + [_seconds_cell({"median_s": s["geomean"][c], "error": None},
+                                 s["geomean_ratio"][c], c == baseline) for c in configs])
     lines += _table(header, rows)
     lines.append("")
+    lines += _chart_section(results, s)
+    lines += _remote_section(s)
     lines += _decoding_section(s)
     lines += _tiers_section(s)
     lines += _totals_section(s)
@@ -544,10 +590,11 @@ def render_chart(results: Mapping[str, Any], path: str) -> str:
             all_values += [summ["min_s"], summ["max_s"]]
         label = c
         if s["geomean"].get(c) is not None:
-            label += f" (geomean {s['geomean'][c]:.2f} s"
+            label += f": geomean {s['geomean'][c]:.2f} s"
             if c != s["baseline"] and s["geomean_ratio"].get(c) is not None:
-                label += f", {s['geomean_ratio'][c]:.2f}x"
-            label += ")"
+                label += f" ({s['geomean_ratio'][c]:.2f}x of baseline)"
+            elif c == s["baseline"]:
+                label += " (baseline)"
         ax.bar(xs, ys, bar_w, label=label, color=f"C{i}", yerr=[lo, hi] if xs else None,
                error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.25"})
     ax.set_xticks(range(len(queries)))
@@ -569,7 +616,9 @@ def render_chart(results: Mapping[str, Any], path: str) -> str:
     ax.set_title(title)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=min(n_cfg, 3),
               fontsize="small", frameon=False)
-    fig.tight_layout()
+    fig.text(0.5, 0.01, chart_caption(results, s), ha="center", va="bottom", fontsize="small",
+             wrap=True)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, format="png")
     return path

@@ -9,6 +9,14 @@ What it does, in order:
 1. Generates TPC-H at the scale factor into ``<work>/tpch/sf<scale>`` (cached between runs by
    the generator's completion marker; ``<work>`` defaults to ``work-data/`` next to the
    output directory, which .gitignore excludes).
+1b. Publishes a durable copy for the user's own queries (``--no-publish`` skips it): copies
+   the generation to ``<hive.metastore.warehouse.dir>/tpch.db/`` (``~/.raptorx/warehouse``
+   by default) and registers its eight tables as ``tpch.*`` in the metastore that
+   ``tiered_session()`` reads from this directory (``hive.metastore.url``, by default
+   ``~/.raptorx/metastore.db``), with the configuration ``load_settings()`` finds here. Only
+   those eight tables are replaced, and only when an earlier publish registered them (their
+   location is that directory); a table of the same name elsewhere is left alone and the
+   publish is skipped with a line saying why. Other tables are never touched.
 2. Starts the emulated S3 endpoint (``benchmarks.object_store.S3Endpoint``; per-request
    latency ``--latency-ms``, 0 turns it off), creates a bucket, and loads the generation to
    ``s3://<bucket>/warehouse`` with ``load_tpch`` into a fresh SQLite metastore under the
@@ -31,6 +39,7 @@ results.md); 2 for bad arguments.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -52,6 +61,8 @@ from benchmarks.configurations import (
 
 BUCKET = "raptorx-bench"
 DATABASE = "tpch"
+#: The database of the durable copy left for the user (``Bench.publish``).
+PUBLISH_DATABASE = "tpch"
 DEFAULT_SPARK_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.driver.memory": "4g",
@@ -103,6 +114,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="where generated data, the metastore and metrics live "
                         "(default: work-data/ next to --out; data is reused between runs)")
     p.add_argument("--master", default="local[2]", help="Spark master")
+    p.add_argument("--no-publish", action="store_true",
+                   help="do not leave the TPC-H copy registered as tpch.* in the default "
+                        "metastore for your own queries")
+    p.add_argument("--spark-log-level", default=None, type=str.upper,
+                   choices=("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"),
+                   help="Spark's own log level on the console (default: ERROR, which also "
+                        "silences Spark's start-up messages)")
     p.add_argument("--list-configs", action="store_true",
                    help="print the registered configurations and exit")
     args = p.parse_args(argv)
@@ -246,6 +264,37 @@ class Bench:
     def say(self, message: str) -> None:
         self.console.print(f"[dim]{_dt.datetime.now():%H:%M:%S}[/dim] {message}")
 
+    @contextlib.contextmanager
+    def phase(self, what: str):
+        """One line when a phase starts and one when it ends (with its seconds), so a log
+        file shows where a 40-minute run is."""
+        self.say(f"start: {what}")
+        t0 = time.monotonic()
+        yield
+        self.say(f"done:  {what} ({time.monotonic() - t0:.0f} s)")
+
+    def publish(self) -> None:
+        """The durable copy for the user's own queries (module docstring, step 1b)."""
+        from raptorx_py.config import load_settings
+        from raptorx_py.errors import RaptorxError
+        from raptorx_py.tpch.load import load_tpch
+
+        try:
+            settings = load_settings()  # what tiered_session() run from here reads
+            with self.phase(f"publishing TPC-H SF {self.results['scale']} as {PUBLISH_DATABASE}.* "
+                            f"in {describe_metastore(settings.metastore_url)}, files under "
+                            f"{settings.warehouse_dir}/{PUBLISH_DATABASE}.db"):
+                load_tpch(self.args.scale, settings.warehouse_dir, settings,
+                          database=PUBLISH_DATABASE, work_dir=self.tpch_dir, progress=True,
+                          only_own_tables=True)
+        except RaptorxError as e:  # the benchmark itself does not need the copy
+            self.say(f"[yellow]not published:[/yellow] {e}")
+            self.results["published"] = {"error": str(e)}
+            return
+        self.results["published"] = {"database": PUBLISH_DATABASE,
+                                     "metastore": describe_metastore(settings.metastore_url),
+                                     "warehouse": settings.warehouse_dir}
+
     def generate(self) -> str:
         from raptorx_py.tpch.generate import format_scale, generate_tpch
 
@@ -307,19 +356,25 @@ class Bench:
         from raptorx_py.metrics import MetricsSink
         from raptorx_py.session import tiered_session
 
-        local_dir = self.generate()
+        with self.phase(f"generating TPC-H SF {self.results['scale']}"):
+            local_dir = self.generate()
+        if not self.args.no_publish:
+            self.publish()
         metastore, metrics_dir = self.fresh_state_paths()
-        self.say(f"starting the S3 endpoint (latency {self.args.latency_ms} ms per request)")
-        with S3Endpoint(latency_ms=0.0) as endpoint:
+        with contextlib.ExitStack() as stack:
+            with self.phase("starting the local S3 endpoint"):
+                endpoint = stack.enter_context(S3Endpoint(latency_ms=0.0))
             endpoint.create_bucket(BUCKET)
             properties = {
                 "hive.metastore.url": f"sqlite:///{metastore}",
                 "metrics.directory": metrics_dir,
                 **endpoint.s3_properties(),
             }
-            self.say(f"loading TPC-H SF {self.results['scale']} into s3://{BUCKET}/warehouse")
-            warehouse = self.load(properties)
-            probe = self.probe(endpoint)
+            with self.phase(f"loading TPC-H SF {self.results['scale']} into "
+                            f"s3://{BUCKET}/warehouse (the benchmark's own metastore {metastore})"):
+                warehouse = self.load(properties)
+                probe = self.probe(endpoint)
+            self.say(f"S3 latency from now on: {self.args.latency_ms:g} ms per request")
             endpoint.set_latency(self.args.latency_ms)
             endpoint.reset_stats()
             self.results["endpoint"] = {"kind": type(endpoint).__name__, "url": endpoint.url,
@@ -328,11 +383,12 @@ class Bench:
                                                                "size": probe["size"]}}
             self.results["properties"] = properties
             self.results["spark_conf"] = dict(DEFAULT_SPARK_CONF)
-            self.say("starting Spark")
-            spark = tiered_session(master=self.args.master, app_name="raptorx-tpch-bench",
-                                   spark_conf=dict(DEFAULT_SPARK_CONF), properties=properties)
+            with self.phase("starting Spark"):
+                spark = tiered_session(master=self.args.master, app_name="raptorx-tpch-bench",
+                                       spark_conf={**DEFAULT_SPARK_CONF, **self.log_conf()},
+                                       properties=properties)
             try:
-                spark.sparkContext.setLogLevel("ERROR")
+                spark.sparkContext.setLogLevel(self.args.spark_log_level or "ERROR")
                 self.results["machine"] = machine_info(spark)
                 ctx = BenchContext(spark=spark, database=DATABASE, local_data_dir=local_dir,
                                    properties=properties, work_dir=self.work_dir,
@@ -342,14 +398,39 @@ class Bench:
                 total = len(self.query_numbers) * len(self.configs) * runs_per_pair
                 columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-                with Progress(*columns, console=self.console, transient=False) as progress:
-                    task = progress.add_task("TPC-H", total=total)
-                    for n in self.query_numbers:
-                        self.run_query(n, ctx, endpoint, sink, progress, task)
-                        self.write(partial=True)
+                # A bar only on a terminal: in a log file it would be drawn once, at the end.
+                bar = (Progress(*columns, console=self.console, transient=True)
+                       if self.console.is_terminal else NoProgress(self.console))
+                baseline = self.configs[0].name
+                what = (f"running {len(self.query_numbers)} "
+                        f"{'query' if len(self.query_numbers) == 1 else 'queries'} x "
+                        f"{len(self.configs)} "
+                        f"{'configuration' if len(self.configs) == 1 else 'configurations'} x "
+                        f"{runs_per_pair} "
+                        f"{'run' if runs_per_pair == 1 else 'runs'} "
+                        f"({self.args.warmup} warm-up)")
+                with self.phase(what):
+                    self.say(f"a line per query: median seconds per configuration; "
+                             f"'x of baseline' = time / {baseline}'s time (lower is faster)")
+                    with bar as progress:
+                        task = progress.add_task("TPC-H", total=total)
+                        for n in self.query_numbers:
+                            self.run_query(n, ctx, endpoint, sink, progress, task)
+                            self.write(partial=True)
             finally:
-                spark.stop()
+                with self.phase("stopping Spark"):
+                    spark.stop()
         return self.finish()
+
+    def log_conf(self) -> dict[str, str]:
+        """Spark conf giving the driver JVM a log4j2 file at ``--spark-log-level`` (ERROR by
+        default): Spark's start-up messages are printed before ``setLogLevel`` can run."""
+        level = self.args.spark_log_level or "ERROR"
+        os.makedirs(self.work_dir, exist_ok=True)
+        path = os.path.join(self.work_dir, "log4j2.properties")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(LOG4J2_TEMPLATE.format(level=level.lower()))
+        return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{path}"}
 
     def run_query(self, n: int, ctx: BenchContext, endpoint: Any, sink: Any,
                   progress: Any, task: Any) -> None:
@@ -443,14 +524,15 @@ class Bench:
             text = f"{c} {s['median_s']:.3f}s"
             r = per["ratios"][str(n)][c]
             if c != per["baseline"] and r is not None:
-                text += f" ([bold]{r:.2f}x[/bold])"
+                text += f" ([bold]{r:.2f}x[/bold] of baseline)"
             if s["requests_total"]:
                 text += f" {report.format_count(s['requests_total'])} req"
             parts.append(text)
         rows = {q[c]["rows"] for c in per["configs"] if q[c]["rows"] is not None}
         rows_text = (f"{next(iter(rows))} rows" if len(rows) == 1
                      else "[red]ROW COUNTS DIFFER[/red]" if rows else "")
-        console.print(f"Q{n:<2} {rows_text:>10}  " + "  ".join(parts))
+        console.print(f"[dim]{_dt.datetime.now():%H:%M:%S}[/dim] Q{n:<2} {rows_text:>10}  "
+                      + "  ".join(parts))
         for problem in report.row_count_mismatches(
                 {"configurations": self.results["configurations"],
                  "queries": {str(n): self.results["queries"][str(n)]}}):
@@ -471,10 +553,11 @@ class Bench:
         if s["geomean_queries"]:
             geo = ", ".join(
                 f"{c} {s['geomean'][c]:.3f}s"
-                + (f" ({s['geomean_ratio'][c]:.2f}x)" if c != s["baseline"] else "")
+                + (f" ({s['geomean_ratio'][c]:.2f}x of baseline)" if c != s["baseline"] else "")
                 for c in s["configs"])
-            self.console.print(f"[bold]geomean over {len(s['geomean_queries'])} queries:[/bold] "
-                               f"{geo}")
+            n = len(s["geomean_queries"])
+            label = (f"geomean over {n} queries" if n > 1 else "over the one query")
+            self.console.print(f"[bold]{label}:[/bold] {geo} (lower is faster)")
         self.console.print(f"wrote {paths['json']}, {paths['markdown']}, {paths['chart']} "
                            f"(wall time {self.results['wall_seconds']:.0f} s)")
         problems = (report.row_count_mismatches(self.results)
@@ -485,7 +568,59 @@ class Bench:
             self.console.print(f"[bold red]FAILED:[/bold red] {p}")
         for q, c, e in errors:
             self.console.print(f"[bold red]FAILED:[/bold red] Q{q} {c}: {e}")
+        published = self.results.get("published") or {}
+        if published.get("database"):
+            self.console.print(
+                f"your copy of the data: spark.read.format(\"tiered_hive\").load("
+                f"\"{published['database']}.lineitem\") after tiered_session() "
+                f"(metastore {published['metastore']}; see README.md, 'Your own queries')")
         return 1 if problems or errors else 0
+
+
+#: The driver's log4j2 configuration (``Bench.log_conf``): Spark's pattern, on stderr.
+LOG4J2_TEMPLATE = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+# pyspark's driver counts as a shell: Spark prints "Setting default log level" unless the
+# logger of the class that starts the JVM's logging is configured at the root's level.
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = {level}
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+class NoProgress:
+    """What ``run_query`` uses of a rich ``Progress`` when the console is not a terminal: no
+    bar, since each query prints its own line as it finishes."""
+
+    def __init__(self, console: Any) -> None:
+        self.console = console
+
+    def __enter__(self) -> "NoProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def add_task(self, *args: Any, **kwargs: Any) -> int:
+        return 0
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def advance(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def describe_metastore(url: str) -> str:
+    """The metastore URL with any password masked (``postgresql://u:***@h/db``)."""
+    from raptorx_py.cli import masked_url
+
+    return masked_url(url)
 
 
 def _first_lines(text: str, limit: int = 3) -> str:
@@ -498,6 +633,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    # A log file gets each line when it is printed, not 8 KiB later.
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
     console = Console(highlight=False, soft_wrap=True)
     if args.list_configs:
         from benchmarks.configurations import all_configurations

@@ -1,4 +1,4 @@
-"""The ``raptorx`` command.
+"""raptorx: register and inspect metastore tables, show the configuration, load TPC-H.
 
     raptorx table register <db.table> <url> [--replace]
     raptorx table list [<db>]
@@ -32,7 +32,8 @@ def settings_from_args(args):
         if not sep:
             raise ConfigError(f"expected name=value, got '{item}'", source="--property")
         overrides[key.strip()] = value
-    return load_settings(conf_dir=args.conf_dir, overrides=overrides)
+    return load_settings(conf_dir=args.conf_dir, overrides=overrides,
+                         overrides_source="-p/--property")
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
@@ -58,12 +59,29 @@ def cmd_table_register(args) -> int:
 def cmd_table_list(args) -> int:
     from raptorx_py.metastore import open_metastore
 
-    with open_metastore(settings_from_args(args)) as ms:
+    settings = settings_from_args(args)
+    found = 0
+    with open_metastore(settings) as ms:
         databases = [args.database] if args.database else ms.list_databases()
         for db in databases:
             for t in ms.list_tables(db):
                 print(f"{db}.{t}")
+                found += 1
+    if not found:
+        where = f"database {args.database} of " if args.database else ""
+        print(f"(no tables in {where}the metastore {masked_url(settings.metastore_url)})")
     return 0
+
+
+def masked_url(url: str) -> str:
+    """A metastore URL with its password replaced by ``***``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 def cmd_table_show(args) -> int:
@@ -108,9 +126,23 @@ def cmd_table_clean(args) -> int:
 
 
 def cmd_config_show(args) -> int:
-    from raptorx_py.config.loader import describe_settings
+    import os
 
-    print(describe_settings(settings_from_args(args)))
+    from raptorx_py.config.loader import CONF_DIR_ENV, config_files, describe_settings
+
+    settings = settings_from_args(args)
+    files = config_files(args.conf_dir)
+    print("files read (later ones win): "
+          + (", ".join(str(f) for f in files) if files else "none, defaults only"))
+    if args.conf_dir is None and os.environ.get(CONF_DIR_ENV):
+        print(f"  ({CONF_DIR_ENV}={os.environ[CONF_DIR_ENV]})")
+    if args.property:
+        print(f"overridden on the command line: {', '.join(k.split('=', 1)[0] for k in args.property)}")
+    print(f"metastore: {masked_url(settings.metastore_url)}")
+    if args.sources:
+        return 0
+    print()
+    print(describe_settings(settings))
     return 0
 
 
@@ -204,8 +236,23 @@ def add_locks_cli(sub) -> None:
     show.set_defaults(func=cmd_locks_show)
 
 
+EXAMPLES = """\
+examples:
+  raptorx table list                                    tables in the metastore
+  raptorx table show tpch.lineitem --partitions         columns, partitions, rows
+  raptorx table register sales.events s3://bucket/warehouse/events
+  raptorx config show --sources                         which files and metastore are used
+  raptorx config show -p cache.enabled=true             every property, with one overridden
+  raptorx tpch load --scale 0.1 --warehouse ~/tpch-data
+
+every command takes --conf-dir DIR and -p NAME=VALUE; `raptorx <command> --help` for more.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="raptorx", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="raptorx", description=__doc__.split("\n\n")[0],
+                                     epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     table = sub.add_parser("table", help="register and inspect tables")
@@ -234,7 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = sub.add_parser("config", help="inspect the configuration")
     csub = config.add_subparsers(dest="config_command", required=True)
-    cshow = csub.add_parser("show", help="every property with its value and default")
+    cshow = csub.add_parser("show", help="the files read, the metastore, and every property "
+                                         "with its value and default")
+    cshow.add_argument("--sources", action="store_true",
+                       help="only the files read and the metastore URL")
     add_common_options(cshow)
     cshow.set_defaults(func=cmd_config_show)
 

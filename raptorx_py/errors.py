@@ -137,5 +137,18 @@ def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
     # ReadTimeoutError, ConnectionClosedError; aiohttp's ClientConnectorError.
     if any(k in name for k in _UNREACHABLE_NAMES) or isinstance(
             exc, (ConnectionError, TimeoutError)):
-        return StorageError(f"object store unreachable for {url}: {text}")
+        endpoint = _endpoint_of(exc)
+        target = f"{endpoint} for {url}" if endpoint else url
+        return StorageError(f"could not connect to {target}: {text}")
     return StorageError(f"storage request for {url} failed: {name}: {text}")
+
+
+def _endpoint_of(exc: BaseException) -> str | None:
+    """``scheme://host:port`` of the request a botocore connection error names, if any."""
+    from urllib.parse import urlparse
+
+    url = (getattr(exc, "kwargs", None) or {}).get("endpoint_url")
+    if not url:
+        return None
+    parsed = urlparse(str(url))
+    return f"{parsed.scheme}://{parsed.netloc}" if parsed.netloc else None

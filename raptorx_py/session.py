@@ -38,7 +38,10 @@ def register(spark, conf_dir: str | None = None,
     session, raises ``ConnectServerError`` when the server cannot load the JVM provider.
     """
     from raptorx_py.datasource.source import configured_source_class
+    from raptorx_py.error_report import install_excepthook
 
+    # An uncaught error that carries one of ours is printed as that error, on one line.
+    install_excepthook()
     conf_dir = conf_dir or spark.conf.get("spark.raptorx.conf.dir", None) or None
     settings = session_settings(spark, conf_dir, properties)
     for key, value in REQUIRED_SPARK_CONF.items():
@@ -127,5 +130,27 @@ def tiered_session(conf_dir: str | None = None, master: str = "local[2]",
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if local:
+        quiet_task_failure_logs(spark)
     register(spark, conf_dir=conf_dir, properties=properties)
     return spark
+
+
+#: Spark loggers that print a failed task's exception with its JVM stack (the executor's
+#: ERROR, the scheduler's "Lost task" WARN): 80 lines before the driver raises it again.
+TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor",
+                        "org.apache.spark.scheduler.TaskSetManager")
+
+
+def quiet_task_failure_logs(spark) -> None:
+    """In local mode the driver raises every failed task's exception itself (and an error of
+    ours lands in ``~/.raptorx/logs/errors.log`` in full), so the two loggers that print it
+    again are limited to FATAL. Best effort: a JVM without log4j2's core keeps its logging."""
+    try:
+        jvm = spark.sparkContext._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        fatal = jvm.org.apache.logging.log4j.Level.FATAL
+        for name in TASK_FAILURE_LOGGERS:
+            configurator.setLevel(name, fatal)
+    except Exception:  # noqa: BLE001 - logging is not worth failing a session for
+        pass

@@ -28,6 +28,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -56,11 +57,15 @@ def kind_form(kind: str) -> str:
     return KIND_FORMS.get(kind) or PARSERS[kind].form
 
 
+#: Width of the wrapped descriptions in ``describe_settings``.
+DESCRIBE_WIDTH = 96
+
 #: Properties whose value ``describe_settings`` never prints.
 SECRET_PROPERTIES = frozenset({"hive.s3.aws-secret-key"})
 
 #: Section headings of the generated conf files, by name prefix (the longest match wins).
 SECTIONS: tuple[tuple[str, str], ...] = (
+    ("connector.", "Catalog"),
     ("hive.metastore", "Metastore"),
     ("hive.s3.", "Object store (S3)"),
     ("hive.file-status-cache", "File-listing cache"),
@@ -94,8 +99,19 @@ def _value_string(name: str, value: Any, source: str, line: int | None) -> str:
                       source=source, line=line, key=name)
 
 
+#: Presto/Hive property names that a copied catalog file may hold but that raptorx_py
+#: does not read, with what to use instead.
+FOREIGN_PROPERTIES = {
+    "hive.metastore.uri": "a Thrift metastore (thrift://host:9083) is not read by raptorx_py, "
+                          "which reads the metastore database itself: set hive.metastore.url to "
+                          "it instead (sqlite:///<path> or postgresql://user:password@host/db)",
+}
+
+
 def unknown_property_error(name: str, source: str, line: int | None) -> ConfigError:
     """The error for a property name that is not in the table, with the closest name."""
+    if name in FOREIGN_PROPERTIES:
+        return ConfigError(FOREIGN_PROPERTIES[name], source=source, line=line, key=name)
     close = difflib.get_close_matches(name, PROPERTIES_BY_NAME, n=1, cutoff=0.6)
     hint = (f"did you mean '{close[0]}'?" if close
             else "see docs/configuration.md for the list of properties")
@@ -160,12 +176,14 @@ def config_files(conf_dir: str | os.PathLike | None = None,
 def load_settings(conf_dir: str | os.PathLike | None = None,
                   overrides: Mapping[str, Any] | None = None,
                   env: Mapping[str, str] | None = None,
-                  cwd: str | os.PathLike | None = None) -> Settings:
+                  cwd: str | os.PathLike | None = None,
+                  overrides_source: str = "option") -> Settings:
     """Load ``Settings`` from defaults, conf files and overrides (see the module docstring).
 
     ``env`` defaults to ``os.environ`` and ``cwd`` to the current directory; both exist so
     tests can pass their own. A relative ``conf_dir`` (or ``RAPTORX_CONF_DIR``) is taken
-    relative to ``cwd``. Raises ``ConfigError`` for a missing or empty conf directory, a
+    relative to ``cwd``. ``overrides_source`` is what errors about an override name as its
+    source (the CLI says ``-p/--property``). Raises ``ConfigError`` for a missing or empty conf directory, a
     malformed file, an unknown property or a bad value, naming the file, line and key.
     """
     raw: dict[str, tuple[Any, str, int | None]] = {}
@@ -173,7 +191,7 @@ def load_settings(conf_dir: str | os.PathLike | None = None,
         for name, (value, line) in read_properties(path).items():
             raw[name] = (value, str(path), line)
     for name, value in (overrides or {}).items():
-        raw[name] = (value, "option", None)
+        raw[name] = (value, overrides_source, None)
     return build_settings(raw)
 
 
@@ -181,8 +199,17 @@ def _mask(name: str, value: str) -> str:
     return "<hidden>" if name in SECRET_PROPERTIES and value else value
 
 
+def _differs(prop, value: str) -> bool:
+    """Whether ``value`` means something else than the default (``local`` is ``LOCAL``)."""
+    try:
+        return PARSERS[prop.kind](value) != PARSERS[prop.kind](prop.default)
+    except ValueError:
+        return True
+
+
 def describe_settings(settings: Settings) -> str:
-    """A plain-text table of every property: name, value, default and description.
+    """A plain-text table of every property: name, value and default, with its description
+    wrapped on the lines below.
 
     Values that differ from the default are marked with ``*``; secret values are masked.
     """
@@ -190,15 +217,20 @@ def describe_settings(settings: Settings) -> str:
     rows = [("name", "value", "default", "description")]
     for p in PROPERTIES:
         value = current.get(p.name, p.default)
-        mark = "*" if value != p.default else ""
+        mark = "*" if _differs(p, value) else ""
         rows.append((p.name, _mask(p.name, value) + mark, p.default, p.doc))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = []
+    # Each description wrapped under its row: on the row itself lines ran to 500 characters.
     for i, row in enumerate(rows):
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)))
         if i == 0:
-            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * len(row[3]))
-    lines.append("(* differs from the default)")
+            lines.append("  ".join("-" * w for w in widths))
+        else:
+            lines += textwrap.wrap(row[3], width=DESCRIBE_WIDTH, initial_indent="    ",
+                                   subsequent_indent="    ", break_on_hyphens=False,
+                                   break_long_words=False)
+    lines.append("(* differs from the default; under each property, what it does)")
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 

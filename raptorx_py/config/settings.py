@@ -26,6 +26,16 @@ class Property:
     doc: str
 
 
+def _connector(value: str) -> str:
+    """``hive-hadoop2`` (Presto's Hive connector; ``hive`` also names it): the only one."""
+    if value.strip().lower() in ("hive-hadoop2", "hive"):
+        return "hive-hadoop2"
+    raise ValueError(f"raptorx_py implements only the Hive connector: expected hive-hadoop2 "
+                     f"(or hive), got {value!r}")
+
+
+_connector.form = "hive-hadoop2 (or hive)"
+
 PARSERS: dict[str, Callable[[str], Any]] = {
     "str": lambda s: s,
     "bool": units.parse_bool,
@@ -37,9 +47,15 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "cache_scope": units.choice("ALL", "PARTITION"),
     # The block cache's kind; RaptorX catalogs say ALLUXIO, which names the same thing here.
     "cache_type": units.choice("LOCAL", aliases={"ALLUXIO": "LOCAL"}),
+    # A Presto catalog file names its connector; the Hive connector is the one implemented.
+    "connector": _connector,
 }
 
 PROPERTIES: tuple[Property, ...] = (
+    # --- catalog -----------------------------------------------------------------------
+    Property("connector.name", "connector_name", "hive-hadoop2", "connector", "hive",
+             "The connector of a Presto catalog file: only the Hive connector, hive-hadoop2 "
+             "(or hive), is implemented, so a RaptorX catalog file can be used as it is."),
     # --- metastore -------------------------------------------------------------------
     Property("hive.metastore.url", "metastore_url", "sqlite:///~/.raptorx/metastore.db", "str",
              "hive", "Metastore database: sqlite:///<path> (embedded default, created on first use)."),
@@ -152,6 +168,7 @@ PROPERTIES_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
 class Settings:
     """Typed, validated configuration. Build with ``raptorx_py.config.load_settings``."""
 
+    connector_name: str
     metastore_url: str
     warehouse_dir: str
     metastore_cache_ttl: float  # seconds

@@ -22,6 +22,7 @@ from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
 from raptorx_py.config.settings import Settings
 from raptorx_py.datasource.planner import plan_scan, split_predicates
 from raptorx_py.datasource.scan import read_split
+from raptorx_py.error_report import short_worker_errors
 from raptorx_py.errors import ConfigError, SchemaError
 from raptorx_py.hive_types import spark_struct, spark_type
 from raptorx_py.metastore.cached_store import with_cached_metastore
@@ -102,6 +103,7 @@ class TieredHiveDataSource(DataSource):
     def name(cls) -> str:
         return cls._name
 
+    @short_worker_errors
     def __init__(self, options) -> None:
         super().__init__(options)
         self.settings, self.read_options = resolve_options(self._properties, options)
@@ -120,6 +122,7 @@ class TieredHiveDataSource(DataSource):
         return with_cached_metastore(
             self.settings, lambda cache: cache.get_table(self.database, self.table_name))
 
+    @short_worker_errors
     def schema(self) -> StructType:
         try:
             table = self._table()
@@ -136,6 +139,7 @@ class TieredHiveDataSource(DataSource):
         return TieredHiveWriter(self.settings, self.database, self.table_name, schema,
                                 overwrite, self.read_options.get("partition_by"))
 
+    @short_worker_errors
     def reader(self, schema: StructType) -> "TieredHiveReader":
         return TieredHiveReader(self.settings, self.database, self.table_name, schema,
                                 pushdown=self._pushdown)
@@ -149,6 +153,7 @@ class TieredHiveReader(DataSourceReader):
     the scan reads from the metastore is read under it: the table now, the partitions in
     ``partitions()``. It is pickled with the reader, so ``read`` could use it too."""
 
+    @short_worker_errors
     def __init__(self, settings: Settings, database: str, table_name: str, schema: StructType,
                  pushdown: bool = True):
         self.settings = settings
@@ -164,6 +169,7 @@ class TieredHiveReader(DataSourceReader):
         self.columns = columns_for_schema(self.table, schema)
         self.predicates: list = []
 
+    @short_worker_errors
     def pushFilters(self, filters):
         if not self.pushdown:
             yield from filters
@@ -177,6 +183,7 @@ class TieredHiveReader(DataSourceReader):
             else:
                 self.predicates.append(p)
 
+    @short_worker_errors
     def partitions(self):
         try:
             # The table and the snapshot are those of __init__ (one snapshot per scan): the
@@ -189,6 +196,7 @@ class TieredHiveReader(DataSourceReader):
         finally:
             metrics.flush(self.settings.metrics_directory)
 
+    @short_worker_errors
     def read(self, partition):
         task = partition.value
         if task is None:  # pyspark's placeholder when planning found no split

@@ -371,7 +371,8 @@ class Metastore:
             if existing is not None:
                 if not replace:
                     raise AlreadyExistsError(
-                        f"table '{table.qualified_name}' already exists (use replace)")
+                        f"table '{table.qualified_name}' already exists (to replace it: "
+                        f"`raptorx table register --replace`, or replace=True)")
                 self._drop_table(self.get_table(table.database, table.name))
             tbl_id = self._insert(
                 "INSERT INTO TBLS (DB_ID, TBL_NAME, TBL_TYPE, LOCATION, CREATE_TIME) "

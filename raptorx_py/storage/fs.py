@@ -54,10 +54,38 @@ def _local_fs():
     return fsspec.filesystem("file")
 
 
+def check_s3_reachable(endpoint: str, key: str, secret: str, connect_timeout: float) -> None:
+    """Without configured keys, find credentials the way botocore will, before any request:
+    none at all would surface as botocore's ``NoCredentialsError`` at the first request,
+    which hides a more basic fault, an endpoint nothing listens on. So then the endpoint is
+    tried first (``could not connect to <endpoint>``), else the missing credentials are named."""
+    if key and secret:
+        return
+    import botocore.session
+
+    if botocore.session.get_session().get_credentials() is not None:
+        return
+    if endpoint:
+        import socket
+
+        parsed = urlparse(endpoint)
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            socket.create_connection((parsed.hostname or "", port), timeout=connect_timeout).close()
+        except OSError as e:
+            raise StorageError(f"could not connect to {endpoint} (hive.s3.endpoint): "
+                               f"{e.strerror or e}") from e
+    raise StorageError(
+        "no S3 credentials: set hive.s3.aws-access-key and hive.s3.aws-secret-key, or provide "
+        "them the AWS way (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, ~/.aws/credentials)"
+        + (f"; endpoint {endpoint}" if endpoint else ""))
+
+
 @functools.lru_cache(maxsize=32)
 def _s3_fs(endpoint, key, secret, region, path_style, connect_timeout, socket_timeout, retries):
     import s3fs
 
+    check_s3_reachable(endpoint, key, secret, connect_timeout)
     client_kwargs = {}
     if endpoint:
         client_kwargs["endpoint_url"] = endpoint

@@ -49,7 +49,7 @@ def _normalise_url(url: str) -> str:
 
 def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tpch",
               work_dir: str | None = None, progress: bool = True,
-              seal: bool = True) -> dict[str, str]:
+              seal: bool = True, only_own_tables: bool = False) -> dict[str, str]:
     """Generate TPC-H at ``scale``, copy it under ``warehouse_url``, register it; table -> URL.
 
     - ``work_dir``: where to generate (``<work_dir>/sf<scale>``); default ``default_work_dir()``.
@@ -62,6 +62,10 @@ def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tp
       (``sealed=true``): generated TPC-H data never changes, so every month is closed and
       the file-listing cache may keep the listings.
     - ``progress``: show a ``rich`` progress bar (bytes copied) and step messages.
+    - ``only_own_tables``: replace only TPC-H tables an earlier load into this very warehouse
+      registered (a table of a TPC-H name whose location is ``<warehouse>/<database>.db/<t>``);
+      any other table of such a name fails the load with ``AlreadyExistsError`` before a
+      file is copied. Tables of other names are never touched either way.
 
     Storage failures raise ``raptorx_py.errors.StorageError`` naming the URL; generation
     failures ``generate.TpchGenerationError``.
@@ -76,6 +80,8 @@ def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tp
     generation = read_marker(str(local_root))
 
     db_url = f"{_normalise_url(warehouse_url)}/{database}.db"
+    if only_own_tables:
+        check_own_tables(settings, database, db_url)
     fs, db_path = filesystem_for(db_url, settings)
     local_files = sorted(p for t in TABLES for p in (local_root / t).rglob("*.parquet"))
     files = {p.relative_to(local_root).as_posix(): p.stat().st_size for p in local_files}
@@ -96,6 +102,28 @@ def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tp
             register_external_table(metastore, settings, f"{database}.{table}", urls[table],
                                     replace=True, sealed=seal)
     return urls
+
+
+def check_own_tables(settings, database: str, db_url: str) -> None:
+    """Fail (``AlreadyExistsError``) when ``<database>`` holds a table of a TPC-H name that a
+    load into ``db_url`` did not register: its location is elsewhere, so it is someone
+    else's table and a load must not replace it."""
+    from raptorx_py.errors import AlreadyExistsError
+    from raptorx_py.metastore import open_metastore
+
+    with open_metastore(settings) as metastore:
+        if database not in metastore.list_databases():
+            return
+        existing = set(metastore.list_tables(database))
+        for table in TABLES:
+            if table not in existing:
+                continue
+            found = metastore.get_table(database, table)
+            if found.location.rstrip("/") != f"{db_url}/{table}":
+                raise AlreadyExistsError(
+                    f"table {database}.{table} already exists at {found.location} "
+                    f"({found.table_type}), which a TPC-H load into {db_url} did not create; "
+                    f"it is left alone (drop it, or load into another database)")
 
 
 def load_tpch_managed(spark, scale: float, settings, *, database: str = "tpch_managed",
@@ -143,7 +171,7 @@ def _printer(enabled: bool):
         return lambda _msg: None
     from rich.console import Console
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # a log file gets whole lines
     return lambda msg: console.print(f"[dim]tpch:[/dim] {msg}")
 
 
@@ -196,7 +224,9 @@ def _copy(fs, db_path: str, db_url: str, local_root: Path, files: dict[str, int]
         return files[rel]
 
     total = sum(files.values())
-    if not progress:
+    from rich.console import Console
+
+    if not progress or not Console().is_terminal:  # a bar in a log file is drawn once, at the end
         with ThreadPoolExecutor(max_workers=COPY_THREADS) as pool:
             list(pool.map(put, files))
         return

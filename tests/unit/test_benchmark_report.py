@@ -87,14 +87,24 @@ def test_markdown_table_rows(results):
     assert md.startswith("# TPC-H benchmark, scale factor 0.01\n")
     assert "- Command: `python -m benchmarks.tpch_suite --scale 0.01`" in md
     assert "Linux-test, 2 CPUs, 2.0 GiB RAM, Python 3.11.2, PySpark 4.3.0" in md
-    assert ("| query | rows | local s | remote s | remote / local | local requests / bytes "
-            "| remote requests / bytes |") in md.splitlines()
     lines = md.splitlines()
-    assert "| Q1 | 4 | 2.000 | 5.000 | 2.50x | 0 / 0 B | 12 / 3.0 MiB |" in lines
-    assert "| Q10 | 20 | 4.000 | 8.000 | 2.00x | 0 / 0 B | 2 / 100 B |" in lines
-    assert "| **geomean** (2 queries) |  | 2.828 | 6.325 | 2.24x |  |  |" in lines
-    assert lines.index("| Q1 | 4 | 2.000 | 5.000 | 2.50x | 0 / 0 B | 12 / 3.0 MiB |") < \
-        lines.index("| Q10 | 20 | 4.000 | 8.000 | 2.00x | 0 / 0 B | 2 / 100 B |")
+    # One main table: seconds and the ratio per configuration, nothing else.
+    assert "| query | rows | local s | remote s (x of baseline) |" in lines
+    assert "| Q1 | 4 | 2.000 | 5.000 (2.50x) |" in lines
+    assert "| Q10 | 20 | 4.000 | 8.000 (2.00x) |" in lines
+    assert "| **geomean** (2 queries) |  | 2.828 | 6.325 (2.24x) |" in lines
+    assert lines.index("| Q1 | 4 | 2.000 | 5.000 (2.50x) |") < \
+        lines.index("| Q10 | 20 | 4.000 | 8.000 (2.00x) |")
+    assert any("relative to the baseline local" in line and "Lower is faster" in line
+               for line in lines)
+    # The chart with its caption, then the requests and bytes of the configurations that
+    # read the store (the local baseline's always-empty columns are gone).
+    assert "![median seconds per query](tpch_queries.png)" in lines
+    assert any(line.startswith("*Median seconds per query") and "lower is faster" in line
+               for line in lines)
+    assert "| query | remote requests / bytes |" in lines
+    assert "| Q1 | 12 / 3.0 MiB |" in lines and "| Q10 | 2 / 100 B |" in lines
+    assert "whole 1 MiB blocks" not in md  # no block cache in these runs
     # totals: requests by kind and the data source's counters, summed over queries
     assert "| remote | 2 | 1 | 11 | 3.0 MiB |" in lines
     assert "| `reader.files_opened` | 0 | 2 |" in lines
@@ -113,10 +123,18 @@ def test_row_count_mismatch_and_errors_are_reported(results):
         "Q10: row counts differ between configurations: local=21, remote=20"]
     md = report.render_markdown(results)
     lines = md.splitlines()
-    assert "| Q1 | 4 | 2.000 | error | — | 0 / 0 B | — |" in lines
+    assert "| Q1 | 4 | 2.000 | error |" in lines
     # the geometric mean covers only queries every configuration completed
-    assert "| **geomean** (1 queries) |  | 4.000 | 8.000 | 2.00x |  |  |" in lines
+    assert "| **geomean** (1 query) |  | 4.000 | 8.000 (2.00x) |" in lines
     assert "- Q1 remote: StorageError: boom" in lines
+
+
+def test_cold_bytes_are_explained_when_the_block_cache_ran(results):
+    for run in results["queries"]["1"]["configs"]["remote"]["runs"]:
+        run["metrics"]["block_cache.misses"] = 3
+    md = report.render_markdown(results)
+    assert "a cold run reads more bytes than a run without caches" in md
+    assert "whole 1 MiB blocks" in md
 
 
 def test_formatting():

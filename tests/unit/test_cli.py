@@ -61,3 +61,45 @@ def test_entry_point_is_installed():
     exe = os.path.join(os.path.dirname(sys.executable), "raptorx")
     result = subprocess.run([exe, "--help"], capture_output=True, text=True, check=True)
     assert "table" in result.stdout and "tpch" in result.stdout
+
+
+def test_help_has_a_description_and_examples():
+    from raptorx_py.cli import build_parser
+
+    text = build_parser().format_help()
+    assert "``" not in text and "raptorx: register and inspect metastore tables" in text
+    assert "examples:" in text and "raptorx config show --sources" in text
+
+
+def test_config_show_names_its_files_and_the_metastore(tmp_path, monkeypatch, capsys):
+    conf = tmp_path / "mine"
+    conf.mkdir()
+    (conf / "hive.properties").write_text(
+        "hive.metastore.url=postgresql://meta:s3cret@db.example/hive\n")
+    monkeypatch.chdir(tmp_path)  # no ./conf here
+    monkeypatch.delenv("RAPTORX_CONF_DIR", raising=False)
+    assert main(["config", "show", "--sources", "--conf-dir", str(conf)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"files read (later ones win): {conf / 'hive.properties'}",
+                   "metastore: postgresql://meta:***@db.example/hive"]
+    assert main(["config", "show"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("files read (later ones win): none, defaults only\n"
+                          "metastore: sqlite:///~/.raptorx/metastore.db\n")
+
+
+def test_table_list_on_an_empty_metastore_names_it(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    assert main(["table", "list", "-p", f"hive.metastore.url={url}"]) == 0
+    assert capsys.readouterr().out == f"(no tables in the metastore {url})\n"
+
+
+def test_cli_errors_name_the_option_and_the_flag(env, table_dir, capsys):
+    assert main(["config", "show", "-p", "cache.enabled=maybe"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "raptorx: error: -p/--property, property 'cache.enabled': invalid value 'maybe'")
+    db = env.unique_db("cli")
+    assert main(["table", "register", f"{db}.t", f"file://{table_dir}", *_args(env)]) == 0
+    capsys.readouterr()
+    assert main(["table", "register", f"{db}.t", f"file://{table_dir}", *_args(env)]) == 2
+    assert "`raptorx table register --replace`" in capsys.readouterr().err

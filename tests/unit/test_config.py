@@ -25,6 +25,7 @@ from raptorx_py.errors import ConfigError
 REPO = Path(__file__).resolve().parents[2]
 
 EXPECTED_DEFAULTS = {
+    "connector_name": "hive-hadoop2",
     "metastore_url": "sqlite:///~/.raptorx/metastore.db",
     "warehouse_dir": "~/.raptorx/warehouse",
     "metastore_cache_ttl": 0.0,
@@ -64,6 +65,8 @@ EXPECTED_DEFAULTS = {
 
 # property name -> (file, non-default string, field, typed value)
 NON_DEFAULTS = {
+    # The one connector, by its other name.
+    "connector.name": ("hive", "hive", "connector_name", "hive-hadoop2"),
     "hive.metastore.url": ("hive", "sqlite:////srv/meta.db", "metastore_url",
                            "sqlite:////srv/meta.db"),
     "hive.metastore.warehouse.dir": ("hive", "s3://bucket/warehouse", "warehouse_dir",
@@ -111,9 +114,10 @@ NON_DEFAULTS = {
 }
 
 # Properties with a single canonical value (their test value is an alias of the default).
-ONE_CANONICAL_VALUE = {"cache.type"}
+ONE_CANONICAL_VALUE = {"cache.type", "connector.name"}
 
 EXPECTED_NAMES = {
+    "connector.name",
     "hive.metastore.url",
     "hive.metastore.warehouse.dir",
     "hive.metastore-cache-ttl",
@@ -400,13 +404,50 @@ def test_describe_settings(empty_cwd):
         "hive.s3.aws-secret-key": "s3cr3t", "hive.s3.region": "eu-west-1"})
     text = describe_settings(settings)
     lines = text.splitlines()
-    assert lines[0].split() == ["name", "value", "default", "description"]
-    assert len(lines) == 2 + len(PROPERTIES) + 1
+    assert lines[0].split() == ["name", "value", "default"]
     assert "s3cr3t" not in text
-    rows = {line.split()[0]: line for line in lines[2:-1]}
+    # A row per property, its description wrapped on the indented lines below it.
+    rows, docs, name = {}, {}, None
+    for line in lines[2:-1]:
+        if line.startswith("    "):
+            docs[name] += " " + line.strip()
+        else:
+            name = line.split()[0]
+            rows[name], docs[name] = line, ""
     assert set(rows) == EXPECTED_NAMES
+    assert max(len(line) for line in lines) <= 130  # the description on the row: 500
     assert rows["hive.s3.aws-secret-key"].split()[1] == "<hidden>*"
     assert rows["hive.s3.region"].split()[1] == "eu-west-1*"
     assert rows["hive.s3.connect-timeout"].split()[1:3] == ["5s", "5s"]
     for p in PROPERTIES:
-        assert rows[p.name].endswith(p.doc)
+        assert docs[p.name].strip() == " ".join(p.doc.split())
+
+
+def test_describe_settings_marks_only_values_that_differ(empty_cwd):
+    """``cache.type=local`` is the default ``LOCAL`` written otherwise: not marked."""
+    text = describe_settings(load_settings(env={}, cwd=empty_cwd, overrides={
+        "cache.type": "local", "connector.name": "hive", "cache.block-size": "2MB"}))
+    rows = {line.split()[0]: line.split() for line in text.splitlines()
+            if line and not line.startswith(" ")}
+    assert rows["cache.type"][1] == "local" and rows["connector.name"][1] == "hive"
+    assert rows["cache.block-size"][1] == "2MB*"
+
+
+def test_a_presto_catalog_file_is_accepted_as_it_is(tmp_path):
+    """What a RaptorX catalog names: the Hive connector is accepted, another is refused,
+    and a Thrift metastore URI is answered with the property to use instead."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "hive.properties").write_text("connector.name=hive-hadoop2\ncache.type=ALLUXIO\n")
+    assert load_settings(conf_dir=conf, env={}, cwd=tmp_path).connector_name == "hive-hadoop2"
+    (conf / "hive.properties").write_text("connector.name=iceberg\n")
+    with pytest.raises(ConfigError, match=r"hive.properties:1, property 'connector.name': "
+                                          r"invalid value 'iceberg': raptorx_py implements only "
+                                          r"the Hive connector"):
+        load_settings(conf_dir=conf, env={}, cwd=tmp_path)
+    (conf / "hive.properties").write_text("connector.name=hive-hadoop2\n"
+                                          "hive.metastore.uri=thrift://metastore:9083\n")
+    with pytest.raises(ConfigError, match=r"hive.properties:2, property 'hive.metastore.uri': "
+                                          r"a Thrift metastore .* is not read .*set "
+                                          r"hive.metastore.url"):
+        load_settings(conf_dir=conf, env={}, cwd=tmp_path)

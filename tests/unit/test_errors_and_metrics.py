@@ -11,15 +11,23 @@ from raptorx_py.metrics import Counters, MetricsSink, counters, diff, flush
     (FileNotFoundError("gone"), errors.StorageNotFoundError, FileNotFoundError, "does not exist"),
     (OSError(errno.ENOENT, "x"), errors.StorageNotFoundError, FileNotFoundError, "does not exist"),
     (PermissionError("no"), errors.StoragePermissionError, PermissionError, "denied"),
-    (ConnectionRefusedError("refused"), errors.StorageError, OSError, "unreachable"),
+    (ConnectionRefusedError("refused"), errors.StorageError, OSError, "could not connect to"),
     (type("EndpointConnectionError", (Exception,), {})("x"), errors.StorageError, OSError,
-     "unreachable"),
+     "could not connect to"),
     (RuntimeError("odd"), errors.StorageError, OSError, "RuntimeError: odd"),
 ])
 def test_storage_error_table(exc, cls, builtin, text):
     out = errors.translate_storage_error(exc, "s3://b/k")
     assert type(out) is cls and isinstance(out, builtin)
     assert "s3://b/k" in str(out) and text in str(out)
+
+
+def test_a_connection_error_names_the_endpoint():
+    from botocore.exceptions import EndpointConnectionError
+
+    exc = EndpointConnectionError(endpoint_url="http://127.0.0.1:9/bucket/key?list-type=2")
+    out = errors.translate_storage_error(exc, "s3://bucket/key")
+    assert str(out).startswith("could not connect to http://127.0.0.1:9 for s3://bucket/key: ")
 
 
 def test_our_errors_pass_through_translation():
