@@ -11,6 +11,7 @@ are made absolute here, in the client, before they travel (``config/paths.py``).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import warnings
@@ -152,5 +153,5 @@ def quiet_task_failure_logs(spark) -> None:
         fatal = jvm.org.apache.logging.log4j.Level.FATAL
         for name in TASK_FAILURE_LOGGERS:
             configurator.setLevel(name, fatal)
-    except Exception:  # noqa: BLE001 - logging is not worth failing a session for
-        pass
+    except Exception as exc:  # noqa: BLE001 - logging is not worth failing a session for
+        logging.getLogger(__name__).debug("task-failure loggers left as they are: %s", exc)
