@@ -81,6 +81,17 @@ class WriteError(RaptorxError, RuntimeError):
     visible."""
 
 
+class LocationInUseError(RaptorxError, FileExistsError):
+    """A write would publish into a directory it did not create: a new MANAGED table's
+    location already holds files, or an ACID directory of the write's id already exists
+    (another table, or another metastore, uses the same directory). Names the path."""
+
+
+class InvalidNameError(RaptorxError, ValueError):
+    """A database or table name breaks the naming rule (``names.py``); names the name and
+    the rule."""
+
+
 class StorageError(RaptorxError, OSError):
     """The object store could not be reached or refused a request. Names the URL."""
 
