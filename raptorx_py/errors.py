@@ -87,7 +87,7 @@ class LocationInUseError(RaptorxError, FileExistsError):
     (another table, or another metastore, uses the same directory). Names the path."""
 
 
-class InvalidNameError(RaptorxError, ValueError):
+class InvalidNameError(SchemaError):
     """A database or table name breaks the naming rule (``names.py``); names the name and
     the rule."""
 

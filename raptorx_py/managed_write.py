@@ -78,6 +78,7 @@ from raptorx_py.metastore.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Co
     Partition, Table
 from raptorx_py.metastore.store import WRITE_ID_PARAM, partition_name
 from raptorx_py.metrics import counters
+from raptorx_py.names import check_name
 from raptorx_py.storage.acid_layout import base_dir_name, delta_dir_name
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.parquet_files import footer_stats, read_metadata
@@ -265,6 +266,7 @@ def _normal_type(t: str) -> str:
 def begin_write(metastore, settings, database: str, name: str, columns: Sequence[Column],
                 overwrite: bool, partition_by: Sequence[str] | None = None) -> WriteJob:
     """Resolve the target and open the write's transaction (see the module docstring)."""
+    database, name = check_name("database", database), check_name("table", name)
     target = resolve_target(metastore, settings, database, name, columns, partition_by)
     txn_id = metastore.open_transaction(agent_info=f"{AGENT} {target.qualified_name}")
     staging = f"{target.location}/{staging_dir_name(txn_id)}"

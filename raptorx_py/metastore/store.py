@@ -40,6 +40,7 @@ from raptorx_py.metastore.model import (
 from raptorx_py.metastore.notifications import append_event, partition_message, table_message
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
+from raptorx_py.names import check_name
 from raptorx_py.sqlite_wal import connect_wal
 
 #: The partition parameter holding the write id that last wrote a managed table's partition.
@@ -273,6 +274,7 @@ class Metastore:
     # -- databases --------------------------------------------------------------------
     def create_database(self, name: str, location: str | None = None,
                         if_not_exists: bool = True) -> Database:
+        name = check_name("database", name)
         with self._transaction():
             row = self._execute("SELECT DB_ID, NAME, DB_LOCATION_URI FROM DBS WHERE NAME = ?",
                                 (name,)).fetchone()
@@ -314,6 +316,7 @@ class Metastore:
             return [r[0] for r in self._execute("SELECT NAME FROM DBS ORDER BY NAME")]
 
     def get_database(self, name: str) -> Database:
+        name = name.lower()  # names are case-insensitive (names.py)
         with self._lock:
             row = self._execute("SELECT DB_ID, NAME, DB_LOCATION_URI FROM DBS WHERE NAME = ?",
                                 (name,)).fetchone()
@@ -329,6 +332,7 @@ class Metastore:
                 "SELECT TBL_NAME FROM TBLS WHERE DB_ID = ? ORDER BY TBL_NAME", (db.id,))]
 
     def get_table(self, database: str, name: str) -> Table:
+        database, name = database.lower(), name.lower()
         with self._lock:
             db = self.get_database(database)
             row = self._execute(
@@ -364,6 +368,9 @@ class Metastore:
         partitions). ``write_id``: see ``add_partitions``.
         """
         now = int(time.time())
+        # The one naming rule (names.py): a name that could escape its directory never exists.
+        table = dataclasses.replace(table, database=check_name("database", table.database),
+                                    name=check_name("table", table.name))
         with self._transaction():
             db = self.get_database(table.database)
             existing = self._execute("SELECT TBL_ID FROM TBLS WHERE DB_ID = ? AND TBL_NAME = ?",

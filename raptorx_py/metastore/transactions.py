@@ -39,6 +39,7 @@ from raptorx_py.errors import MetastoreError
 from raptorx_py.metastore.model import EXTERNAL_TABLE
 from raptorx_py.metastore.notifications import append_event
 from raptorx_py.metastore.write_ids import ValidWriteIdList
+from raptorx_py.names import parse_table_name
 
 OPEN, COMMITTED, ABORTED = "o", "c", "a"
 _STATE_NAMES = {OPEN: "open", COMMITTED: "committed", ABORTED: "aborted"}
@@ -98,10 +99,8 @@ def txn_label(txn_id: int) -> str:
 
 
 def split_table_name(name: str) -> tuple[str, str]:
-    db, sep, table = name.partition(".")
-    if not sep or not db or not table:
-        raise MetastoreError(f"expected <database>.<table>, got '{name}'")
-    return db, table
+    """``"db.table"`` checked by the one naming rule (``raptorx_py.names``), no default."""
+    return parse_table_name(name, default_database=None)
 
 
 # -- expiry ------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ import threading
 
 import pytest
 
+from raptorx_py.errors import InvalidNameError
+
 from raptorx_py.errors import MetastoreError, NoSuchObjectError
 from raptorx_py.metastore import EXTERNAL_TABLE, Column, Table
 from raptorx_py.metastore import schema
@@ -188,7 +190,8 @@ def test_snapshot_of_unknown_tables(ms):
         ms.get_valid_write_ids(["db.t", "db.nope"])
     with pytest.raises(NoSuchObjectError, match="database 'nodb' does not exist"):
         ms.get_valid_write_ids(["nodb.t"])
-    with pytest.raises(MetastoreError, match="expected <database>.<table>, got 'nodot'"):
+    # The one naming rule (names.py) checks it, before any round trip.
+    with pytest.raises(InvalidNameError, match="'nodot' is not of the form <database>.<table>"):
         ms.get_valid_write_ids(["nodot"])
     assert ms.get_valid_write_ids([]) == {}
 
