@@ -121,6 +121,9 @@ def build_settings(raw: Raw) -> Settings:
         text = strings[prop.name]
         try:
             values[prop.field] = PARSERS[prop.kind](text)
+            lower = prop.lower_bound
+            if lower is not None and values[prop.field] < PARSERS[prop.kind](lower):
+                raise ValueError(f"must be at least {lower}")
         except ValueError as e:
             origin = raw.get(prop.name)
             source, line = (origin[1], origin[2]) if origin else ("default", None)
