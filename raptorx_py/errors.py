@@ -42,6 +42,11 @@ class MetastoreError(RaptorxError):
     """The metastore database could not be opened or answered with an error."""
 
 
+class MetastoreNotFoundError(MetastoreError, FileNotFoundError):
+    """The metastore named by ``hive.metastore.url`` does not exist, and the caller only
+    reads it (only commands that create tables create a metastore). Names the path."""
+
+
 class NoSuchObjectError(MetastoreError, LookupError):
     """A database or table does not exist. The message lists what does exist."""
 
