@@ -1,0 +1,41 @@
+"""Issue 10, finding 8: errors that came late or unclear now come early and name what was
+wrong: a file whose column type differs from the table's, a write with both NULL and the
+string __HIVE_DEFAULT_PARTITION__ as partition values, a password in `config show`."""
+
+from __future__ import annotations
+
+import decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from raptorx_py.datasource.planner import plan_scan
+from raptorx_py.datasource.scan import read_split
+from raptorx_py.errors import SchemaError
+from raptorx_py.table_registration import register_external_table
+
+
+@pytest.mark.parametrize("table_type, good, bad, bad_type", [
+    ("bigint", pa.array([1, 2], pa.int64()), pa.array([1.5, 2.0], pa.float64()), "double"),
+    ("decimal(10,2)", pa.array([decimal.Decimal("1.25")], pa.decimal128(10, 2)),
+     pa.array([decimal.Decimal("1.234")], pa.decimal128(10, 3)), "decimal128(10, 3)"),
+])
+def test_a_file_whose_column_type_differs_names_file_column_table_and_types(
+        env, tmp_path, table_type, good, bad, bad_type):
+    root = tmp_path / "t"
+    (root / "p=1").mkdir(parents=True)
+    pq.write_table(pa.table({"v": good}), root / "p=1" / "a.parquet")
+    settings = env.settings()
+    name = f"{env.unique_db()}.t"
+    with env.metastore() as ms:
+        table = register_external_table(ms, settings, name, f"file://{root}")
+        assert table.columns[0].type == table_type
+        pq.write_table(pa.table({"v": bad}), root / "p=1" / "b.parquet")  # added later
+        plan = plan_scan(ms, settings, table, table.columns, [])
+    bad_split = next(s for s in plan.splits if s.url.endswith("b.parquet"))
+    with pytest.raises(SchemaError) as e:
+        list(read_split(bad_split, table, table.columns, [], settings))
+    message = str(e.value)
+    for part in (bad_split.url, "column 'v'", bad_type, table_type, f"table {name}"):
+        assert part in message, (part, message)
