@@ -74,8 +74,8 @@ from raptorx_py.errors import AlreadyExistsError, LocationInUseError, NoSuchObje
     SchemaError
 from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
 from raptorx_py.metastore.locks import LockManager, Operation, lock_components
-from raptorx_py.metastore.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, ColumnStats, \
-    Partition, Table
+from raptorx_py.metastore.model import EXTERNAL_TABLE, HIVE_DEFAULT_PARTITION, MANAGED_TABLE, \
+    Column, ColumnStats, Partition, Table
 from raptorx_py.metastore.store import WRITE_ID_PARAM, partition_name
 from raptorx_py.metrics import counters
 from raptorx_py.names import check_name
@@ -432,6 +432,9 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
 
     try:
         heartbeat.beat(force=True)
+        if target.partition_keys:  # before anything is created: a new table stays uncreated
+            _check_partition_names(target.qualified_name, target.partition_keys,
+                                   {tuple(f.values) for f in files})
         table = _ensure_table(metastore, settings, target)
         if not files and not job.overwrite:
             metastore.commit_transaction(job.txn_id)
@@ -445,6 +448,9 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
         subdir = base_dir_name(write_id) if job.overwrite else delta_dir_name(write_id)
         existing = ({p.values: p for p in metastore.list_partitions(table)}
                     if table.is_partitioned else {})
+        if table.is_partitioned:
+            _check_partition_names(table.qualified_name, table.partition_keys,
+                                   set(by_values), set(existing))
         fs, _ = filesystem_for(table.location, settings)
 
         def location_of(values: tuple) -> str:
@@ -517,6 +523,24 @@ def _create_own_dir(fs, path: str, url: str, table: Table) -> None:
             f"write id just now: the directory belongs to another table or another metastore "
             f"using the same location; the write was not committed and nothing there was "
             f"touched")
+
+
+def _check_partition_names(qualified: str, keys, values: set, existing: set = frozenset()
+                           ) -> None:
+    """Refuse partition values that are different values but one Hive partition: NULL and
+    the string ``__HIVE_DEFAULT_PARTITION__`` (Hive's name for NULL) are both
+    ``k=__HIVE_DEFAULT_PARTITION__``, and the metastore holds one partition per name."""
+    by_name: dict[str, tuple] = {partition_name(keys, v): v for v in existing}
+    for v in sorted(values, key=_sort_key):
+        name = partition_name(keys, v)
+        other = by_name.setdefault(name, v)
+        if other != v:
+            shown = " and ".join(repr(list(x)).replace("None", "NULL") for x in (other, v))
+            raise SchemaError(
+                f"the write to {qualified} has partition values {shown}, which are different "
+                f"values but the same Hive partition {name} (Hive writes NULL as the string "
+                f"'{HIVE_DEFAULT_PARTITION}'); nothing was written: replace that string, or "
+                f"the NULLs, in the data")
 
 
 def _write_empty_file(fs, path: str, table: Table) -> None:

@@ -39,3 +39,33 @@ def test_a_file_whose_column_type_differs_names_file_column_table_and_types(
     message = str(e.value)
     for part in (bad_split.url, "column 'v'", bad_type, table_type, f"table {name}"):
         assert part in message, (part, message)
+
+
+def test_null_and_the_default_partition_string_in_one_write_fail_before_anything_exists(
+        tmp_path):
+    from raptorx_py import managed_write as mw
+    from raptorx_py.metastore.store import Metastore, SqliteBackend
+    from tests.unit.test_managed_write import batch, read_ids, write
+    from raptorx_py.config import load_settings
+
+    settings = load_settings(overrides={
+        "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+        "hive.metastore.warehouse.dir": str(tmp_path / "warehouse")}, env={}, cwd=tmp_path)
+    with Metastore(SqliteBackend(f"{tmp_path}/ms.db")) as ms:
+        mixed = batch(range(4), region_of=lambda i: None if i % 2 else "__HIVE_DEFAULT_PARTITION__")
+        job, files = write(settings, ms, [mixed])
+        with pytest.raises(SchemaError, match=r"partition values \['__HIVE_DEFAULT_PARTITION__'\] "
+                                              r"and \[NULL\].*same Hive "
+                                              r"partition region=__HIVE_DEFAULT_PARTITION__"):
+            mw.commit_write(ms, settings, job, files)
+        assert ms.list_databases() == []  # no empty table left behind
+        assert ms.get_transaction(job.txn_id).state == "aborted"
+        # An existing table: refused the same way, before any file moves; the table keeps
+        # its rows.
+        job, files = write(settings, ms, [batch(range(2), region_of=lambda i: None)])
+        mw.commit_write(ms, settings, job, files)
+        job, files = write(settings, ms, [batch(range(2, 4),
+                                                region_of=lambda i: "__HIVE_DEFAULT_PARTITION__")])
+        with pytest.raises(SchemaError, match="same Hive partition"):
+            mw.commit_write(ms, settings, job, files)
+        assert read_ids(settings, ms) == [0, 1]
