@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -180,7 +181,17 @@ def load_settings(conf_dir: str | os.PathLike | None = None,
 
 
 def _mask(name: str, value: str) -> str:
-    return "<hidden>" if name in SECRET_PROPERTIES and value else value
+    if name in SECRET_PROPERTIES and value:
+        return "<hidden>"
+    return mask_url_password(value) if "://" in value else value
+
+
+def mask_url_password(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part and any ``password=`` query
+    option replaced by ``<hidden>`` (a PostgreSQL metastore URL carries one). Masks up to
+    the last ``@``, so an unencoded ``@`` or ``/`` in a password leaks no piece of it."""
+    url = re.sub(r"^([^:/]*://[^/:@]*:).*@", r"\1<hidden>@", url)
+    return re.sub(r"(password=)[^&#]*", r"\1<hidden>", url)
 
 
 def describe_settings(settings: Settings) -> str:

@@ -69,3 +69,14 @@ def test_null_and_the_default_partition_string_in_one_write_fail_before_anything
         with pytest.raises(SchemaError, match="same Hive partition"):
             mw.commit_write(ms, settings, job, files)
         assert read_ids(settings, ms) == [0, 1]
+
+
+def test_config_show_masks_the_metastore_password(tmp_path, capsys):
+    from raptorx_py.cli import main
+
+    url = "postgresql://hive:s3cr%40t/pw@db.example:5432/metastore?sslmode=require&password=x2"
+    assert main(["config", "show", "-p", f"hive.metastore.url={url}"]) == 0
+    out = capsys.readouterr().out
+    assert "s3cr" not in out and "pw@" not in out and "x2" not in out
+    assert "postgresql://hive:<hidden>@db.example:5432/metastore?sslmode=require&password=" \
+           "<hidden>" in out
