@@ -21,6 +21,7 @@ from raptorx_py import predicates as preds
 from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
 from raptorx_py.config.settings import Settings
 from raptorx_py.datasource.planner import plan_scan, split_predicates
+from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_query
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.errors import ConfigError, SchemaError
 from raptorx_py.hive_types import spark_struct, spark_type
@@ -163,6 +164,23 @@ class TieredHiveReader(DataSourceReader):
         self.snapshot, self.table = with_cached_metastore(settings, snapshot_and_table)
         self.columns = columns_for_schema(self.table, schema)
         self.predicates: list = []
+        self._schema = schema
+        token = query_token(schema)
+        if token is not None:  # the native provider's query token (query_snapshots.py)
+            self._use_query_snapshot(token)
+
+    def _use_query_snapshot(self, token: str) -> None:
+        """Read under the snapshot the query's first scan of this table recorded
+        (``query_snapshots``: one snapshot per query, not per scan)."""
+        key = self.table.qualified_name
+        recorded = snapshot_for_query(token, key, self.snapshot)
+        if recorded == self.snapshot:
+            return
+        counters.add("source.query_snapshot_reused")
+        self.snapshot = recorded
+        self.table = with_cached_metastore(self.settings, lambda cache: cache.get_table(
+            self.table.database, self.table.name, snapshot=recorded))
+        self.columns = columns_for_schema(self.table, self._schema)
 
     def pushFilters(self, filters):
         if not self.pushdown:
