@@ -77,3 +77,12 @@ def test_two_scans_of_one_table_in_one_query_read_one_snapshot(spark, env, tmp_p
     assert union == [1, 1, 2, 2, 3, 3]
     self_join = df.alias("a").join(df.alias("b"), "id", "full_outer").collect()
     assert sorted(r.id for r in self_join) == [1, 2, 3, 100]  # a new query sees the commit
+
+
+def test_a_spark_read_of_a_missing_metastore_fails_naming_it(spark, tmp_path):
+    """Issue 10, finding 8: a typo in the SQLite path no longer reads a new empty metastore."""
+    typo = tmp_path / "metastor.db"
+    with pytest.raises(Exception, match=f"no SQLite metastore at {typo}"):
+        spark.read.format("tiered_hive").option("hive.metastore.url", f"sqlite:///{typo}") \
+            .load("db.t").collect()
+    assert not typo.exists()
