@@ -13,6 +13,9 @@ an error naming it.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
+
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructField, StructType
 
@@ -30,6 +33,8 @@ from raptorx_py.metastore.model import Column, Table
 from raptorx_py.metrics import counters
 from raptorx_py.native import PUBLIC_NAME
 from raptorx_py.table_registration import parse_table_name
+
+log = logging.getLogger(__name__)
 
 DATA_SOURCE_NAME = PUBLIC_NAME
 # partition_by: for writes (datasource/writer.py).
@@ -148,7 +153,10 @@ class TieredHiveReader(DataSourceReader):
     for the executors' ``read``, then ``partitions()``. So the query's snapshot is taken here,
     once per scan (``cache.snapshot``: the one uncached metastore round trip), and everything
     the scan reads from the metastore is read under it: the table now, the partitions in
-    ``partitions()``. It is pickled with the reader, so ``read`` could use it too."""
+    ``partitions()``. Behind the native provider the schema carries the query's token, and
+    a later scan of the same table in the same query reads under the snapshot the first one
+    recorded instead (``query_snapshots.py``: one snapshot per query). It is pickled with
+    the reader, so ``read`` could use it too."""
 
     def __init__(self, settings: Settings, database: str, table_name: str, schema: StructType,
                  pushdown: bool = True):
@@ -173,7 +181,14 @@ class TieredHiveReader(DataSourceReader):
         """Read under the snapshot the query's first scan of this table recorded
         (``query_snapshots``: one snapshot per query, not per scan)."""
         key = self.table.qualified_name
-        recorded = snapshot_for_query(token, key, self.snapshot)
+        try:
+            recorded = snapshot_for_query(token, key, self.snapshot)
+        except (OSError, sqlite3.Error) as e:
+            # The store only makes scans agree; without it each scan keeps its own snapshot.
+            counters.add("source.query_snapshot_unavailable")
+            log.warning("query snapshot store unavailable (%s); %s reads its own snapshot",
+                        e, key)
+            return
         if recorded == self.snapshot:
             return
         counters.add("source.query_snapshot_reused")
