@@ -153,7 +153,7 @@ def local_tables(ctx: BenchContext) -> str:
     from raptorx_py.tpch import queries
 
     settings = load_settings(overrides=dict(ctx.properties))
-    with open_metastore(settings) as ms:
+    with open_metastore(settings, create=True) as ms:
         ms.create_database(database)
         for table in queries.TABLES:
             register_external_table(ms, settings, f"{database}.{table}",

@@ -49,7 +49,7 @@ def prepare(scale: float, work_dir: str) -> tuple[dict[str, str], str]:
     properties = {"hive.metastore.url":
                   f"sqlite:///{os.path.abspath(os.path.join(work_dir, 'scan-cost.db'))}"}
     settings = load_settings(overrides=properties)
-    with open_metastore(settings) as ms:
+    with open_metastore(settings, create=True) as ms:
         ms.create_database("bench")
         register_external_table(ms, settings, "bench.lineitem", tables["lineitem"],
                                 replace=True)

@@ -47,7 +47,7 @@ def cmd_table_register(args) -> int:
     from raptorx_py.table_registration import register_external_table
 
     settings = settings_from_args(args)
-    with open_metastore(settings) as ms:
+    with open_metastore(settings, create=True) as ms:
         table = register_external_table(ms, settings, args.table, args.url, replace=args.replace)
         n = len(ms.list_partitions(table)) if table.is_partitioned else 0
     keys = ", ".join(f"{k.name} {k.type}" for k in table.partition_keys) or "none"

@@ -42,6 +42,11 @@ class MetastoreError(RaptorxError):
     """The metastore database could not be opened or answered with an error."""
 
 
+class MetastoreNotFoundError(MetastoreError, FileNotFoundError):
+    """The metastore named by ``hive.metastore.url`` does not exist, and the caller only
+    reads it (only commands that create tables create a metastore). Names the path."""
+
+
 class NoSuchObjectError(MetastoreError, LookupError):
     """A database or table does not exist. The message lists what does exist."""
 
@@ -79,6 +84,17 @@ class SchemaError(RaptorxError, ValueError):
 class WriteError(RaptorxError, RuntimeError):
     """A write to a table was not committed (names the table and why); nothing of it is
     visible."""
+
+
+class LocationInUseError(RaptorxError, FileExistsError):
+    """A write would publish into a directory it did not create: a new MANAGED table's
+    location already holds files, or an ACID directory of the write's id already exists
+    (another table, or another metastore, uses the same directory). Names the path."""
+
+
+class InvalidNameError(SchemaError):
+    """A database or table name breaks the naming rule (``names.py``); names the name and
+    the rule."""
 
 
 class StorageError(RaptorxError, OSError):

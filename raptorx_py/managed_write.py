@@ -17,8 +17,21 @@ A write has three steps, run where Spark runs them (``datasource/writer.py`` is 
    move the files into ``delta_<wid>_<wid>/`` (append) or ``base_<wid>/`` (overwrite) of their
    partition, add/alter the partitions with statistics, row counts and ``writeId`` (an
    unpartitioned table: its parameters), and commit the transaction. Any error before the
-   commit aborts the transaction and removes the directories it moved files into;
+   commit aborts the transaction and removes what the commit itself created (see below);
    ``abort_write`` (a failed job) aborts it and removes the staging directory.
+
+Who may delete what on rollback: a write publishes only into directories it created itself.
+Each ``base_<wid>/`` or ``delta_<wid>_<wid>/`` is created exclusively (a local ``mkdir`` that
+fails when the directory exists; on an object store, a check that no object has that prefix):
+one that already exists belongs to someone else (another table or another metastore using
+the same directory) and fails the write with ``LocationInUseError`` instead of being written
+into. A rollback removes exactly the files it moved or wrote, then the directories it
+created if they are empty: never a directory, or a file, it did not make. A new MANAGED table
+never adopts a location that already holds visible files (checked when the write begins and
+again just before the table is created): with write ids per metastore, another table's
+``base_0000001`` would read as the new table's. Limit: on an object store the check and the
+first move are not atomic (two metastores committing the same write id into one directory
+in the same instant can both pass); one metastore's write ids never collide.
 
 Visibility: data is moved under an open write id, which no snapshot reads; the commit makes
 all of it visible at once. Files are moved *before* the partition metadata changes, so a
@@ -57,13 +70,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from raptorx_py.errors import AlreadyExistsError, NoSuchObjectError, SchemaError
+from raptorx_py.errors import AlreadyExistsError, LocationInUseError, NoSuchObjectError, \
+    SchemaError
 from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
 from raptorx_py.metastore.locks import LockManager, Operation, lock_components
-from raptorx_py.metastore.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, ColumnStats, \
-    Partition, Table
+from raptorx_py.metastore.model import EXTERNAL_TABLE, HIVE_DEFAULT_PARTITION, MANAGED_TABLE, \
+    Column, ColumnStats, Partition, Table
 from raptorx_py.metastore.store import WRITE_ID_PARAM, partition_name
 from raptorx_py.metrics import counters
+from raptorx_py.names import check_name
 from raptorx_py.storage.acid_layout import base_dir_name, delta_dir_name
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.parquet_files import footer_stats, read_metadata
@@ -205,7 +220,29 @@ def resolve_target(metastore, settings, database: str, name: str,
     except NoSuchObjectError:
         db_location = None
     base = db_location.rstrip("/") if db_location else f"{warehouse_url(settings)}/{database}.db"
-    return WriteTarget(database, name, f"{base}/{name}", data, key_cols, None)
+    location = f"{base}/{name}"
+    check_location_free(settings, qualified, location)
+    return WriteTarget(database, name, location, data, key_cols, None)
+
+
+def check_location_free(settings, qualified: str, location: str) -> None:
+    """Refuse to create the MANAGED table ``qualified`` at ``location`` when the directory
+    holds any visible entry (hidden ``.``/``_`` names, e.g. writes' staging, are skipped):
+    a new table must never adopt another table's files or ACID directories."""
+    fs, path = filesystem_for(location, settings)
+    try:
+        entries = fs.ls(path, detail=False)
+    except FileNotFoundError:
+        return
+    visible = sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in entries)
+    visible = [n for n in visible if n and not n.startswith((".", "_"))]
+    if visible:
+        shown = ", ".join(visible[:5]) + (", ..." if len(visible) > 5 else "")
+        raise LocationInUseError(
+            f"cannot create the MANAGED table {qualified} at {location}: the directory "
+            f"already holds {shown} (the files of another table, or of a table of another "
+            f"metastore); a new table never adopts existing files. Remove them, or give the "
+            f"database another location")
 
 
 def _check_columns(table: Table, columns: Sequence[Column]) -> None:
@@ -229,6 +266,7 @@ def _normal_type(t: str) -> str:
 def begin_write(metastore, settings, database: str, name: str, columns: Sequence[Column],
                 overwrite: bool, partition_by: Sequence[str] | None = None) -> WriteJob:
     """Resolve the target and open the write's transaction (see the module docstring)."""
+    database, name = check_name("database", database), check_name("table", name)
     target = resolve_target(metastore, settings, database, name, columns, partition_by)
     txn_id = metastore.open_transaction(agent_info=f"{AGENT} {target.qualified_name}")
     staging = f"{target.location}/{staging_dir_name(txn_id)}"
@@ -379,7 +417,8 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
                  sleep: Callable[[float], None] = time.sleep) -> CommitResult:
     """Make the files of every task visible as one write (see the module docstring)."""
     target = job.target
-    moved_dirs: list[str] = []
+    created_dirs: list[str] = []  # only these, and the files below, may a rollback remove
+    placed_files: list[str] = []
     committed = False
     heartbeat = TxnHeartbeat(settings, job.txn_id, metastore=metastore)
 
@@ -393,7 +432,10 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
 
     try:
         heartbeat.beat(force=True)
-        table = _ensure_table(metastore, target)
+        if target.partition_keys:  # before anything is created: a new table stays uncreated
+            _check_partition_names(target.qualified_name, target.partition_keys,
+                                   {tuple(f.values) for f in files})
+        table = _ensure_table(metastore, settings, target)
         if not files and not job.overwrite:
             metastore.commit_transaction(job.txn_id)
             committed = True
@@ -406,6 +448,9 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
         subdir = base_dir_name(write_id) if job.overwrite else delta_dir_name(write_id)
         existing = ({p.values: p for p in metastore.list_partitions(table)}
                     if table.is_partitioned else {})
+        if table.is_partitioned:
+            _check_partition_names(table.qualified_name, table.partition_keys,
+                                   set(by_values), set(existing))
         fs, _ = filesystem_for(table.location, settings)
 
         def location_of(values: tuple) -> str:
@@ -419,21 +464,24 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
         for values, group in by_values.items():
             dest = f"{location_of(values)}/{subdir}"
             _, dest_path = split_url(dest)
-            fs.makedirs(dest_path, exist_ok=True)
-            moved_dirs.append(dest)
+            _create_own_dir(fs, dest_path, dest, table)
+            created_dirs.append(dest_path)
             for f in group:
                 heartbeat.beat()  # moves on an object store are copies: they take time
                 _, src = split_url(f.url)
-                fs.mv(src, f"{dest_path}/{src.rsplit('/', 1)[-1]}")
+                placed = f"{dest_path}/{src.rsplit('/', 1)[-1]}"
+                fs.mv(src, placed)
+                placed_files.append(placed)
         untouched = ([v for v in existing if v not in by_values] if table.is_partitioned
                      else ([()] if not by_values else []))
         if job.overwrite:
             for values in untouched:
                 dest = f"{location_of(values)}/{subdir}"
                 _, dest_path = split_url(dest)
-                fs.makedirs(dest_path, exist_ok=True)
-                moved_dirs.append(dest)
-                _write_empty_file(fs, f"{dest_path}/{EMPTY_BASE_FILE}", table)
+                _create_own_dir(fs, dest_path, dest, table)
+                created_dirs.append(dest_path)
+                placed_files.append(f"{dest_path}/{EMPTY_BASE_FILE}")
+                _write_empty_file(fs, placed_files[-1], table)
 
         # The partitions and the commit are one database transaction: a commit that dies
         # in between leaves no partition recorded for rows that never became visible.
@@ -448,10 +496,51 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
     except BaseException:
         if not committed:
             counters.add("writer.aborts")
-            _roll_back(metastore, settings, job, moved_dirs)
+            _roll_back(metastore, settings, job, created_dirs, placed_files)
         raise
     finally:
         remove_staging(settings, job)
+
+
+def _is_local(fs) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return "file" in protocol or "local" in protocol
+
+
+def _create_own_dir(fs, path: str, url: str, table: Table) -> None:
+    """Create the ACID directory ``path`` for this write alone (see the module docstring):
+    an existing one is someone else's and is never written into."""
+    try:
+        if _is_local(fs):
+            fs.makedirs(path, exist_ok=False)  # the final mkdir is atomic
+            return
+        exists = fs.exists(path)
+    except FileExistsError:
+        exists = True
+    if exists:
+        raise LocationInUseError(
+            f"{url} already exists, but the write to {table.qualified_name} allocated its "
+            f"write id just now: the directory belongs to another table or another metastore "
+            f"using the same location; the write was not committed and nothing there was "
+            f"touched")
+
+
+def _check_partition_names(qualified: str, keys, values: set, existing: set = frozenset()
+                           ) -> None:
+    """Refuse partition values that are different values but one Hive partition: NULL and
+    the string ``__HIVE_DEFAULT_PARTITION__`` (Hive's name for NULL) are both
+    ``k=__HIVE_DEFAULT_PARTITION__``, and the metastore holds one partition per name."""
+    by_name: dict[str, tuple] = {partition_name(keys, v): v for v in existing}
+    for v in sorted(values, key=_sort_key):
+        name = partition_name(keys, v)
+        other = by_name.setdefault(name, v)
+        if other != v:
+            shown = " and ".join(repr(list(x)).replace("None", "NULL") for x in (other, v))
+            raise SchemaError(
+                f"the write to {qualified} has partition values {shown}, which are different "
+                f"values but the same Hive partition {name} (Hive writes NULL as the string "
+                f"'{HIVE_DEFAULT_PARTITION}'); nothing was written: replace that string, or "
+                f"the NULLs, in the data")
 
 
 def _write_empty_file(fs, path: str, table: Table) -> None:
@@ -463,7 +552,7 @@ def _sort_key(values: tuple) -> tuple:
     return tuple((v is None, v or "") for v in values)
 
 
-def _ensure_table(metastore, target: WriteTarget) -> Table:
+def _ensure_table(metastore, settings, target: WriteTarget) -> Table:
     """The target table, created now (with its database) when the write began without one;
     a table dropped or replaced since the write began is an error."""
     if target.table_id is not None:
@@ -477,14 +566,20 @@ def _ensure_table(metastore, target: WriteTarget) -> Table:
     except NoSuchObjectError:
         metastore.create_database(target.database, location=target.location.rsplit("/", 1)[0])
     try:
-        return metastore.create_table(target.as_table())
-    except AlreadyExistsError:
         table = metastore.get_table(target.database, target.name)
-        _check_columns(table, target.all_columns)
-        if table.table_type == EXTERNAL_TABLE or table.partition_keys != target.partition_keys:
-            raise SchemaError(f"{target.qualified_name} was created by someone else while it "
-                              f"was being written, differently; write again") from None
-        return table
+    except NoSuchObjectError:
+        # Checked again here: files may have arrived since the write began. A table another
+        # writer of this metastore created meanwhile is adopted (it is the same table).
+        check_location_free(settings, target.qualified_name, target.location)
+        try:
+            return metastore.create_table(target.as_table())
+        except AlreadyExistsError:
+            table = metastore.get_table(target.database, target.name)
+    _check_columns(table, target.all_columns)
+    if table.table_type == EXTERNAL_TABLE or table.partition_keys != target.partition_keys:
+        raise SchemaError(f"{target.qualified_name} was created by someone else while it "
+                          f"was being written, differently; write again")
+    return table
 
 
 def _lock(metastore, settings, job: WriteJob, table: Table, values: list[tuple], sleep) -> None:
@@ -566,9 +661,11 @@ def _record_metadata(metastore, table: Table, job: WriteJob, write_id: int,
     return len(new), len(altered)
 
 
-def _roll_back(metastore, settings, job: WriteJob, moved_dirs: Sequence[str]) -> None:
-    """Abort the transaction and remove what the commit moved, unless it committed after
-    all (an error after the commit reached the database must not delete visible data)."""
+def _roll_back(metastore, settings, job: WriteJob, created_dirs: Sequence[str],
+               placed_files: Sequence[str]) -> None:
+    """Abort the transaction and remove what the commit placed, unless it committed after
+    all (an error after the commit reached the database must not delete visible data): the
+    files it moved or wrote, then the directories it created, each only if empty."""
     try:
         if metastore.get_transaction(job.txn_id).state == "committed":
             return
@@ -576,9 +673,12 @@ def _roll_back(metastore, settings, job: WriteJob, moved_dirs: Sequence[str]) ->
     except Exception:  # noqa: BLE001 - the original error matters more; the cleaner follows
         log.warning("could not abort transaction %s", job.txn_id, exc_info=True)
         return
-    for d in moved_dirs:
-        fs, path = filesystem_for(d, settings)
-        _quietly(lambda fs=fs, path=path: fs.rm(path, recursive=True))
+    fs, _ = filesystem_for(job.target.location, settings)
+    for path in placed_files:
+        _quietly(lambda path=path: fs.rm(path))
+    if _is_local(fs):  # an object store has no directories: they go with their last file
+        for path in reversed(created_dirs):
+            _quietly(lambda path=path: fs.rmdir(path))
 
 
 def abort_write(metastore, settings, job: WriteJob) -> None:

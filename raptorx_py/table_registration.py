@@ -17,6 +17,7 @@ from dataclasses import replace as replace_dataclass
 from raptorx_py.cache.listing_cache import SEALED_PARAMETER
 from raptorx_py.errors import LayoutError, SchemaError
 from raptorx_py.hive_types import arrow_to_hive, infer_partition_key_type
+from raptorx_py.names import parse_table_name  # noqa: F401 - its old home, still imported
 from raptorx_py.metastore.model import (
     EXTERNAL_TABLE,
     Column,
@@ -31,14 +32,6 @@ from raptorx_py.storage.parquet_files import footer_stats, read_metadata
 FOOTER_READ_THREADS = 16
 
 
-def parse_table_name(name: str) -> tuple[str, str]:
-    """``"db.table"`` -> ``("db", "table")``; a bare name means database ``default``."""
-    parts = name.split(".")
-    if len(parts) == 1 and parts[0]:
-        return "default", parts[0]
-    if len(parts) != 2 or not all(parts):
-        raise SchemaError(f"table name '{name}' is not of the form <database>.<table>")
-    return parts[0], parts[1]
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Mapping
@@ -138,6 +139,9 @@ def build_settings(raw: Raw) -> Settings:
         text = strings[prop.name]
         try:
             values[prop.field] = PARSERS[prop.kind](text)
+            lower = prop.lower_bound
+            if lower is not None and values[prop.field] < PARSERS[prop.kind](lower):
+                raise ValueError(f"must be at least {lower}")
         except ValueError as e:
             origin = raw.get(prop.name)
             source, line = (origin[1], origin[2]) if origin else ("default", None)
@@ -196,7 +200,17 @@ def load_settings(conf_dir: str | os.PathLike | None = None,
 
 
 def _mask(name: str, value: str) -> str:
-    return "<hidden>" if name in SECRET_PROPERTIES and value else value
+    if name in SECRET_PROPERTIES and value:
+        return "<hidden>"
+    return mask_url_password(value) if "://" in value else value
+
+
+def mask_url_password(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part and any ``password=`` query
+    option replaced by ``<hidden>`` (a PostgreSQL metastore URL carries one). Masks up to
+    the last ``@``, so an unencoded ``@`` or ``/`` in a password leaks no piece of it."""
+    url = re.sub(r"^([^:/]*://[^/:@]*:).*@", r"\1<hidden>@", url)
+    return re.sub(r"(password=)[^&#]*", r"\1<hidden>", url)
 
 
 def _differs(prop, value: str) -> bool:

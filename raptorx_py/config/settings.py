@@ -24,6 +24,12 @@ class Property:
     kind: str  # a key of PARSERS: "str" | "bool" | "int" | "size" | "duration" | a choice
     file: str  # "hive" -> conf/hive.properties, "config" -> conf/config.properties
     doc: str
+    #: The smallest accepted value, as a user would write it; None: the kind's (KIND_MINIMUM).
+    minimum: str | None = None
+
+    @property
+    def lower_bound(self) -> str | None:
+        return self.minimum if self.minimum is not None else KIND_MINIMUM.get(self.kind)
 
 
 def _connector(value: str) -> str:
@@ -51,6 +57,10 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "connector": _connector,
 }
 
+#: Every numeric kind has a lower bound, so no numeric property takes a value that fails later
+#: (a negative retry count, a negative duration); a property needing more sets ``minimum``.
+KIND_MINIMUM: dict[str, str] = {"int": "0", "count": "0", "size": "0B", "duration": "0s"}
+
 PROPERTIES: tuple[Property, ...] = (
     # --- catalog -----------------------------------------------------------------------
     Property("connector.name", "connector_name", "hive-hadoop2", "connector", "hive",
@@ -69,7 +79,7 @@ PROPERTIES: tuple[Property, ...] = (
              "instead). 0s turns the whole metastore cache off: every query reads the database."),
     Property("hive.metastore-refresh-interval", "metastore_refresh_interval", "1s", "duration",
              "hive", "How often each process's metastore cache applies new notification-log "
-             "events (a background thread; one metastore round trip each time)."),
+             "events (a background thread; one metastore round trip each time).", "1ms"),
     Property("hive.metastore-cache-maximum-size", "metastore_cache_maximum_size", "10000",
              "count", "hive", "Most tables, and separately most partitions (counted one by "
              "one), that each process's metastore cache holds, least recently used out first; "
@@ -96,7 +106,9 @@ PROPERTIES: tuple[Property, ...] = (
     Property("hive.lock.sleep.between.retries", "lock_sleep_between_retries", "60s", "duration",
              "hive", "Wait between two attempts to take a refused lock."),
     Property("hive.txn.timeout", "txn_timeout", "300s", "duration", "hive",
-             "A transaction or lock whose client has not heartbeated for this long is expired."),
+             "A transaction whose client has not heartbeated for this long is expired; each "
+             "transaction keeps the timeout of the client that opened it (a lock taken outside "
+             "a transaction: the expiring client's).", "1s"),
     # --- object store (S3) -------------------------------------------------------------
     Property("hive.s3.endpoint", "s3_endpoint", "", "str", "hive",
              "S3 endpoint URL; empty means AWS's own endpoint."),
@@ -109,9 +121,9 @@ PROPERTIES: tuple[Property, ...] = (
     Property("hive.s3.path-style-access", "s3_path_style_access", "false", "bool", "hive",
              "Address buckets as <endpoint>/<bucket> instead of <bucket>.<endpoint>."),
     Property("hive.s3.connect-timeout", "s3_connect_timeout", "5s", "duration", "hive",
-             "Time allowed to open a connection to the S3 endpoint."),
+             "Time allowed to open a connection to the S3 endpoint.", "1ms"),
     Property("hive.s3.socket-timeout", "s3_socket_timeout", "30s", "duration", "hive",
-             "Time allowed for an S3 response before the request fails."),
+             "Time allowed for an S3 response before the request fails.", "1ms"),
     Property("hive.s3.max-error-retries", "s3_max_error_retries", "2", "int", "hive",
              "Retries of a failed S3 request before the query fails with the endpoint named."),
     # --- pruning -----------------------------------------------------------------------
@@ -121,7 +133,7 @@ PROPERTIES: tuple[Property, ...] = (
     # --- splits -------------------------------------------------------------------------
     Property("hive.max-split-size", "max_split_size", "64MB", "size", "hive",
              "Most bytes of files one Spark task reads; small files are packed together up "
-             "to this size."),
+             "to this size.", "1B"),
     Property("hive.min-split-count", "min_split_count", "0", "count", "hive",
              "Tasks run this many at a time: a scan's tasks come in whole waves of this many, "
              "as even in bytes as whole files allow, so a small table still uses every core "
@@ -153,7 +165,7 @@ PROPERTIES: tuple[Property, ...] = (
              "Local directory of the block and footer caches (one per node, shared by its "
              "processes)."),
     Property("cache.block-size", "cache_block_size", "1MB", "size", "hive",
-             "Size and alignment of a cached block."),
+             "Size and alignment of a cached block.", "1B"),
     Property("cache.alluxio.max-cache-size", "cache_max_size", "2GB", "size", "hive",
              "Bytes the block cache may hold on disk; least recently used blocks are evicted."),
     # --- engine-wide -------------------------------------------------------------------

@@ -57,7 +57,10 @@ def read_split(split, table, columns: tuple[Column, ...], data_predicates, setti
     def output(raw: pa.RecordBatch) -> pa.RecordBatch | None:
         counters.add("reader.rows_read", raw.num_rows)
         counters.add("reader.bytes_decoded", raw.nbytes)
-        batch = _cast(raw, needed, read_types)
+        try:
+            batch = _cast(raw, needed, read_types)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+            raise _cast_error(e, raw, needed, read_types, split, table) from e
         if expr is not None:
             batch = batch.filter(expr)
         if batch.num_rows == 0:
@@ -189,3 +192,24 @@ def _assemble(batch: pa.RecordBatch, columns, schema: pa.Schema, key_index: dict
         else:
             arrays.append(batch.column(c.name))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _cast_error(e: Exception, raw: pa.RecordBatch, names: list[str],
+                types: dict[str, pa.DataType], split, table) -> SchemaError:
+    """A file's column that does not convert to the table's type (a double with fractions
+    in a bigint column, a decimal(10,3) in a decimal(10,2) one): names the file, column,
+    table and both types, instead of Arrow's bare message."""
+    hive_types = {c.name: c.type for c in table.columns}
+    for n in names:
+        column = raw.column(n)
+        if column.type == types[n]:
+            continue
+        try:
+            column.cast(types[n])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as cause:
+            return SchemaError(
+                f"file {split.url}: column '{n}' holds {column.type} values that do not fit "
+                f"the type {hive_types.get(n, types[n])} of table {table.qualified_name} "
+                f"(read as {types[n]}): {cause}")
+    return SchemaError(f"file {split.url} of table {table.qualified_name} does not convert "
+                       f"to the table's types: {e}")

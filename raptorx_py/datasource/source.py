@@ -13,6 +13,9 @@ an error naming it.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
+
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructField, StructType
 
@@ -21,6 +24,7 @@ from raptorx_py import predicates as preds
 from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
 from raptorx_py.config.settings import Settings
 from raptorx_py.datasource.planner import plan_scan, split_predicates
+from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_query
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.error_report import short_worker_errors
 from raptorx_py.errors import ConfigError, SchemaError
@@ -30,6 +34,8 @@ from raptorx_py.metastore.model import Column, Table
 from raptorx_py.metrics import counters
 from raptorx_py.native import PUBLIC_NAME
 from raptorx_py.table_registration import parse_table_name
+
+log = logging.getLogger(__name__)
 
 DATA_SOURCE_NAME = PUBLIC_NAME
 # partition_by: for writes (datasource/writer.py).
@@ -151,7 +157,10 @@ class TieredHiveReader(DataSourceReader):
     for the executors' ``read``, then ``partitions()``. So the query's snapshot is taken here,
     once per scan (``cache.snapshot``: the one uncached metastore round trip), and everything
     the scan reads from the metastore is read under it: the table now, the partitions in
-    ``partitions()``. It is pickled with the reader, so ``read`` could use it too."""
+    ``partitions()``. Behind the native provider the schema carries the query's token, and
+    a later scan of the same table in the same query reads under the snapshot the first one
+    recorded instead (``query_snapshots.py``: one snapshot per query). It is pickled with
+    the reader, so ``read`` could use it too."""
 
     @short_worker_errors
     def __init__(self, settings: Settings, database: str, table_name: str, schema: StructType,
@@ -168,6 +177,30 @@ class TieredHiveReader(DataSourceReader):
         self.snapshot, self.table = with_cached_metastore(settings, snapshot_and_table)
         self.columns = columns_for_schema(self.table, schema)
         self.predicates: list = []
+        self._schema = schema
+        token = query_token(schema)
+        if token is not None:  # the native provider's query token (query_snapshots.py)
+            self._use_query_snapshot(token)
+
+    def _use_query_snapshot(self, token: str) -> None:
+        """Read under the snapshot the query's first scan of this table recorded
+        (``query_snapshots``: one snapshot per query, not per scan)."""
+        key = self.table.qualified_name
+        try:
+            recorded = snapshot_for_query(token, key, self.snapshot)
+        except (OSError, sqlite3.Error) as e:
+            # The store only makes scans agree; without it each scan keeps its own snapshot.
+            counters.add("source.query_snapshot_unavailable")
+            log.warning("query snapshot store unavailable (%s); %s reads its own snapshot",
+                        e, key)
+            return
+        if recorded == self.snapshot:
+            return
+        counters.add("source.query_snapshot_reused")
+        self.snapshot = recorded
+        self.table = with_cached_metastore(self.settings, lambda cache: cache.get_table(
+            self.table.database, self.table.name, snapshot=recorded))
+        self.columns = columns_for_schema(self.table, self._schema)
 
     @short_worker_errors
     def pushFilters(self, filters):

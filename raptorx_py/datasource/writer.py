@@ -58,7 +58,7 @@ class TieredHiveWriter(DataSourceArrowWriter):
     def __init__(self, settings: Settings, database: str, table_name: str, schema,
                  overwrite: bool, partition_by: str | None = None):
         self.settings = settings
-        with open_metastore(settings) as ms:
+        with open_metastore(settings, create=True) as ms:  # a write may create the first table
             self.job = managed_write.begin_write(
                 ms, settings, database, table_name, spark_columns(schema), overwrite,
                 managed_write.parse_partition_by(partition_by))

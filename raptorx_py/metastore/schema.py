@@ -7,7 +7,9 @@ Versions. 1: the catalogue above (``DDL_V1``). 2 adds the transactional tables n
 (``DDL_V2``): TXNS, TXN_TO_WRITE_ID, NEXT_WRITE_ID, NOTIFICATION_LOG, NOTIFICATION_SEQUENCE,
 HIVE_LOCKS, NEXT_LOCK_ID. A version is only ever *added* tables, indexes and seed rows
 (``CREATE ... IF NOT EXISTS``, ``SEED``), so opening an older database upgrades it in place, in
-the transaction that checks the version. Partitions of managed tables record the write id that
+the transaction that checks the version. 3 adds TXN_TIMEOUTS (``DDL_V3``): each transaction's
+own timeout, recorded when it opens (a transaction opened before the upgrade has no row and
+expires after the expiring client's timeout, as before). Partitions of managed tables record the write id that
 last wrote them as the partition parameter ``writeId`` (no column change: version 1 databases
 need no ALTER).
 
@@ -21,7 +23,7 @@ type, substituted per backend. Times in the version 2 tables are milliseconds si
 (Hive's), except NOTIFICATION_LOG.EVENT_TIME, which is seconds (Hive's too).
 """
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 DDL_V1 = [
     """CREATE TABLE IF NOT EXISTS VERSION (
@@ -165,7 +167,17 @@ DDL_V2 = [
         NL_NEXT BIGINT NOT NULL)""",
 ]
 
-DDL = DDL_V1 + DDL_V2
+#: The timeout (ms) of each transaction, from the hive.txn.timeout of the client that opened
+#: it: expiry uses the transaction's own, never the expiring client's (a client with a short
+#: timeout must not abort another's live transaction). A table of its own, not a TXNS column,
+#: so the upgrade stays "add tables only".
+DDL_V3 = [
+    """CREATE TABLE IF NOT EXISTS TXN_TIMEOUTS (
+        TT_TXNID BIGINT PRIMARY KEY REFERENCES TXNS (TXN_ID),
+        TT_TIMEOUT_MS BIGINT NOT NULL)""",
+]
+
+DDL = DDL_V1 + DDL_V2 + DDL_V3
 
 #: Rows the version 2 tables need, inserted only where missing (portable: no upsert).
 SEED = [

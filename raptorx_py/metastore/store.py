@@ -10,7 +10,16 @@ Contract:
   a thread inside ``counting_as(name)`` (the metastore cache's background refresher counts
   ``metastore.refresh_round_trips``), so a query's count is not blurred by a timer.
 - The SQLite backend is safe across the processes of one machine (WAL, busy timeout,
-  ``BEGIN IMMEDIATE`` for writes). A backend is a small object (see ``SqliteBackend``) so a
+  ``BEGIN IMMEDIATE`` for writes).
+- Opening reads without the write lock: the schema version is read in one plain SELECT (a WAL
+  reader never waits for a writer), and the write lock is taken only when the schema is
+  missing or older than this code's. So ``raptorx table show`` or a new application's read
+  never waits behind a writer's transaction. A write that waits for the lock longer than the
+  busy timeout fails saying what it waited for.
+- A missing SQLite file is created only by an opener that creates things
+  (``create=True``: ``Metastore(...)`` by default, ``open_metastore(..., create=True)`` for
+  the CLI's register, TPC-H loads and Spark writes); every reader fails with
+  ``MetastoreNotFoundError`` naming the path, so a typo never reads an empty metastore. A backend is a small object (see ``SqliteBackend``) so a
   PostgreSQL backend can be added without touching the queries.
 """
 
@@ -26,7 +35,8 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
-from raptorx_py.errors import AlreadyExistsError, MetastoreError, NoSuchObjectError
+from raptorx_py.errors import AlreadyExistsError, MetastoreError, MetastoreNotFoundError, \
+    NoSuchObjectError
 from raptorx_py.hive_types import decode_value, encode_value
 from raptorx_py.metastore import locks, notifications, schema, transactions
 from raptorx_py.metastore.model import (
@@ -40,6 +50,7 @@ from raptorx_py.metastore.model import (
 from raptorx_py.metastore.notifications import append_event, partition_message, table_message
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
+from raptorx_py.names import check_name
 from raptorx_py.sqlite_wal import connect_wal
 
 #: The partition parameter holding the write id that last wrote a managed table's partition.
@@ -47,7 +58,9 @@ WRITE_ID_PARAM = "writeId"
 
 
 class SqliteBackend:
-    """An SQLite file, created with its directory on first use."""
+    """An SQLite file, created with its directory on first use when ``create`` (else a
+    missing file is ``MetastoreNotFoundError``). ``busy_timeout``: seconds a statement waits
+    for another connection's lock before failing (tests shorten it)."""
 
     id_type = "INTEGER PRIMARY KEY AUTOINCREMENT"
     #: Starts a write transaction that holds the write lock from its first statement, so two
@@ -56,14 +69,24 @@ class SqliteBackend:
     #: What the driver raises; the store turns these into ``MetastoreError``.
     error_types: tuple[type[BaseException], ...] = (sqlite3.Error,)
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, create: bool = True, busy_timeout: float = 60.0):
         self.path = os.path.abspath(os.path.expanduser(path))
+        self.create = create
+        self.busy_timeout = busy_timeout
 
     def connect(self) -> sqlite3.Connection:
+        if not self.create and not os.path.exists(self.path):
+            raise MetastoreNotFoundError(
+                f"no SQLite metastore at {self.path} (hive.metastore.url={self.describe()}): "
+                f"a read never creates one; check the path, or create the metastore with a "
+                f"command that creates tables (raptorx table register, raptorx tpch load, a "
+                f"Spark write)")
         try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            conn = connect_wal(self.path, timeout=60, check_same_thread=False,
-                               pragmas=("PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=60000"))
+            if self.create:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            ms = int(self.busy_timeout * 1000)
+            conn = connect_wal(self.path, timeout=self.busy_timeout, check_same_thread=False,
+                               pragmas=("PRAGMA foreign_keys=ON", f"PRAGMA busy_timeout={ms}"))
         except (sqlite3.Error, OSError) as e:
             raise MetastoreError(f"cannot open the SQLite metastore at {self.path}: {e}") from e
         return conn
@@ -71,16 +94,26 @@ class SqliteBackend:
     def describe(self) -> str:
         return f"sqlite:///{self.path}"
 
+    def lock_wait_error(self, error: BaseException) -> str | None:
+        """What a write that gave up waiting for the write lock was waiting for (None: the
+        error is something else)."""
+        if "locked" not in str(error) and "busy" not in str(error):
+            return None
+        return (f"gave up after waiting {self.busy_timeout:g}s for the write lock of the "
+                f"SQLite metastore {self.path}: another connection (a writer's commit, a "
+                f"lock request or an upgrade) held a write transaction that long")
 
-def backend_for_url(url: str):
-    """The backend for a ``hive.metastore.url``."""
+
+def backend_for_url(url: str, *, create: bool = True):
+    """The backend for a ``hive.metastore.url``; ``create``: a missing SQLite file may be
+    created (see the module docstring)."""
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
         # sqlite:///relative/or/~/path and sqlite:////absolute/path
         path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else parsed.path
         if not path:
             raise MetastoreError(f"metastore URL '{url}' names no file: use sqlite:///<path>")
-        return SqliteBackend(path)
+        return SqliteBackend(path, create=create)
     if parsed.scheme in ("postgresql", "postgres"):
         # Imported here so that SQLite users never load the PostgreSQL driver.
         from raptorx_py.metastore.postgres import PostgresBackend
@@ -111,8 +144,10 @@ class Metastore:
     ``locks``; the methods here are their public face). One connection per instance.
 
     ``clock`` (seconds since the epoch) stamps transactions, locks and events, and decides
-    their expiry after ``txn_timeout`` seconds without a heartbeat (``hive.txn.timeout``):
-    tests inject a fake one instead of sleeping.
+    their expiry: tests inject a fake one instead of sleeping. ``txn_timeout``
+    (``hive.txn.timeout``) is recorded with every transaction this client opens, which then
+    expires after that many seconds without a heartbeat whoever runs the expiry; it also
+    expires locks taken outside transactions.
     """
 
     def __init__(self, backend, *, clock: Callable[[], float] = time.time,
@@ -162,7 +197,13 @@ class Metastore:
                 finally:
                     self._depth -= 1
                 return
-            self._execute(self.backend.begin_write)
+            try:
+                self._execute(self.backend.begin_write)
+            except MetastoreError as e:
+                wait = getattr(self.backend, "lock_wait_error", lambda _e: None)(e.__cause__)
+                if wait is None:
+                    raise
+                raise MetastoreError(wait) from e
             self._depth = 1
             try:
                 yield
@@ -187,7 +228,22 @@ class Metastore:
         SQLite >= 3.35 and PostgreSQL alike, unlike ``lastrowid``)."""
         return self._execute(f"{sql} RETURNING {id_column}", params).fetchone()[0]
 
+    def _schema_version(self) -> int | None:
+        """The stored schema version, read without any lock (None: no schema yet)."""
+        with self._lock:
+            try:
+                return self._execute("SELECT MAX(SCHEMA_VERSION) FROM VERSION").fetchone()[0]
+            except MetastoreError:
+                return None  # no VERSION table: a new database
+
     def _ensure_schema(self) -> None:
+        version = self._schema_version()
+        if version == schema.SCHEMA_VERSION:
+            return  # the common case: no write lock, so an open never waits for a writer
+        if version is not None and version > schema.SCHEMA_VERSION:
+            raise MetastoreError(
+                f"metastore {self.backend.describe()} has schema version {version}, newer "
+                f"than this raptorx_py understands ({schema.SCHEMA_VERSION})")
         with self._transaction():
             for ddl in schema.DDL:
                 self._execute(ddl.format(id=self.backend.id_type))
@@ -273,6 +329,7 @@ class Metastore:
     # -- databases --------------------------------------------------------------------
     def create_database(self, name: str, location: str | None = None,
                         if_not_exists: bool = True) -> Database:
+        name = check_name("database", name)
         with self._transaction():
             row = self._execute("SELECT DB_ID, NAME, DB_LOCATION_URI FROM DBS WHERE NAME = ?",
                                 (name,)).fetchone()
@@ -314,6 +371,7 @@ class Metastore:
             return [r[0] for r in self._execute("SELECT NAME FROM DBS ORDER BY NAME")]
 
     def get_database(self, name: str) -> Database:
+        name = name.lower()  # names are case-insensitive (names.py)
         with self._lock:
             row = self._execute("SELECT DB_ID, NAME, DB_LOCATION_URI FROM DBS WHERE NAME = ?",
                                 (name,)).fetchone()
@@ -329,6 +387,7 @@ class Metastore:
                 "SELECT TBL_NAME FROM TBLS WHERE DB_ID = ? ORDER BY TBL_NAME", (db.id,))]
 
     def get_table(self, database: str, name: str) -> Table:
+        database, name = database.lower(), name.lower()
         with self._lock:
             db = self.get_database(database)
             row = self._execute(
@@ -364,6 +423,9 @@ class Metastore:
         partitions). ``write_id``: see ``add_partitions``.
         """
         now = int(time.time())
+        # The one naming rule (names.py): a name that could escape its directory never exists.
+        table = dataclasses.replace(table, database=check_name("database", table.database),
+                                    name=check_name("table", table.name))
         with self._transaction():
             db = self.get_database(table.database)
             existing = self._execute("SELECT TBL_ID FROM TBLS WHERE DB_ID = ? AND TBL_NAME = ?",
@@ -663,8 +725,9 @@ def counting_as(name: str):
             _counting.name = previous
 
 
-def open_metastore(settings, **kwargs) -> Metastore:
-    """The metastore named by ``hive.metastore.url`` (transactions expire after
-    ``hive.txn.timeout``); ``kwargs`` go to ``Metastore`` (e.g. ``clock``)."""
+def open_metastore(settings, *, create: bool = False, **kwargs) -> Metastore:
+    """The metastore named by ``hive.metastore.url`` (transactions it opens expire after
+    ``hive.txn.timeout``); ``create``: a missing SQLite file may be created (only callers
+    that create tables pass it); ``kwargs`` go to ``Metastore`` (e.g. ``clock``)."""
     kwargs.setdefault("txn_timeout", settings.txn_timeout)
-    return Metastore(backend_for_url(settings.metastore_url), **kwargs)
+    return Metastore(backend_for_url(settings.metastore_url, create=create), **kwargs)

@@ -14,9 +14,15 @@ Contract:
   in ONE round trip (one SELECT): the call a warm query makes instead of reading the
   metastore. It also returns each table's id and type, which the versioned cache checks
   (the synchronized-cache document: "it can be combined with HMS request for writeid").
-- Expiry: an open transaction whose client has not heartbeated for ``txn_timeout`` seconds
-  is aborted (reason "timed out"), and a lock taken outside a transaction that has not been
-  heartbeated for as long is removed. ``expire_timed_out`` does it, and every write of this
+- Expiry: an open transaction whose client has not heartbeated for the transaction's OWN
+  timeout is aborted. The timeout belongs to the transaction, as in Hive: it is the
+  ``txn_timeout`` (``hive.txn.timeout``) of the client that opened it, recorded when it opens
+  (TXN_TIMEOUTS), so a client with a short timeout never aborts another client's live
+  transaction. The ABORT_TXN event records why and by whom (user, host, pid of the expiring
+  client, the timeout, the last heartbeat), and a later heartbeat, commit or write-id request
+  of that transaction fails with that reason. A lock taken outside a transaction that has not
+  been heartbeated for the expiring client's ``txn_timeout`` is removed (limit: such locks
+  record no timeout of their own). ``expire_timed_out`` does it, and every write of this
   module and of ``locks`` runs it first, in the same write transaction, so nothing needs a
   background thread and a dead client's transaction cannot commit late. Times come from the
   Metastore's injected ``clock``.
@@ -30,6 +36,8 @@ shows as open (invisible either way) until the next write.
 from __future__ import annotations
 
 import getpass
+import json
+import os
 import socket
 from collections import defaultdict
 from collections.abc import Iterable
@@ -39,6 +47,7 @@ from raptorx_py.errors import MetastoreError
 from raptorx_py.metastore.model import EXTERNAL_TABLE
 from raptorx_py.metastore.notifications import append_event
 from raptorx_py.metastore.write_ids import ValidWriteIdList
+from raptorx_py.names import parse_table_name
 
 OPEN, COMMITTED, ABORTED = "o", "c", "a"
 _STATE_NAMES = {OPEN: "open", COMMITTED: "committed", ABORTED: "aborted"}
@@ -65,6 +74,7 @@ class TxnInfo:
     user: str | None
     host: str | None
     agent_info: str | None
+    timeout_ms: int | None = None  # its own timeout (None: opened before schema version 3)
 
 
 @dataclass(frozen=True)
@@ -98,26 +108,33 @@ def txn_label(txn_id: int) -> str:
 
 
 def split_table_name(name: str) -> tuple[str, str]:
-    db, sep, table = name.partition(".")
-    if not sep or not db or not table:
-        raise MetastoreError(f"expected <database>.<table>, got '{name}'")
-    return db, table
+    """``"db.table"`` checked by the one naming rule (``raptorx_py.names``), no default."""
+    return parse_table_name(name, default_database=None)
 
 
 # -- expiry ------------------------------------------------------------------------------
 def expire_timed_out(ms) -> list[int]:
     """Inside an open write transaction: abort every open transaction that has not
     heartbeated for ``ms.txn_timeout`` seconds and drop every lock taken outside a
-    transaction that has not either. Returns the aborted transaction ids."""
-    cutoff = now_ms(ms) - int(ms.txn_timeout * 1000)
-    expired = [r[0] for r in ms._execute(
-        "SELECT TXN_ID FROM TXNS WHERE TXN_STATE = ? AND TXN_LAST_HEARTBEAT < ? "
-        "ORDER BY TXN_ID", (OPEN, cutoff)).fetchall()]
-    for txn_id in expired:
-        _abort(ms, txn_id, f"timed out: no heartbeat for more than {ms.txn_timeout:g}s")
+    transaction that has not either. Returns the aborted transaction ids.
+
+    A transaction's timeout is its own (TXN_TIMEOUTS); ``ms.txn_timeout`` only stands in
+    for a transaction that recorded none and for locks outside transactions."""
+    now = now_ms(ms)
+    default_ms = int(ms.txn_timeout * 1000)
+    expired = ms._execute(
+        "SELECT t.TXN_ID, t.TXN_LAST_HEARTBEAT, COALESCE(o.TT_TIMEOUT_MS, ?) FROM TXNS t "
+        "LEFT JOIN TXN_TIMEOUTS o ON o.TT_TXNID = t.TXN_ID WHERE t.TXN_STATE = ? "
+        "AND t.TXN_LAST_HEARTBEAT + COALESCE(o.TT_TIMEOUT_MS, ?) < ? ORDER BY t.TXN_ID",
+        (default_ms, OPEN, default_ms, now)).fetchall()
+    who = f"{default_user() or '?'}@{default_host()} (pid {os.getpid()})"
+    for txn_id, last, timeout in expired:
+        _abort(ms, txn_id, f"expired by {who}: no heartbeat for {(now - last) / 1000:g}s, "
+                           f"more than its own timeout of {timeout / 1000:g}s "
+                           f"(the hive.txn.timeout of the client that opened it)")
     ms._execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID IS NULL AND HL_LAST_HEARTBEAT < ?",
-                (cutoff,))
-    return expired
+                (now - default_ms,))
+    return [r[0] for r in expired]
 
 
 def _abort(ms, txn_id: int, reason: str) -> None:
@@ -150,9 +167,26 @@ def state_error(txn_id: int, state: str | None, action: str) -> TxnError:
 
 def require_open(ms, txn_id: int, action: str) -> TxnError | None:
     """Inside a write transaction: ``None`` when ``txn_id`` is open, else the error to raise
-    *after* the write transaction commits (so an expiry done in it is kept)."""
+    *after* the write transaction commits (so an expiry done in it is kept). An aborted
+    transaction's error says who aborted it and why (its ABORT_TXN event)."""
     state = _state(ms, txn_id)
-    return None if state == OPEN else state_error(txn_id, state, action)
+    if state == OPEN:
+        return None
+    if state == ABORTED:
+        reason = abort_reason(ms, txn_id)
+        if reason:
+            return TxnAbortedError(f"{txn_label(txn_id)} is aborted ({reason}); cannot {action}")
+    return state_error(txn_id, state, action)
+
+
+def abort_reason(ms, txn_id: int) -> str | None:
+    """Why ``txn_id`` was aborted, as its ABORT_TXN event recorded it."""
+    row = ms._execute("SELECT MESSAGE FROM NOTIFICATION_LOG WHERE EVENT_TYPE = 'ABORT_TXN' "
+                      "AND TXN_ID = ? ORDER BY EVENT_ID DESC LIMIT 1", (txn_id,)).fetchone()
+    try:
+        return json.loads(row[0]).get("reason") if row else None
+    except ValueError:
+        return None
 
 
 # -- the transaction lifecycle ---------------------------------------------------------------
@@ -167,6 +201,8 @@ def open_transaction(ms, user: str | None = None, host: str | None = None,
             "INSERT INTO TXNS (TXN_STATE, TXN_STARTED, TXN_LAST_HEARTBEAT, TXN_USER, TXN_HOST, "
             "TXN_AGENT_INFO) VALUES (?, ?, ?, ?, ?, ?)",
             (OPEN, now, now, user, host, agent_info), "TXN_ID")
+        ms._execute("INSERT INTO TXN_TIMEOUTS (TT_TXNID, TT_TIMEOUT_MS) VALUES (?, ?)",
+                    (txn_id, int(ms.txn_timeout * 1000)))
         append_event(ms, "OPEN_TXN", txn_id=txn_id,
                      message={"txnId": txn_id, "user": user, "host": host})
     return txn_id
@@ -236,7 +272,8 @@ def get_transaction(ms, txn_id: int) -> TxnInfo:
     with ms._lock:
         row = ms._execute(
             "SELECT TXN_ID, TXN_STATE, TXN_STARTED, TXN_LAST_HEARTBEAT, TXN_USER, TXN_HOST, "
-            "TXN_AGENT_INFO FROM TXNS WHERE TXN_ID = ?", (txn_id,)).fetchone()
+            "TXN_AGENT_INFO, o.TT_TIMEOUT_MS FROM TXNS LEFT JOIN TXN_TIMEOUTS o "
+            "ON o.TT_TXNID = TXN_ID WHERE TXN_ID = ?", (txn_id,)).fetchone()
     if row is None:
         raise NoSuchTxnError(f"{txn_label(txn_id)} does not exist")
     return TxnInfo(row[0], _STATE_NAMES[row[1]], *row[2:])

@@ -95,7 +95,7 @@ def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tp
         _write_json(fs, f"{db_path}/{LOAD_MARKER}", db_url, wanted)
 
     urls = {t: f"{db_url}/{t}" for t in TABLES}
-    with open_metastore(settings) as metastore:
+    with open_metastore(settings, create=True) as metastore:
         metastore.create_database(database, location=db_url)
         for table in TABLES:
             say(f"registering {database}.{table} at {urls[table]}")
@@ -147,7 +147,7 @@ def load_tpch_managed(spark, scale: float, settings, *, database: str = "tpch_ma
     say = _printer(progress)
     local_root = Path(work_dir or default_work_dir()).expanduser() / f"sf{format_scale(scale)}"
     generate_tpch(scale, str(local_root), progress=say)
-    with open_metastore(settings) as ms:
+    with open_metastore(settings, create=True) as ms:
         if warehouse_url is not None and database not in ms.list_databases():
             ms.create_database(database, location=f"{_normalise_url(warehouse_url)}/{database}.db")
         existing = ms.list_tables(database) if database in ms.list_databases() else []

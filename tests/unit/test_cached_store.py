@@ -15,6 +15,7 @@ import pytest
 from raptorx_py.config import build_settings
 from raptorx_py.errors import MetastoreError
 from raptorx_py.metastore import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
+from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.bulk import add_partitions_bulk
 from raptorx_py.metastore.cache_events import mark_committed
 from raptorx_py.metastore.cached_store import (
@@ -526,6 +527,7 @@ def test_one_cache_per_process_per_metastore(metastore_url, tmp_path, writer):
     try:
         a = cached_metastore_for(settings_for(metastore_url), start=False)
         assert cached_metastore_for(settings_for(metastore_url), start=False) is a
+        Metastore(SqliteBackend(f"{tmp_path}/other.db")).close()  # a read creates none
         other = cached_metastore_for(settings_for(f"sqlite:///{tmp_path}/other.db"),
                                      start=False)
         assert other is not a

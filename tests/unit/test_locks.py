@@ -269,7 +269,7 @@ def test_a_transactions_locks_are_not_unlocked_one_by_one(ms):
 def test_a_lock_needs_an_open_transaction(ms):
     txn = ms.open_transaction()
     ms.abort_transaction(txn)
-    with pytest.raises(TxnAbortedError, match=f"transaction {txn} is aborted; cannot take locks"):
+    with pytest.raises(TxnAbortedError, match=f"transaction {txn} is aborted \\(aborted by its client\\); cannot take locks"):
         take(ms, C(SR, "db.t"), txn_id=txn)
     with pytest.raises(TxnError, match="transaction 999 does not exist"):
         take(ms, C(SR, "db.t"), txn_id=999)

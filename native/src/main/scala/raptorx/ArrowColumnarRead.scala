@@ -34,7 +34,7 @@ import org.apache.spark.unsafe.types.UTF8String
  */
 class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None)
     extends Scan with SupportsReportStatistics {
-  override def readSchema(): StructType = inner.readSchema()
+  override def readSchema(): StructType = raptorx.QueryToken.untag(inner.readSchema())
   /** What the scan builder estimated (`raptorx.TableStatistics`), else unknown. */
   override def estimateStatistics(): Statistics = statistics.getOrElse(ArrowColumnarScan.Unknown)
   override def description(): String = inner.description()

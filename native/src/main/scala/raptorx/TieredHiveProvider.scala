@@ -211,8 +211,10 @@ class TieredHiveScanBuilder(
   def readSchema(): StructType = requiredSchema
 
   override def build(): Scan = {
+    // The query's token (QueryToken) rides on the schema to the reader, so every scan of
+    // the query reads one snapshot; ArrowColumnarScan reports the schema without it.
     val python = new PythonScanBuilder(
-      pythonSource, TieredHiveProvider.PythonName, requiredSchema, options)
+      pythonSource, TieredHiveProvider.PythonName, QueryToken.tag(requiredSchema), options)
     python.pushFilters(filters) // the reader keeps what it can use; Spark re-applies all
     new ArrowColumnarScan(python.build(), statistics.map(_.forColumns(requiredSchema, tableSchema)))
   }

@@ -1,0 +1,82 @@
+"""One snapshot per query, shared by every scan of it (Hive: one ValidTxnList per statement,
+from which each table's ValidWriteIdList).
+
+With the native provider each scan of a query is planned by its own ``build()``, each in a
+Python planning worker of its own (workers may be different processes). The provider
+(``native/.../TieredHiveProvider.scala``, ``QueryToken``) tags every scan it plans with a token
+that is the same for all scans planned for one query: it is derived from Spark's
+``QueryPlanningTracker``, the one object a ``QueryExecution`` installs (thread-local) while
+its optimizer runs ``V2ScanRelationPushDown``, scalar subqueries included. The token reaches
+the Python reader in the metadata (``TOKEN_KEY``) of the first field of the schema the scan
+is planned with: the per-scan channels pyspark 4.3 gives from the JVM to the planning worker
+are that schema and the pushed filters, and a filter must name a column of the schema with a
+value of its type. The reader then asks this store: the first scan of a table in the query
+records its snapshot under ``(token, table)``; every later scan of that table in the same
+query reads under the recorded one.
+
+The store is a small WAL SQLite file in the temporary directory (per user), shared by the
+node's planning processes; entries older than ``MAX_AGE`` seconds are dropped whenever one
+is recorded (a query's scans are planned within seconds).
+
+Limits: a scan that reads no column (``count(*)``) has no field to carry the token and
+takes its own snapshot. The snapshot is per table per query, taken when the query first plans a scan of that
+table; two different tables of one query are snapshotted at their own first scans, so a
+transaction committing to both in between can be seen in one and not the other (a
+ValidTxnList taken once for the whole query would need the commit order of transactions,
+which the metastore keeps only in its notification log). Without the native jar there is no
+token: each scan takes its own snapshot, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sqlite3
+import tempfile
+import time
+
+from raptorx_py.sqlite_wal import connect_wal
+
+#: The schema field metadata key carrying the query's token (native/.../QueryToken.scala).
+TOKEN_KEY = "raptorx.query_token"
+MAX_AGE = 3600.0
+
+_SCHEMA = """CREATE TABLE IF NOT EXISTS QUERY_SNAPSHOTS (
+    TOKEN TEXT NOT NULL, TBL TEXT NOT NULL, CREATED REAL NOT NULL, SNAPSHOT BLOB NOT NULL,
+    PRIMARY KEY (TOKEN, TBL))"""
+
+
+def query_token(schema) -> str | None:
+    """The query's token in the scan's schema (None: no native provider, or no column)."""
+    fields = getattr(schema, "fields", None) or []
+    token = (fields[0].metadata or {}).get(TOKEN_KEY) if fields else None
+    return str(token) if token else None
+
+
+def default_path() -> str:
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    return os.path.join(tempfile.gettempdir(), f"raptorx-query-snapshots-{uid}.sqlite")
+
+
+def snapshot_for_query(token: str, table: str, snapshot, *, path: str | None = None,
+                       clock=time.time):
+    """The snapshot every scan of ``table`` in the query ``token`` reads under: the one
+    recorded by the query's first scan of it, or ``snapshot`` (then recorded)."""
+    conn = connect_wal(path or default_path(), timeout=30, schema=_SCHEMA)
+    try:
+        now = clock()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT SNAPSHOT FROM QUERY_SNAPSHOTS WHERE TOKEN = ? AND TBL = ?",
+                               (token, table)).fetchone()
+            if row is None:
+                conn.execute("DELETE FROM QUERY_SNAPSHOTS WHERE CREATED < ?", (now - MAX_AGE,))
+                conn.execute("INSERT INTO QUERY_SNAPSHOTS VALUES (?, ?, ?, ?)",
+                             (token, table, now, sqlite3.Binary(pickle.dumps(snapshot))))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.close()
+    return snapshot if row is None else pickle.loads(row[0])
