@@ -75,13 +75,9 @@ def cmd_table_list(args) -> int:
 
 def masked_url(url: str) -> str:
     """A metastore URL with its password replaced by ``***``."""
-    from urllib.parse import urlsplit, urlunsplit
+    from raptorx_py.config.loader import mask_url_password
 
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+    return mask_url_password(url, hidden="***")
 
 
 def cmd_table_show(args) -> int:

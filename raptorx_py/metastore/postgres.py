@@ -37,6 +37,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import psycopg
 
+from raptorx_py.config.loader import mask_url_password
 from raptorx_py.errors import MetastoreError
 
 #: The advisory lock every metastore write transaction holds: an arbitrary constant (a bigint;
@@ -200,8 +201,5 @@ class PostgresBackend:
 
 
 def _mask_url(url: str) -> str:
-    """``url`` with any password replaced, for error messages about the URL itself. Masks up
-    to the last ``@`` so an unencoded ``@`` or ``/`` in a password cannot leak a piece of it
-    (at worst it masks too much of a malformed URL)."""
-    url = re.sub(r"^([^:/]*://[^/:@]*:).*@", r"\1***@", url)
-    return re.sub(r"(password=)[^&#]*", r"\1***", url)
+    """``url`` with any password replaced, for error messages about the URL itself."""
+    return mask_url_password(url, hidden="***")

@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.cli import main
+from raptorx_py.metastore.store import Metastore, backend_for_url
 
 
 @pytest.fixture
@@ -90,6 +91,7 @@ def test_config_show_names_its_files_and_the_metastore(tmp_path, monkeypatch, ca
 
 def test_table_list_on_an_empty_metastore_names_it(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'empty.db'}"
+    Metastore(backend_for_url(url)).close()  # an empty one: `table list` never creates one
     assert main(["table", "list", "-p", f"hive.metastore.url={url}"]) == 0
     assert capsys.readouterr().out == f"(no tables in the metastore {url})\n"
 

@@ -116,7 +116,7 @@ def test_tpch_load_replaces_only_its_own_tables(tmp_path, tpch_sf001_dir):
     settings = load_settings(overrides={"hive.metastore.url": f"sqlite:///{tmp_path}/ms.db"})
     work = str(Path(tpch_sf001_dir).parent)
     warehouse = tmp_path / "warehouse"
-    with open_metastore(settings) as ms:
+    with open_metastore(settings, create=True) as ms:
         ms.create_database("tpch")
         ms.create_table(Table("tpch", "mine", EXTERNAL_TABLE, "file:///elsewhere/mine",
                               (Column("a", "bigint"),)))
