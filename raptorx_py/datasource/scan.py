@@ -15,19 +15,27 @@ Usable without Spark (pyspark is imported only for its type mapping).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from raptorx_py import predicates as preds
 from raptorx_py.datasource.storage_tiers import NO_TIERS, StorageTiers, file_version
-from raptorx_py.errors import CorruptFileError, SchemaError
+from raptorx_py.errors import CorruptFileError, SchemaError, UnsupportedValueError
 from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark
 from raptorx_py.metastore.model import Column
 from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for
-from raptorx_py.storage.parquet_files import footer_stats, open_parquet, parquet_read_error
+from raptorx_py.storage.parquet_files import (
+    footer_stats,
+    int96_is_legacy,
+    open_parquet,
+    parquet_read_error,
+    physical_types,
+)
 
 log = logging.getLogger(__name__)
 
@@ -114,16 +122,41 @@ def _raw_batches(split, table, needed: list[str], data_predicates, settings,
         counters.add("reader.column_chunks_read", len(groups) * len(needed))
         if not groups:
             return
+        legacy = ([n for n in needed if physical_types(md).get(n) == "INT96"]
+                  if int96_is_legacy(md) else [])
         try:
             if needed:
-                yield from pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups,
-                                           columns=needed, use_threads=False)
+                for raw in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups,
+                                           columns=needed, use_threads=False):
+                    _check_legacy_int96(raw, legacy, split.url)
+                    yield raw
             else:  # count(*) or partition columns only: the footer knows the row counts
                 yield from _row_count_batches(md, groups)
         except (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError) as e:
             raise parquet_read_error(e, split.url) from e
     finally:
         pf.close()
+
+
+#: Before this instant, Spark's LEGACY rebase of INT96 values (Julian calendar and the
+#: session time zone's old offsets to proleptic Gregorian) can move a value; after it the
+#: two calendars and every zone's offsets agree.
+_LEGACY_INT96_SAFE_FROM = pa.scalar(dt.datetime(1900, 1, 1), pa.timestamp("us"))
+
+
+def _check_legacy_int96(raw: pa.RecordBatch, columns: list[str], url: str) -> None:
+    """Refuses INT96 values a legacy writer stored in the hybrid calendar, which Spark would
+    rebase (``parquet_files.int96_is_legacy``): only values before 1900 differ, and those
+    are refused, naming the file and column, rather than read a few days or hours off."""
+    for name in columns:
+        low = pc.min(raw.column(name))
+        if low.is_valid and pc.less(low.cast(pa.timestamp("us")),
+                                    _LEGACY_INT96_SAFE_FROM).as_py():
+            raise UnsupportedValueError(
+                f"file {url}: column '{name}' holds INT96 timestamps before 1900 written in "
+                f"Spark's legacy hybrid calendar (Spark before 3.1, or "
+                f"int96RebaseModeInWrite=LEGACY), which tiered_hive does not rebase; read "
+                f"this table with spark.read.parquet")
 
 
 def row_groups_of(md, split) -> list[int]:

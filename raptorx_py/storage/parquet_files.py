@@ -64,7 +64,11 @@ def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = N
     try:
         if metadata is None and footer is not None:
             metadata = footer(lambda: pq.read_metadata(handle))
-        return pq.ParquetFile(handle, metadata=metadata, pre_buffer=True)
+        # INT96 (Spark's default timestamp encoding) at microseconds, as Spark reads it: at
+        # pyarrow's default (nanoseconds) years before 1677 or after 2262 do not fit, and
+        # Spark truncates the nanosecond digits anyway.
+        return pq.ParquetFile(handle, metadata=metadata, pre_buffer=True,
+                              coerce_int96_timestamp_unit="us")
     except RaptorxError:
         handle.close()
         raise
@@ -112,7 +116,8 @@ def footer_stats(metadata: pq.FileMetaData,
             continue
         low = high = None
         nulls: int | None = 0
-        known = bool(groups)
+        # INT96 min/max are not ordered as the timestamps are (nor does Spark write them).
+        known = bool(groups) and metadata.schema.column(ci).physical_type != "INT96"
         for rg in groups:
             st = metadata.row_group(rg).column(ci).statistics
             if st is None:
@@ -126,7 +131,13 @@ def footer_stats(metadata: pq.FileMetaData,
                 if metadata.row_group(rg).num_rows > (st.null_count if st.has_null_count else -1):
                     known = False
                 continue
-            lo, hi = st.min, st.max
+            try:
+                # pyarrow turns min/max into Python values, which cannot hold every value
+                # Arrow can (dates after 9999-12-31, timestamps before year 1): unknown.
+                lo, hi = st.min, st.max
+            except (ValueError, OverflowError):
+                known = False
+                continue
             try:
                 low = lo if low is None or lo < low else low
                 high = hi if high is None or hi > high else high
@@ -134,3 +145,32 @@ def footer_stats(metadata: pq.FileMetaData,
                 known = False
         out[name] = ColumnStats(nulls, low if known else None, high if known else None)
     return out
+
+
+def physical_types(metadata: pq.FileMetaData) -> dict[str, str]:
+    """The Parquet physical type (``INT96``, ``INT64``, ...) of each top-level leaf column."""
+    out = {}
+    for i in range(metadata.num_columns):
+        col = metadata.schema.column(i)
+        if "." not in col.path:
+            out[col.path] = col.physical_type
+    return out
+
+
+#: Footer keys Spark writes: its version, and the marker of INT96 values written in the
+#: legacy hybrid (Julian + Gregorian) calendar.
+SPARK_VERSION_KEY = b"org.apache.spark.version"
+SPARK_LEGACY_INT96_KEY = b"org.apache.spark.legacyINT96"
+
+
+def int96_is_legacy(metadata: pq.FileMetaData) -> bool:
+    """Whether Spark reads this file's INT96 values with the LEGACY rebase (Julian to
+    proleptic Gregorian calendar): Spark's ``DataSourceUtils.int96RebaseSpec`` does for files
+    written by Spark before 3.1 or marked ``legacyINT96``. Files other writers made (no Spark
+    version) are read as ``spark.sql.parquet.int96RebaseModeInRead`` says, CORRECTED (no
+    rebase) by default in Spark 4."""
+    meta = metadata.metadata or {}
+    version = meta.get(SPARK_VERSION_KEY)
+    if version is None:
+        return False
+    return version.decode("utf-8", "replace") < "3.1.0" or SPARK_LEGACY_INT96_KEY in meta

@@ -213,7 +213,9 @@ class TieredHiveScanBuilder(
   override def build(): Scan = {
     val python = new PythonScanBuilder(
       pythonSource, TieredHiveProvider.PythonName, requiredSchema, options)
-    python.pushFilters(filters) // the reader keeps what it can use; Spark re-applies all
+    // The reader keeps what it can use; Spark re-applies all. Values Python cannot decode
+    // exactly stay with Spark only (PythonFilterValues).
+    python.pushFilters(filters.filter(PythonFilterValues.representable))
     new ArrowColumnarScan(python.build(), statistics.map(_.forColumns(requiredSchema, tableSchema)))
   }
 }
