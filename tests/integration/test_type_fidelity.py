@@ -146,13 +146,34 @@ def test_int96_at_every_year_reads_as_spark_reads_it(spark, tables, int96_table,
             _strings(spark.read.parquet(sroot), "id", "ts")
 
 
-def test_literals_beyond_pythons_datetime_run_and_match(spark, tables):
-    """Finding 4: a date or timestamp literal Python cannot hold is not pushed; the query
-    runs and returns Spark's rows."""
-    by_writer, _ = tables
-    name, root = by_writer["pyarrow"]
-    wheres = [f"{c} {op} {lit}" for c in ("d", "ts", "ntz")
-              for lit in data.EXTRA_LITERALS[c] for op in ("<", "=")]
+@pytest.fixture(scope="module")
+def limits_table(env, tmp_path_factory):
+    """An unpartitioned table of dates and UTC-adjusted timestamps at years 1 and 9999."""
+    root = str(tmp_path_factory.mktemp("limits") / "t")
+    os.makedirs(root)
+    utc = dt.timezone.utc
+    pq.write_table(pa.table({
+        "id": pa.array([0, 1, 2, 3], pa.int64()),
+        "d": pa.array([dt.date(1, 1, 1), dt.date(9999, 12, 31), None, dt.date(2020, 1, 1)]),
+        "ts": pa.array([dt.datetime(1, 1, 2, tzinfo=utc),
+                        dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=utc), None,
+                        dt.datetime(2020, 1, 1, tzinfo=utc)], pa.timestamp("us", tz="UTC")),
+    }), os.path.join(root, "part-0.parquet"))
+    name = f"{env.unique_db('limits')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, root)
+    return name, root
+
+
+def test_literals_beyond_pythons_datetime_run_and_match(spark, limits_table):
+    """Finding 4: a date or timestamp literal Python cannot hold (or cannot hold once moved
+    into the session's time zone) is not pushed; the query runs and returns Spark's rows."""
+    name, root = limits_table
+    wheres = ["d < DATE '+10000-01-01'", "d = DATE '-0001-01-01'", "d > DATE '-0001-01-01'",
+              "d IN (DATE '+10000-01-01', DATE '2020-01-01')",
+              "ts < TIMESTAMP '+10000-01-01 00:00:00Z'",
+              "ts <= TIMESTAMP_NTZ '9999-12-31 23:59:59.999999'",
+              "ts >= TIMESTAMP '0001-01-01 00:00:00Z'"]
     with _Zone(spark, "America/Los_Angeles"):
         assert _compare(spark, name, root, wheres) == []
 
