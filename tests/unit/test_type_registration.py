@@ -183,3 +183,22 @@ def test_cli_partition_type(tmp_path, env, capsys):
     assert main(["table", "register", f"{db}.c", root, "--no-partition-type-inference",
                  *args]) == 0
     assert "partition keys: k string" in capsys.readouterr().out
+
+
+def test_which_partition_key_and_column_filters_are_evaluated_here():
+    from raptorx_py import predicates as preds
+
+    types = {"k": "double", "d": "date", "n": "timestamp_ntz", "t": "timestamp"}
+    keys = {"k", "d"}
+    # A double key's NaN is unequal to itself in Python, equal in Spark: left to Spark.
+    assert not preds.is_exact(preds.Comparison("=", "k", 1.5), types, keys)
+    assert preds.is_exact(preds.Comparison("=", "d", dt.date(2020, 1, 1)), types, keys)
+    # No time zone is involved in timestamp_ntz: compared exactly, here as in Spark.
+    assert preds.is_exact(preds.Comparison("<", "n", dt.datetime(2020, 1, 1)), types, keys)
+    assert not preds.is_exact(preds.Comparison("<", "t", dt.datetime(2020, 1, 1)), types, keys)
+    batch = pa.record_batch({"n": pa.array([dt.datetime(1, 1, 1), None,
+                                            dt.datetime(9999, 12, 31, 23, 59, 59, 999999)],
+                                           pa.timestamp("us"))})
+    expr = preds.to_arrow(preds.Comparison("<=>", "n", dt.datetime(9999, 12, 31, 23, 59, 59,
+                                                                   999999)))
+    assert batch.filter(expr).num_rows == 1
