@@ -202,3 +202,58 @@ def test_which_partition_key_and_column_filters_are_evaluated_here():
     expr = preds.to_arrow(preds.Comparison("<=>", "n", dt.datetime(9999, 12, 31, 23, 59, 59,
                                                                    999999)))
     assert batch.filter(expr).num_rows == 1
+
+
+# -- finding 3: INT96 read at microseconds, with Spark's rebase rule -----------------------
+def _int96_file(path, values, metadata=None):
+    t = pa.table({"t96": pa.array(values, pa.timestamp("us"))})
+    if metadata:
+        t = t.replace_schema_metadata(metadata)
+    pq.write_table(t, path, use_deprecated_int96_timestamps=True)
+
+
+def _read_int96(env, root):
+    from raptorx_py.datasource.planner import Split
+    from raptorx_py.datasource.scan import read_split
+
+    settings = env.settings()
+    with env.metastore() as ms:
+        t = register_external_table(ms, settings, f"{env.unique_db()}.t", root)
+    path = os.path.join(root, "part-0.parquet")
+    split = Split(f"file://{path}", os.path.getsize(path), None, None)
+    return [v for b in read_split(split, t, t.columns, (), settings)
+            for v in b.column("t96").to_pylist()]
+
+
+def test_int96_reads_years_1_to_9999_at_microseconds(tmp_path, env):
+    from raptorx_py.errors import UnsupportedValueError
+
+    utc = dt.timezone.utc
+    far = [dt.datetime(1, 1, 1), dt.datetime(1850, 1, 1),
+           dt.datetime(9999, 12, 31, 23, 59, 59, 999999)]
+    root = str(tmp_path / "pyarrow")
+    os.makedirs(root)
+    # No Spark version: Spark 4 reads it as written (int96RebaseModeInRead CORRECTED).
+    _int96_file(os.path.join(root, "part-0.parquet"), far)
+    assert _read_int96(env, root) == [v.replace(tzinfo=utc) for v in far]
+
+    new = str(tmp_path / "spark4")
+    os.makedirs(new)
+    _int96_file(os.path.join(new, "part-0.parquet"), far,
+                {"org.apache.spark.version": "4.0.0"})
+    assert _read_int96(env, new) == [v.replace(tzinfo=utc) for v in far]
+
+    # Spark before 3.1 wrote INT96 in the hybrid calendar, which Spark rebases: refused
+    # before 1900 (where rebasing moves values), read after.
+    legacy = str(tmp_path / "spark2")
+    os.makedirs(legacy)
+    _int96_file(os.path.join(legacy, "part-0.parquet"), far, {"org.apache.spark.version": "2.4.8"})
+    with pytest.raises(UnsupportedValueError, match=r"spark2/part-0.parquet: column 't96' "
+                                                    r"holds INT96 timestamps before 1900"):
+        _read_int96(env, legacy)
+    marked = str(tmp_path / "marked")
+    os.makedirs(marked)
+    recent = [dt.datetime(1900, 1, 1), dt.datetime(9999, 12, 31)]
+    _int96_file(os.path.join(marked, "part-0.parquet"), recent,
+                {"org.apache.spark.version": "3.5.0", "org.apache.spark.legacyINT96": ""})
+    assert _read_int96(env, marked) == [v.replace(tzinfo=utc) for v in recent]
