@@ -15,7 +15,6 @@ Usable without Spark (pyspark is imported only for its type mapping).
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Iterator
 
@@ -31,10 +30,9 @@ from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.storage.parquet_files import (
     footer_stats,
-    int96_is_legacy,
+    legacy_calendar_bounds,
     open_parquet,
     parquet_read_error,
-    physical_types,
 )
 
 log = logging.getLogger(__name__)
@@ -122,13 +120,12 @@ def _raw_batches(split, table, needed: list[str], data_predicates, settings,
         counters.add("reader.column_chunks_read", len(groups) * len(needed))
         if not groups:
             return
-        legacy = ([n for n in needed if physical_types(md).get(n) == "INT96"]
-                  if int96_is_legacy(md) else [])
+        legacy = legacy_calendar_bounds(md, pf.schema_arrow, needed)
         try:
             if needed:
                 for raw in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups,
                                            columns=needed, use_threads=False):
-                    _check_legacy_int96(raw, legacy, split.url)
+                    _check_legacy_calendar(raw, legacy, split.url)
                     yield raw
             else:  # count(*) or partition columns only: the footer knows the row counts
                 yield from _row_count_batches(md, groups)
@@ -138,25 +135,21 @@ def _raw_batches(split, table, needed: list[str], data_predicates, settings,
         pf.close()
 
 
-#: Before this instant, Spark's LEGACY rebase of INT96 values (Julian calendar and the
-#: session time zone's old offsets to proleptic Gregorian) can move a value; after it the
-#: two calendars and every zone's offsets agree.
-_LEGACY_INT96_SAFE_FROM = pa.scalar(dt.datetime(1900, 1, 1), pa.timestamp("us"))
-
-
-def _check_legacy_int96(raw: pa.RecordBatch, columns: list[str], url: str) -> None:
-    """Refuses INT96 values a legacy writer stored in the hybrid calendar, which Spark would
-    rebase (``parquet_files.int96_is_legacy``): only values before 1900 differ, and those
-    are refused, naming the file and column, rather than read a few days or hours off."""
-    for name in columns:
-        low = pc.min(raw.column(name))
-        if low.is_valid and pc.less(low.cast(pa.timestamp("us")),
-                                    _LEGACY_INT96_SAFE_FROM).as_py():
+def _check_legacy_calendar(raw: pa.RecordBatch, bounds: dict[str, int], url: str) -> None:
+    """Refuses dates and timestamps a legacy Spark stored in the hybrid calendar where Spark
+    would rebase them (``parquet_files.legacy_calendar_bounds``: dates before 1582-10-15,
+    timestamps before 1900), naming the file and column, rather than read them days or
+    hours off; later values are the same in both calendars and are read."""
+    for name, bound in bounds.items():
+        col = raw.column(name)
+        low = pc.min(col.cast(pa.int32() if pa.types.is_date32(col.type) else pa.int64()))
+        if low.is_valid and low.as_py() < bound:
             raise UnsupportedValueError(
-                f"file {url}: column '{name}' holds INT96 timestamps before 1900 written in "
-                f"Spark's legacy hybrid calendar (Spark before 3.1, or "
-                f"int96RebaseModeInWrite=LEGACY), which tiered_hive does not rebase; read "
-                f"this table with spark.read.parquet")
+                f"file {url}: column '{name}' holds {col.type} values before "
+                f"{'1582-10-15' if pa.types.is_date32(col.type) else '1900'} written in "
+                f"Spark's legacy hybrid calendar (Spark before 3.0/3.1, or a LEGACY rebase "
+                f"mode in write), which tiered_hive does not rebase; read this table with "
+                f"spark.read.parquet")
 
 
 def row_groups_of(md, split) -> list[int]:

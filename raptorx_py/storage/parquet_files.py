@@ -157,10 +157,27 @@ def physical_types(metadata: pq.FileMetaData) -> dict[str, str]:
     return out
 
 
-#: Footer keys Spark writes: its version, and the marker of INT96 values written in the
-#: legacy hybrid (Julian + Gregorian) calendar.
+#: Footer keys Spark writes: its version, and the markers of values written in the legacy
+#: hybrid (Julian + Gregorian) calendar.
 SPARK_VERSION_KEY = b"org.apache.spark.version"
 SPARK_LEGACY_INT96_KEY = b"org.apache.spark.legacyINT96"
+SPARK_LEGACY_DATETIME_KEY = b"org.apache.spark.legacyDateTime"
+
+#: Where Spark's LEGACY rebase (``RebaseDateTime``) stops moving values: days since the epoch
+#: before the Gregorian switch (1582-10-15), and microseconds before 1900-01-01 UTC (after it
+#: the two calendars and every zone's offsets agree).
+LEGACY_SAFE_FROM_DAY = -141427
+LEGACY_SAFE_FROM_MICROS = -2208988800 * 1_000_000
+_PER_MICRO = {"s": 1 / 1_000_000, "ms": 1 / 1000, "us": 1, "ns": 1000}
+
+
+def _spark_legacy(metadata: pq.FileMetaData, before: str, marker: bytes) -> bool:
+    meta = metadata.metadata or {}
+    version = meta.get(SPARK_VERSION_KEY)
+    if version is None:
+        return False
+    # A string comparison, as Spark's own.
+    return version.decode("utf-8", "replace") < before or marker in meta
 
 
 def int96_is_legacy(metadata: pq.FileMetaData) -> bool:
@@ -169,8 +186,29 @@ def int96_is_legacy(metadata: pq.FileMetaData) -> bool:
     written by Spark before 3.1 or marked ``legacyINT96``. Files other writers made (no Spark
     version) are read as ``spark.sql.parquet.int96RebaseModeInRead`` says, CORRECTED (no
     rebase) by default in Spark 4."""
-    meta = metadata.metadata or {}
-    version = meta.get(SPARK_VERSION_KEY)
-    if version is None:
-        return False
-    return version.decode("utf-8", "replace") < "3.1.0" or SPARK_LEGACY_INT96_KEY in meta
+    return _spark_legacy(metadata, "3.1.0", SPARK_LEGACY_INT96_KEY)
+
+
+def datetime_is_legacy(metadata: pq.FileMetaData) -> bool:
+    """The same for DATE and INT64 timestamps (``DataSourceUtils.datetimeRebaseSpec``): files
+    Spark before 3.0 wrote, or marked ``legacyDateTime``."""
+    return _spark_legacy(metadata, "3.0.0", SPARK_LEGACY_DATETIME_KEY)
+
+
+def legacy_calendar_bounds(metadata: pq.FileMetaData, arrow_schema: pa.Schema,
+                           names) -> dict[str, int]:
+    """{column: the value (days, or the column's timestamp unit) below which Spark would
+    rebase it} for the columns of ``names`` this file stores in the legacy hybrid calendar."""
+    physical = physical_types(metadata)
+    int96, other = int96_is_legacy(metadata), datetime_is_legacy(metadata)
+    out = {}
+    for name in names:
+        if name not in arrow_schema.names:
+            continue
+        t = arrow_schema.field(name).type
+        is_int96 = physical.get(name) == "INT96"
+        if pa.types.is_timestamp(t) and (int96 if is_int96 else other):
+            out[name] = int(LEGACY_SAFE_FROM_MICROS * _PER_MICRO[t.unit])
+        elif pa.types.is_date32(t) and other:
+            out[name] = LEGACY_SAFE_FROM_DAY
+    return out

@@ -249,7 +249,7 @@ def test_int96_reads_years_1_to_9999_at_microseconds(tmp_path, env):
     os.makedirs(legacy)
     _int96_file(os.path.join(legacy, "part-0.parquet"), far, {"org.apache.spark.version": "2.4.8"})
     with pytest.raises(UnsupportedValueError, match=r"spark2/part-0.parquet: column 't96' "
-                                                    r"holds INT96 timestamps before 1900"):
+                                                    r"holds timestamp\[us\] values before 1900"):
         _read_int96(env, legacy)
     marked = str(tmp_path / "marked")
     os.makedirs(marked)
@@ -257,3 +257,30 @@ def test_int96_reads_years_1_to_9999_at_microseconds(tmp_path, env):
     _int96_file(os.path.join(marked, "part-0.parquet"), recent,
                 {"org.apache.spark.version": "3.5.0", "org.apache.spark.legacyINT96": ""})
     assert _read_int96(env, marked) == [v.replace(tzinfo=utc) for v in recent]
+
+
+def test_dates_of_a_legacy_spark_file_before_the_gregorian_switch_are_refused(tmp_path, env):
+    """Spark before 3.0 wrote dates in the hybrid calendar (``datetimeRebaseSpec``): Spark
+    rebases those before 1582-10-15; refused here, later ones read."""
+    from raptorx_py.datasource.planner import Split
+    from raptorx_py.datasource.scan import read_split
+    from raptorx_py.errors import UnsupportedValueError
+
+    def read(days, version):
+        root = str(tmp_path / f"{version}-{days[0].year}")
+        os.makedirs(root)
+        path = os.path.join(root, "part-0.parquet")
+        t = pa.table({"d": pa.array(days, pa.date32())})
+        pq.write_table(t.replace_schema_metadata({"org.apache.spark.version": version}), path)
+        settings = env.settings()
+        with env.metastore() as ms:
+            table = register_external_table(ms, settings, f"{env.unique_db()}.t", root)
+        split = Split(f"file://{path}", os.path.getsize(path), None, None)
+        return [v for b in read_split(split, table, table.columns, (), settings)
+                for v in b.column("d").to_pylist()]
+
+    old = [dt.date(1500, 1, 1), dt.date(2020, 1, 1)]
+    assert read(old, "3.0.0") == old
+    with pytest.raises(UnsupportedValueError, match="column 'd' holds date32.* before 1582-10-15"):
+        read(old, "2.4.8")
+    assert read([dt.date(1582, 10, 15)], "2.4.8") == [dt.date(1582, 10, 15)]
