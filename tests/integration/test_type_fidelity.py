@@ -146,16 +146,19 @@ def test_int96_at_every_year_reads_as_spark_reads_it(spark, tables, int96_table,
 
 @pytest.fixture(scope="module")
 def limits_table(env, tmp_path_factory):
-    """An unpartitioned table of dates and UTC-adjusted timestamps at years 1 and 9999."""
+    """An unpartitioned table of dates and UTC-adjusted timestamps at years 1 and 9999, and
+    beyond what Python's datetime holds (which Spark reads, and so does tiered_hive)."""
     root = str(tmp_path_factory.mktemp("limits") / "t")
     os.makedirs(root)
-    utc = dt.timezone.utc
+    epoch = dt.date(1970, 1, 1)
+    days = [(d - epoch).days if d else None for d in
+            (dt.date(1, 1, 1), dt.date(9999, 12, 31), None, dt.date(2020, 1, 1))]
+    days += [days[1] + 1, days[0] - 366]  # 10000-01-01 and the year 0
+    micros = [d * 86_400_000_000 + 1 if d is not None else None for d in days]
     pq.write_table(pa.table({
-        "id": pa.array([0, 1, 2, 3], pa.int64()),
-        "d": pa.array([dt.date(1, 1, 1), dt.date(9999, 12, 31), None, dt.date(2020, 1, 1)]),
-        "ts": pa.array([dt.datetime(1, 1, 2, tzinfo=utc),
-                        dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=utc), None,
-                        dt.datetime(2020, 1, 1, tzinfo=utc)], pa.timestamp("us", tz="UTC")),
+        "id": pa.array(range(len(days)), pa.int64()),
+        "d": pa.array(days, pa.int32()).cast(pa.date32()),
+        "ts": pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
     }), os.path.join(root, "part-0.parquet"))
     name = f"{env.unique_db('limits')}.t"
     with env.metastore() as ms:
@@ -173,6 +176,9 @@ def test_literals_beyond_pythons_datetime_run_and_match(spark, limits_table):
               "ts <= TIMESTAMP_NTZ '9999-12-31 23:59:59.999999'"]
     with _Zone(spark, "America/Los_Angeles"):
         assert _compare(spark, name, root, wheres) == []
+        ours = spark.read.format("tiered_hive").load(name)
+        assert _strings(ours, "id", "d", "ts") == _strings(spark.read.parquet(root), "id", "d",
+                                                           "ts")
 
 
 def _summaries(spark, df, wheres: list[str]) -> dict[int, tuple]:
