@@ -1,6 +1,7 @@
 """raptorx: register and inspect metastore tables, show the configuration, load TPC-H.
 
-    raptorx table register <db.table> <url> [--replace]
+    raptorx table register <db.table> <url> [--replace] [--partition-type k=type ...]
+                           [--no-partition-type-inference]
     raptorx table list [<db>]
     raptorx table show <db.table> [--partitions]
     raptorx table clean <db.table>
@@ -20,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from raptorx_py.errors import ConfigError, RaptorxError
+from raptorx_py.errors import ConfigError, RaptorxError, SchemaError
 
 
 def settings_from_args(args):
@@ -48,12 +49,26 @@ def cmd_table_register(args) -> int:
 
     settings = settings_from_args(args)
     with open_metastore(settings, create=True) as ms:
-        table = register_external_table(ms, settings, args.table, args.url, replace=args.replace)
+        table = register_external_table(
+            ms, settings, args.table, args.url, replace=args.replace,
+            partition_types=_partition_types(args.partition_type),
+            infer_partition_types=args.partition_type_inference)
         n = len(ms.list_partitions(table)) if table.is_partitioned else 0
     keys = ", ".join(f"{k.name} {k.type}" for k in table.partition_keys) or "none"
     print(f"registered {table.qualified_name} (EXTERNAL) at {table.location}: "
           f"{len(table.columns)} columns, partition keys: {keys}, {n} partitions")
     return 0
+
+
+def _partition_types(specs) -> dict[str, str]:
+    """``["k=date", "n=decimal(10,2)"]`` -> ``{"k": "date", "n": "decimal(10,2)"}``."""
+    out = {}
+    for spec in specs or ():
+        key, sep, hive_type = spec.partition("=")
+        if not sep or not key or not hive_type:
+            raise SchemaError(f"--partition-type '{spec}' is not of the form <key>=<type>")
+        out[key] = hive_type
+    return out
 
 
 def cmd_table_list(args) -> int:
@@ -258,6 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
     reg.add_argument("table", help="<database>.<table>")
     reg.add_argument("url", help="file:///path or s3://bucket/prefix")
     reg.add_argument("--replace", action="store_true", help="replace an existing table")
+    reg.add_argument("--partition-type", action="append", metavar="KEY=TYPE",
+                     help="the type of a partition key (repeatable), instead of the type "
+                          "inferred from its directory values as Spark does")
+    reg.add_argument("--no-partition-type-inference", dest="partition_type_inference",
+                     action="store_false",
+                     help="partition keys without --partition-type are strings (Spark's "
+                          "spark.sql.sources.partitionColumnTypeInference.enabled=false)")
     add_common_options(reg)
     reg.set_defaults(func=cmd_table_register)
     lst = tsub.add_parser("list", help="list tables")

@@ -81,6 +81,11 @@ class SchemaError(RaptorxError, ValueError):
     """A requested column, filter column or user schema does not match the table."""
 
 
+class UnsupportedValueError(RaptorxError, ValueError):
+    """A value in a file that tiered_hive cannot read as Spark's reader would (the message
+    names the file and column)."""
+
+
 class WriteError(RaptorxError, RuntimeError):
     """A write to a table was not committed (names the table and why); nothing of it is
     visible."""

@@ -22,8 +22,20 @@ _INTEGER_TYPES = {"tinyint", "smallint", "int", "bigint"}
 _DECIMAL_RE = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 
-def arrow_to_hive(t: pa.DataType, column: str = "?") -> str:
-    """The Hive type for an Arrow type found in a Parquet file."""
+#: The widest decimal Spark has (and Arrow's decimal128).
+MAX_DECIMAL_PRECISION = 38
+
+
+def arrow_to_hive(t: pa.DataType, column: str = "?", physical_type: str | None = None) -> str:
+    """The Hive type for an Arrow type found in a Parquet file, as Spark's Parquet reader
+    types it.
+
+    ``physical_type`` is the Parquet physical type of the column when known: INT96 (which
+    pyarrow presents as a time-zone-less ``timestamp[ns]``) is Spark's ``timestamp``. Other
+    timestamps follow Parquet's ``isAdjustedToUTC`` as pyarrow presents it: with a time zone
+    ``timestamp``, without ``timestamp_ntz``. Nanosecond timestamps and decimals wider than
+    38 digits are refused (Spark's reader refuses them too), naming the column.
+    """
     if pa.types.is_int8(t):
         return "tinyint"
     if pa.types.is_int16(t):
@@ -45,8 +57,19 @@ def arrow_to_hive(t: pa.DataType, column: str = "?") -> str:
     if pa.types.is_date32(t) or pa.types.is_date64(t):
         return "date"
     if pa.types.is_timestamp(t):
-        return "timestamp"
+        if physical_type == "INT96":
+            return "timestamp"
+        if t.unit == "ns":
+            raise SchemaError(
+                f"column '{column}' holds nanosecond timestamps ({t}), which Spark's Parquet "
+                f"reader does not read and tiered_hive does not either; write them in "
+                f"microseconds (e.g. pyarrow's coerce_timestamps='us')")
+        return "timestamp" if t.tz is not None else "timestamp_ntz"
     if pa.types.is_decimal(t):
+        if t.precision > MAX_DECIMAL_PRECISION:
+            raise SchemaError(
+                f"column '{column}' has Arrow type {t}: decimals of more than "
+                f"{MAX_DECIMAL_PRECISION} digits are not supported by Spark or tiered_hive")
         return f"decimal({t.precision},{t.scale})"
     raise SchemaError(f"column '{column}' has Arrow type {t}, which tiered_hive does not support")
 
@@ -63,9 +86,11 @@ def is_exactly_comparable(hive_type: str) -> bool:
     """Whether Arrow's comparisons on this type agree with Spark's for every value.
 
     Floating point is excluded (Spark orders NaN above everything and NaN = NaN is true;
-    Arrow does neither), and so is timestamp (session time zone semantics).
+    Arrow does neither), and so is timestamp (session time zone semantics); timestamp_ntz
+    has none, and compares as Spark does.
     """
-    return base_type(hive_type) in _INTEGER_TYPES | {"decimal", "date", "string", "boolean"}
+    return base_type(hive_type) in _INTEGER_TYPES | {"decimal", "date", "string", "boolean",
+                                                      "timestamp_ntz"}
 
 
 def encode_value(value: Any, hive_type: str) -> str:
@@ -75,7 +100,7 @@ def encode_value(value: Any, hive_type: str) -> str:
         return "true" if value else "false"
     if b == "date":
         return value.isoformat()
-    if b == "timestamp":
+    if b in ("timestamp", "timestamp_ntz"):
         return value.isoformat()
     if b == "decimal":
         return str(Decimal(value))
@@ -104,7 +129,7 @@ def decode_value(text: str | None, hive_type: str) -> Any:
             return text.lower() == "true"
         if b == "date":
             return dt.date.fromisoformat(text)
-        if b == "timestamp":
+        if b in ("timestamp", "timestamp_ntz"):
             return dt.datetime.fromisoformat(text)
         if b == "binary":
             return bytes.fromhex(text)
@@ -113,13 +138,97 @@ def decode_value(text: str | None, hive_type: str) -> Any:
     return text
 
 
-def infer_partition_key_type(values: list[str | None]) -> str:
-    """Hive-style inference of a partition key's type from its directory values:
-    ``bigint`` when every non-null value is an integer literal, else ``string``."""
-    present = [v for v in values if v is not None]
-    if present and all(re.fullmatch(r"[+-]?\d{1,18}", v) for v in present):
-        return "bigint"
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+# What both Java's Double.parseDouble and Python's float() read the same (no hex floats, no
+# "d"/"f" suffixes, no "_" separators).
+_DOUBLE_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?Infinity|NaN")
+_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_INT32 = 2 ** 31
+_INT64 = 2 ** 63
+
+#: Types ``--partition-type`` may give a partition key: those whose directory text decodes to
+#: the value Spark would see.
+PARTITION_KEY_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "boolean",
+                       "date", "timestamp_ntz", "string", "decimal(p,s)")
+
+
+def infer_partition_value_type(text: str) -> str:
+    """The type Spark's ``PartitioningUtils.inferPartitionColumnValue`` gives one directory
+    value: int, bigint, decimal(n,0) (integers beyond bigint), double, date, else string.
+
+    Timestamps are left as strings: Spark types them ``timestamp`` in the session's time zone,
+    which a registration cannot know (``--partition-type k=timestamp_ntz`` reads them as
+    wall-clock values).
+    """
+    if _INT_RE.fullmatch(text):
+        n = int(text)
+        if -_INT32 <= n < _INT32:
+            return "int"
+        if -_INT64 <= n < _INT64:
+            return "bigint"
+        digits = len(str(abs(n)))
+        if digits <= MAX_DECIMAL_PRECISION:
+            return f"decimal({digits},0)"
+        return "double"
+    if _DOUBLE_RE.fullmatch(text):
+        return "double"
+    if _DATE_RE.fullmatch(text):
+        try:
+            dt.date.fromisoformat(text)
+            return "date"
+        except ValueError:
+            return "string"
     return "string"
+
+
+def _wider(a: str, b: str) -> str:
+    """Spark's ``TypeCoercion.findWiderCommonType`` over the inferred partition types."""
+    if a == b:
+        return a
+    order = {"int": 0, "bigint": 1}
+    if a in order and b in order:
+        return a if order[a] > order[b] else b
+    numeric = ("int", "bigint", "double")
+    if {a, b} <= set(numeric) | {x for x in (a, b) if x.startswith("decimal")}:
+        if "double" in (a, b):
+            return "double"
+        digits = {"int": 10, "bigint": 20}
+        da = digits.get(a) or int(_DECIMAL_RE.match(a).group(1))
+        db = digits.get(b) or int(_DECIMAL_RE.match(b).group(1))
+        return f"decimal({max(da, db)},0)"
+    return "string"
+
+
+def infer_partition_key_type(values: list[str | None], inference: bool = True) -> str:
+    """A partition key's type from its directory values (None is null), as Spark infers it
+    (``spark.sql.sources.partitionColumnTypeInference.enabled``; ``inference=False`` is that
+    setting off: every key a string): each value's type (:func:`infer_partition_value_type`),
+    widened across values as Spark does; a key with only nulls is a string."""
+    present = [v for v in values if v is not None]
+    if not inference or not present:
+        return "string"
+    out = None
+    for v in present:
+        t = infer_partition_value_type(v)
+        out = t if out is None else _wider(out, t)
+        if out == "string":
+            break
+    return out
+
+
+def check_partition_key_type(hive_type: str, key: str) -> str:
+    """``hive_type`` normalized, or a SchemaError naming ``key`` when a partition key cannot
+    have that type."""
+    t = hive_type.strip().lower().replace(" ", "")
+    m = _DECIMAL_RE.match(t)
+    if m:
+        p, sc = int(m.group(1)), int(m.group(2))
+        if 1 <= p <= MAX_DECIMAL_PRECISION and sc <= p:
+            return t
+    elif t in PARTITION_KEY_TYPES:
+        return t
+    raise SchemaError(f"partition key '{key}' cannot have type '{hive_type}'; partition keys "
+                      f"may be {', '.join(PARTITION_KEY_TYPES)}")
 
 
 def spark_type(hive_type: str):
@@ -129,7 +238,8 @@ def spark_type(hive_type: str):
     simple = {"tinyint": T.ByteType, "smallint": T.ShortType, "int": T.IntegerType,
               "integer": T.IntegerType, "bigint": T.LongType, "float": T.FloatType,
               "double": T.DoubleType, "boolean": T.BooleanType, "string": T.StringType,
-              "binary": T.BinaryType, "date": T.DateType, "timestamp": T.TimestampType}
+              "binary": T.BinaryType, "date": T.DateType, "timestamp": T.TimestampType,
+              "timestamp_ntz": T.TimestampNTZType}
     t = hive_type.strip().lower()
     if t in simple:
         return simple[t]()

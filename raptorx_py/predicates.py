@@ -112,9 +112,12 @@ def from_spark_filter(f, column_types: dict[str, str]) -> Predicate | None:
 
 
 def is_exact(p: Predicate, column_types: dict[str, str], partition_keys: set[str]) -> bool:
-    """Whether evaluating ``p`` here gives exactly Spark's answer for every row."""
-    return all(c in partition_keys or is_exactly_comparable(column_types[c])
-               for c in columns_of(p))
+    """Whether evaluating ``p`` here gives exactly Spark's answer for every row.
+
+    Partition keys follow the same rule as columns: a double key's values are Python floats
+    here, whose NaN is unequal to itself where Spark's is equal.
+    """
+    return all(is_exactly_comparable(column_types[c]) for c in columns_of(p))
 
 
 # -- on values (partition pruning) ----------------------------------------------------------

@@ -16,8 +16,13 @@ from dataclasses import replace as replace_dataclass
 
 from raptorx_py.cache.listing_cache import SEALED_PARAMETER
 from raptorx_py.errors import LayoutError, SchemaError
-from raptorx_py.hive_types import arrow_to_hive, infer_partition_key_type
-from raptorx_py.names import parse_table_name  # noqa: F401 - its old home, still imported
+from raptorx_py.hive_types import (
+    arrow_to_hive,
+    check_partition_key_type,
+    decode_value,
+    infer_partition_key_type,
+)
+from raptorx_py.names import parse_table_name
 from raptorx_py.metastore.model import (
     EXTERNAL_TABLE,
     Column,
@@ -27,7 +32,7 @@ from raptorx_py.metastore.model import (
 )
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import DataFile, walk_table
-from raptorx_py.storage.parquet_files import footer_stats, read_metadata
+from raptorx_py.storage.parquet_files import footer_stats, physical_types, read_metadata
 
 FOOTER_READ_THREADS = 16
 
@@ -43,10 +48,16 @@ class _FileFacts:
 
 
 def _read_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
-    md = read_metadata(fs, f.path, size=f.size, etag=f.etag, url=join_url(scheme, f.path))
+    url = join_url(scheme, f.path)
+    md = read_metadata(fs, f.path, size=f.size, etag=f.etag, url=url)
     arrow_schema = md.schema.to_arrow_schema()
-    columns = tuple(Column(field.name, arrow_to_hive(field.type, field.name))
-                    for field in arrow_schema)
+    physical = physical_types(md)
+    try:
+        columns = tuple(Column(field.name, arrow_to_hive(field.type, field.name,
+                                                         physical.get(field.name)))
+                        for field in arrow_schema)
+    except SchemaError as e:
+        raise SchemaError(f"file {url}: {e}") from e
     return _FileFacts(f, columns, md.num_rows, footer_stats(md))
 
 
@@ -71,8 +82,15 @@ def _aggregate(facts: list[_FileFacts]) -> tuple[dict[str, ColumnStats], dict[st
     return stats, params
 
 
-def scan_table_directory(settings, qualified_name: str, url: str) -> tuple[Table, list[Partition]]:
-    """Everything registration learns from ``url``, without touching the metastore."""
+def scan_table_directory(settings, qualified_name: str, url: str,
+                         partition_types: dict[str, str] | None = None,
+                         infer_partition_types: bool = True) -> tuple[Table, list[Partition]]:
+    """Everything registration learns from ``url``, without touching the metastore.
+
+    Partition keys get the types ``partition_types`` gives them, else the type Spark infers
+    from their directory values (``hive_types.infer_partition_key_type``; all strings when
+    ``infer_partition_types`` is off); every directory value must decode as its key's type.
+    """
     database, name = parse_table_name(qualified_name)
     fs, root = filesystem_for(url, settings)
     scheme, _ = split_url(url)
@@ -94,9 +112,23 @@ def scan_table_directory(settings, qualified_name: str, url: str) -> tuple[Table
         raise LayoutError(f"partition keys {sorted(clash)} of {url} are also columns inside "
                           f"its files; Hive layout keeps partition values in directory names only")
 
+    given = {k: check_partition_key_type(t, k) for k, t in (partition_types or {}).items()}
+    unknown = set(given) - set(keys)
+    if unknown:
+        raise SchemaError(f"partition types given for {sorted(unknown)}, which are not "
+                          f"partition keys of {url}; its keys are {keys}")
     key_columns = tuple(
-        Column(k, infer_partition_key_type([d.values[i] for d in dirs]))
+        Column(k, given.get(k) or infer_partition_key_type([d.values[i] for d in dirs],
+                                                          infer_partition_types))
         for i, k in enumerate(keys))
+    for i, k in enumerate(key_columns):
+        for d in dirs:
+            try:
+                decode_value(d.values[i], k.type)
+            except SchemaError as e:
+                raise SchemaError(f"partition directory {join_url(scheme, d.path)}: value "
+                                  f"'{d.values[i]}' of key '{k.name}' is not a {k.type}") from e
+    _check_one_directory_per_partition(dirs, keys, scheme)
     table_stats: dict[str, ColumnStats] = {}
     table_params: dict[str, str] = {"EXTERNAL": "TRUE"}
     partitions = []
@@ -112,19 +144,38 @@ def scan_table_directory(settings, qualified_name: str, url: str) -> tuple[Table
     return table, partitions
 
 
+def _check_one_directory_per_partition(dirs, keys, scheme: str) -> None:
+    """A LayoutError when two directories name the same partition: ``k=`` and
+    ``k=__HIVE_DEFAULT_PARTITION__`` are both null (as in Spark), ``k=%41`` and ``k=A`` both
+    ``A``. A Hive partition has one location."""
+    seen: dict[tuple, str] = {}
+    for d in dirs:
+        other = seen.setdefault(d.values, d.path)
+        if other != d.path:
+            described = ", ".join(f"{k}={'null' if v is None else repr(v)}"
+                                  for k, v in zip(keys, d.values))
+            raise LayoutError(
+                f"directories {join_url(scheme, other)} and {join_url(scheme, d.path)} are the "
+                f"same partition ({described}); a partition has one directory: move the files "
+                f"of one into the other")
+
+
 def _describe(columns) -> str:
     return ", ".join(f"{c.name} {c.type}" for c in columns)
 
 
 def register_external_table(metastore, settings, qualified_name: str, url: str, *,
-                            replace: bool = False, sealed: bool = False) -> Table:
+                            replace: bool = False, sealed: bool = False,
+                            partition_types: dict[str, str] | None = None,
+                            infer_partition_types: bool = True) -> Table:
     """Register ``url`` as the EXTERNAL table ``qualified_name`` (creating its database).
 
     ``sealed``: mark every partition complete (parameter ``sealed=true``; an unpartitioned
     table is its own one partition, so the table's parameters carry it), which lets the
     file-listing cache keep their listings (``raptorx partition unseal`` reopens one).
     """
-    table, partitions = scan_table_directory(settings, qualified_name, url)
+    table, partitions = scan_table_directory(settings, qualified_name, url, partition_types,
+                                             infer_partition_types)
     if sealed:
         seal = {SEALED_PARAMETER: "true"}
         if table.is_partitioned:

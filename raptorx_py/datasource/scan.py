@@ -19,15 +19,21 @@ import logging
 from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from raptorx_py import predicates as preds
 from raptorx_py.datasource.storage_tiers import NO_TIERS, StorageTiers, file_version
-from raptorx_py.errors import CorruptFileError, SchemaError
+from raptorx_py.errors import CorruptFileError, SchemaError, UnsupportedValueError
 from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark
 from raptorx_py.metastore.model import Column
 from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for
-from raptorx_py.storage.parquet_files import footer_stats, open_parquet, parquet_read_error
+from raptorx_py.storage.parquet_files import (
+    footer_stats,
+    legacy_calendar_bounds,
+    open_parquet,
+    parquet_read_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -117,16 +123,36 @@ def _raw_batches(split, table, needed: list[str], data_predicates, settings,
         counters.add("reader.column_chunks_read", len(groups) * len(needed))
         if not groups:
             return
+        legacy = legacy_calendar_bounds(md, pf.schema_arrow, needed)
         try:
             if needed:
-                yield from pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups,
-                                           columns=needed, use_threads=False)
+                for raw in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups,
+                                           columns=needed, use_threads=False):
+                    _check_legacy_calendar(raw, legacy, split.url)
+                    yield raw
             else:  # count(*) or partition columns only: the footer knows the row counts
                 yield from _row_count_batches(md, groups)
         except (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError) as e:
             raise parquet_read_error(e, split.url) from e
     finally:
         pf.close()
+
+
+def _check_legacy_calendar(raw: pa.RecordBatch, bounds: dict[str, int], url: str) -> None:
+    """Refuses dates and timestamps a legacy Spark stored in the hybrid calendar where Spark
+    would rebase them (``parquet_files.legacy_calendar_bounds``: dates before 1582-10-15,
+    timestamps before 1900), naming the file and column, rather than read them days or
+    hours off; later values are the same in both calendars and are read."""
+    for name, bound in bounds.items():
+        col = raw.column(name)
+        low = pc.min(col.cast(pa.int32() if pa.types.is_date32(col.type) else pa.int64()))
+        if low.is_valid and low.as_py() < bound:
+            raise UnsupportedValueError(
+                f"file {url}: column '{name}' holds {col.type} values before "
+                f"{'1582-10-15' if pa.types.is_date32(col.type) else '1900'} written in "
+                f"Spark's legacy hybrid calendar (Spark before 3.0/3.1, or a LEGACY rebase "
+                f"mode in write), which tiered_hive does not rebase; read this table with "
+                f"spark.read.parquet")
 
 
 def row_groups_of(md, split) -> list[int]:

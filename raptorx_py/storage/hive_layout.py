@@ -1,9 +1,12 @@
 """The Hive directory layout of a table: ``<table>/<k1>=<v1>/<k2>=<v2>/<file>``.
 
 - Partition values are escaped as Hive's ``FileUtils.escapePathName`` does (``%XX`` for
-  characters that cannot stand in a path); ``__HIVE_DEFAULT_PARTITION__`` stands for null.
-- A file or directory whose name starts with ``_`` or ``.`` is hidden (``_SUCCESS``,
-  ``.part-0.crc``, ``_tmp``) and never data.
+  characters that cannot stand in a path); ``__HIVE_DEFAULT_PARTITION__`` stands for null,
+  and so does an empty value (``k=``), as in Spark.
+- A file or directory whose name starts with ``.``, or with ``_`` and has no ``=`` in it,
+  is hidden (``_SUCCESS``, ``.part-0.crc``, ``_tmp``) and never data; so is a file being
+  copied (``._COPYING_``). That is Spark's rule (``InMemoryFileIndex.shouldFilterOutPathName``):
+  ``_k=1`` is the partition directory of key ``_k``.
 - Every other file under a partition directory is a data file.
 """
 
@@ -26,7 +29,7 @@ def escape_partition_value(value: str | None) -> str:
 
 
 def unescape_partition_value(text: str) -> str | None:
-    if text == HIVE_DEFAULT_PARTITION:
+    if text == HIVE_DEFAULT_PARTITION or text == "":
         return None
     out, i = [], 0
     while i < len(text):
@@ -45,7 +48,8 @@ def _is_hex(s: str) -> bool:
 
 
 def is_hidden(name: str) -> bool:
-    return name.startswith(("_", "."))
+    return ((name.startswith("_") and "=" not in name) or name.startswith(".")
+            or name.endswith("._COPYING_"))
 
 
 def parse_partition_dir(name: str, path: str) -> tuple[str, str | None]:

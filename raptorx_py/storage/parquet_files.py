@@ -64,7 +64,11 @@ def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = N
     try:
         if metadata is None and footer is not None:
             metadata = footer(lambda: pq.read_metadata(handle))
-        return pq.ParquetFile(handle, metadata=metadata, pre_buffer=True)
+        # INT96 (Spark's default timestamp encoding) at microseconds, as Spark reads it: at
+        # pyarrow's default (nanoseconds) years before 1677 or after 2262 do not fit, and
+        # Spark truncates the nanosecond digits anyway.
+        return pq.ParquetFile(handle, metadata=metadata, pre_buffer=True,
+                              coerce_int96_timestamp_unit="us")
     except RaptorxError:
         handle.close()
         raise
@@ -112,7 +116,8 @@ def footer_stats(metadata: pq.FileMetaData,
             continue
         low = high = None
         nulls: int | None = 0
-        known = bool(groups)
+        # INT96 min/max are not ordered as the timestamps are (nor does Spark write them).
+        known = bool(groups) and metadata.schema.column(ci).physical_type != "INT96"
         for rg in groups:
             st = metadata.row_group(rg).column(ci).statistics
             if st is None:
@@ -126,11 +131,84 @@ def footer_stats(metadata: pq.FileMetaData,
                 if metadata.row_group(rg).num_rows > (st.null_count if st.has_null_count else -1):
                     known = False
                 continue
-            lo, hi = st.min, st.max
+            try:
+                # pyarrow turns min/max into Python values, which cannot hold every value
+                # Arrow can (dates after 9999-12-31, timestamps before year 1): unknown.
+                lo, hi = st.min, st.max
+            except (ValueError, OverflowError):
+                known = False
+                continue
             try:
                 low = lo if low is None or lo < low else low
                 high = hi if high is None or hi > high else high
             except TypeError:
                 known = False
         out[name] = ColumnStats(nulls, low if known else None, high if known else None)
+    return out
+
+
+def physical_types(metadata: pq.FileMetaData) -> dict[str, str]:
+    """The Parquet physical type (``INT96``, ``INT64``, ...) of each top-level leaf column."""
+    out = {}
+    for i in range(metadata.num_columns):
+        col = metadata.schema.column(i)
+        if "." not in col.path:
+            out[col.path] = col.physical_type
+    return out
+
+
+#: Footer keys Spark writes: its version, and the markers of values written in the legacy
+#: hybrid (Julian + Gregorian) calendar.
+SPARK_VERSION_KEY = b"org.apache.spark.version"
+SPARK_LEGACY_INT96_KEY = b"org.apache.spark.legacyINT96"
+SPARK_LEGACY_DATETIME_KEY = b"org.apache.spark.legacyDateTime"
+
+#: Where Spark's LEGACY rebase (``RebaseDateTime``) stops moving values: days since the epoch
+#: before the Gregorian switch (1582-10-15), and microseconds before 1900-01-01 UTC (after it
+#: the two calendars and every zone's offsets agree).
+LEGACY_SAFE_FROM_DAY = -141427
+LEGACY_SAFE_FROM_MICROS = -2208988800 * 1_000_000
+_PER_MICRO = {"s": 1 / 1_000_000, "ms": 1 / 1000, "us": 1, "ns": 1000}
+
+
+def _spark_legacy(metadata: pq.FileMetaData, before: str, marker: bytes) -> bool:
+    meta = metadata.metadata or {}
+    version = meta.get(SPARK_VERSION_KEY)
+    if version is None:
+        return False
+    # A string comparison, as Spark's own.
+    return version.decode("utf-8", "replace") < before or marker in meta
+
+
+def int96_is_legacy(metadata: pq.FileMetaData) -> bool:
+    """Whether Spark reads this file's INT96 values with the LEGACY rebase (Julian to
+    proleptic Gregorian calendar): Spark's ``DataSourceUtils.int96RebaseSpec`` does for files
+    written by Spark before 3.1 or marked ``legacyINT96``. Files other writers made (no Spark
+    version) are read as ``spark.sql.parquet.int96RebaseModeInRead`` says, CORRECTED (no
+    rebase) by default in Spark 4."""
+    return _spark_legacy(metadata, "3.1.0", SPARK_LEGACY_INT96_KEY)
+
+
+def datetime_is_legacy(metadata: pq.FileMetaData) -> bool:
+    """The same for DATE and INT64 timestamps (``DataSourceUtils.datetimeRebaseSpec``): files
+    Spark before 3.0 wrote, or marked ``legacyDateTime``."""
+    return _spark_legacy(metadata, "3.0.0", SPARK_LEGACY_DATETIME_KEY)
+
+
+def legacy_calendar_bounds(metadata: pq.FileMetaData, arrow_schema: pa.Schema,
+                           names) -> dict[str, int]:
+    """{column: the value (days, or the column's timestamp unit) below which Spark would
+    rebase it} for the columns of ``names`` this file stores in the legacy hybrid calendar."""
+    physical = physical_types(metadata)
+    int96, other = int96_is_legacy(metadata), datetime_is_legacy(metadata)
+    out = {}
+    for name in names:
+        if name not in arrow_schema.names:
+            continue
+        t = arrow_schema.field(name).type
+        is_int96 = physical.get(name) == "INT96"
+        if pa.types.is_timestamp(t) and (int96 if is_int96 else other):
+            out[name] = int(LEGACY_SAFE_FROM_MICROS * _PER_MICRO[t.unit])
+        elif pa.types.is_date32(t) and other:
+            out[name] = LEGACY_SAFE_FROM_DAY
     return out

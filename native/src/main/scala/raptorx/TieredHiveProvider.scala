@@ -215,7 +215,9 @@ class TieredHiveScanBuilder(
     // the query reads one snapshot; ArrowColumnarScan reports the schema without it.
     val python = new PythonScanBuilder(
       pythonSource, TieredHiveProvider.PythonName, QueryToken.tag(requiredSchema), options)
-    python.pushFilters(filters) // the reader keeps what it can use; Spark re-applies all
+    // The reader keeps what it can use; Spark re-applies all. Values Python cannot decode
+    // exactly stay with Spark only (PythonFilterValues).
+    python.pushFilters(filters.filter(PythonFilterValues.representable))
     new ArrowColumnarScan(python.build(), statistics.map(_.forColumns(requiredSchema, tableSchema)))
   }
 }
