@@ -255,6 +255,25 @@ class BlockStore:
         except (OSError, sqlite3.Error) as e:
             log.debug("block cache: could not remove corrupt block %s: %s", path, e)
 
+    def drop_key(self, key: str) -> int:
+        """Delete every block of ``key`` (a file version the store no longer holds); returns
+        how many. Never raises: a failure is logged and the blocks stay until evicted."""
+        prefix = f"{key}-"
+        try:
+            with self._write() as conn:
+                names = [n for (n,) in conn.execute(
+                    "SELECT name FROM blocks WHERE name >= ? AND name < ?",
+                    (prefix, key + "."))]
+                for name in names:
+                    self._verified.pop(name, None)
+                    self._drop_row(conn, name)
+                    _remove(self.path_of(name))
+            return len(names)
+        except (OSError, sqlite3.Error) as e:
+            log.warning("block cache: could not drop the blocks of %s in %s: %s", key,
+                        self.directory, e)
+            return 0
+
     # --- writing ----------------------------------------------------------------------------
 
     def put(self, key: str, index: int, payload) -> bool:
