@@ -68,14 +68,15 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
 
     def __init__(self, target: fsspec.AbstractFileSystem, directory: str, *,
                  block_size: int = DEFAULT_BLOCK_SIZE, max_size: int = DEFAULT_MAX_SIZE,
-                 clock: Callable[[], float] = time.time, verify_every_read: bool = False):
+                 clock: Callable[[], float] = time.time, verify_every_read: bool = False,
+                 group_shared: bool = False):
         if block_size <= 0:
             raise ValueError(f"block cache block_size must be positive, got {block_size}")
         self.target = target
         self.directory = directory
         self.block_size = int(block_size)
         self.store = BlockStore(directory, max_size=max_size, clock=clock,
-                                verify_every_read=verify_every_read)
+                                verify_every_read=verify_every_read, group_shared=group_shared)
 
     def __getattribute__(self, name: str):
         # AbstractFileSystem implements (or stubs) every filesystem method, so a __getattr__
@@ -468,12 +469,14 @@ def block_cache_for(settings, target: fsspec.AbstractFileSystem):
         return target
     directory = os.path.join(
         os.path.abspath(os.path.expanduser(settings.cache_base_directory)), "blocks")
-    key = (directory, settings.cache_block_size, settings.cache_max_size, id(target))
+    key = (directory, settings.cache_block_size, settings.cache_max_size, id(target),
+           settings.cache_group_shared)
     with _registry_lock:
         fs = _registry.get(key)
         # The registry holds the target, so its id cannot be reused while the entry exists.
         if fs is None or fs.target is not target:
             fs = BlockCacheFileSystem(target, directory, block_size=settings.cache_block_size,
-                                      max_size=settings.cache_max_size)
+                                      max_size=settings.cache_max_size,
+                                      group_shared=settings.cache_group_shared)
             _registry[key] = fs
         return fs
