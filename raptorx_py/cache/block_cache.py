@@ -53,8 +53,16 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
       then returns the target's own file. Cache faults never fail a read the target can
       answer (see :class:`BlockStore`).
 
-    Limits: a target that checks no ETag (local files) cannot tell an overwrite that kept
-    the size between listing and reading; those bytes are cached under the listed identity.
+    - A fetch from a target that checks no ETag (local files) is followed by a look at the
+      file's identity (size, and mtime or ETag); bytes of another version than the key's
+      fail the read with ``FileChangedError`` and are not cached, and every cached block of
+      the key is dropped (so is it when s3fs refuses an ETag): a cached block is never
+      combined with bytes of another version (``block_cache.version_mismatches``).
+
+    Limits: a version label that is neither an mtime nor an ETag (a caller's own) cannot be
+    compared; a file rewritten in place within one mtime tick and keeping its size is not
+    seen as changed; a read served wholly from cached blocks reads the listed version
+    without asking the target.
     Instances are not put in fsspec's instance cache (``block_cache_for`` keeps its
     own registry); ``AbstractFileSystem.__init__`` is not called on purpose, because its
     listing cache and transaction state would shadow the target's.
