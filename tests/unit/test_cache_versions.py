@@ -100,3 +100,37 @@ def test_s3_rewrite_after_partial_eviction_fails_and_drops_the_blocks(s3_endpoin
             assert data in (old, new), "a torn read"
     assert not isinstance(raised.value, AssertionError)
     assert _key_blocks(fs, key) == set()
+
+
+def test_a_cached_footer_is_never_used_with_another_versions_data(tmp_path):
+    """Footer cache on, block cache off: a same-size rewrite of a local file must not be
+    decoded with the old version's cached footer."""
+    import functools
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from raptorx_py.cache.footer_cache import FileIdentity, FooterCache
+    from raptorx_py.storage.parquet_files import open_parquet
+
+    path = str(tmp_path / "t.parquet")
+
+    def write(values, mtime):
+        pq.write_table(pa.table({"v": pa.array(values, pa.int64())}), path,
+                       use_dictionary=False, compression="none")
+        os.utime(path, (mtime, mtime))
+
+    write(list(range(100)), 1_700_000_000.0)
+    size, version = os.path.getsize(path), _listed_version(path)
+    cache = FooterCache(str(tmp_path / "footers"), max_bytes=1 << 20, ttl=3600)
+    ident = FileIdentity.of(path, size, mtime=float(version))
+    fs = LocalFileSystem()
+    pf = open_parquet(fs, path, size=size, version=version,
+                      footer=functools.partial(cache.get_or_load, ident))
+    assert sum(pf.read().column("v").to_pylist()) == sum(range(100))
+    pf.close()
+    write(list(range(1000, 1100)), 1_700_000_050.0)
+    assert os.path.getsize(path) == size
+    with pytest.raises(FileChangedError, match="changed after it was listed"):
+        open_parquet(fs, path, size=size, version=version,
+                     footer=functools.partial(cache.get_or_load, ident)).read()
