@@ -21,7 +21,8 @@ rows of another snapshot, a pruned match, a cache fault failing a read) fails, p
 seed and the operations so far.
 
 ``RAPTORX_FUZZ_OPS`` (default 300) and ``RAPTORX_FUZZ_SEED`` change the run; the
-``stress`` variant runs 3000 operations over several seeds.
+``stress`` variant runs 2000 operations for each of 3 seeds (the cost of a plan grows
+with the files written, so a run's time grows faster than its length).
 """
 
 from __future__ import annotations
@@ -267,7 +268,7 @@ def test_fuzz_reads_match_the_model(tmp_path):
 
 
 @pytest.mark.stress
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", range(3))
 def test_fuzz_long(tmp_path, seed):
-    ops = int(os.environ.get("RAPTORX_FUZZ_OPS", "3000"))
+    ops = int(os.environ.get("RAPTORX_FUZZ_OPS", "2000"))
     _run(tmp_path, 7919 * (seed + 1), ops)
