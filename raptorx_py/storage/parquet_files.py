@@ -53,6 +53,9 @@ def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = N
     try:
         if isinstance(fs, BlockCacheFileSystem):
             raw = fs.open(path, "rb", size=size, version=version, etag=etag)
+            if not fs.enabled and etag is None and version is not None and footer is not None:
+                # No blocks to check fetches against: the target's own file, as below.
+                _check_opened_version(fs.target, path, raw, url, size, version)
         else:
             raw = fs.open(path, "rb", **({"size": size} if size is not None else {}))
             if size is not None and isinstance(raw, AbstractBufferedFile):
