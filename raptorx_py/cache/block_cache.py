@@ -22,7 +22,7 @@ import fsspec
 from fsspec.spec import AbstractBufferedFile
 
 from raptorx_py.cache.block_store import BlockStore
-from raptorx_py.errors import FileChangedError
+from raptorx_py.errors import FileChangedError, translate_storage_error
 from raptorx_py.metrics import counters
 
 DEFAULT_BLOCK_SIZE = 1 << 20
@@ -53,8 +53,16 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
       then returns the target's own file. Cache faults never fail a read the target can
       answer (see :class:`BlockStore`).
 
-    Limits: a target that checks no ETag (local files) cannot tell an overwrite that kept
-    the size between listing and reading; those bytes are cached under the listed identity.
+    - A fetch from a target that checks no ETag (local files) is followed by a look at the
+      file's identity (size, and mtime or ETag); bytes of another version than the key's
+      fail the read with ``FileChangedError`` and are not cached, and every cached block of
+      the key is dropped (so is it when s3fs refuses an ETag): a cached block is never
+      combined with bytes of another version (``block_cache.version_mismatches``).
+
+    Limits: a version label that is neither an mtime nor an ETag (a caller's own) cannot be
+    compared; a file rewritten in place within one mtime tick and keeping its size is not
+    seen as changed; a read served wholly from cached blocks reads the listed version
+    without asking the target.
     Instances are not put in fsspec's instance cache (``block_cache_for`` keeps its
     own registry); ``AbstractFileSystem.__init__`` is not called on purpose, because its
     listing cache and transaction state would shadow the target's.
@@ -68,14 +76,15 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
 
     def __init__(self, target: fsspec.AbstractFileSystem, directory: str, *,
                  block_size: int = DEFAULT_BLOCK_SIZE, max_size: int = DEFAULT_MAX_SIZE,
-                 clock: Callable[[], float] = time.time, verify_every_read: bool = False):
+                 clock: Callable[[], float] = time.time, verify_every_read: bool = False,
+                 group_shared: bool = False):
         if block_size <= 0:
             raise ValueError(f"block cache block_size must be positive, got {block_size}")
         self.target = target
         self.directory = directory
         self.block_size = int(block_size)
         self.store = BlockStore(directory, max_size=max_size, clock=clock,
-                                verify_every_read=verify_every_read)
+                                verify_every_read=verify_every_read, group_shared=group_shared)
 
     def __getattribute__(self, name: str):
         # AbstractFileSystem implements (or stubs) every filesystem method, so a __getattr__
@@ -316,7 +325,15 @@ class BlockCacheFile(io.RawIOBase):
                                        **self._remote_kwargs)
         self._remote.seek(start)
         want = end - start
-        data = self._remote.read(want)
+        try:
+            data = self._remote.read(want)
+        except Exception as e:
+            # An object store that checks the ETag (s3fs) refuses another version's bytes;
+            # the cached blocks of the listed version are then of a version that is gone.
+            if isinstance(translate_storage_error(e, self.path), FileChangedError):
+                self._store.drop_key(self._key)
+                counters.add("block_cache.version_mismatches")
+            raise
         if len(data) < want:  # a short read from a stream: keep reading until EOF
             chunks = [data]
             got = len(data)
@@ -327,12 +344,73 @@ class BlockCacheFile(io.RawIOBase):
                 chunks.append(chunk)
                 got += len(chunk)
             data = b"".join(chunks)
+        if len(data) == want and self.etag is None:
+            self._check_fetched_version(start)
         if len(data) != want:
             raise FileChangedError(
                 f"{self.path}: the target returned {len(data)} bytes at offset {start} where "
                 f"{want} were expected (listed size {self.size}, version {self.version}); the "
                 f"file changed after it was listed")
         return data
+
+    def _check_fetched_version(self, start: int) -> None:
+        """Refuse bytes the target returned for another version of the file than the key's.
+
+        A target that checks no ETag on ranged reads (local files; an object store file
+        opened without one) would hand out whatever the file holds now, and those bytes
+        would be cached and served beside blocks of the listed version: a torn read. So
+        after each fetch the file's identity is asked of the target (a ``stat`` locally)
+        and compared with the key's, in the kind the target reports (its ETag, else its
+        mtime); a version that is neither (a caller's own label) cannot be compared. On a
+        mismatch every cached block of the key is dropped too: they belong to a version
+        the store no longer holds."""
+        try:
+            info = self.fs.target.info(self.path)
+        except FileNotFoundError as e:
+            self._drop_version(f"it no longer exists ({e})", start)
+            return
+        found = _observed_version(info)
+        size = info.get("size")
+        changed = None
+        if size is not None and int(size) != self.size:
+            changed = f"its size is now {size}"
+        elif found is not None and _comparable(self.version, found) and \
+                found.removeprefix("etag:") != self.version:
+            changed = f"its version is now {found.removeprefix('etag:')}"
+        if changed:
+            self._drop_version(changed, start)
+
+    def _drop_version(self, why: str, start: int) -> None:
+        dropped = self._store.drop_key(self._key)
+        counters.add("block_cache.version_mismatches")
+        raise FileChangedError(
+            f"{self.path}: read at offset {start} for version {self.version} (size "
+            f"{self.size}) as listed, but {why}; the file changed after it was listed, its "
+            f"{dropped} cached block(s) were dropped and nothing read was cached")
+
+
+def _observed_version(info: dict) -> str | None:
+    """The version the target reports in ``info``, as ``BlockCacheFileSystem._identity``
+    derives it: the ETag without quotes, else ``repr`` of the mtime."""
+    etag = info.get("ETag") or info.get("etag")
+    if isinstance(etag, str) and etag:
+        return "etag:" + etag.strip('"')
+    mtime = info.get("mtime") or info.get("LastModified")
+    if hasattr(mtime, "timestamp"):
+        mtime = mtime.timestamp()
+    return None if mtime is None else repr(float(mtime))
+
+
+def _comparable(version: str, found: str) -> bool:
+    """Whether the key's ``version`` is of the kind ``found`` is (an mtime literal or an
+    ETag), so that inequality means another version of the file."""
+    if found.startswith("etag:"):
+        return True
+    try:
+        float(version)
+    except ValueError:
+        return False
+    return True
 
 
 def _assembled(n: int, fill: Callable[[memoryview], None]) -> bytes:
@@ -399,12 +477,14 @@ def block_cache_for(settings, target: fsspec.AbstractFileSystem):
         return target
     directory = os.path.join(
         os.path.abspath(os.path.expanduser(settings.cache_base_directory)), "blocks")
-    key = (directory, settings.cache_block_size, settings.cache_max_size, id(target))
+    key = (directory, settings.cache_block_size, settings.cache_max_size, id(target),
+           settings.cache_group_shared)
     with _registry_lock:
         fs = _registry.get(key)
         # The registry holds the target, so its id cannot be reused while the entry exists.
         if fs is None or fs.target is not target:
             fs = BlockCacheFileSystem(target, directory, block_size=settings.cache_block_size,
-                                      max_size=settings.cache_max_size)
+                                      max_size=settings.cache_max_size,
+                                      group_shared=settings.cache_group_shared)
             _registry[key] = fs
         return fs

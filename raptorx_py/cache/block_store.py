@@ -8,7 +8,9 @@ Layout of ``directory``::
     data/<kk>/<key>-<index>   one file per block, fanned out by the key's first two hex digits
 
 A block file is the payload followed by a 24-byte trailer (magic, format version, payload
-length, xxh3-64 of the payload). The payload comes first so that it starts on a page
+length, a 64-bit BLAKE2b of the block's name and payload keyed with the cache's secret,
+``cache_files``: a block rewritten with a recomputed plain checksum, or a valid block copied
+under another name, fails verification). The payload comes first so that it starts on a page
 boundary: reads of it are page-aligned copies from the page cache, as fast as a plain
 file's. Keys are opaque hex strings chosen by the caller (:mod:`raptorx_py.cache.block_cache`
 hashes the file's identity into them).
@@ -28,17 +30,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-import xxhash
-
+from raptorx_py.cache import cache_files
 from raptorx_py.metrics import counters
 from raptorx_py.sqlite_wal import connect_wal
 
 log = logging.getLogger(__name__)
 
-#: The trailer: magic, format version, 3 pad bytes, payload length, xxh3-64 of the payload.
+#: The trailer: magic, format version, 3 pad bytes, payload length, keyed digest.
 TRAILER = struct.Struct("<4sB3xQQ")
 MAGIC = b"RXBC"
-FORMAT_VERSION = 1
+#: 2: the digest is keyed (version 1's plain xxh3-64 blocks fail verification and go).
+FORMAT_VERSION = 2
 
 INDEX_FILE = "index.sqlite"
 TMP_DIR = "tmp"
@@ -72,8 +74,9 @@ def block_name(key: str, index: int) -> str:
     return f"{key}-{index}"
 
 
-def encode_trailer(payload) -> bytes:
-    return TRAILER.pack(MAGIC, FORMAT_VERSION, len(payload), xxhash.xxh3_64_intdigest(payload))
+def encode_trailer(secret: bytes, name: str, payload) -> bytes:
+    return TRAILER.pack(MAGIC, FORMAT_VERSION, len(payload),
+                        cache_files.keyed_digest(secret, name.encode(), payload))
 
 
 class BlockStore:
@@ -125,8 +128,15 @@ class BlockStore:
 
     def __init__(self, directory: str, *, max_size: int, clock: Callable[[], float] = time.time,
                  verify_every_read: bool = False, touch_batch: int = 4096,
-                 touch_interval: float = 1.0):
+                 touch_interval: float = 1.0, group_shared: bool = False):
         self.directory = os.path.abspath(os.path.expanduser(directory))
+        # Private by default (cache_files): cached bytes are copies of table files.
+        self.dir_mode, self.file_mode = cache_files.modes(group_shared)
+        self._opener = cache_files.opener(self.file_mode)
+        self._secret = b""
+        self._fault_warned = False
+        #: The last fault met, naming the cache file (for tools and tests).
+        self.last_fault: str | None = None
         self.max_size = int(max_size)
         self.clock = clock
         self.verify_every_read = verify_every_read
@@ -192,7 +202,7 @@ class BlockStore:
             if st.st_size != block_len + TRAILER.size:
                 result = None  # short (or long): corrupt
             elif self.verify_every_read or self._verified.get(name) != stamp:
-                result = self._read_verifying(fd, block_len, offset, length, dest)
+                result = self._read_verifying(name, fd, block_len, offset, length, dest)
                 if result is not None:
                     self._remember(name, stamp)
             else:
@@ -208,14 +218,14 @@ class BlockStore:
         self._touch(name)
         return result
 
-    def _read_verifying(self, fd, block_len, offset, length, dest):
+    def _read_verifying(self, name, fd, block_len, offset, length, dest):
         """Read the whole block, check trailer and checksum, return the requested part."""
         whole = dest if dest is not None and offset == 0 and length == block_len \
             else bytearray(block_len)
         trailer = bytearray(TRAILER.size)
         # One more byte than expected detects a file that grew since fstat.
         got = os.preadv(fd, [whole, trailer, bytearray(1)], 0)
-        if got != block_len + TRAILER.size or not self._trailer_matches(trailer, whole):
+        if got != block_len + TRAILER.size or not self._trailer_matches(name, trailer, whole):
             return None
         if whole is dest:
             return True
@@ -230,11 +240,10 @@ class BlockStore:
             self._verified.clear()  # simple bound; entries are re-verified on next read
         self._verified[name] = stamp
 
-    @staticmethod
-    def _trailer_matches(trailer, payload) -> bool:
+    def _trailer_matches(self, name: str, trailer, payload) -> bool:
         magic, version, length, digest = TRAILER.unpack(trailer)
         return (magic == MAGIC and version == FORMAT_VERSION and length == len(payload)
-                and xxhash.xxh3_64_intdigest(payload) == digest)
+                and cache_files.keyed_digest(self._secret, name.encode(), payload) == digest)
 
     def discard_corrupt(self, name: str, inode: int | None = None) -> None:
         """Delete a block file that failed verification (only if it is still the file that
@@ -255,6 +264,25 @@ class BlockStore:
         except (OSError, sqlite3.Error) as e:
             log.debug("block cache: could not remove corrupt block %s: %s", path, e)
 
+    def drop_key(self, key: str) -> int:
+        """Delete every block of ``key`` (a file version the store no longer holds); returns
+        how many. Never raises: a failure is logged and the blocks stay until evicted."""
+        prefix = f"{key}-"
+        try:
+            with self._write() as conn:
+                names = [n for (n,) in conn.execute(
+                    "SELECT name FROM blocks WHERE name >= ? AND name < ?",
+                    (prefix, key + "."))]
+                for name in names:
+                    self._verified.pop(name, None)
+                    self._drop_row(conn, name)
+                    _remove(self.path_of(name))
+            return len(names)
+        except (OSError, sqlite3.Error) as e:
+            log.warning("block cache: could not drop the blocks of %s in %s: %s", key,
+                        self.directory, e)
+            return 0
+
     # --- writing ----------------------------------------------------------------------------
 
     def put(self, key: str, index: int, payload) -> bool:
@@ -268,19 +296,19 @@ class BlockStore:
         tmp = published = None
         try:
             try:
-                tmp = self._write_temp(payload)
+                tmp = self._write_temp(name, payload)
             except OSError as e:
                 if e.errno != errno.ENOSPC:
                     raise
                 # Disk full: make room from our own blocks, then try once more.
                 self.evict_to(max(0, self.total_bytes() - size))
-                tmp = self._write_temp(payload)
+                tmp = self._write_temp(name, payload)
             final = self.path_of(name)
             # Publish and index under the index's write lock, so that an eviction in another
             # process never sees a published file without its row.
             with self._write() as conn:
                 self._flush_touches(conn)
-                os.makedirs(os.path.dirname(final), exist_ok=True)
+                cache_files.make_dirs(os.path.dirname(final), self.dir_mode)
                 os.replace(tmp, final)
                 tmp, published = None, final
                 self._upsert_row(conn, name, size, self.clock())
@@ -290,23 +318,41 @@ class BlockStore:
             if published:  # the index rolled back: a file without its row is not kept
                 _remove(published)
             counters.add("block_cache.put_errors")
-            log.debug("block cache: could not store block %s in %s: %s", name,
-                      self.directory, e)
+            self._fault(f"could not store block {name}", getattr(e, "filename", None)
+                        or (tmp if tmp is not None else self.path_of(name)), e)
             return False
         finally:
             if tmp is not None:
                 _remove(tmp)
 
-    def _write_temp(self, payload) -> str:
+    def _write_temp(self, name: str, payload) -> str:
         tmp = os.path.join(self.tmp_dir, f"{os.getpid()}.{secrets.token_hex(8)}.part")
         try:
-            with open(tmp, "xb") as f:
+            with open(tmp, "xb", opener=self._opener) as f:
                 f.write(payload)
-                f.write(encode_trailer(payload))
+                f.write(encode_trailer(self._secret, name, payload))
+        except OSError as e:
+            _remove(tmp)
+            if e.filename is None:  # a failed write ("No space left on device") names no file
+                raise OSError(e.errno, e.strerror, tmp) from e
+            raise
         except BaseException:
             _remove(tmp)
             raise
         return tmp
+
+    def _fault(self, what: str, path: str, e: BaseException) -> None:
+        """Log a cache fault naming the cache file it concerns: the first as a warning, the
+        rest at debug level (each is counted by the caller). The read goes on from the
+        store."""
+        self.last_fault = f"{what}: {path}: {type(e).__name__}: {e}"
+        if self._fault_warned:
+            log.debug("block cache (%s): %s", self.directory, self.last_fault)
+            return
+        self._fault_warned = True
+        log.warning("block cache (%s): %s; reading from the store instead (further faults "
+                    "are counted in block_cache.put_errors and logged at debug level)",
+                    self.directory, self.last_fault)
 
     # --- capacity -------------------------------------------------------------------------
 
@@ -440,11 +486,16 @@ class BlockStore:
     # --- start-up -------------------------------------------------------------------------
 
     def _prepare_directory(self) -> None:
-        os.makedirs(self.tmp_dir, exist_ok=True)
-        os.makedirs(self.data_dir, exist_ok=True)
+        cache_files.make_dirs(self.directory, self.dir_mode)
+        cache_files.make_dirs(self.tmp_dir, self.dir_mode)
+        cache_files.make_dirs(self.data_dir, self.dir_mode)
+        self._secret = cache_files.load_secret(self.directory, self.file_mode)
+        # SQLite gives -wal and -shm the database file's mode; the lock file is ours.
+        cache_files.touch(self.index_path, self.file_mode)
+        cache_files.touch(self.index_path + ".init-lock", self.file_mode)
         # Prove we can publish (write + rename) here before promising to cache anything.
         probe = os.path.join(self.tmp_dir, f"{os.getpid()}.{secrets.token_hex(8)}.part")
-        with open(probe, "xb") as f:
+        with open(probe, "xb", opener=self._opener) as f:
             f.write(b"probe")
         try:
             os.replace(probe, probe + ".ok")
@@ -526,7 +577,8 @@ class BlockStore:
         if len(data) < TRAILER.size:
             return False
         view = memoryview(data)
-        return self._trailer_matches(view[-TRAILER.size:], view[:-TRAILER.size])
+        return self._trailer_matches(os.path.basename(path), view[-TRAILER.size:],
+                                     view[:-TRAILER.size])
 
 
 def _pread_exact(fd: int, offset: int, length: int, dest):

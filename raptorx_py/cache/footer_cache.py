@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import xxhash
 
+from raptorx_py.cache import cache_files
 from raptorx_py.errors import RaptorxError, translate_storage_error
 from raptorx_py.metrics import counters
 from raptorx_py.storage.parquet_files import parquet_read_error
@@ -78,12 +78,14 @@ class FileIdentity:
 
 
 # -- the disk entry format ----------------------------------------------------------------
-# header | identity | payload | xxh64(header + identity + payload)
+# header | identity | payload | keyed digest(header + identity + payload)
+# The digest is BLAKE2b keyed with the cache's secret (``cache_files``), so an entry
+# rewritten with a recomputed plain checksum is a corrupt entry, not a footer.
 # header = magic, identity length (u32), payload length (u64). The payload is the footer as
 # a Parquet metadata-only file (``FileMetaData.write_metadata_file``: "PAR1", thrift, length,
 # "PAR1"), which pyarrow parses with its public ``read_metadata``. The checksum is verified
 # before pyarrow sees a byte, so a torn or scribbled entry is a miss, never a parse of garbage.
-_MAGIC = b"RXFOOT01"
+_MAGIC = b"RXFOOT02"
 _HEADER = struct.Struct("<8sIQ")
 _TRAILER = struct.Struct("<Q")
 _SUFFIX = ".footer"
@@ -108,13 +110,13 @@ def parse_footer(payload: bytes) -> pq.FileMetaData:
     return pq.read_metadata(pa.BufferReader(payload))
 
 
-def _encode_entry(identity: FileIdentity, payload: bytes) -> bytes:
+def _encode_entry(identity: FileIdentity, payload: bytes, secret: bytes) -> bytes:
     ident = identity.encoded()
     body = _HEADER.pack(_MAGIC, len(ident), len(payload)) + ident + payload
-    return body + _TRAILER.pack(xxhash.xxh64_intdigest(body))
+    return body + _TRAILER.pack(cache_files.keyed_digest(secret, _MAGIC, body))
 
 
-def _decode_entry(identity: FileIdentity, data: bytes) -> bytes | None:
+def _decode_entry(identity: FileIdentity, data: bytes, secret: bytes) -> bytes | None:
     """The payload of a disk entry written for ``identity``, or None if the entry is torn,
     scribbled over or belongs to another identity."""
     if len(data) < _HEADER.size + _TRAILER.size:
@@ -123,7 +125,8 @@ def _decode_entry(identity: FileIdentity, data: bytes) -> bytes | None:
     if magic != _MAGIC or len(data) != _HEADER.size + ident_len + payload_len + _TRAILER.size:
         return None
     body = data[:-_TRAILER.size]
-    if _TRAILER.unpack_from(data, len(body))[0] != xxhash.xxh64_intdigest(body):
+    if _TRAILER.unpack_from(data, len(body))[0] != cache_files.keyed_digest(secret, _MAGIC,
+                                                                             body):
         return None
     ident = body[_HEADER.size:_HEADER.size + ident_len]
     if ident != identity.encoded():
@@ -168,7 +171,7 @@ class FooterCache:
 
     def __init__(self, directory: str | None, *, max_bytes: int, ttl: float,
                  max_disk_bytes: int | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, group_shared: bool = False):
         self.max_bytes = int(max_bytes)
         self.ttl = float(ttl)
         self.max_disk_bytes = None if max_disk_bytes is None else int(max_disk_bytes)
@@ -177,6 +180,9 @@ class FooterCache:
         self._memory: OrderedDict[FileIdentity, _MemoryEntry] = OrderedDict()
         self._memory_bytes = 0
         self._put_error_warned = False
+        # Private by default (cache_files): footers are copies of table files' bytes.
+        self.dir_mode, self.file_mode = cache_files.modes(group_shared)
+        self._secret = b""
         self.directory = self._prepare_directory(directory)
         # The disk-size estimate: set by each sweep, grown by this process's puts.
         self._disk_estimate = 0
@@ -302,12 +308,13 @@ class FooterCache:
             return None
         directory = os.path.abspath(os.path.expanduser(directory))
         try:
-            os.makedirs(directory, exist_ok=True)
+            cache_files.make_dirs(directory, self.dir_mode)
             # A probe write: a directory can exist and still refuse files (read-only mount,
             # permissions), and finding out on the first put would cost a fault per footer.
             fd, probe = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=directory)
             os.close(fd)
             os.unlink(probe)
+            self._secret = cache_files.load_secret(directory, self.file_mode)
         except OSError as e:
             log.warning("footer cache directory %s is not writable (%s); footers are cached "
                         "in memory only", directory, e)
@@ -331,7 +338,7 @@ class FooterCache:
             counters.add("footer_cache.disk_read_errors")
             log.debug("cannot read footer cache entry %s: %s", path, e)
             return None
-        payload = _decode_entry(identity, data)
+        payload = _decode_entry(identity, data, self._secret)
         metadata = None
         if payload is not None:
             try:
@@ -352,14 +359,14 @@ class FooterCache:
     def _put_disk(self, identity: FileIdentity, payload: bytes) -> None:
         if self.directory is None:
             return
-        entry = _encode_entry(identity, payload)
+        entry = _encode_entry(identity, payload, self._secret)
         if self.max_disk_bytes is not None and len(entry) > self.max_disk_bytes:
             return
         path = self._path(identity)
         tmp = os.path.join(os.path.dirname(path), f"{_TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex}")
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(tmp, "wb") as f:
+            cache_files.make_dirs(os.path.dirname(path), self.dir_mode)
+            with open(tmp, "wb", opener=cache_files.opener(self.file_mode)) as f:
                 f.write(entry)
             os.replace(tmp, path)
         except OSError as e:
@@ -451,11 +458,13 @@ def footer_cache_for(settings) -> FooterCache | None:
         return None
     directory = footer_cache_directory(settings)
     limits = (settings.parquet_metadata_cache_size, settings.parquet_metadata_cache_ttl,
-              settings.cache_max_size)
+              settings.cache_max_size, settings.cache_group_shared)
     with _caches_lock:
         cache = _caches.get(directory)
-        if cache is None or (cache.max_bytes, cache.ttl, cache.max_disk_bytes) != limits:
+        if cache is None or (cache.max_bytes, cache.ttl, cache.max_disk_bytes,
+                             cache.file_mode == 0o660) != limits:
             cache = FooterCache(directory, max_bytes=limits[0], ttl=limits[1],
-                                max_disk_bytes=limits[2])
+                                max_disk_bytes=limits[2],
+                                group_shared=settings.cache_group_shared)
             _caches[directory] = cache
         return cache

@@ -168,6 +168,10 @@ PROPERTIES: tuple[Property, ...] = (
              "Size and alignment of a cached block.", "1B"),
     Property("cache.alluxio.max-cache-size", "cache_max_size", "2GB", "size", "hive",
              "Bytes the block cache may hold on disk; least recently used blocks are evicted."),
+    Property("cache.group-shared", "cache_group_shared", "false", "bool", "hive",
+             "false: cache directories 0700 and files 0600 (the block and footer caches hold "
+             "copies of table files); true: directories 2770 and files 0660, shared by the "
+             "users of the cache directory's group."),
     # --- engine-wide -------------------------------------------------------------------
     Property("metrics.directory", "metrics_directory", "", "str", "config",
              "Directory where every process appends its counters (tests, benchmark); empty: off."),
@@ -215,6 +219,7 @@ class Settings:
     cache_base_directory: str
     cache_block_size: int  # bytes
     cache_max_size: int  # bytes
+    cache_group_shared: bool
     metrics_directory: str
     #: The property strings these settings were built from (name -> value), so that the
     #: exact configuration can be shipped to Spark's Python workers and rebuilt there.

@@ -114,9 +114,15 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
             if all(preds.evaluate(kp, row) for kp in key_preds):
                 kept.append(p)
         by_value = total - len(kept)
+        untrusted = 0
         if settings.stats_pruning_enabled:
-            survivors = [p for p in kept if not _stats_describe_snapshot(p, write_ids)
-                         or all(preds.may_match(dp, p.stats, p.row_count) for dp in data_preds)]
+            survivors = []
+            for p in kept:
+                if data_preds and not _stats_describe_snapshot(p, write_ids):
+                    untrusted += 1
+                    survivors.append(p)
+                elif all(preds.may_match(dp, p.stats, p.row_count) for dp in data_preds):
+                    survivors.append(p)
         else:
             survivors = kept
         by_stats = len(kept) - len(survivors)
@@ -125,7 +131,10 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
     else:
         total, by_value = 1, 0
         rows = table.parameters.get("numRows")
-        matches = (not settings.stats_pruning_enabled or all(
+        # An unpartitioned table is its one partition: its parameters seal it.
+        trusted = write_ids is not None or is_sealed(table.parameters)
+        untrusted = int(bool(settings.stats_pruning_enabled and data_preds and not trusted))
+        matches = (not settings.stats_pruning_enabled or not trusted or all(
             preds.may_match(dp, table.stats, int(rows) if rows else None) for dp in data_preds))
         by_stats = 0 if matches else 1
         # An unpartitioned table is its one partition: its parameters seal it.
@@ -140,6 +149,7 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
     counters.add("planner.partitions_pruned_by_value", by_value)
     counters.add("planner.partitions_pruned_by_stats", by_stats)
     counters.add("planner.partitions_pruned", by_value + by_stats)
+    counters.add("planner.partitions_stats_untrusted", untrusted)
     counters.add("planner.files_listed", len(splits))
     counters.add("planner.splits", len(pieces))
     counters.add("planner.tasks", len(tasks))
@@ -269,14 +279,21 @@ def _list_splits(settings, table_name: str, locations: list[_Location],
 
 
 def _stats_describe_snapshot(p: Partition, write_ids: ValidWriteIdList | None) -> bool:
-    """Whether a partition's statistics may prune it for this snapshot. A managed
+    """Whether a partition's statistics may prune it for this snapshot.
+
+    An external partition's statistics were computed from the files it held when they were
+    recorded (registration); files added or rewritten since are in no statistic, so they
+    prune only a sealed partition, whose files by contract do not change (the listing
+    cache's contract too). An unsealed external partition is always read. A managed
     partition's statistics are those of its last write (``writeId``): one the snapshot does
     not see (running, aborted, or committed later, e.g. an overwrite's narrower bounds) may
     not describe the rows the snapshot reads. Writes of one partition are serialised by its
     lock, so a visible last write means every earlier one is decided, and bounds that include
     aborted rows are still bounds."""
     wid = p.parameters.get("writeId")
-    if write_ids is None or wid is None:  # external, or recorded outside any write id
+    if write_ids is None:  # external
+        return is_sealed(p.parameters)
+    if wid is None:  # recorded outside any write id
         return True
     return wid.isdigit() and write_ids.is_visible(int(wid))
 

@@ -16,6 +16,7 @@ from fsspec.spec import AbstractBufferedFile
 from raptorx_py.cache.block_cache import BlockCacheFileSystem
 from raptorx_py.errors import (
     CorruptFileError,
+    FileChangedError,
     RaptorxError,
     is_storage_failure,
     translate_storage_error,
@@ -52,11 +53,18 @@ def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = N
     try:
         if isinstance(fs, BlockCacheFileSystem):
             raw = fs.open(path, "rb", size=size, version=version, etag=etag)
+            if not fs.enabled and etag is None and version is not None and footer is not None:
+                # No blocks to check fetches against: the target's own file, as below.
+                _check_opened_version(fs.target, path, raw, url, size, version)
         else:
             raw = fs.open(path, "rb", **({"size": size} if size is not None else {}))
             if size is not None and isinstance(raw, AbstractBufferedFile):
                 raw.details = {"name": path, "size": size,
                                **({"ETag": f'"{etag}"'} if etag else {})}
+            if etag is None and version is not None and footer is not None:
+                _check_opened_version(fs, path, raw, url, size, version)
+    except RaptorxError:
+        raise
     except Exception as e:
         raise translate_storage_error(e, url) from e
     counters.add("reader.files_opened")
@@ -78,6 +86,26 @@ def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = N
     except BaseException:
         handle.close()
         raise
+
+
+def _check_opened_version(fs, path, raw, url, size, version) -> None:
+    """A footer from the footer cache is the listed version's; a file opened without an
+    ETag check (local files) may be another version by now, and its data decoded with the
+    old footer would be a torn read. So the opened file must still be the listed version
+    (size, and mtime or ETag as the target reports it); else ``FileChangedError``."""
+    from raptorx_py.cache.block_cache import _comparable, _observed_version
+
+    info = fs.info(path)
+    found = _observed_version(info)
+    changed = (size is not None and info.get("size") is not None
+               and int(info["size"]) != int(size)) or (
+        found is not None and _comparable(version, found)
+        and found.removeprefix("etag:") != version)
+    if changed:
+        raw.close()
+        raise FileChangedError(
+            f"{url} was listed as version {version} (size {size}) but is now version "
+            f"{found} (size {info.get('size')}): the file changed after it was listed")
 
 
 def parquet_read_error(e: BaseException, url: str) -> RaptorxError:

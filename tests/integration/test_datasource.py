@@ -40,7 +40,9 @@ def table(env, tmp_path_factory):
     _write(root, "m=__HIVE_DEFAULT_PARTITION__", range(60, 90))
     db = env.unique_db("events")
     with env.metastore() as ms:
-        register_external_table(ms, env.settings(), f"{db}.events", root)
+        # Sealed: its files never change, so its statistics may prune (an unsealed
+        # partition's may not: files added since registration are in no statistic).
+        register_external_table(ms, env.settings(), f"{db}.events", root, sealed=True)
     return f"{db}.events", root
 
 

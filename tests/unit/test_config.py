@@ -60,6 +60,7 @@ EXPECTED_DEFAULTS = {
     "cache_base_directory": "~/.raptorx/cache",
     "cache_block_size": 2**20,
     "cache_max_size": 2 * 2**30,
+    "cache_group_shared": False,
     "metrics_directory": "",
 }
 
@@ -98,6 +99,7 @@ NON_DEFAULTS = {
     "cache.base-directory": ("hive", "/mnt/flash/cache", "cache_base_directory",
                              "/mnt/flash/cache"),
     "cache.block-size": ("hive", "256kB", "cache_block_size", 256 * 1024),
+    "cache.group-shared": ("hive", "true", "cache_group_shared", True),
     "cache.alluxio.max-cache-size": ("hive", "10GB", "cache_max_size", 10 * 2**30),
     "hive.s3.endpoint": ("hive", "http://127.0.0.1:9000", "s3_endpoint", "http://127.0.0.1:9000"),
     "hive.s3.aws-access-key": ("hive", "AKIATEST", "s3_access_key", "AKIATEST"),
@@ -118,6 +120,7 @@ ONE_CANONICAL_VALUE = {"cache.type", "connector.name"}
 
 EXPECTED_NAMES = {
     "connector.name",
+    "cache.group-shared",
     "hive.metastore.url",
     "hive.metastore.warehouse.dir",
     "hive.metastore-cache-ttl",
