@@ -133,3 +133,9 @@ def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
             exc, (ConnectionError, TimeoutError)):
         return StorageError(f"object store unreachable for {url}: {text}")
     return StorageError(f"storage request for {url} failed: {name}: {text}")
+
+
+class AggregateOverflowError(RaptorxError, ArithmeticError):
+    """A value of a pushed aggregation's input expression does not fit the type Spark gives
+    it: Spark fails such a query (its arithmetic is ANSI there), so the read fails too,
+    naming the expression and the type."""
