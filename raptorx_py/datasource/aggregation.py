@@ -178,7 +178,10 @@ def _decimal_parts(t: pa.DataType) -> tuple[int, int] | None:
 def _fit_decimal(x, p: int, s: int, what: Expr):
     """``x`` (an exact decimal) rounded half away from zero to scale ``s``, as decimal(p, s);
     fails when it needs more than ``p`` digits (Spark's ANSI overflow)."""
-    xs = x.type.scale
+    xp, xs = x.type.precision, x.type.scale
+    if xs <= s and xp - xs <= p - s:  # no digit lost, none too many: exact, cannot overflow
+        return x.cast(pa.decimal128(p, s)) if (xp, xs) != (p, s) or \
+            isinstance(x.type, pa.Decimal256Type) else x
     if xs > s:
         x = pc.round(x, ndigits=s, round_mode="half_towards_infinity")
     x = x.cast(pa.decimal256(76, s))
@@ -191,8 +194,25 @@ def _fit_decimal(x, p: int, s: int, what: Expr):
     return x.cast(pa.decimal128(p, s)) if p <= 38 else x
 
 
-def evaluate(e: Expr, table: pa.Table):
-    """The values of ``e`` over ``table`` (an Array, or a Scalar for a literal)."""
+def evaluate(e: Expr, table: pa.Table, memo: dict | None = None):
+    """The values of ``e`` over ``table`` (an Array, or a Scalar for a literal). ``memo``
+    keeps each node's values for the others of one split (Q1 repeats its subexpressions)."""
+    if memo is None:
+        memo = {}
+    if e not in memo:
+        memo[e] = _evaluate(e, table, memo)
+    return memo[e]
+
+
+def _exact_type(op: str, a: pa.DataType, b: pa.DataType) -> tuple[int, int]:
+    """Precision and scale of the exact result of ``a op b`` (decimals)."""
+    if op == "*":
+        return a.precision + b.precision + 1, a.scale + b.scale
+    s = max(a.scale, b.scale)
+    return max(a.precision - a.scale, b.precision - b.scale) + s + 1, s
+
+
+def _evaluate(e: Expr, table: pa.Table, memo: dict):
     out_type = arrow_type_for_spark(e.type)
     if e.op == "column":
         col = table.column(e.name)
@@ -201,12 +221,12 @@ def evaluate(e: Expr, table: pa.Table):
         value = Decimal(e.value) if pa.types.is_decimal(out_type) else int(e.value)
         return pa.scalar(value, out_type)
     if e.op == "cast":
-        child = evaluate(e.children[0], table)
+        child = evaluate(e.children[0], table, memo)
         try:  # the provider pushes widening casts only, so a safe cast cannot fail
             return child.cast(out_type)
         except (pa.ArrowInvalid, OverflowError) as err:
             raise AggregateOverflowError(f"pushed aggregation: {e} overflows {e.type}") from err
-    left, right = (evaluate(c, table) for c in e.children)
+    left, right = (evaluate(c, table, memo) for c in e.children)
     dec = _decimal_parts(out_type)
     if dec is None:  # integers of one type: Spark's ANSI add/subtract/multiply (exact)
         fn = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}[e.op]
@@ -214,8 +234,10 @@ def evaluate(e: Expr, table: pa.Table):
             return fn(left, right)
         except pa.ArrowInvalid as err:
             raise AggregateOverflowError(f"pushed aggregation: {e} overflows {e.type}") from err
-    wide = [v.cast(pa.decimal256(v.type.precision, v.type.scale)) for v in (left, right)]
     fn = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}[e.op]
+    if _exact_type(e.op, left.type, right.type)[0] <= 38:  # exact in decimal128: cheaper
+        return _fit_decimal(fn(left, right), dec[0], dec[1], e)
+    wide = [v.cast(pa.decimal256(v.type.precision, v.type.scale)) for v in (left, right)]
     return _fit_decimal(fn(*wide), dec[0], dec[1], e)
 
 
@@ -232,9 +254,13 @@ def _bound(type_name: str) -> tuple[Decimal, Decimal] | None:
 
 def _wide_sum_type(t: pa.DataType) -> pa.DataType:
     """A type in which a split's exact sum of values of ``t`` cannot overflow (fewer than
-    10^10 rows, each of at most 28 digits in decimal128, else decimal256)."""
+    10^10 rows, each of at most 28 digits in decimal128, else decimal256; Arrow sums a
+    decimal128 in decimal128(38) and an int32 or narrower in int64)."""
     if pa.types.is_decimal(t):
-        return pa.decimal128(38, t.scale) if t.precision <= 28 else pa.decimal256(76, t.scale)
+        return t if t.precision <= 28 and pa.types.is_decimal128(t) \
+            else pa.decimal256(76, t.scale)
+    if t in (pa.int8(), pa.int16(), pa.int32()):
+        return t
     return pa.decimal128(38, 0)
 
 
@@ -250,12 +276,12 @@ def aggregate_split(agg: PushedAggregation, table: pa.Table | None, num_rows: in
     work: dict[str, pa.Array] = {}
     for i, (name, _) in enumerate(agg.group_by):
         work[f"k{i}"] = table.column(name)
-    specs, inputs = [], {}
+    specs, inputs, memo = [], {}, {}
     for i, a in enumerate(agg.aggregates):
         if a.fn == "count_star":
             specs.append(([], "count_all"))
             continue
-        values = evaluate(a.input, table)
+        values = evaluate(a.input, table, memo)
         if isinstance(values, pa.Scalar):
             values = pa.array([values.as_py()] * num_rows, values.type)
         inputs[i] = values
@@ -316,10 +342,10 @@ def _sums_in_range(agg, i, a, col, grouped, work, keys):
     if bound is None or len(col) == 0:
         return col, []
     lo, hi = bound
-    wide = col.type
-    lo_s, hi_s = pa.scalar(lo, pa.decimal256(76, wide.scale)), pa.scalar(
-        hi, pa.decimal256(76, wide.scale))
-    c256 = col.cast(pa.decimal256(76, wide.scale))
+    scale = col.type.scale if pa.types.is_decimal(col.type) else 0
+    lo_s, hi_s = pa.scalar(lo, pa.decimal256(76, scale)), pa.scalar(
+        hi, pa.decimal256(76, scale))
+    c256 = col.cast(pa.decimal256(76, scale))
     out_of_range = pc.or_(pc.less(c256, lo_s), pc.greater(c256, hi_s))
     if not pc.any(out_of_range).as_py():
         return col, []
