@@ -109,7 +109,6 @@ PUSHED_VARIANTS = [
     (1, []), (6, []),
     (1, [("interval '90' day", "interval '60' day")]),
     (6, [("date '1994-01-01'", "date '1996-01-01'"), ("0.06", "0.03"), ("< 24", "< 30")]),
-    (1, [("interval '90' day", "interval '1200' day")]),
 ]
 
 
