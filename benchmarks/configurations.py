@@ -279,7 +279,8 @@ register(Configuration(
 
 register(Configuration(
     name="tiered-hive-local",
-    description="tiered_hive through the JVM provider (columns pruned, filters pushed) on the "
+    description="tiered_hive through the JVM provider (columns pruned, filters and partial "
+                "aggregations pushed) on the "
                 "same local files, no caches",
     register_views=tiered_local_views(native=True),
 ))
