@@ -162,7 +162,8 @@ def local_tables(ctx: BenchContext) -> str:
     return database
 
 
-def tiered_local_views(*, native: bool = True) -> Callable[[BenchContext], None]:
+def tiered_local_views(*, native: bool = True, options: Mapping[str, str] | None = None
+                       ) -> Callable[[BenchContext], None]:
     """tiered_hive over the local copy of the data: through the JVM provider (column pruning,
     filters), or as a user without the native jar gets it (the Python source alone, reading
     every column, no pushdown)."""
@@ -181,8 +182,13 @@ def tiered_local_views(*, native: bool = True) -> Callable[[BenchContext], None]
                 ctx.spark.dataSource.register(
                     configured_source_class(settings, name=name, pushdown=False))
                 ctx.state[name] = True
-        queries.register_views(
-            ctx.spark, lambda t: ctx.spark.read.format(name).load(f"{database}.{t}"))
+        def reader(table: str):
+            r = ctx.spark.read.format(name)
+            for key, value in (options or {}).items():
+                r = r.option(key, value)
+            return r.load(f"{database}.{table}")
+
+        queries.register_views(ctx.spark, reader)
 
     return register_local
 
@@ -273,9 +279,18 @@ register(Configuration(
 
 register(Configuration(
     name="tiered-hive-local",
-    description="tiered_hive through the JVM provider (columns pruned, filters pushed) on the "
+    description="tiered_hive through the JVM provider (columns pruned, filters and partial "
+                "aggregations pushed) on the "
                 "same local files, no caches",
     register_views=tiered_local_views(native=True),
+))
+
+register(Configuration(
+    name="tiered-hive-local-noagg",
+    description="tiered_hive through the JVM provider on the same local files, no caches, "
+                "aggregation pushdown off (hive.aggregation-pushdown-enabled=false)",
+    register_views=tiered_local_views(
+        native=True, options={"hive.aggregation-pushdown-enabled": "false"}),
 ))
 
 register(Configuration(

@@ -427,15 +427,18 @@ def _decoding_section(s: Mapping[str, Any]) -> list[str]:
     lines = ["## Columns read and bytes decoded per query", "",
              "Columns: the columns the query's scans asked the reader for, summed over its "
              "scans (`scan.column.*`). Decoded: Arrow bytes the reader decoded "
-             "(`reader.bytes_decoded`).", ""]
-    header = ["query"] + [f"{c} {what}" for c in configs for what in ("s", "columns", "decoded")]
+             "(`reader.bytes_decoded`). Rows to Spark: rows the scans handed the JVM "
+             "(`reader.rows_to_spark`; with aggregation pushdown, the partial groups).", ""]
+    header = ["query"] + [f"{c} {what}" for c in configs
+                          for what in ("s", "columns", "decoded", "rows to Spark")]
     rows = []
     for q, per in s["queries"].items():
         cells = [f"Q{q}"]
         for c in configs:
             m = per[c]["metrics"]
             cells += [format_seconds(per[c]["median_s"]), format_count(columns_read(m)),
-                      format_bytes(m.get("reader.bytes_decoded", 0))]
+                      format_bytes(m.get("reader.bytes_decoded", 0)),
+                      format_count(m.get("reader.rows_to_spark", 0))]
         rows.append(cells)
     lines += _table(header, rows)
     lines.append("")

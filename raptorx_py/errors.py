@@ -173,3 +173,9 @@ def _endpoint_of(exc: BaseException) -> str | None:
         return None
     parsed = urlparse(str(url))
     return f"{parsed.scheme}://{parsed.netloc}" if parsed.netloc else None
+
+
+class AggregateOverflowError(RaptorxError, ArithmeticError):
+    """A value of a pushed aggregation's input expression does not fit the type Spark gives
+    it: Spark fails such a query (its arithmetic is ANSI there), so the read fails too,
+    naming the expression and the type."""

@@ -130,6 +130,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("hive.partition-statistics-based-optimization-enabled", "stats_pruning_enabled",
              "true", "bool", "hive",
              "Skip partitions and row groups whose min/max/null statistics cannot match the filter."),
+    Property("hive.aggregation-pushdown-enabled", "aggregation_pushdown_enabled", "true",
+             "bool", "hive",
+             "Let Spark push a partial aggregation (group keys; SUM, COUNT, MIN, MAX, AVG) into "
+             "the scan: each split returns its groups instead of its rows. Needs the native jar."),
     # --- splits -------------------------------------------------------------------------
     Property("hive.max-split-size", "max_split_size", "64MB", "size", "hive",
              "Most bytes of files one Spark task reads; small files are packed together up "
@@ -206,6 +210,7 @@ class Settings:
     s3_socket_timeout: float  # seconds
     s3_max_error_retries: int
     stats_pruning_enabled: bool
+    aggregation_pushdown_enabled: bool
     max_split_size: int  # bytes
     min_split_count: int
     file_status_cache_tables: str

@@ -17,12 +17,14 @@ import logging
 import sqlite3
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
 from raptorx_py import metrics
 from raptorx_py import predicates as preds
 from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
 from raptorx_py.config.settings import Settings
+from raptorx_py.datasource import aggregation
 from raptorx_py.datasource.planner import plan_scan, split_predicates
 from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_query
 from raptorx_py.datasource.scan import read_split
@@ -134,7 +136,10 @@ class TieredHiveDataSource(DataSource):
             table = self._table()
             schema = spark_struct(select_columns(table, self.read_options.get("columns")))
             # Behind the JVM provider (the only case with pushdown), which takes them out.
-            return with_table_statistics(schema, table) if self._pushdown else schema
+            if not self._pushdown:
+                return schema
+            return with_source_hints(with_table_statistics(schema, table), table,
+                                     self.settings)
         finally:
             metrics.flush(self.settings.metrics_directory)
 
@@ -175,12 +180,23 @@ class TieredHiveReader(DataSourceReader):
             return snapshot, cache.get_table(database, table_name, snapshot=snapshot)
 
         self.snapshot, self.table = with_cached_metastore(settings, snapshot_and_table)
-        self.columns = columns_for_schema(self.table, schema)
-        self.predicates: list = []
-        self._schema = schema
         token = query_token(schema)
         if token is not None:  # the native provider's query token (query_snapshots.py)
             self._use_query_snapshot(token)
+        # A pushed partial aggregation comes in the schema (datasource/aggregation.py): the
+        # scan then reads the aggregation's input columns and returns its partial rows.
+        self.aggregation = aggregation.from_schema(schema) if pushdown else None
+        if self.aggregation is None:
+            self.columns = columns_for_schema(self.table, schema)
+        else:
+            wanted = self.aggregation.input_columns()
+            for name in wanted:
+                table_column(self.table, name)
+            self.columns = tuple(c for c in self.table.all_columns if c.name in wanted)
+            self.output_schema = to_arrow_schema(schema, timezone="UTC")
+        self.predicates: list = []
+        if self.aggregation is not None:
+            self._take_aggregation_filters()
 
     def _use_query_snapshot(self, token: str) -> None:
         """Read under the snapshot the query's first scan of this table recorded
@@ -200,7 +216,6 @@ class TieredHiveReader(DataSourceReader):
         self.snapshot = recorded
         self.table = with_cached_metastore(self.settings, lambda cache: cache.get_table(
             self.table.database, self.table.name, snapshot=recorded))
-        self.columns = columns_for_schema(self.table, self._schema)
 
     @short_worker_errors
     def pushFilters(self, filters):
@@ -215,6 +230,19 @@ class TieredHiveReader(DataSourceReader):
                 yield f
             else:
                 self.predicates.append(p)
+
+    def _take_aggregation_filters(self) -> None:
+        """The filters of an aggregated scan (they come with the aggregation, not through
+        ``pushFilters``). The provider sent only filters it reported to Spark as evaluated
+        here, so each must be exact by this side's rule too."""
+        types = {c.name: c.type for c in self.table.all_columns}
+        keys = {k.name for k in self.table.partition_keys}
+        for p in self.aggregation.filters:
+            if not all(c in types for c in preds.columns_of(p)) or \
+                    not preds.is_exact(p, types, keys):
+                raise SchemaError(f"the JVM provider pushed {p} with an aggregation of "
+                                  f"{self.table.qualified_name}, but it is not exact here")
+            self.predicates.append(p)
 
     @short_worker_errors
     def partitions(self):
@@ -233,14 +261,25 @@ class TieredHiveReader(DataSourceReader):
     def read(self, partition):
         task = partition.value
         if task is None:  # pyspark's placeholder when planning found no split
+            if self.aggregation is not None:
+                empty = aggregation.empty_result(self.aggregation, self.output_schema)
+                if empty is not None:
+                    yield empty
             return
         try:
             # pyspark pickles this reader for the executors *before* it calls partitions(),
             # so only what pushFilters stored is visible here.
             _, data_predicates = split_predicates(self.table, self.predicates)
             for split in task:
-                yield from read_split(split, self.table, self.columns, data_predicates,
-                                      self.settings)
+                batches = read_split(split, self.table, self.columns, data_predicates,
+                                     self.settings)
+                if self.aggregation is not None:
+                    out = aggregation.aggregate_batches(self.aggregation, batches,
+                                                        self.output_schema)
+                    batches = [out] if out is not None else []
+                for batch in batches:
+                    counters.add("reader.rows_to_spark", batch.num_rows)
+                    yield batch
         finally:
             metrics.flush(self.settings.metrics_directory)
 
@@ -262,6 +301,29 @@ def with_table_statistics(schema: StructType, table: Table) -> StructType:
     rows = table.parameters.get("numRows")
     if (rows or "").isdigit():
         meta[TABLE_ROWS_KEY] = int(rows)
+    return StructType([StructField(first.name, first.dataType, first.nullable, meta),
+                       *schema.fields[1:]])
+
+
+#: Metadata keys on a schema's first field carrying what the JVM provider must know of the
+#: Python reader (``native/.../AggregatePushdown.scala``, ``SourceHints``, which removes them).
+EXACT_FILTER_COLUMNS_KEY = "raptorx.exact_filter_columns"
+AGGREGATION_PUSHDOWN_KEY = "raptorx.aggregation_pushdown"
+
+
+def with_source_hints(schema: StructType, table: Table, settings: Settings) -> StructType:
+    """``schema`` with the columns whose filters the reader evaluates exactly (the rule of
+    ``predicates.is_exact``, so the provider reports exactly those filters to Spark as
+    handled) and whether aggregation pushdown is on, in its first field's metadata."""
+    if not schema.fields:
+        return schema
+    types = {c.name: c.type for c in table.all_columns}
+    keys = {k.name for k in table.partition_keys}
+    exact = [f.name for f in schema.fields
+             if preds.is_exact(preds.IsNotNull(f.name), types, keys)]
+    first = schema.fields[0]
+    meta = {**(first.metadata or {}), EXACT_FILTER_COLUMNS_KEY: exact,
+            AGGREGATION_PUSHDOWN_KEY: bool(settings.aggregation_pushdown_enabled)}
     return StructType([StructField(first.name, first.dataType, first.nullable, meta),
                        *schema.fields[1:]])
 

@@ -101,3 +101,41 @@ def test_unreachable_endpoint_is_a_clear_error(spark, tiered_tpch, free_port):
           .option("hive.s3.max-error-retries", "0").load(f"{DATABASE}.nation"))
     with pytest.raises(Exception, match=rf"could not connect to {dead} for s3://.*nation"):
         df.collect()
+
+
+# Q1 and Q6 with their default substitution parameters, and with others (dates, discount,
+# quantity, delta), as (query, [(old, new), ...]).
+PUSHED_VARIANTS = [
+    (1, []), (6, []),
+    (1, [("interval '90' day", "interval '60' day")]),
+    (6, [("date '1994-01-01'", "date '1996-01-01'"), ("0.06", "0.03"), ("< 24", "< 30")]),
+]
+
+
+def test_q1_and_q6_push_their_aggregation_into_the_scan(spark, tiered_tpch, tpch_sf001_dir,
+                                                        tpch_scale, counted):
+    """Q1 and Q6 are pushed (the plan shows it) and each split hands Spark its groups, not
+    its rows: at most Q1's 4 groups, exactly Q6's one row; results equal DuckDB's, with the
+    default substitution parameters and with others."""
+    con = oracle.duckdb_connection(tpch_sf001_dir, threads=2)
+    for n, changes in PUSHED_VARIANTS:
+        text = {e: queries.query_text(n, tpch_scale, e) for e in ("spark", "duckdb")}
+        for old, new in changes:
+            assert all(old in t for t in text.values())
+            text = {e: t.replace(old, new) for e, t in text.items()}
+        df = spark.sql(text["spark"])
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert "PushedAggregates: [" in plan and "PushedFilters: [" in plan, (n, plan)
+        with counted() as c:
+            actual = oracle.spark_rows(df)
+        expected = [tuple(r) for r in con.execute(text["duckdb"]).fetchall()]
+        diff = oracle.compare_results(expected, actual, ordered=queries.ordered(n),
+                                      sort_key=queries.ORDER_BY_COLUMNS[n])
+        assert diff is None, f"Q{n} {changes}: {diff}"
+        splits = c["aggregation.splits"]
+        assert splits > 0 and c["reader.rows_to_spark"] == c["aggregation.groups_out"]
+        assert c["aggregation.rows_in"] > 10 * c["aggregation.groups_out"]
+        if n == 6:
+            assert c["aggregation.groups_out"] == splits  # one row per split, even empty ones
+        else:
+            assert splits <= c["aggregation.groups_out"] <= 4 * splits

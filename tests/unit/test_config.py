@@ -47,6 +47,7 @@ EXPECTED_DEFAULTS = {
     "s3_socket_timeout": 30.0,
     "s3_max_error_retries": 2,
     "stats_pruning_enabled": True,
+    "aggregation_pushdown_enabled": True,
     "max_split_size": 64 * 2**20,
     "min_split_count": 0,
     "file_status_cache_tables": "",
@@ -111,6 +112,8 @@ NON_DEFAULTS = {
     "hive.s3.max-error-retries": ("hive", "7", "s3_max_error_retries", 7),
     "hive.partition-statistics-based-optimization-enabled": ("hive", "false",
                                                             "stats_pruning_enabled", False),
+    "hive.aggregation-pushdown-enabled": ("hive", "false", "aggregation_pushdown_enabled",
+                                          False),
     "metrics.directory": ("config", "/tmp/raptorx-metrics", "metrics_directory",
                           "/tmp/raptorx-metrics"),
 }
@@ -155,6 +158,7 @@ EXPECTED_NAMES = {
     "hive.s3.socket-timeout",
     "hive.s3.max-error-retries",
     "hive.partition-statistics-based-optimization-enabled",
+    "hive.aggregation-pushdown-enabled",
     "metrics.directory",
 }
 

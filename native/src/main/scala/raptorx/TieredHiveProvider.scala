@@ -5,7 +5,8 @@ import java.util.concurrent.atomic.AtomicReference
 
 import org.apache.spark.sql.connector.catalog.{SupportsRead, SupportsWrite, Table, TableCapability, TableProvider}
 import org.apache.spark.sql.connector.expressions.Transform
-import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns}
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation
+import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownAggregates, SupportsPushDownFilters, SupportsPushDownRequiredColumns}
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonScanBuilder, PythonWriteBuilder}
 import org.apache.spark.sql.execution.python.raptorx.ArrowColumnarScan
@@ -45,7 +46,7 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
     val created = TieredHiveProvider.freshPythonSource()
       .getOrCreateDataSourceInPython(TieredHiveProvider.PythonName, options, None)
     inferred = Some((options.asCaseSensitiveMap(), created))
-    TableStatistics.split(created.schema)._1
+    SourceHints.split(TableStatistics.split(created.schema)._1)._1
   }
 
   override def getTable(
@@ -55,7 +56,8 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
     val created = inferred.collect { case (options, c) if options == properties => (options, c) }
     inferred = None
     new TieredHiveTable(schema, partitioning, created,
-      created.flatMap { case (_, c) => TableStatistics.split(c.schema)._2 })
+      created.flatMap { case (_, c) => TableStatistics.split(c.schema)._2 },
+      created.map { case (_, c) => SourceHints.split(c.schema)._2 }.getOrElse(SourceHints.Empty))
   }
 
   override def supportsExternalMetadata(): Boolean = true
@@ -104,7 +106,8 @@ class TieredHiveTable(
     tableSchema: StructType,
     tablePartitioning: Array[Transform] = Array.empty,
     inferred: Option[(util.Map[String, String], PythonDataSourceCreationResult)] = None,
-    statistics: Option[TableStatistics] = None)
+    statistics: Option[TableStatistics] = None,
+    hints: SourceHints = SourceHints.Empty)
     extends Table with SupportsRead with SupportsWrite {
   /** The Python `DataSource` of this read, created once: by `inferSchema`, or by the first
    * scan when the schema was given. Scans with other options create their own. */
@@ -121,7 +124,7 @@ class TieredHiveTable(
       TableCapability.TRUNCATE)
 
   override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder =
-    new TieredHiveScanBuilder(tableSchema, options, pythonSource(options), statistics)
+    new TieredHiveScanBuilder(tableSchema, options, pythonSource(options), statistics, hints)
 
   private def pythonSource(options: CaseInsensitiveStringMap): PythonDataSourceV2 = {
     val known = created.get()
@@ -167,12 +170,14 @@ class TieredHiveTable(
  * `pushFilters`, `pruneColumns` and `build`; only `build` talks to Python, once, with both.
  *
  * Filters: all of them are handed to the Python reader at `build`, which uses those it can
- * evaluate exactly to prune partitions, row groups and rows; all of them are also returned to
- * Spark as post-scan filters (as Spark's own Parquet source does), because which ones the
- * reader accepts is only known once Python has run, and that must happen after
- * `pruneColumns`: pyspark 4.3 plans a Python read (partitions, listing) as part of filter
- * pushdown, so asking Python first would plan every scan twice. Re-applying an exact filter
- * in the JVM costs little next to reading; `EXPLAIN` lists every filter as pushed.
+ * evaluate exactly to prune partitions, row groups and rows. Python is not asked at
+ * `pushFilters`: pyspark 4.3 plans a Python read (partitions, listing) as part of filter
+ * pushdown, and that must happen after `pruneColumns`, so asking first would plan every scan
+ * twice. Instead the filters the reader evaluates exactly are known from the table's
+ * [[SourceHints]] (Python's own rule, per column, from `schema()`), and only the others are
+ * returned to Spark as post-scan filters (all of them when the source gave no hints). Spark
+ * pushes an aggregation only when no post-scan filter is left. `build` checks that Python
+ * took every filter reported as handled, and fails the query naming the filter otherwise.
  *
  * Columns: `pruneColumns` receives exactly what the query references (none for `count(*)`),
  * and the Python reader is built with that schema, so only those columns are decoded.
@@ -183,41 +188,85 @@ class TieredHiveTable(
  * Statistics: the table's size ([[TableStatistics]]), scaled to the columns read, so that
  * Spark broadcasts small tables.
  *
- * Next here: aggregate pushdown (`SupportsPushDownAggregates`, partial aggregation per split),
- * limits, preferred locations for input partitions (soft affinity) and custom metrics.
+ * Aggregates: a partial aggregation Spark pushes ([[PartialAggregation]]; never complete:
+ * Spark keeps the final aggregate) is read by the Python reader, which returns per split one
+ * row per group; the scan's schema is then the partial schema. `hive.aggregation-pushdown-
+ * enabled` false (a hint from Python) refuses every aggregation.
+ *
+ * Next here: limits, preferred locations for input partitions (soft affinity) and custom
+ * metrics.
  */
 class TieredHiveScanBuilder(
     tableSchema: StructType,
     options: CaseInsensitiveStringMap,
     pythonSource: PythonDataSourceV2,
-    statistics: Option[TableStatistics] = None)
-    extends ScanBuilder with SupportsPushDownFilters with SupportsPushDownRequiredColumns {
+    statistics: Option[TableStatistics] = None,
+    hints: SourceHints = SourceHints.Empty)
+    extends ScanBuilder with SupportsPushDownFilters with SupportsPushDownRequiredColumns
+    with SupportsPushDownAggregates {
   private var filters: Array[Filter] = Array.empty
   private var requiredSchema: StructType = tableSchema
+  private var aggregation: Option[PartialAggregation] = None
 
   override def pushFilters(pushed: Array[Filter]): Array[Filter] = {
     filters = pushed
-    pushed
+    pushed.filterNot(handled)
+  }
+
+  override def supportCompletePushDown(aggregation: Aggregation): Boolean = false
+
+  override def pushAggregation(pushed: Aggregation): Boolean = {
+    aggregation = if (hints.aggregationPushdown) {
+      PartialAggregation.translate(pushed, tableSchema, filters.toSeq, hints)
+    } else None
+    aggregation.isDefined
   }
 
   override def pushedFilters(): Array[Filter] = filters
 
   override def pruneColumns(required: StructType): Unit = {
     // Keep the table's column order: the reader's output must match the schema it was given.
-    val names = required.fieldNames.toSet
+    // pyspark resolves each pushed filter's column in the scan's schema, so the columns of
+    // the filters reported as handled (which Spark no longer asks for) are read too.
+    val names = required.fieldNames.toSet ++
+      filters.filter(handled).flatMap(_.references)
     requiredSchema = StructType(tableSchema.fields.filter(f => names.contains(f.name)))
   }
 
   def readSchema(): StructType = requiredSchema
 
-  override def build(): Scan = {
-    // The query's token (QueryToken) rides on the schema to the reader, so every scan of
-    // the query reads one snapshot; ArrowColumnarScan reports the schema without it.
+  override def build(): Scan = aggregation match {
+    case Some(partial) => // the filters travel in the aggregation (see PartialAggregation)
+      val python = new PythonScanBuilder(pythonSource, TieredHiveProvider.PythonName,
+        QueryToken.tag(partial.schemaForPython), options)
+      new AggregatedScan(new ArrowColumnarScan(python.build()), partial, filters.toSeq)
+    case None =>
+      new ArrowColumnarScan(pythonScan(requiredSchema),
+        statistics.map(_.forColumns(requiredSchema, tableSchema)))
+  }
+
+  /** Whether `f` is evaluated by the source, so Spark need not apply it again: the Python
+   * rule for its column ([[SourceHints]]), and a value Python decodes exactly
+   * ([[PythonFilterValues]]). */
+  private def handled(f: Filter): Boolean =
+    PythonFilterValues.representable(f) && hints.isExact(f, tableSchema)
+
+  /** The Python scan reading `schema`, given every filter whose values Python decodes exactly
+   * (the others stay with Spark only): it keeps those it can use; those reported to Spark as
+   * handled it must keep. The query's token (QueryToken) rides on the schema to the reader,
+   * so every scan of the query reads one snapshot; ArrowColumnarScan reports the schema
+   * without it. */
+  private def pythonScan(schema: StructType): Scan = {
     val python = new PythonScanBuilder(
-      pythonSource, TieredHiveProvider.PythonName, QueryToken.tag(requiredSchema), options)
-    // The reader keeps what it can use; Spark re-applies all. Values Python cannot decode
-    // exactly stay with Spark only (PythonFilterValues).
-    python.pushFilters(filters.filter(PythonFilterValues.representable))
-    new ArrowColumnarScan(python.build(), statistics.map(_.forColumns(requiredSchema, tableSchema)))
+      pythonSource, TieredHiveProvider.PythonName, QueryToken.tag(schema), options)
+    val given = filters.filter(PythonFilterValues.representable)
+    val notTaken = python.pushFilters(given).toSet
+    val lost = given.filter(f => notTaken.contains(f) && handled(f))
+    if (lost.nonEmpty) {
+      throw new IllegalStateException(s"tiered_hive: the Python reader did not take the " +
+        s"filters ${lost.mkString(", ")}, which the provider reported to Spark as evaluated " +
+        "by the source (is spark.sql.python.filterPushdown.enabled false?)")
+    }
+    python.build()
   }
 }

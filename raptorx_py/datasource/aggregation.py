@@ -1,0 +1,408 @@
+"""A partial aggregation pushed into the scan: each split returns its groups, not its rows.
+
+The JVM provider (``native/.../AggregatePushdown.scala``) accepts what Spark pushes and sends
+it here as JSON in the metadata of the partial schema's first field (``AGGREGATION_KEY``):
+group-by columns, and ``sum``/``count``/``count_star``/``min``/``max`` over expressions of
+columns, literals, widening casts and ``+ - *``, each node with its Spark type. Spark keeps
+the final aggregate: it sums the partial sums and counts and takes the min of the mins.
+
+Contract, per split (``aggregate_split``), after the pushed filters:
+- one row per group (null is a group), in no particular order; no row for an empty split;
+- each value has exactly the type Spark's rewritten plan expects: a ``count`` is a bigint;
+  a ``sum``, ``min`` or ``max`` has its input's type. Spark casts a partial sum to its
+  input's type before the final ``SUM``, so a group whose sum does not fit that type is
+  returned as several rows whose sums do (the exact sum split greedily; the other
+  aggregates of the extra rows are null, their counts 0). The final ``SUM`` then sees
+  values that add up exactly to the split's sum and overflows (null, wrap-around or error
+  under ``spark.sql.ansi.enabled``) as Spark's own would on the same total;
+- arithmetic is Spark's ANSI arithmetic (the only arithmetic Spark translates for a source):
+  exact, then rounded half away from zero to the node's decimal scale; a value that does
+  not fit the node's type fails the read (``AggregateOverflowError``), as Spark fails.
+
+Limits: a decimal product is computed exactly in Arrow's 76-digit decimal and rounded once,
+where Spark first rounds a product of more than 38 significant digits to 38 of them; the
+two differ only for such products. A split's input columns are held in memory at once.
+
+Usable without Spark (pyspark only for its type mapping).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal, localcontext
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raptorx_py import predicates as preds
+from raptorx_py.errors import AggregateOverflowError, SchemaError
+from raptorx_py.hive_types import arrow_type_for_spark
+from raptorx_py.metrics import counters
+
+#: Metadata key (on the partial schema's first field) of the pushed aggregation's JSON.
+AGGREGATION_KEY = "raptorx.aggregation"
+
+_INTEGER_RANGES = {"tinyint": 2 ** 7, "smallint": 2 ** 15, "int": 2 ** 31, "bigint": 2 ** 63}
+
+
+@dataclass(frozen=True)
+class Expr:
+    """One node: ``column`` (name), ``literal`` (value), ``cast`` (child) or ``+ - *``
+    (left, right); ``type`` is Spark's type of the node (a Hive/Spark type string)."""
+    op: str
+    type: str
+    name: str | None = None
+    value: str | None = None
+    children: tuple["Expr", ...] = ()
+
+    @staticmethod
+    def from_json(d: dict) -> "Expr":
+        op = d["op"]
+        if op == "column":
+            return Expr(op, d["type"], name=d["name"])
+        if op == "literal":
+            return Expr(op, d["type"], value=d["value"])
+        if op == "cast":
+            return Expr(op, d["type"], children=(Expr.from_json(d["child"]),))
+        if op in ("+", "-", "*"):
+            return Expr(op, d["type"], children=(Expr.from_json(d["left"]),
+                                                 Expr.from_json(d["right"])))
+        raise SchemaError(f"pushed aggregation: unknown expression '{op}'")
+
+    def columns(self) -> set[str]:
+        if self.op == "column":
+            return {self.name}
+        return set().union(*(c.columns() for c in self.children)) if self.children else set()
+
+    def __str__(self) -> str:
+        if self.op == "column":
+            return self.name
+        if self.op == "literal":
+            return self.value
+        if self.op == "cast":
+            return f"CAST({self.children[0]} AS {self.type})"
+        return f"({self.children[0]} {self.op} {self.children[1]})"
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    fn: str  # "sum" | "count" | "count_star" | "min" | "max"
+    type: str  # the partial result's type
+    input: Expr | None
+
+
+@dataclass(frozen=True)
+class PushedAggregation:
+    """Group-by columns, aggregates, and the scan's filters (the provider pushes an
+    aggregation only when every filter is one the reader evaluates exactly; they travel
+    here because pyspark resolves pushed filters in the scan's output, the partial schema)."""
+    group_by: tuple[tuple[str, str], ...]  # (column, type)
+    aggregates: tuple[Aggregate, ...]
+    filters: tuple = ()
+
+    @staticmethod
+    def from_json(text: str) -> "PushedAggregation":
+        d = json.loads(text)
+        if d.get("version") != 1:
+            raise SchemaError(f"pushed aggregation of an unknown version: {text[:200]}")
+        aggs = []
+        for a in d["aggregates"]:
+            if a["fn"] not in ("sum", "count", "count_star", "min", "max"):
+                raise SchemaError(f"pushed aggregation: unknown function '{a['fn']}'")
+            aggs.append(Aggregate(a["fn"], a["type"],
+                                  Expr.from_json(a["input"]) if "input" in a else None))
+        return PushedAggregation(tuple((k["column"], k["type"]) for k in d["group_by"]),
+                                 tuple(aggs),
+                                 tuple(_predicate(f) for f in d.get("filters", ())))
+
+    def input_columns(self) -> set[str]:
+        """The table columns the aggregation reads."""
+        names = {k for k, _ in self.group_by}
+        for a in self.aggregates:
+            if a.input is not None:
+                names |= a.input.columns()
+        return names
+
+
+def _value(v: dict):
+    kind, text = v["type"], v["value"]
+    if kind == "integer":
+        return int(text)
+    if kind == "decimal":
+        return Decimal(text)
+    if kind == "date":
+        return dt.date.fromisoformat(text)
+    if kind == "boolean":
+        return text == "true"
+    if kind == "string":
+        return text
+    raise SchemaError(f"pushed filter: unknown literal type '{kind}'")
+
+
+def _predicate(f: dict) -> preds.Predicate:
+    """A filter's JSON (``filterJson`` in the provider) as the predicate ``from_spark_filter``
+    makes of the same pyspark filter."""
+    op = f["op"]
+    if op == "not":
+        return preds.Not(_predicate(f["child"]))
+    if op in ("=", "<=>", "<", "<=", ">", ">="):
+        v = f["value"]
+        return preds.Comparison(op, f["column"], None if v is None else _value(v))
+    if op == "in":
+        return preds.InList(f["column"], tuple(_value(v) for v in f["values"]))
+    if op == "is_null":
+        return preds.IsNull(f["column"])
+    if op == "is_not_null":
+        return preds.IsNotNull(f["column"])
+    if op in ("starts", "ends", "contains"):
+        return preds.StringMatch(op, f["column"], f["value"])
+    raise SchemaError(f"pushed filter: unknown operator '{op}'")
+
+
+def from_schema(schema) -> PushedAggregation | None:
+    """The aggregation a scan's (pyspark) schema carries, or None for a plain scan."""
+    if not schema.fields:
+        return None
+    text = (schema.fields[0].metadata or {}).get(AGGREGATION_KEY)
+    return PushedAggregation.from_json(text) if text else None
+
+
+# -- expressions ------------------------------------------------------------------------------
+def _decimal_parts(t: pa.DataType) -> tuple[int, int] | None:
+    return (t.precision, t.scale) if pa.types.is_decimal(t) else None
+
+
+def _fit_decimal(x, p: int, s: int, what: Expr):
+    """``x`` (an exact decimal) rounded half away from zero to scale ``s``, as decimal(p, s);
+    fails when it needs more than ``p`` digits (Spark's ANSI overflow)."""
+    xp, xs = x.type.precision, x.type.scale
+    if xs <= s and xp - xs <= p - s:  # no digit lost, none too many: exact, cannot overflow
+        return x.cast(pa.decimal128(p, s)) if (xp, xs) != (p, s) or \
+            isinstance(x.type, pa.Decimal256Type) else x
+    if xs > s:
+        x = pc.round(x, ndigits=s, round_mode="half_towards_infinity")
+    x = x.cast(pa.decimal256(76, s))
+    limit = pa.scalar(Decimal(10) ** (p - s), pa.decimal256(76, s))
+    over = pc.or_(pc.greater_equal(x, limit), pc.less_equal(x, pc.negate(limit)))
+    if pc.any(over).as_py():
+        raise AggregateOverflowError(
+            f"pushed aggregation: {what} overflows decimal({p},{s}) "
+            f"(Spark's ANSI arithmetic fails the query)")
+    return x.cast(pa.decimal128(p, s)) if p <= 38 else x
+
+
+def evaluate(e: Expr, table: pa.Table, memo: dict | None = None):
+    """The values of ``e`` over ``table`` (an Array, or a Scalar for a literal). ``memo``
+    keeps each node's values for the others of one split (Q1 repeats its subexpressions)."""
+    if memo is None:
+        memo = {}
+    if e not in memo:
+        memo[e] = _evaluate(e, table, memo)
+    return memo[e]
+
+
+def _exact_type(op: str, a: pa.DataType, b: pa.DataType) -> tuple[int, int]:
+    """Precision and scale of the exact result of ``a op b`` (decimals)."""
+    if op == "*":
+        return a.precision + b.precision + 1, a.scale + b.scale
+    s = max(a.scale, b.scale)
+    return max(a.precision - a.scale, b.precision - b.scale) + s + 1, s
+
+
+def _evaluate(e: Expr, table: pa.Table, memo: dict):
+    out_type = arrow_type_for_spark(e.type)
+    if e.op == "column":
+        col = table.column(e.name)
+        return col if col.type == out_type else col.cast(out_type)
+    if e.op == "literal":
+        value = Decimal(e.value) if pa.types.is_decimal(out_type) else int(e.value)
+        return pa.scalar(value, out_type)
+    if e.op == "cast":
+        child = evaluate(e.children[0], table, memo)
+        try:  # the provider pushes widening casts only, so a safe cast cannot fail
+            return child.cast(out_type)
+        except (pa.ArrowInvalid, OverflowError) as err:
+            raise AggregateOverflowError(f"pushed aggregation: {e} overflows {e.type}") from err
+    left, right = (evaluate(c, table, memo) for c in e.children)
+    dec = _decimal_parts(out_type)
+    if dec is None:  # integers of one type: Spark's ANSI add/subtract/multiply (exact)
+        fn = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}[e.op]
+        try:
+            return fn(left, right)
+        except pa.ArrowInvalid as err:
+            raise AggregateOverflowError(f"pushed aggregation: {e} overflows {e.type}") from err
+    fn = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}[e.op]
+    if _exact_type(e.op, left.type, right.type)[0] <= 38:  # exact in decimal128: cheaper
+        return _fit_decimal(fn(left, right), dec[0], dec[1], e)
+    wide = [v.cast(pa.decimal256(v.type.precision, v.type.scale)) for v in (left, right)]
+    return _fit_decimal(fn(*wide), dec[0], dec[1], e)
+
+
+# -- aggregation ----------------------------------------------------------------------------
+def _bound(type_name: str) -> tuple[Decimal, Decimal] | None:
+    """The inclusive range of a sum's type (None: no bound to keep)."""
+    t = arrow_type_for_spark(type_name)
+    if pa.types.is_decimal(t):
+        top = Decimal(10) ** (t.precision - t.scale) - Decimal(1).scaleb(-t.scale)
+        return -top, top
+    n = _INTEGER_RANGES.get(type_name)
+    return (Decimal(-n), Decimal(n - 1)) if n else None
+
+
+def _wide_sum_type(t: pa.DataType) -> pa.DataType:
+    """A type in which a split's exact sum of values of ``t`` cannot overflow (fewer than
+    10^10 rows, each of at most 28 digits in decimal128, else decimal256; Arrow sums a
+    decimal128 in decimal128(38) and an int32 or narrower in int64)."""
+    if pa.types.is_decimal(t):
+        return t if t.precision <= 28 and pa.types.is_decimal128(t) \
+            else pa.decimal256(76, t.scale)
+    if t in (pa.int8(), pa.int16(), pa.int32()):
+        return t
+    return pa.decimal128(38, 0)
+
+
+def aggregate_split(agg: PushedAggregation, table: pa.Table | None, num_rows: int,
+                    out_schema: pa.Schema) -> pa.RecordBatch | None:
+    """The partial rows of one split's filtered rows (``table``: the input columns; None or
+    no columns for ``count(*)`` alone, with ``num_rows``). For an empty split:
+    ``empty_result``."""
+    counters.add("aggregation.splits")
+    counters.add("aggregation.rows_in", num_rows)
+    if num_rows == 0:
+        return empty_result(agg, out_schema)
+    work: dict[str, pa.Array] = {}
+    for i, (name, _) in enumerate(agg.group_by):
+        work[f"k{i}"] = table.column(name)
+    specs, inputs, memo = [], {}, {}
+    for i, a in enumerate(agg.aggregates):
+        if a.fn == "count_star":
+            specs.append(([], "count_all"))
+            continue
+        values = evaluate(a.input, table, memo)
+        if isinstance(values, pa.Scalar):
+            values = pa.array([values.as_py()] * num_rows, values.type)
+        inputs[i] = values
+        if a.fn == "sum":
+            work[f"v{i}"] = values.cast(_wide_sum_type(values.type))
+            specs.append((f"v{i}", "sum", pc.ScalarAggregateOptions(skip_nulls=True,
+                                                                     min_count=1)))
+        elif a.fn == "count":
+            work[f"v{i}"] = values
+            specs.append((f"v{i}", "count", pc.CountOptions(mode="only_valid")))
+        else:
+            work[f"v{i}"] = values
+            specs.append((f"v{i}", a.fn, pc.ScalarAggregateOptions(skip_nulls=True,
+                                                                    min_count=1)))
+    keys = [f"k{i}" for i in range(len(agg.group_by))]
+    if work:
+        grouped = pa.table(work).group_by(keys, use_threads=False).aggregate(specs)
+    else:  # count(*) alone, no column read
+        grouped = pa.table({"count_all": pa.array([num_rows], pa.int64())})
+    out = {}
+    for i in range(len(agg.group_by)):
+        out[f"k{i}"] = grouped.column(f"k{i}")
+    extra: list[dict] = []
+    for i, a in enumerate(agg.aggregates):
+        col = grouped.column("count_all" if a.fn == "count_star" else f"v{i}_{a.fn}")
+        if a.fn == "sum":
+            col, rows = _sums_in_range(agg, i, a, col, grouped, work, keys)
+            extra += rows
+        out[f"a{i}"] = col
+    arrays = [out[f"k{i}"] for i in range(len(agg.group_by))] + \
+             [out[f"a{i}"] for i in range(len(agg.aggregates))]
+    arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
+    arrays = [a.cast(f.type) for a, f in zip(arrays, out_schema)]
+    batch = pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+    if extra:
+        batch = _with_extra_rows(batch, extra, agg, out_schema)
+    counters.add("aggregation.groups_out", batch.num_rows)
+    return batch
+
+
+def empty_result(agg: PushedAggregation, out_schema: pa.Schema) -> pa.RecordBatch | None:
+    """The partial result of no rows: none for a grouped aggregation; for a global one, one
+    row (counts 0, the rest null), because Spark merges partial counts with a SUM, which is
+    null over no rows where COUNT is 0."""
+    if agg.group_by:
+        return None
+    arrays = [pa.array([0 if a.fn in ("count", "count_star") else None], f.type)
+              for a, f in zip(agg.aggregates, out_schema)]
+    counters.add("aggregation.groups_out")
+    return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def _sums_in_range(agg, i, a, col, grouped, work, keys):
+    """The sums of aggregate ``i`` per group, each within its type; a group whose sum is not
+    is split greedily over its rows: the group's row keeps the last part, and the other parts
+    become extra rows (returned as dicts: key values and this sum)."""
+    bound = _bound(a.type)
+    if bound is None or len(col) == 0:
+        return col, []
+    lo, hi = bound
+    scale = col.type.scale if pa.types.is_decimal(col.type) else 0
+    lo_s, hi_s = pa.scalar(lo, pa.decimal256(76, scale)), pa.scalar(
+        hi, pa.decimal256(76, scale))
+    c256 = col.cast(pa.decimal256(76, scale))
+    out_of_range = pc.or_(pc.less(c256, lo_s), pc.greater(c256, hi_s))
+    if not pc.any(out_of_range).as_py():
+        return col, []
+    bad_rows = [r for r, v in enumerate(out_of_range.to_pylist()) if v]
+    key_rows = list(zip(*(grouped.column(k).to_pylist() for k in keys))) if keys else [()]
+    bad = {key_rows[r]: r for r in bad_rows}
+    row_keys = list(zip(*(work[k].to_pylist() for k in keys))) if keys else None
+    values = work[f"v{i}"].to_pylist()
+    running: dict[tuple, Decimal] = {}
+    extra = []
+    with localcontext() as ctx:
+        ctx.prec = 200  # exact: Python's default context rounds to 28 digits
+        for r, v in enumerate(values):
+            key = row_keys[r] if keys else ()
+            if v is None or key not in bad:
+                continue
+            total = running.get(key)
+            if total is None:
+                running[key] = v
+            elif lo <= total + v <= hi:
+                running[key] = total + v
+            else:
+                extra.append({"key": key, "index": i, "value": total})
+                running[key] = v
+    sums = col.to_pylist()
+    for key, r in bad.items():
+        sums[r] = running[key]
+    counters.add("aggregation.sums_split", len(extra))
+    return pa.array(sums, col.type), extra
+
+
+def _with_extra_rows(batch: pa.RecordBatch, extra: list[dict], agg: PushedAggregation,
+                     out_schema: pa.Schema) -> pa.RecordBatch:
+    nk = len(agg.group_by)
+    rows = []
+    for e in extra:
+        row = list(e["key"])
+        for j, a in enumerate(agg.aggregates):
+            if j == e["index"]:
+                t = out_schema.field(nk + j).type
+                row.append(int(e["value"]) if pa.types.is_integer(t) else e["value"])
+            else:
+                row.append(0 if a.fn in ("count", "count_star") else None)
+        rows.append(row)
+    cols = list(zip(*rows))
+    more = pa.RecordBatch.from_arrays(
+        [pa.array(list(c), f.type) for c, f in zip(cols, out_schema)], schema=out_schema)
+    assert more.num_columns == nk + len(agg.aggregates)
+    return pa.Table.from_batches([batch, more]).combine_chunks().to_batches()[0]
+
+
+def aggregate_batches(agg: PushedAggregation, batches: Iterable[pa.RecordBatch],
+                      out_schema: pa.Schema) -> pa.RecordBatch | None:
+    """``aggregate_split`` over the batches one split's reader produced."""
+    batches = list(batches)
+    num_rows = sum(b.num_rows for b in batches)
+    table = None
+    if batches and batches[0].num_columns:
+        table = pa.Table.from_batches(batches)
+    return aggregate_split(agg, table, num_rows, out_schema)

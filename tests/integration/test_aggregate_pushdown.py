@@ -1,0 +1,194 @@
+"""Partial aggregation pushed into tiered_hive scans (``SupportsPushDownAggregates``): the plan
+shows it, each split returns its groups (counted), and every query equals both DuckDB's
+answer on the same files and Spark's own answer with pushdown off (the property
+``hive.aggregation-pushdown-enabled``), over every column type, with nulls, empty splits,
+all-null groups, a partition-column key, decimals of precision 18 and 38, and partial sums
+that overflow their type under ANSI on and off. What Spark must not push is not pushed."""
+
+from __future__ import annotations
+
+import os
+import random
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from raptorx_py.table_registration import register_external_table
+from raptorx_py.tpch import oracle
+
+pytestmark = pytest.mark.spark
+
+ROWS = 3_000  # per partition: 3 row groups each, 3 partitions
+OFF = "hive.aggregation-pushdown-enabled"
+D18_TOP = Decimal("9999999999999999.99")  # the largest decimal(18,2)
+
+
+def _column_data(part: int, n: int, seed: int) -> dict[str, pa.Array]:
+    rng = random.Random(seed)
+    ids = list(range(part * n, (part + 1) * n))
+
+    def maybe(i, v, every=7):
+        return None if i % every == 0 else v
+    return {
+        "id": pa.array(ids, pa.int64()),
+        "g": pa.array([maybe(i, i % 5, 11) for i in ids], pa.int32()),
+        # a group whose values are all null: g2 = 9 has only null i's
+        "g2": pa.array([9 if i % 10 == 0 else i % 3 for i in ids], pa.int32()),
+        "i": pa.array([None if i % 10 == 0 else maybe(i, rng.randint(-10**6, 10**6))
+                       for i in ids], pa.int32()),
+        "big": pa.array([maybe(i, rng.randint(-2**62, 2**62)) for i in ids], pa.int64()),
+        "sm": pa.array([maybe(i, rng.randint(-30000, 30000)) for i in ids], pa.int16()),
+        "d15": pa.array([maybe(i, Decimal(rng.randint(-10**8, 10**8)).scaleb(-2))
+                         for i in ids], pa.decimal128(15, 2)),
+        # near decimal(18,2)'s top: any two of them overflow a partial sum of that type
+        "d18": pa.array([maybe(i, D18_TOP - Decimal(rng.randint(0, 10**6)).scaleb(-2))
+                         for i in ids], pa.decimal128(18, 2)),
+        "d38": pa.array([maybe(i, Decimal(rng.randint(-10**30, 10**30)).scaleb(-10))
+                         for i in ids], pa.decimal128(38, 10)),
+        "s": pa.array([maybe(i, f"s{rng.randint(0, 999):03d}") for i in ids], pa.string()),
+        "day": pa.array([maybe(i, rng.randint(18000, 20000)) for i in ids], pa.int32())
+        .cast(pa.date32()),
+        "b": pa.array([maybe(i, i % 3 == 0) for i in ids], pa.bool_()),
+        "x": pa.array([maybe(i, rng.random() * 100) for i in ids], pa.float64()),
+    }
+
+
+@pytest.fixture(scope="module")
+def agg_table(env, tmp_path_factory, spark):
+    root = str(tmp_path_factory.mktemp("aggpush") / "t")
+    for part, k in enumerate(("a", "b", "c")):
+        d = os.path.join(root, f"k={k}")
+        os.makedirs(d)
+        pq.write_table(pa.table(_column_data(part, ROWS, seed=part)),
+                       os.path.join(d, "part-0.parquet"), row_group_size=1000)
+    db = env.unique_db("aggpush")
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), f"{db}.t", root)
+    spark.read.format("tiered_hive").load(f"{db}.t").createOrReplaceTempView("agg_on")
+    spark.read.format("tiered_hive").option(OFF, "false").load(f"{db}.t") \
+        .createOrReplaceTempView("agg_off")
+    return root
+
+
+def _duckdb(root: str, sql: str) -> list[tuple]:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute("SET threads = 1")
+    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{root}/*/*.parquet', "
+                "hive_partitioning = true)")
+    return [tuple(r) for r in con.execute(sql.format(t="t")).fetchall()]
+
+
+def _plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def _both(spark, sql: str):
+    on = spark.sql(sql.format(t="agg_on"))
+    off = spark.sql(sql.format(t="agg_off"))
+    return on, off
+
+
+# Queries a DuckDB answer can check exactly (integers, decimals, strings, dates, booleans).
+ORACLE_QUERIES = {
+    "every_function_and_type": "SELECT g, sum(i), count(i), max(big), sum(sm), sum(d15), "
+                               "count(*), sum(d38), min(d15), max(d38), min(s), max(s), "
+                               "min(day), max(day), min(b), max(b), min(sm), count(x) "
+                               "FROM {t} GROUP BY g",
+    "expressions_after_filters": "SELECT g, sum(d15 * (1 - d15)), "
+                                 "sum((d15 - 1) * (d15 + 1) * 3), sum(i + 5), sum(i * 3 - i), "
+                                 "sum(cast(i AS bigint) * 1000000), count(d15 - 1) FROM {t} "
+                                 "WHERE k <> 'c' AND id >= 1000 AND s >= 's100' "
+                                 "AND day > date '2020-01-01' AND b IS NOT NULL GROUP BY g",
+    "partition_key_and_all_null_group": "SELECT k, g2, count(*), sum(i), min(i), max(i), "
+                                        "count(i), min(s) FROM {t} GROUP BY k, g2",
+    "global": "SELECT count(*), count(s), sum(d15), min(day), max(d38) FROM {t}",
+    "count_star_only": "SELECT count(*) FROM {t} WHERE k = 'b'",
+    "empty_splits": "SELECT k, count(*), sum(d15) FROM {t} WHERE id < 10 GROUP BY k",
+    "no_rows_at_all": "SELECT count(*), sum(d15), max(s) FROM {t} WHERE id < 0",
+    "no_split_at_all": "SELECT count(*), count(s), sum(i) FROM {t} WHERE k = 'z'",
+}
+
+
+@pytest.mark.parametrize("name", list(ORACLE_QUERIES))
+def test_pushed_query_equals_duckdb_and_spark_without_pushdown(name, spark, agg_table,
+                                                               counted):
+    sql = ORACLE_QUERIES[name]
+    on, off = _both(spark, sql)
+    assert "PushedAggregates" in _plan(on), name
+    with counted() as c:
+        got = oracle.spark_rows(on)
+    assert oracle.compare_results(oracle.spark_rows(off), got, ordered=False) is None
+    assert oracle.compare_results(_duckdb(agg_table, sql), got, ordered=False) is None
+    # what reached Spark: the groups of each split (at most all groups), not its rows, plus
+    # the extra rows of sums split to fit their type (sum(sm): smallint partials)
+    assert c["reader.rows_to_spark"] == c["aggregation.groups_out"]
+    groups = c["aggregation.groups_out"] - c["aggregation.sums_split"]
+    assert groups <= max(1, c["aggregation.splits"]) * max(1, len(got))
+
+
+def test_pushdown_off_is_the_plain_scan(spark, agg_table):
+    _, off = _both(spark, ORACLE_QUERIES["global"])
+    plan = _plan(off)
+    assert "PushedAggregates" not in plan and "HashAggregate" in plan
+
+
+def test_avg_is_pushed_as_sum_and_count(spark, agg_table):
+    sql = "SELECT g, avg(i), avg(d15), avg(d38), avg(sm) FROM {t} GROUP BY g"
+    on, off = _both(spark, sql)
+    plan = _plan(on)
+    assert "PushedAggregates: [SUM(i), COUNT(i)" in plan, plan
+    assert sorted(oracle.spark_rows(on), key=repr) == sorted(oracle.spark_rows(off), key=repr)
+
+
+@pytest.mark.parametrize("ansi", ["true", "false"])
+def test_partial_sums_that_overflow_their_type_behave_as_spark(ansi, spark, agg_table,
+                                                               counted):
+    """Every d18 value is near decimal(18,2)'s top, so a split's sum does not fit the type
+    Spark casts partial sums to; the split returns it over several rows, and the total
+    (within decimal(28,2)) is Spark's. The same for smallint partial sums. Bigint sums
+    overflow (wrap-around with ANSI off, an error with it on), as Spark's own."""
+    spark.conf.set("spark.sql.ansi.enabled", ansi)
+    try:
+        # smallint partials overflow too (Spark translates arithmetic only under ANSI)
+        sql = "SELECT k, sum(d18), count(d18), sum(sm), max(sm) FROM {t} GROUP BY k"
+        on, off = _both(spark, sql)
+        assert "PushedAggregates" in _plan(on)
+        with counted() as c:
+            got = oracle.spark_rows(on)
+        assert got and sorted(got, key=repr) == sorted(oracle.spark_rows(off), key=repr)
+        assert c["aggregation.sums_split"] > 0
+        big = "SELECT k, sum(big * 4) FROM {t} GROUP BY k"
+        on, off = _both(spark, big)
+        if ansi == "true":
+            assert "PushedAggregates" in _plan(on)
+            for df in (on, off):
+                with pytest.raises(Exception, match="(?i)overflow"):
+                    df.collect()
+        else:
+            assert sorted(oracle.spark_rows(on)) == sorted(oracle.spark_rows(off))
+            wrap = "SELECT k, sum(big) FROM {t} GROUP BY k"
+            on, off = _both(spark, wrap)
+            assert sorted(oracle.spark_rows(on)) == sorted(oracle.spark_rows(off))
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+
+
+NOT_PUSHED = {
+    "count_distinct": "SELECT g, count(DISTINCT s), sum(i) FROM {t} GROUP BY g",
+    "double_filter": "SELECT g, sum(i) FROM {t} WHERE x > 50 GROUP BY g",
+    "double_sum": "SELECT g, sum(x) FROM {t} GROUP BY g",
+    "expression_key": "SELECT g + 1, sum(i) FROM {t} GROUP BY g + 1",
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_PUSHED))
+def test_what_spark_must_not_push_is_not_pushed_and_right(name, spark, agg_table):
+    sql = NOT_PUSHED[name]
+    on = spark.sql(sql.format(t="agg_on"))
+    assert "PushedAggregates" not in _plan(on)
+    assert oracle.compare_results(_duckdb(agg_table, sql), oracle.spark_rows(on),
+                                  ordered=False) is None
