@@ -108,8 +108,15 @@ def run_failing_script(tmp_path: Path, home: Path, body: str) -> list[str]:
 
 
 def test_missing_table_is_one_line(tmp_path):
+    from raptorx_py.config import load_settings
+    from raptorx_py.metastore import open_metastore
+
     home = tmp_path / "home"
     home.mkdir()
+    # The default metastore exists (a read never creates one) and holds no database.
+    with open_metastore(load_settings(overrides={
+            "hive.metastore.url": f"sqlite:///{home}/.raptorx/metastore.db"}), create=True):
+        pass
     lines = run_failing_script(tmp_path, home, """
         from raptorx_py import tiered_session
         spark = tiered_session()
@@ -128,7 +135,7 @@ def test_unreachable_endpoint_is_one_line(tmp_path, free_port):
     home.mkdir()
     metastore = tmp_path / "metastore.db"
     with open_metastore(load_settings(overrides={"hive.metastore.url":
-                                                 f"sqlite:///{metastore}"})) as ms:
+                                                 f"sqlite:///{metastore}"}), create=True) as ms:
         ms.create_database("remote")
         ms.create_table(Table("remote", "events", EXTERNAL_TABLE, "s3://bucket/events",
                               (Column("a", "bigint"),)))
@@ -162,7 +169,7 @@ def test_a_failed_task_is_one_line(tmp_path):
     pq.write_table(pa.table({"a": pa.array(range(100), pa.int64())}), data / "part-0.parquet")
     metastore = tmp_path / "metastore.db"
     settings = load_settings(overrides={"hive.metastore.url": f"sqlite:///{metastore}"})
-    with open_metastore(settings) as ms:
+    with open_metastore(settings, create=True) as ms:
         register_external_table(ms, settings, "db.t", f"file://{data}")
     size = (data / "part-0.parquet").stat().st_size
     (data / "part-0.parquet").write_bytes(b"X" * size)  # same size: found by the read only
