@@ -8,7 +8,7 @@ import org.apache.spark.sql.connector.expressions.Transform
 import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns}
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonScanBuilder, PythonWriteBuilder}
-import org.apache.spark.sql.execution.python.raptorx.ArrowColumnarScan
+import org.apache.spark.sql.execution.python.raptorx.{Affinity, ArrowColumnarScan}
 import org.apache.spark.sql.sources.{DataSourceRegister, Filter}
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
@@ -211,8 +211,13 @@ class TieredHiveScanBuilder(
   def readSchema(): StructType = requiredSchema
 
   override def build(): Scan = {
+    // On a cluster the Python scan also gets the live executors (soft affinity), which
+    // takes a Python source created with them: one Python worker call more per scan.
+    val pythonOptions = Affinity.withExecutors(options)
+    val source =
+      if (pythonOptions eq options) pythonSource else TieredHiveProvider.freshPythonSource()
     val python = new PythonScanBuilder(
-      pythonSource, TieredHiveProvider.PythonName, requiredSchema, options)
+      source, TieredHiveProvider.PythonName, requiredSchema, pythonOptions)
     python.pushFilters(filters) // the reader keeps what it can use; Spark re-applies all
     new ArrowColumnarScan(python.build(), statistics.map(_.forColumns(requiredSchema, tableSchema)))
   }
