@@ -1,0 +1,61 @@
+"""A driver for ``tests/cluster_fixtures.StandaloneCluster``, run in its own process (one
+SparkContext per process): ``python -m tests.cluster_driver '<json>'`` with ``master``,
+``executors`` (how many to wait for), ``properties``, ``options`` (per read), ``table``,
+``column`` and ``runs`` (per run, options over ``options``). Reads ``sum(column)`` of the
+table once per run and prints one
+JSON line: the live executors (``host/id``) and, per run, the result and the counters the
+run added (from the metrics sink, executors' included)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+DEADLINE_S = 90.0
+
+
+def main(arg: str) -> None:
+    spec = json.loads(arg)
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from raptorx_py.metrics import MetricsSink, diff, flush
+    from raptorx_py.session import tiered_session
+
+    spark = tiered_session(
+        master=spec["master"], app_name="raptorx-cluster-test", properties=spec["properties"],
+        spark_conf={"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                    "spark.executor.cores": "1", "spark.executor.memory": "512m",
+                    "spark.cores.max": str(spec["executors"]), "spark.ui.enabled": "false",
+                    "spark.ui.showConsoleProgress": "false",
+                    **spec.get("spark_conf", {})})
+    try:
+        sc = spark.sparkContext
+        affinity = sc._jvm.org.apache.spark.sql.execution.python.raptorx.Affinity
+
+        def live() -> list[str]:
+            return str(affinity.liveExecutors().mkString(",")).split(",") if \
+                affinity.liveExecutors().nonEmpty() else []
+
+        deadline = time.monotonic() + DEADLINE_S
+        while len(live()) < spec["executors"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{spec['executors']} executors not up in {DEADLINE_S}s")
+            time.sleep(0.2)  # polling a condition, bounded by the deadline
+        metrics_dir = spec["properties"]["metrics.directory"]
+        sink = MetricsSink(metrics_dir)
+        runs = []
+        for extra in spec["runs"]:
+            flush(metrics_dir)
+            before = sink.totals()
+            df = spark.read.format("tiered_hive").options(**{**spec["options"], **extra}).load(spec["table"])
+            total = df.agg({spec["column"]: "sum"}).collect()[0][0]
+            flush(metrics_dir)
+            runs.append({"result": total, "counters": diff(sink.totals(), before)})
+        print(json.dumps({"executors": live(), "runs": runs}))
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

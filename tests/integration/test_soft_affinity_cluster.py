@@ -1,0 +1,94 @@
+"""Soft affinity on a real Spark standalone cluster (a master and two workers on loopback,
+``tests/cluster_fixtures.py``), each executor with its own caches (a relative
+``cache.base-directory``: under its own working directory).
+
+A small table read cold then warm with SOFT_AFFINITY: at least 90% of tasks run on their
+preferred executor (``spark.locality.wait`` is raised so a loaded CI machine's slow
+worker start does not make Spark give up waiting), the warm run is served by the block cache,
+and the executors the tasks preferred are exactly the rendezvous choice over the live
+executors, of which losing one moves only its own files.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from raptorx_py import native
+from raptorx_py.config import load_settings
+from raptorx_py.metastore import open_metastore
+from raptorx_py.scheduling.affinity import assignment, parse_executors
+from raptorx_py.table_registration import register_external_table
+
+pytest_plugins = ["tests.cluster_fixtures"]
+pytestmark = [pytest.mark.spark,
+              pytest.mark.skipif(native.jar_path() is None, reason="needs the native jar")]
+
+FILES, ROWS = 12, 5000
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def small_table(tmp_path_factory):
+    root = tmp_path_factory.mktemp("affinity")
+    props = {"hive.metastore.url": f"sqlite:///{root / 'metastore.db'}",
+             "hive.metastore.warehouse.dir": str(root / "warehouse"),
+             "metrics.directory": str(root / "metrics")}
+    data = root / "data"
+    data.mkdir()
+    for i in range(FILES):
+        pq.write_table(pa.table({"x": pa.array(range(i * ROWS, (i + 1) * ROWS), pa.int64())}),
+                       data / f"part-{i:03d}.parquet")
+    settings = load_settings(overrides=props)
+    register_external_table(open_metastore(settings), settings, "aff.t", f"file://{data}")
+    return props, sorted(f"file://{p}" for p in data.glob("*.parquet"))
+
+
+def drive(cluster, props, runs, **spec) -> dict:
+    arg = json.dumps({"master": cluster.master_url, "executors": 2, "properties": props,
+                      "table": "aff.t", "column": "x", "runs": runs,
+                      "spark_conf": {"spark.locality.wait": "20s"}, **spec})
+    done = subprocess.run([sys.executable, "-m", "tests.cluster_driver", arg], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, small_table):
+    props, files = small_table
+    options = {"hive.node-selection-strategy": "SOFT_AFFINITY",
+               # Relative: each executor's own working directory, so its own caches.
+               "cache.base-directory": "raptorx-cache", "cache.enabled": "true",
+               "hive.parquet.metadata-cache-enabled": "true",
+               "hive.min-split-count": "4"}
+    out = drive(standalone_cluster, props, runs=[{}, {}], options=options)
+    print(json.dumps(out, indent=1, sort_keys=True))  # the figures, for -s runs
+    executors = parse_executors(",".join(out["executors"]))
+    assert len(executors) == 2
+    expected_sum = FILES * ROWS * (FILES * ROWS - 1) // 2
+    cold, warm = (r["counters"] for r in out["runs"])
+    assert [r["result"] for r in out["runs"]] == [expected_sum, expected_sum]
+    for run in (cold, warm):
+        placed = run.get("affinity.preferred", 0) + run.get("affinity.fallback", 0)
+        assert placed == run["planner.tasks_with_preference"] >= 2, run
+        assert run.get("affinity.preferred", 0) >= 0.9 * placed, run
+    # The locations tasks preferred are the rendezvous choice of their files.
+    owners = assignment(files, executors)
+    wanted = {e.location for e in owners.values()}
+    seen = {k.split(".", 2)[2] for k in warm if k.startswith(("affinity.preferred.",
+                                                              "affinity.fallback."))}
+    assert seen == wanted == {e.location for e in executors}
+    # Warm: the block cache serves the reads (each file was cached where it runs again).
+    hits, misses = warm.get("block_cache.hits", 0), warm.get("block_cache.misses", 0)
+    assert cold.get("block_cache.misses", 0) > 0 and hits >= 0.9 * (hits + misses) > 0, warm
+    # Losing an executor moves only the files it owned.
+    lost = executors[0]
+    after = assignment(files, [e for e in executors if e != lost])
+    assert {f for f in files if after[f] != owners[f]} == {f for f in files
+                                                           if owners[f] == lost}
