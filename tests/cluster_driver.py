@@ -1,10 +1,12 @@
 """A driver for ``tests/cluster_fixtures.StandaloneCluster``, run in its own process (one
 SparkContext per process): ``python -m tests.cluster_driver '<json>'`` with ``master``,
 ``executors`` (how many to wait for), ``properties``, ``options`` (per read), ``table``,
-``column`` and ``runs`` (per run, options over ``options``). Reads ``sum(column)`` of the
-table once per run and prints one
-JSON line: the live executors (``host/id``) and, per run, the result and the counters the
-run added (from the metrics sink, executors' included)."""
+``column`` and ``runs``: per run, ``options`` over the common ones, optionally ``executors``
+(wait until exactly that many are live first) and ``mark`` (a file touched as the read
+starts, so a test can act mid-query). Reads ``sum(column)`` of the table once per run and
+prints one JSON line: the live executors (``host/id``) and, per run, the live executors at
+its start, the result and the counters the run added (from the metrics sink, executors'
+included)."""
 
 from __future__ import annotations
 
@@ -37,21 +39,30 @@ def main(arg: str) -> None:
             return str(affinity.liveExecutors().mkString(",")).split(",") if \
                 affinity.liveExecutors().nonEmpty() else []
 
-        deadline = time.monotonic() + DEADLINE_S
-        while len(live()) < spec["executors"]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{spec['executors']} executors not up in {DEADLINE_S}s")
-            time.sleep(0.2)  # polling a condition, bounded by the deadline
+        def wait_for(n: int) -> None:
+            deadline = time.monotonic() + DEADLINE_S
+            while len(live()) != n:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{n} executors not live in {DEADLINE_S}s: {live()}")
+                time.sleep(0.2)  # polling a condition, bounded by the deadline
+
+        wait_for(spec["executors"])
         metrics_dir = spec["properties"]["metrics.directory"]
         sink = MetricsSink(metrics_dir)
         runs = []
-        for extra in spec["runs"]:
+        for run in spec["runs"]:
+            if "executors" in run:
+                wait_for(run["executors"])
             flush(metrics_dir)
-            before = sink.totals()
-            df = spark.read.format("tiered_hive").options(**{**spec["options"], **extra}).load(spec["table"])
+            before, at_start = sink.totals(), live()
+            df = spark.read.format("tiered_hive").options(
+                **{**spec["options"], **run.get("options", {})}).load(spec["table"])
+            if "mark" in run:
+                open(run["mark"], "w").close()
             total = df.agg({spec["column"]: "sum"}).collect()[0][0]
             flush(metrics_dir)
-            runs.append({"result": total, "counters": diff(sink.totals(), before)})
+            runs.append({"result": total, "executors": at_start,
+                         "counters": diff(sink.totals(), before)})
         print(json.dumps({"executors": live(), "runs": runs}))
     finally:
         spark.stop()

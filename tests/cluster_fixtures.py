@@ -88,6 +88,7 @@ class StandaloneCluster:
             time.sleep(0.2)  # polling a condition, bounded by the deadline
 
     def start(self) -> "StandaloneCluster":
+        self.root.mkdir(parents=True, exist_ok=True)
         self.master_port, self.webui_port = free_port(), free_port()
         self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(self.master_port),

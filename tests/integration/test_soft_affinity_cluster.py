@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -92,3 +93,60 @@ def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, sm
     after = assignment(files, [e for e in executors if e != lost])
     assert {f for f in files if after[f] != owners[f]} == {f for f in files
                                                            if owners[f] == lost}
+
+
+@pytest.mark.stress
+def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_table):
+    """Three workers; a worker's process group is killed as a read starts: the read returns
+    the right sum, the next plans over the two survivors, and only the lost executor's files
+    changed owner: they are the next read's only block-cache misses."""
+    from tests.cluster_fixtures import StandaloneCluster
+
+    props, files = small_table
+    cluster = StandaloneCluster(tmp_path / "cluster", workers=3)
+    mark = tmp_path / "mid-query"
+    try:
+        cluster.start()
+        arg = json.dumps({
+            "master": cluster.master_url, "executors": 3, "properties": props,
+            "table": "aff.t", "column": "x",
+            "options": {"hive.node-selection-strategy": "SOFT_AFFINITY",
+                        "cache.base-directory": "raptorx-cache", "cache.enabled": "true",
+                        "hive.min-split-count": "6"},
+            "runs": [{}, {"mark": str(mark)}, {"executors": 2}],
+            "spark_conf": {"spark.locality.wait": "20s"}})
+        proc = subprocess.Popen([sys.executable, "-m", "tests.cluster_driver", arg], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 240
+            while not mark.exists():
+                assert proc.poll() is None, proc.communicate()[1][-4000:]
+                assert time.monotonic() < deadline, "the second read never started"
+                time.sleep(0.05)  # polling a condition, bounded by the deadline
+            cluster.kill(cluster.worker_procs[0])
+            stdout, stderr = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 0, stderr[-4000:]
+    finally:
+        cluster.stop()
+    out = json.loads(stdout.strip().splitlines()[-1])
+    print(json.dumps(out, indent=1, sort_keys=True))  # the figures, for -s runs
+    expected_sum = FILES * ROWS * (FILES * ROWS - 1) // 2
+    assert [r["result"] for r in out["runs"]] == [expected_sum] * 3
+    before = parse_executors(",".join(out["runs"][0]["executors"]))
+    after = parse_executors(",".join(out["runs"][2]["executors"]))
+    assert len(before) == 3 and len(after) == 2 and set(after) < set(before)
+    (lost,) = set(before) - set(after)
+    owners, new_owners = assignment(files, before), assignment(files, after)
+    moved = {f for f in files if new_owners[f] != owners[f]}
+    assert moved == {f for f in files if owners[f] == lost}
+    last = out["runs"][2]["counters"]
+    assert {k.split(".", 2)[2] for k in last if k.startswith("affinity.preferred.")} == {
+        e.location for e in new_owners.values()}
+    # Unmoved files are warm where they run; the moved ones were never cached by a
+    # fallback, so they are the only misses.
+    assert last.get("block_cache.misses", 0) <= len(moved)
+    assert last.get("block_cache.hits", 0) >= 0.9 * (FILES - len(moved)), last
