@@ -47,6 +47,8 @@ def main(arg: str) -> None:
                 time.sleep(0.2)  # polling a condition, bounded by the deadline
 
         wait_for(spec["executors"])
+        if "tpch" in spec:
+            return run_tpch(spark, spec)
         metrics_dir = spec["properties"]["metrics.directory"]
         sink = MetricsSink(metrics_dir)
         runs = []
@@ -66,6 +68,34 @@ def main(arg: str) -> None:
         print(json.dumps({"executors": live(), "runs": runs}))
     finally:
         spark.stop()
+
+
+def run_tpch(spark, spec) -> None:
+    """``spec["tpch"]``: ``database``, ``scale``, ``queries``, ``out`` (a pickle file). Every
+    query's rows (``oracle.spark_rows``) and the counters of the whole suite are pickled to
+    ``out``."""
+    import pickle
+
+    from raptorx_py.metrics import MetricsSink, diff, flush
+    from raptorx_py.tpch import oracle, queries
+
+    t = spec["tpch"]
+    metrics_dir = spec["properties"]["metrics.directory"]
+
+    def reader(table):
+        return spark.read.format("tiered_hive").options(**spec["options"]).load(
+            f"{t['database']}.{table}")
+
+    queries.register_views(spark, reader)
+    flush(metrics_dir)
+    before = MetricsSink(metrics_dir).totals()
+    rows = {n: oracle.spark_rows(spark.sql(queries.query_text(n, t["scale"], "spark")))
+            for n in t["queries"]}
+    flush(metrics_dir)
+    with open(t["out"], "wb") as f:
+        pickle.dump({"rows": rows, "counters": diff(MetricsSink(metrics_dir).totals(), before)},
+                    f)
+    print(json.dumps({"queries": len(rows)}))
 
 
 if __name__ == "__main__":

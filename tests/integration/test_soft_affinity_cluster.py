@@ -51,12 +51,12 @@ def small_table(tmp_path_factory):
     return props, sorted(f"file://{p}" for p in data.glob("*.parquet"))
 
 
-def drive(cluster, props, runs, **spec) -> dict:
+def drive(cluster, props, runs, timeout=240, **spec) -> dict:
     arg = json.dumps({"master": cluster.master_url, "executors": 2, "properties": props,
                       "table": "aff.t", "column": "x", "runs": runs,
                       "spark_conf": {"spark.locality.wait": "20s"}, **spec})
     done = subprocess.run([sys.executable, "-m", "tests.cluster_driver", arg], cwd=ROOT,
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -150,3 +150,43 @@ def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_tabl
     # fallback, so they are the only misses.
     assert last.get("block_cache.misses", 0) <= len(moved)
     assert last.get("block_cache.hits", 0) >= 0.9 * (FILES - len(moved)), last
+
+
+@pytest.mark.stress
+def test_all_22_tpch_queries_on_the_cluster_equal_duckdb(request, tmp_path, standalone_cluster,
+                                                        tpch_sf001_dir, tpch_scale):
+    """TPC-H SF 0.01 from a local warehouse, every query through tiered_hive with
+    SOFT_AFFINITY on the two-worker cluster, each result equal to DuckDB's."""
+    import pickle
+
+    from raptorx_py.tpch import oracle, queries
+    from raptorx_py.tpch.load import load_tpch
+    from tests.tpch_fixtures import tpch_work_dir
+
+    props = {"hive.metastore.url": f"sqlite:///{tmp_path / 'metastore.db'}",
+             "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+             "metrics.directory": str(tmp_path / "metrics")}
+    load_tpch(tpch_scale, str(tmp_path / "wh"), load_settings(overrides=props),
+              database="tpch_cluster", work_dir=str(tpch_work_dir(request)), progress=False)
+    out = tmp_path / "rows.pickle"
+    drive(standalone_cluster, props, runs=[], options={
+        "hive.node-selection-strategy": "SOFT_AFFINITY", "cache.enabled": "true",
+        "cache.base-directory": "raptorx-cache"},
+        timeout=540, spark_conf={"spark.sql.shuffle.partitions": "4"},
+        tpch={"database": "tpch_cluster", "scale": tpch_scale,
+              "queries": list(queries.QUERY_NUMBERS), "out": str(out)})
+    with open(out, "rb") as f:
+        got = pickle.load(f)
+    expected = oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale,
+                                     threads=2)
+    for n in queries.QUERY_NUMBERS:
+        diff = oracle.compare_results(expected[n], got["rows"][n], ordered=queries.ordered(n),
+                                      sort_key=queries.ORDER_BY_COLUMNS[n])
+        assert diff is None, f"Q{n}: {diff}"
+    c = got["counters"]
+    print(json.dumps({k: v for k, v in sorted(c.items()) if k.startswith(
+        ("affinity.", "planner.tasks", "block_cache.hits", "block_cache.misses"))}, indent=1))
+    placed = c.get("affinity.preferred", 0) + c.get("affinity.fallback", 0)
+    # A planned task may run more than once (a scan executed again by a later stage).
+    assert placed >= c["planner.tasks_with_preference"] > 0
+    assert c.get("affinity.preferred", 0) >= 0.9 * placed, c
