@@ -149,6 +149,9 @@ def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_tabl
     # Unmoved files are warm where they run; the moved ones were never cached by a
     # fallback, so they are the only misses.
     assert last.get("block_cache.misses", 0) <= len(moved)
+    if not last.get("affinity.fallback"):  # every file read where it now belongs: exactly
+        # the moved files miss (a fallback in the killed read would have cached some).
+        assert last.get("block_cache.misses", 0) == len(moved), last
     assert last.get("block_cache.hits", 0) >= 0.9 * (FILES - len(moved)), last
 
 
