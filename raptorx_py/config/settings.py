@@ -53,6 +53,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "cache_scope": units.choice("ALL", "PARTITION"),
     # The block cache's kind; RaptorX catalogs say ALLUXIO, which names the same thing here.
     "cache_type": units.choice("LOCAL", aliases={"ALLUXIO": "LOCAL"}),
+    # Where splits should run (RaptorX's values): anywhere, or by soft affinity.
+    "node_selection": units.choice("NO_PREFERENCE", "SOFT_AFFINITY"),
     # A Presto catalog file names its connector; the Hive connector is the one implemented.
     "connector": _connector,
 }
@@ -144,6 +146,14 @@ PROPERTIES: tuple[Property, ...] = (
              "and a wave ends together. 0: the Spark application's default parallelism (its "
              "task slots, filled in by register()); Spark pays a fixed cost per task of a "
              "Python source, so tasks beyond the slots only add that cost."),
+    Property("hive.node-selection-strategy", "node_selection_strategy", "NO_PREFERENCE",
+             "node_selection", "hive",
+             "Where splits run. NO_PREFERENCE: wherever Spark has a free slot. SOFT_AFFINITY: "
+             "each file on the executor a rendezvous hash of its path picks among the "
+             "application's live executors (Spark's spark.locality.wait decides when a task "
+             "falls back to another); a split read elsewhere does not fill that executor's "
+             "caches. Needs the native jar and a cluster; local mode has no executors to "
+             "choose."),
     # --- file-listing cache ------------------------------------------------------------
     Property("hive.file-status-cache-tables", "file_status_cache_tables", "", "str", "hive",
              "Tables whose sealed partitions' listings are cached: comma-separated patterns "
@@ -213,6 +223,7 @@ class Settings:
     aggregation_pushdown_enabled: bool
     max_split_size: int  # bytes
     min_split_count: int
+    node_selection_strategy: str  # "NO_PREFERENCE" | "SOFT_AFFINITY"
     file_status_cache_tables: str
     file_status_cache_size: int
     file_status_cache_expire_time: float  # seconds

@@ -16,7 +16,10 @@ Given a table, the requested columns and the pushed predicates, ``plan_scan``
    and
 5. packs splits into tasks (``pack_splits``): Spark pays a fixed cost per task of a Python
    source, so small files are read several to a task, up to ``hive.max-split-size`` bytes,
-   in whole waves of ``hive.min-split-count`` (the task slots) tasks of even size.
+   in whole waves of ``hive.min-split-count`` (the task slots) tasks of even size; with
+   ``hive.node-selection-strategy=SOFT_AFFINITY`` and live executors given, splits are first
+   grouped by the executor their file prefers (``scheduling.affinity``) and each group packed
+   on its own, so a task's splits share one preferred executor (``ScanPlan.locations``).
 
 A pruned partition is never listed and its files are never opened. Usable without Spark.
 """
@@ -36,6 +39,7 @@ from raptorx_py.hive_types import decode_value
 from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, Partition, Table
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
+from raptorx_py.scheduling import affinity
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.acid_layout import visible_files
 from raptorx_py.storage.hive_layout import list_data_files
@@ -79,6 +83,9 @@ class ScanPlan:
     partitions_total: int = 0
     partitions_pruned_by_value: int = 0
     partitions_pruned_by_stats: int = 0
+    #: One per task: its preferred executor's location (``executor_<host>_<id>``), or None.
+    #: Empty when no task has a preference.
+    locations: tuple[str | None, ...] = ()
 
 
 def typed_partition_values(table: Table, partition: Partition) -> tuple:
@@ -93,12 +100,13 @@ def split_predicates(table: Table, predicates) -> tuple[tuple, tuple]:
 
 
 def plan_scan(metastore, settings, table: Table, columns, predicates, *,
-              snapshot=None) -> ScanPlan:
+              snapshot=None, executors=()) -> ScanPlan:
     """Plan one scan of ``table``. ``metastore``: a ``Metastore`` or a ``CachedMetastore``;
     ``snapshot``: the query's ``QuerySnapshot`` (taken once per scan by the data source), or
     None. With a snapshot, the partitions are ``metastore.list_partitions(table,
     snapshot=snapshot)``: served from the versioned cache when it holds a version fresh for
-    the snapshot."""
+    the snapshot. ``executors``: the application's live executors (``affinity.Executor``),
+    which soft affinity places tasks on."""
     key_preds, data_preds = split_predicates(table, predicates)
     # Before the partitions: a partition added by a commit after this snapshot then reads
     # as empty (its delta is invisible), never as half of that commit.
@@ -144,7 +152,13 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
     splits = _list_splits(settings, table.qualified_name, locations, write_ids)
     pieces = cut_files(splits, piece_bytes(splits, settings.max_split_size,
                                            settings.min_split_count))
-    tasks = pack_splits(pieces, settings.max_split_size, settings.min_split_count)
+    locations: tuple = ()
+    if settings.node_selection_strategy == affinity.SOFT_AFFINITY and executors:
+        tasks, locations = pack_by_executor(pieces, executors, settings.max_split_size,
+                                            settings.min_split_count)
+        counters.add("planner.tasks_with_preference", len(tasks))
+    else:
+        tasks = pack_splits(pieces, settings.max_split_size, settings.min_split_count)
     counters.add("planner.partitions_total", total)
     counters.add("planner.partitions_pruned_by_value", by_value)
     counters.add("planner.partitions_pruned_by_stats", by_stats)
@@ -154,7 +168,25 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
     counters.add("planner.splits", len(pieces))
     counters.add("planner.tasks", len(tasks))
     return ScanPlan(table, tuple(columns), data_preds, tuple(pieces), tasks, total, by_value,
-                    by_stats)
+                    by_stats, locations)
+
+
+def pack_by_executor(splits, executors, max_bytes: int, min_count: int
+                     ) -> tuple[tuple[tuple[Split, ...], ...], tuple[str, ...]]:
+    """Tasks and, one per task, its preferred executor's location: the splits grouped by the
+    executor their file prefers (every piece of a file with the file), each group packed by
+    ``pack_splits`` on that executor's share of the ``min_count`` task slots. Groups come in
+    executor order, splits within a group in their planned order."""
+    groups: dict = {}
+    for s in splits:
+        groups.setdefault(affinity.preferred(s.url, executors), []).append(s)
+    share = max(1, min_count // len(executors)) if min_count else 0
+    tasks, locations = [], []
+    for executor in sorted(groups):
+        packed = pack_splits(groups[executor], max_bytes, share)
+        tasks.extend(packed)
+        locations.extend([executor.location] * len(packed))
+    return tuple(tasks), tuple(locations)
 
 
 #: A file is cut into pieces no smaller than this (Spark's ``openCostInBytes``): each piece

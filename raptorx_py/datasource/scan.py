@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 BATCH_ROWS = 65536
 
 
-def read_split(split, table, columns: tuple[Column, ...], data_predicates, settings
-               ) -> Iterator[pa.RecordBatch]:
+def read_split(split, table, columns: tuple[Column, ...], data_predicates, settings,
+               fill_caches: bool = True) -> Iterator[pa.RecordBatch]:
     """The rows of ``split`` that satisfy ``data_predicates``, as batches of ``columns``.
 
     The file is read through the footer and block caches when they are on. Should the
@@ -50,6 +50,9 @@ def read_split(split, table, columns: tuple[Column, ...], data_predicates, setti
     costs a second read, never the query; only an error the store's own bytes give fails.
     (Which cache held the bad bytes is not known, so they stay: a later read of the file
     falls back again, counted each time in ``reader.cache_fallbacks``.)
+
+    ``fill_caches`` False (a soft-affinity task on another executor than its preferred one):
+    the file is read straight from its store, so it takes no room in this executor's caches.
     """
     schema = arrow_schema_for_spark(columns)
     key_index = {k.name: i for i, k in enumerate(table.partition_keys)}
@@ -75,7 +78,7 @@ def read_split(split, table, columns: tuple[Column, ...], data_predicates, setti
         counters.add("reader.rows_out", out.num_rows)
         return out
 
-    tiers = StorageTiers.for_settings(settings)
+    tiers = StorageTiers.for_settings(settings) if fill_caches else NO_TIERS
     done = 0  # raw batches already turned into output
     try:
         for raw in _raw_batches(split, table, needed, data_predicates, settings, tiers):

@@ -25,6 +25,7 @@ from raptorx_py import predicates as preds
 from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
 from raptorx_py.config.settings import Settings
 from raptorx_py.datasource import aggregation
+from raptorx_py.datasource.placement import FALLBACK, PREFERRED, PlacedPartition
 from raptorx_py.datasource.planner import plan_scan, split_predicates
 from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_query
 from raptorx_py.datasource.scan import read_split
@@ -35,13 +36,15 @@ from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metastore.model import Column, Table
 from raptorx_py.metrics import counters
 from raptorx_py.native import PUBLIC_NAME
+from raptorx_py.scheduling.affinity import EXECUTORS_OPTION, parse_executors
 from raptorx_py.table_registration import parse_table_name
 
 log = logging.getLogger(__name__)
 
 DATA_SOURCE_NAME = PUBLIC_NAME
 # partition_by: for writes (datasource/writer.py).
-READ_OPTIONS = ("path", "table", "columns", "partition_by")
+# raptorx.executors: the live executors, from the JVM provider (scheduling.affinity).
+READ_OPTIONS = ("path", "table", "columns", "partition_by", EXECUTORS_OPTION)
 
 
 def resolve_options(properties: dict[str, str] | None, options) -> tuple[Settings, dict]:
@@ -153,7 +156,8 @@ class TieredHiveDataSource(DataSource):
     @short_worker_errors
     def reader(self, schema: StructType) -> "TieredHiveReader":
         return TieredHiveReader(self.settings, self.database, self.table_name, schema,
-                                pushdown=self._pushdown)
+                                pushdown=self._pushdown,
+                                executors=parse_executors(self.read_options.get(EXECUTORS_OPTION)))
 
 
 class TieredHiveReader(DataSourceReader):
@@ -169,9 +173,10 @@ class TieredHiveReader(DataSourceReader):
 
     @short_worker_errors
     def __init__(self, settings: Settings, database: str, table_name: str, schema: StructType,
-                 pushdown: bool = True):
+                 pushdown: bool = True, executors=()):
         self.settings = settings
         self.pushdown = pushdown
+        self.executors = tuple(executors)
 
         def snapshot_and_table(cache):
             snapshot = cache.snapshot([f"{database}.{table_name}"])
@@ -251,8 +256,10 @@ class TieredHiveReader(DataSourceReader):
             # partitions are read under the same snapshot, from the cache when it is fresh.
             plan = with_cached_metastore(self.settings, lambda cache: plan_scan(
                 cache, self.settings, self.table, self.columns, self.predicates,
-                snapshot=self.snapshot))
+                snapshot=self.snapshot, executors=self.executors))
             record_scan(self.table, self.columns)
+            if plan.locations:
+                return [PlacedPartition(task, loc) for task, loc in zip(plan.tasks, plan.locations)]
             return [InputPartition(task) for task in plan.tasks]
         finally:
             metrics.flush(self.settings.metrics_directory)
@@ -270,9 +277,10 @@ class TieredHiveReader(DataSourceReader):
             # pyspark pickles this reader for the executors *before* it calls partitions(),
             # so only what pushFilters stored is visible here.
             _, data_predicates = split_predicates(self.table, self.predicates)
+            fill = count_placement(partition)
             for split in task:
                 batches = read_split(split, self.table, self.columns, data_predicates,
-                                     self.settings)
+                                     self.settings, fill_caches=fill)
                 if self.aggregation is not None:
                     out = aggregation.aggregate_batches(self.aggregation, batches,
                                                         self.output_schema)
@@ -282,6 +290,23 @@ class TieredHiveReader(DataSourceReader):
                     yield batch
         finally:
             metrics.flush(self.settings.metrics_directory)
+
+
+def count_placement(partition) -> bool:
+    """Count where a placed task ran (``affinity.preferred``/``affinity.fallback``, and per
+    preferred location) and say whether its reads may fill this executor's caches: not on a
+    fallback, whose caches the file's own executor keeps."""
+    ran = getattr(partition, "ran", None)
+    if ran == PREFERRED:
+        counters.add("affinity.preferred")
+        counters.add(f"affinity.preferred.{partition.location}")
+    elif ran == FALLBACK:
+        counters.add("affinity.fallback")
+        counters.add(f"affinity.fallback.{partition.location}")
+        return False
+    elif ran is not None:
+        counters.add("affinity.unknown")
+    return True
 
 
 #: Metadata keys on a schema's first field carrying the table's size to the JVM provider

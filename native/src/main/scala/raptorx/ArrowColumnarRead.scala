@@ -51,19 +51,21 @@ object ArrowColumnarScan {
 }
 
 class ArrowColumnarBatch(inner: Batch) extends Batch {
-  override def planInputPartitions(): Array[InputPartition] = inner.planInputPartitions()
+  // A partition marked for soft affinity prefers its executor (see `Affinity`).
+  override def planInputPartitions(): Array[InputPartition] =
+    inner.planInputPartitions().map(Affinity.placed)
   override def createReaderFactory(): PartitionReaderFactory =
     new ArrowColumnarReaderFactory(inner.createReaderFactory())
 }
 
 class ArrowColumnarReaderFactory(inner: PartitionReaderFactory) extends PartitionReaderFactory {
   override def createReader(partition: InputPartition): PartitionReader[InternalRow] =
-    inner.createReader(partition)
+    inner.createReader(Affinity.stamped(partition))
 
   override def supportColumnarReads(partition: InputPartition): Boolean = true
 
   override def createColumnarReader(partition: InputPartition): PartitionReader[ColumnarBatch] =
-    new ArrowColumnarReader(inner, partition.asInstanceOf[PythonInputPartition])
+    new ArrowColumnarReader(inner, Affinity.stamped(partition).asInstanceOf[PythonInputPartition])
 }
 
 class ArrowColumnarReader(factory: PartitionReaderFactory, partition: PythonInputPartition)

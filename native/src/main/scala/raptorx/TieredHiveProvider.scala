@@ -9,7 +9,7 @@ import org.apache.spark.sql.connector.expressions.aggregate.Aggregation
 import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownAggregates, SupportsPushDownFilters, SupportsPushDownRequiredColumns}
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonScanBuilder, PythonWriteBuilder}
-import org.apache.spark.sql.execution.python.raptorx.ArrowColumnarScan
+import org.apache.spark.sql.execution.python.raptorx.{Affinity, ArrowColumnarScan}
 import org.apache.spark.sql.sources.{DataSourceRegister, Filter}
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
@@ -235,14 +235,21 @@ class TieredHiveScanBuilder(
 
   def readSchema(): StructType = requiredSchema
 
-  override def build(): Scan = aggregation match {
-    case Some(partial) => // the filters travel in the aggregation (see PartialAggregation)
-      val python = new PythonScanBuilder(pythonSource, TieredHiveProvider.PythonName,
-        QueryToken.tag(partial.schemaForPython), options)
-      new AggregatedScan(new ArrowColumnarScan(python.build()), partial, filters.toSeq)
-    case None =>
-      new ArrowColumnarScan(pythonScan(requiredSchema),
-        statistics.map(_.forColumns(requiredSchema, tableSchema)))
+  override def build(): Scan = {
+    // On a cluster the Python scan also gets the live executors (soft affinity), which
+    // takes a Python source created with them: one Python worker call more per scan.
+    val pythonOptions = Affinity.withExecutors(options)
+    val source =
+      if (pythonOptions eq options) pythonSource else TieredHiveProvider.freshPythonSource()
+    aggregation match {
+      case Some(partial) => // the filters travel in the aggregation (see PartialAggregation)
+        val python = new PythonScanBuilder(source, TieredHiveProvider.PythonName,
+          QueryToken.tag(partial.schemaForPython), pythonOptions)
+        new AggregatedScan(new ArrowColumnarScan(python.build()), partial, filters.toSeq)
+      case None =>
+        new ArrowColumnarScan(pythonScan(source, pythonOptions, requiredSchema),
+          statistics.map(_.forColumns(requiredSchema, tableSchema)))
+    }
   }
 
   /** Whether `f` is evaluated by the source, so Spark need not apply it again: the Python
@@ -256,9 +263,10 @@ class TieredHiveScanBuilder(
    * handled it must keep. The query's token (QueryToken) rides on the schema to the reader,
    * so every scan of the query reads one snapshot; ArrowColumnarScan reports the schema
    * without it. */
-  private def pythonScan(schema: StructType): Scan = {
+  private def pythonScan(source: PythonDataSourceV2, pythonOptions: CaseInsensitiveStringMap,
+                         schema: StructType): Scan = {
     val python = new PythonScanBuilder(
-      pythonSource, TieredHiveProvider.PythonName, QueryToken.tag(schema), options)
+      source, TieredHiveProvider.PythonName, QueryToken.tag(schema), pythonOptions)
     val given = filters.filter(PythonFilterValues.representable)
     val notTaken = python.pushFilters(given).toSet
     val lost = given.filter(f => notTaken.contains(f) && handled(f))

@@ -1,0 +1,105 @@
+package org.apache.spark.sql.execution.python.raptorx
+
+import java.nio.charset.StandardCharsets.US_ASCII
+import java.util
+
+import org.apache.spark.SparkEnv
+import org.apache.spark.sql.connector.read.InputPartition
+import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
+import org.apache.spark.sql.util.CaseInsensitiveStringMap
+
+/**
+ * Soft affinity, the JVM's part (raptorx_py's `scheduling.affinity` and
+ * `datasource.placement` are the Python's).
+ *
+ * - Planning: [[Affinity.withExecutors]] hands the application's live executors (`host/id`,
+ *   from the block manager master: the driver excluded, so none in local mode) to the Python
+ *   scan as the read option `raptorx.executors`; the Python planner picks each file's
+ *   executor by rendezvous hashing and marks each task's pickled partition with
+ *   `raptorx-affinity|executor_<host>_<id>|-`.
+ * - [[Affinity.placed]] finds that mark in the pickled bytes (no unpickling: a pickle keeps
+ *   an ASCII string verbatim) and returns a partition whose `preferredLocations()` is that
+ *   executor-level location, which Spark's locality scheduling (`spark.locality.wait`)
+ *   honours.
+ * - On the executor, [[Affinity.stamped]] overwrites the mark's last byte with `P` (this is
+ *   the preferred executor) or `F` (a fallback), same length, so the pickle stays valid and
+ *   the Python reader knows whether to fill this executor's caches.
+ *
+ * Limits: a partition without the mark (soft affinity off, local mode) is left as it is.
+ */
+object Affinity {
+  val ExecutorsOption = "raptorx.executors"
+  private val Mark = "raptorx-affinity|".getBytes(US_ASCII)
+  private val Bar = '|'.toByte
+
+  /** `host/id` of each live executor, sorted; empty without a `SparkEnv` or executors. */
+  def liveExecutors(): Seq[String] = {
+    val env = SparkEnv.get
+    if (env == null || env.blockManager == null) return Seq.empty
+    env.blockManager.master.getMemoryStatus.keys.toSeq
+      .filterNot(_.isDriver).map(id => s"${id.host}/${id.executorId}").distinct.sorted
+  }
+
+  /** `options` plus the live executors, or `options` itself (the same object) when there
+   * are none, so that a local session plans exactly as before. */
+  def withExecutors(options: CaseInsensitiveStringMap): CaseInsensitiveStringMap = {
+    val executors = liveExecutors()
+    if (executors.isEmpty) return options
+    val merged = new util.HashMap[String, String](options.asCaseSensitiveMap())
+    merged.put(ExecutorsOption, executors.mkString(","))
+    new CaseInsensitiveStringMap(merged)
+  }
+
+  /** Where the mark's location starts and its closing bar is, if the bytes carry one. */
+  private def find(bytes: Array[Byte]): Option[(Int, Int)] = {
+    var i = 0
+    val last = bytes.length - Mark.length
+    while (i <= last) {
+      var j = 0
+      while (j < Mark.length && bytes(i + j) == Mark(j)) j += 1
+      if (j == Mark.length) {
+        val start = i + Mark.length
+        val end = bytes.indexOf(Bar, start)
+        return if (end > start && end + 1 < bytes.length) Some((start, end)) else None
+      }
+      i += 1
+    }
+    None
+  }
+
+  def placed(partition: InputPartition): InputPartition = partition match {
+    case p: PlacedPythonInputPartition => p
+    case p: PythonInputPartition =>
+      find(p.pickedPartition) match {
+        case Some((start, end)) =>
+          new PlacedPythonInputPartition(p.index, p.pickedPartition,
+            new String(p.pickedPartition, start, end - start, US_ASCII))
+        case None => p
+      }
+    case other => other
+  }
+
+  /** This executor's location, as the driver's [[liveExecutors]] names it. */
+  def here(): String = {
+    val env = SparkEnv.get
+    s"executor_${env.blockManager.blockManagerId.host}_${env.executorId}"
+  }
+
+  def stamped(partition: InputPartition): InputPartition = partition match {
+    case p: PlacedPythonInputPartition =>
+      find(p.pickedPartition) match {
+        case Some((_, end)) =>
+          val bytes = p.pickedPartition.clone()
+          bytes(end + 1) = (if (p.location == here()) 'P' else 'F').toByte
+          PythonInputPartition(p.index, bytes)
+        case None => p
+      }
+    case other => other
+  }
+}
+
+/** A pickled Python partition that prefers the executor at `location`. */
+class PlacedPythonInputPartition(index: Int, pickled: Array[Byte], val location: String)
+    extends PythonInputPartition(index, pickled) {
+  override def preferredLocations(): Array[String] = Array(location)
+}

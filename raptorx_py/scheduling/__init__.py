@@ -1,0 +1,1 @@
+"""Where splits should run: soft-affinity scheduling (``scheduling.affinity``)."""

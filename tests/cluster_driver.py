@@ -1,0 +1,102 @@
+"""A driver for ``tests/cluster_fixtures.StandaloneCluster``, run in its own process (one
+SparkContext per process): ``python -m tests.cluster_driver '<json>'`` with ``master``,
+``executors`` (how many to wait for), ``properties``, ``options`` (per read), ``table``,
+``column`` and ``runs``: per run, ``options`` over the common ones, optionally ``executors``
+(wait until exactly that many are live first) and ``mark`` (a file touched as the read
+starts, so a test can act mid-query). Reads ``sum(column)`` of the table once per run and
+prints one JSON line: the live executors (``host/id``) and, per run, the live executors at
+its start, the result and the counters the run added (from the metrics sink, executors'
+included)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+DEADLINE_S = 90.0
+
+
+def main(arg: str) -> None:
+    spec = json.loads(arg)
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from raptorx_py.metrics import MetricsSink, diff, flush
+    from raptorx_py.session import tiered_session
+
+    spark = tiered_session(
+        master=spec["master"], app_name="raptorx-cluster-test", properties=spec["properties"],
+        spark_conf={"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                    "spark.executor.cores": "1", "spark.executor.memory": "512m",
+                    "spark.cores.max": str(spec["executors"]), "spark.ui.enabled": "false",
+                    "spark.ui.showConsoleProgress": "false",
+                    **spec.get("spark_conf", {})})
+    try:
+        sc = spark.sparkContext
+        affinity = sc._jvm.org.apache.spark.sql.execution.python.raptorx.Affinity
+
+        def live() -> list[str]:
+            return str(affinity.liveExecutors().mkString(",")).split(",") if \
+                affinity.liveExecutors().nonEmpty() else []
+
+        def wait_for(n: int) -> None:
+            deadline = time.monotonic() + DEADLINE_S
+            while len(live()) != n:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{n} executors not live in {DEADLINE_S}s: {live()}")
+                time.sleep(0.2)  # polling a condition, bounded by the deadline
+
+        wait_for(spec["executors"])
+        if "tpch" in spec:
+            return run_tpch(spark, spec)
+        metrics_dir = spec["properties"]["metrics.directory"]
+        sink = MetricsSink(metrics_dir)
+        runs = []
+        for run in spec["runs"]:
+            if "executors" in run:
+                wait_for(run["executors"])
+            flush(metrics_dir)
+            before, at_start = sink.totals(), live()
+            df = spark.read.format("tiered_hive").options(
+                **{**spec["options"], **run.get("options", {})}).load(spec["table"])
+            if "mark" in run:
+                open(run["mark"], "w").close()
+            total = df.agg({spec["column"]: "sum"}).collect()[0][0]
+            flush(metrics_dir)
+            runs.append({"result": total, "executors": at_start,
+                         "counters": diff(sink.totals(), before)})
+        print(json.dumps({"executors": live(), "runs": runs}))
+    finally:
+        spark.stop()
+
+
+def run_tpch(spark, spec) -> None:
+    """``spec["tpch"]``: ``database``, ``scale``, ``queries``, ``out`` (a pickle file). Every
+    query's rows (``oracle.spark_rows``) and the counters of the whole suite are pickled to
+    ``out``."""
+    import pickle
+
+    from raptorx_py.metrics import MetricsSink, diff, flush
+    from raptorx_py.tpch import oracle, queries
+
+    t = spec["tpch"]
+    metrics_dir = spec["properties"]["metrics.directory"]
+
+    def reader(table):
+        return spark.read.format("tiered_hive").options(**spec["options"]).load(
+            f"{t['database']}.{table}")
+
+    queries.register_views(spark, reader)
+    flush(metrics_dir)
+    before = MetricsSink(metrics_dir).totals()
+    rows = {n: oracle.spark_rows(spark.sql(queries.query_text(n, t["scale"], "spark")))
+            for n in t["queries"]}
+    flush(metrics_dir)
+    with open(t["out"], "wb") as f:
+        pickle.dump({"rows": rows, "counters": diff(MetricsSink(metrics_dir).totals(), before)},
+                    f)
+    print(json.dumps({"queries": len(rows)}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
