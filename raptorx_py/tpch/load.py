@@ -108,10 +108,14 @@ def check_own_tables(settings, database: str, db_url: str) -> None:
     """Fail (``AlreadyExistsError``) when ``<database>`` holds a table of a TPC-H name that a
     load into ``db_url`` did not register: its location is elsewhere, so it is someone
     else's table and a load must not replace it."""
-    from raptorx_py.errors import AlreadyExistsError
+    from raptorx_py.errors import AlreadyExistsError, MetastoreNotFoundError
     from raptorx_py.metastore import open_metastore
 
-    with open_metastore(settings) as metastore:
+    try:
+        metastore = open_metastore(settings)
+    except MetastoreNotFoundError:
+        return  # no metastore yet, so no one's table to replace; the load creates it
+    with metastore:
         if database not in metastore.list_databases():
             return
         existing = set(metastore.list_tables(database))
