@@ -47,7 +47,8 @@ def small_table(tmp_path_factory):
         pq.write_table(pa.table({"x": pa.array(range(i * ROWS, (i + 1) * ROWS), pa.int64())}),
                        data / f"part-{i:03d}.parquet")
     settings = load_settings(overrides=props)
-    register_external_table(open_metastore(settings), settings, "aff.t", f"file://{data}")
+    with open_metastore(settings, create=True) as ms:
+        register_external_table(ms, settings, "aff.t", f"file://{data}")
     return props, sorted(f"file://{p}" for p in data.glob("*.parquet"))
 
 
