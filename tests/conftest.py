@@ -95,11 +95,9 @@ class Counted:
 @pytest.fixture
 def free_port() -> int:
     """A port nothing listens on (bound, then released, by the OS)."""
-    import socket
+    from tests.ports import free_port as free
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free()
 
 
 @pytest.fixture

@@ -18,13 +18,14 @@ import itertools
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from urllib.parse import quote
 
 import pytest
+
+from tests.ports import free_port
 
 SUPERUSER = "raptorx"
 #: Deliberately contains URL-reserved characters: the backend must percent-decode it.
@@ -59,12 +60,6 @@ def find_bindir(debian_bindirs: str = DEBIAN_BINDIRS) -> str:
     raise FileNotFoundError(f"PostgreSQL server binaries not found (looked in "
                             f"{', '.join(candidates) or f'pg_config, {debian_bindirs}, PATH'})"
                             f"; {_INSTALL_HINT}")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PostgresServer:
@@ -133,7 +128,7 @@ class PostgresServer:
             raise RuntimeError(f"initdb failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
         # A free port can be taken between our probe and the server's bind: retry a few times.
         for _attempt in range(3):
-            self.port = _free_port()
+            self.port = free_port()
             if self._launch():
                 self.start_seconds = self.clock() - began
                 return

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,17 +24,12 @@ from raptorx_py.metastore import open_metastore
 from raptorx_py.native import jar_path
 from raptorx_py.table_registration import register_external_table
 from tests import connect_client
+from tests.ports import free_port
 
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_TIMEOUT = 300
-
-
-def free_loopback_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +69,7 @@ def connect_server(tmp_path_factory, server_home):
     assert jar is not None, "build the jar first: make native"
     log = tmp_path_factory.mktemp("connect-server") / "server.log"
     server = ConnectServer(
-        free_loopback_port(), jar=jar, master="local[2]", log_path=log,
+        free_port(), jar=jar, master="local[2]", log_path=log,
         env={**os.environ, "HOME": str(server_home)},
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
               "spark.default.parallelism": "2", "spark.sql.session.timeZone": "UTC",
