@@ -80,8 +80,12 @@ def all_configurations() -> list[Configuration]:
 #: What ``make bench`` runs when no configuration is named: the main job, what the caches buy
 #: over the emulated remote store, against Spark's own reader on local disk. The local
 #: with/without-jar configurations are named explicitly (see BENCHMARKS.md).
-DEFAULT_CONFIGURATIONS = ("spark-parquet-local", "tiered-hive-s3", "tiered-hive-s3-cold",
-                          "tiered-hive-s3-warm")
+DEFAULT_CONFIGURATIONS = (
+    "spark-parquet-local",
+    "tiered-hive-s3",
+    "tiered-hive-s3-cold",
+    "tiered-hive-s3-warm",
+)
 
 
 def get_configurations(names: list[str] | None) -> list[Configuration]:
@@ -94,14 +98,17 @@ def get_configurations(names: list[str] | None) -> list[Configuration]:
         names = list(DEFAULT_CONFIGURATIONS)
     unknown = [n for n in names if n not in _REGISTRY]
     if unknown:
-        raise ValueError(f"unknown benchmark configuration(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(_REGISTRY)}")
+        raise ValueError(
+            f"unknown benchmark configuration(s) {', '.join(unknown)}; "
+            f"known: {', '.join(_REGISTRY)}"
+        )
     if len(set(names)) != len(names):
         raise ValueError(f"benchmark configuration named twice in {','.join(names)}")
     return [_REGISTRY[n] for n in names]
 
 
 # --- building blocks ---------------------------------------------------------------------
+
 
 def spark_parquet_views(ctx: BenchContext) -> None:
     """Spark's own Parquet reader over the local copy of the generated data.
@@ -133,8 +140,9 @@ def tiered_views(options: Mapping[str, str] | None = None) -> Callable[[BenchCon
         from raptorx_py.tpch import queries
 
         def reader(table: str):
-            return (ctx.spark.read.format("tiered_hive").options(**opts)
-                    .load(f"{ctx.database}.{table}"))
+            return (
+                ctx.spark.read.format("tiered_hive").options(**opts).load(f"{ctx.database}.{table}")
+            )
 
         queries.register_views(ctx.spark, reader)
 
@@ -156,14 +164,20 @@ def local_tables(ctx: BenchContext) -> str:
     with open_metastore(settings, create=True) as ms:
         ms.create_database(database)
         for table in queries.TABLES:
-            register_external_table(ms, settings, f"{database}.{table}",
-                                    os.path.join(ctx.local_data_dir, table), replace=True)
+            register_external_table(
+                ms,
+                settings,
+                f"{database}.{table}",
+                os.path.join(ctx.local_data_dir, table),
+                replace=True,
+            )
     ctx.state[("local-tables", database)] = True
     return database
 
 
-def tiered_local_views(*, native: bool = True, options: Mapping[str, str] | None = None
-                       ) -> Callable[[BenchContext], None]:
+def tiered_local_views(
+    *, native: bool = True, options: Mapping[str, str] | None = None
+) -> Callable[[BenchContext], None]:
     """tiered_hive over the local copy of the data: through the JVM provider (column pruning,
     filters), or as a user without the native jar gets it (the Python source alone, reading
     every column, no pushdown)."""
@@ -180,8 +194,10 @@ def tiered_local_views(*, native: bool = True, options: Mapping[str, str] | None
             if not ctx.state.get(name):
                 settings = session_settings(ctx.spark, properties=dict(ctx.properties))
                 ctx.spark.dataSource.register(
-                    configured_source_class(settings, name=name, pushdown=False))
+                    configured_source_class(settings, name=name, pushdown=False)
+                )
                 ctx.state[name] = True
+
         def reader(table: str):
             r = ctx.spark.read.format(name)
             for key, value in (options or {}).items():
@@ -226,9 +242,12 @@ def tiered_cached_views(name: str, *, fresh_per_run: bool) -> Callable[[BenchCon
         if fresh_per_run:
             run = ctx.state[(name, "runs")] = ctx.state.get((name, "runs"), 0) + 1
             listing_files = int(PROPERTIES_BY_NAME["hive.file-status-cache-size"].default)
-            options.update({
-                "cache.base-directory": os.path.join(cache_root(ctx, name), f"run-{run}"),
-                "hive.file-status-cache-size": str(listing_files + run)})
+            options.update(
+                {
+                    "cache.base-directory": os.path.join(cache_root(ctx, name), f"run-{run}"),
+                    "hive.file-status-cache-size": str(listing_files + run),
+                }
+            )
         tiered_views(options)(ctx)
 
     return register_cached
@@ -259,8 +278,9 @@ def clear_directories(*property_names: str) -> Callable[[BenchContext], None]:
         for name in property_names:
             directory = ctx.properties.get(name)
             if not directory:
-                raise ValueError(f"cannot clear the cache for a cold run: property {name} "
-                                 f"is not set")
+                raise ValueError(
+                    f"cannot clear the cache for a cold run: property {name} is not set"
+                )
             if os.path.isdir(directory):
                 shutil.rmtree(directory)
             os.makedirs(directory, exist_ok=True)
@@ -270,56 +290,71 @@ def clear_directories(*property_names: str) -> Callable[[BenchContext], None]:
 
 # --- today's configurations --------------------------------------------------------------
 
-register(Configuration(
-    name="spark-parquet-local",
-    description="Spark's built-in Parquet reader on the local copy of the generated data "
-                "(no object store, no raptorx_py)",
-    register_views=spark_parquet_views,
-))
+register(
+    Configuration(
+        name="spark-parquet-local",
+        description="Spark's built-in Parquet reader on the local copy of the generated data "
+        "(no object store, no raptorx_py)",
+        register_views=spark_parquet_views,
+    )
+)
 
-register(Configuration(
-    name="tiered-hive-local",
-    description="tiered_hive through the JVM provider (columns pruned, filters and partial "
-                "aggregations pushed) on the "
-                "same local files, no caches",
-    register_views=tiered_local_views(native=True),
-))
+register(
+    Configuration(
+        name="tiered-hive-local",
+        description="tiered_hive through the JVM provider (columns pruned, filters and partial "
+        "aggregations pushed) on the "
+        "same local files, no caches",
+        register_views=tiered_local_views(native=True),
+    )
+)
 
-register(Configuration(
-    name="tiered-hive-local-noagg",
-    description="tiered_hive through the JVM provider on the same local files, no caches, "
-                "aggregation pushdown off (hive.aggregation-pushdown-enabled=false)",
-    register_views=tiered_local_views(
-        native=True, options={"hive.aggregation-pushdown-enabled": "false"}),
-))
+register(
+    Configuration(
+        name="tiered-hive-local-noagg",
+        description="tiered_hive through the JVM provider on the same local files, no caches, "
+        "aggregation pushdown off (hive.aggregation-pushdown-enabled=false)",
+        register_views=tiered_local_views(
+            native=True, options={"hive.aggregation-pushdown-enabled": "false"}
+        ),
+    )
+)
 
-register(Configuration(
-    name="tiered-hive-local-nojar",
-    description="tiered_hive without the native jar (Python source alone: every column, no "
-                "pushdown) on the same local files, no caches",
-    register_views=tiered_local_views(native=False),
-))
+register(
+    Configuration(
+        name="tiered-hive-local-nojar",
+        description="tiered_hive without the native jar (Python source alone: every column, no "
+        "pushdown) on the same local files, no caches",
+        register_views=tiered_local_views(native=False),
+    )
+)
 
-register(Configuration(
-    name="tiered-hive-s3",
-    description="tiered_hive data source over the emulated remote S3 store, no caches",
-    register_views=tiered_views(),
-))
+register(
+    Configuration(
+        name="tiered-hive-s3",
+        description="tiered_hive data source over the emulated remote S3 store, no caches",
+        register_views=tiered_views(),
+    )
+)
 
-register(Configuration(
-    name="tiered-hive-s3-cold",
-    description="tiered_hive over the emulated S3, all three storage tiers on (listings of "
-                "sealed partitions, footers, 1 MiB blocks), every cache empty before each run",
-    register_views=tiered_cached_views("tiered-hive-s3-cold", fresh_per_run=True),
-    prepare=empty_cache_root("tiered-hive-s3-cold", every_run=True),
-    details={"caches": "listing, footer, block", "state": "cold"},
-))
+register(
+    Configuration(
+        name="tiered-hive-s3-cold",
+        description="tiered_hive over the emulated S3, all three storage tiers on (listings of "
+        "sealed partitions, footers, 1 MiB blocks), every cache empty before each run",
+        register_views=tiered_cached_views("tiered-hive-s3-cold", fresh_per_run=True),
+        prepare=empty_cache_root("tiered-hive-s3-cold", every_run=True),
+        details={"caches": "listing, footer, block", "state": "cold"},
+    )
+)
 
-register(Configuration(
-    name="tiered-hive-s3-warm",
-    description="tiered_hive over the emulated S3, all three storage tiers on, caches kept "
-                "between runs (the warm-up run fills them)",
-    register_views=tiered_cached_views("tiered-hive-s3-warm", fresh_per_run=False),
-    prepare=empty_cache_root("tiered-hive-s3-warm", every_run=False),
-    details={"caches": "listing, footer, block", "state": "warm"},
-))
+register(
+    Configuration(
+        name="tiered-hive-s3-warm",
+        description="tiered_hive over the emulated S3, all three storage tiers on, caches kept "
+        "between runs (the warm-up run fills them)",
+        register_views=tiered_cached_views("tiered-hive-s3-warm", fresh_per_run=False),
+        prepare=empty_cache_root("tiered-hive-s3-warm", every_run=False),
+        details={"caches": "listing, footer, block", "state": "warm"},
+    )
+)

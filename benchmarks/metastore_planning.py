@@ -41,18 +41,35 @@ CONFIGURATIONS = ("cold", "warm", "off")
 
 def build_table(ms: Metastore, database: str, name: str, partitions: int) -> Table:
     ms.create_database(database)
-    table = ms.create_table(Table(
-        database, name, MANAGED_TABLE, f"file:///warehouse/{database}.db/{name}",
-        (Column("id", "bigint"), Column("amount", "double")),
-        (Column("day", "int"), Column("region", "string"))))
+    table = ms.create_table(
+        Table(
+            database,
+            name,
+            MANAGED_TABLE,
+            f"file:///warehouse/{database}.db/{name}",
+            (Column("id", "bigint"), Column("amount", "double")),
+            (Column("day", "int"), Column("region", "string")),
+        )
+    )
     txn = ms.open_transaction(user="benchmark")
     write_id = ms.allocate_write_id(txn, database, name)
-    add_partitions_bulk(ms, table, [
-        Partition((str(i // 10), f"r{i % 10}"),
-                  f"{table.location}/day={i // 10}/region=r{i % 10}", {"numRows": "1000"},
-                  {"id": ColumnStats(0, i * 1000, i * 1000 + 999),
-                   "amount": ColumnStats(3, 0.5, 99.5)})
-        for i in range(partitions)], write_id=write_id)
+    add_partitions_bulk(
+        ms,
+        table,
+        [
+            Partition(
+                (str(i // 10), f"r{i % 10}"),
+                f"{table.location}/day={i // 10}/region=r{i % 10}",
+                {"numRows": "1000"},
+                {
+                    "id": ColumnStats(0, i * 1000, i * 1000 + 999),
+                    "amount": ColumnStats(3, 0.5, 99.5),
+                },
+            )
+            for i in range(partitions)
+        ],
+        write_id=write_id,
+    )
     ms.commit_transaction(txn)
     return table
 
@@ -74,11 +91,16 @@ def measure(cache: CachedMetastore, qualified: str, expected: int) -> tuple[floa
 
 
 def run_backend(url: str, partitions: int, repetitions: int) -> dict:
-    settings = {name: build_settings({
-        "hive.metastore.url": (url, "benchmark", None),
-        "hive.metastore-cache-ttl": (ttl, "benchmark", None),
-        "hive.metastore-cache-maximum-size": (str(partitions + 1), "benchmark", None)})
-        for name, ttl in (("on", "1h"), ("off", "0s"))}
+    settings = {
+        name: build_settings(
+            {
+                "hive.metastore.url": (url, "benchmark", None),
+                "hive.metastore-cache-ttl": (ttl, "benchmark", None),
+                "hive.metastore-cache-maximum-size": (str(partitions + 1), "benchmark", None),
+            }
+        )
+        for name, ttl in (("on", "1h"), ("off", "0s"))
+    }
     database, name = "bench_planning", f"t_{uuid.uuid4().hex[:8]}"
     qualified = f"{database}.{name}"
     ms = Metastore(backend_for_url(url))
@@ -137,14 +159,22 @@ def main(argv=None) -> int:
             result = run_backend(url, args.partitions, args.repetitions)
             results.append(result)
             med, trips = result["median_seconds"], result["round_trips"]
-            print(f"{result['backend']}: {args.partitions} partitions: "
-                  + ", ".join(f"{c} {med[c] * 1000:.2f} ms ({trips[c]} round trips)"
-                              for c in CONFIGURATIONS)
-                  + f"; cold/warm {result['cold_over_warm']}x, off/warm "
-                    f"{result['off_over_warm']}x")
-    report = {"benchmark": "metastore_planning", "python": sys.version.split()[0],
-              "machine": platform.machine(), "cpus": os.cpu_count(),
-              "repetitions": args.repetitions, "results": results}
+            print(
+                f"{result['backend']}: {args.partitions} partitions: "
+                + ", ".join(
+                    f"{c} {med[c] * 1000:.2f} ms ({trips[c]} round trips)" for c in CONFIGURATIONS
+                )
+                + f"; cold/warm {result['cold_over_warm']}x, off/warm "
+                f"{result['off_over_warm']}x"
+            )
+    report = {
+        "benchmark": "metastore_planning",
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "repetitions": args.repetitions,
+        "results": results,
+    }
     if args.out:
         tmp_out = f"{args.out}.tmp"
         with open(tmp_out, "w") as f:

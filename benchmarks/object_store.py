@@ -28,6 +28,7 @@ Command line: ``python -m benchmarks.object_store serve [--latency-ms MS]
 and prints its URL; ``python -m benchmarks.object_store probe --size-mb 200``
 prints the ranged-GET cost with and without the range patch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,10 +88,16 @@ class S3Endpoint:
     ``python_executable``: interpreter that runs the server (default: this one).
     """
 
-    def __init__(self, latency_ms: float = DEFAULT_LATENCY_MS, bandwidth: float | None = None,
-                 *, fast_range: bool = True, start_timeout: float = DEFAULT_START_TIMEOUT_S,
-                 stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
-                 python_executable: str | None = None):
+    def __init__(
+        self,
+        latency_ms: float = DEFAULT_LATENCY_MS,
+        bandwidth: float | None = None,
+        *,
+        fast_range: bool = True,
+        start_timeout: float = DEFAULT_START_TIMEOUT_S,
+        stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
+        python_executable: str | None = None,
+    ):
         if latency_ms < 0:
             raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
         if bandwidth is not None and bandwidth < 0:
@@ -124,7 +131,7 @@ class S3Endpoint:
         """Process id of the server process (None before start())."""
         return self._proc.pid if self._proc is not None else None
 
-    def start(self) -> "S3Endpoint":
+    def start(self) -> S3Endpoint:
         """Start the server process and wait until it is healthy.
 
         Raises :class:`EndpointStartError` (with the server's log tail) if it exits
@@ -136,19 +143,38 @@ class S3Endpoint:
         self._tmpdir = tempfile.mkdtemp(prefix="raptorx-s3-")
         url_file = os.path.join(self._tmpdir, "url")
         self._log = open(os.path.join(self._tmpdir, "server.log"), "wb")
-        cmd = [self.python_executable, "-m", "benchmarks.object_store", "serve",
-               "--host", "127.0.0.1", "--port", "0",
-               "--latency-ms", repr(self.latency_ms),
-               "--bandwidth", repr(float(self.bandwidth or 0)),
-               "--url-file", url_file, "--exit-with-parent"]
+        cmd = [
+            self.python_executable,
+            "-m",
+            "benchmarks.object_store",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--latency-ms",
+            repr(self.latency_ms),
+            "--bandwidth",
+            repr(float(self.bandwidth or 0)),
+            "--url-file",
+            url_file,
+            "--exit-with-parent",
+        ]
         if not self.fast_range:
             cmd.append("--no-fast-range")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            [str(_PROJECT_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+            [str(_PROJECT_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        )
         env["PYTHONUNBUFFERED"] = "1"
-        self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
-                                      stderr=subprocess.STDOUT, env=env, cwd=str(_PROJECT_ROOT))
+        self._proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(_PROJECT_ROOT),
+        )
         atexit.register(self.stop)
         try:
             self._wait_healthy(url_file)
@@ -167,7 +193,8 @@ class S3Endpoint:
                 raise EndpointStartError(
                     f"S3 server process (pid {self._proc.pid}) exited with code {rc} "
                     f"during startup.\n"
-                    f"--- server log tail ---\n{self._log_tail()}")
+                    f"--- server log tail ---\n{self._log_tail()}"
+                )
             if self._url is None and os.path.exists(url_file):
                 with open(url_file) as fh:
                     self._url = fh.read().strip()
@@ -183,7 +210,8 @@ class S3Endpoint:
         raise EndpointStartError(
             f"S3 server (pid {self._proc.pid}) did not become healthy within "
             f"{self.start_timeout:g} s "
-            f"({last_error}).\n--- server log tail ---\n{self._log_tail()}")
+            f"({last_error}).\n--- server log tail ---\n{self._log_tail()}"
+        )
 
     def _log_tail(self, lines: int = 30) -> str:
         if not self._tmpdir:
@@ -217,7 +245,7 @@ class S3Endpoint:
         self._url = None
         self._client = None
 
-    def __enter__(self) -> "S3Endpoint":
+    def __enter__(self) -> S3Endpoint:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -225,15 +253,19 @@ class S3Endpoint:
 
     # -- control ----------------------------------------------------------- #
     def _control(self, method: str, sub: str, timeout: float = 10.0) -> dict[str, Any]:
-        req = urllib.request.Request(f"{self.url}{CONTROL_PREFIX}{sub}", method=method,
-                                     data=b"" if method == "POST" else None)
+        req = urllib.request.Request(
+            f"{self.url}{CONTROL_PREFIX}{sub}",
+            method=method,
+            data=b"" if method == "POST" else None,
+        )
         try:
             with _NO_PROXY.open(req, timeout=timeout) as resp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", "replace")
-            raise RuntimeError(f"control request {method} {sub} failed: "
-                               f"HTTP {exc.code}: {detail}") from None
+            raise RuntimeError(
+                f"control request {method} {sub} failed: HTTP {exc.code}: {detail}"
+            ) from None
 
     def stats(self) -> dict[str, Any]:
         """Counters since the last reset.
@@ -292,10 +324,14 @@ class S3Endpoint:
         import boto3
         from botocore.config import Config
 
-        self._client = boto3.client("s3", endpoint_url=self.url, aws_access_key_id=ACCESS_KEY,
-                            aws_secret_access_key=SECRET_KEY, region_name=REGION,
-                            config=Config(s3={"addressing_style": "path"},
-                                          retries={"max_attempts": 1}))
+        self._client = boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name=REGION,
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        )
         return self._client
 
     def create_bucket(self, name: str) -> None:
@@ -327,6 +363,7 @@ class S3Endpoint:
         self.set_latency(0)
         self.set_bandwidth(None)
         try:
+
             def median_get(length: int) -> tuple[float, float]:
                 start = max(0, (size - length) // 2)
                 rng = f"bytes={start}-{min(size, start + length) - 1}"
@@ -375,29 +412,45 @@ def _probe_cli(size_mb: int, repeats: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.object_store",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.object_store", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p_serve = sub.add_parser("serve", help="run the endpoint until killed; prints its URL")
     p_serve.add_argument("--host", default="127.0.0.1")
     p_serve.add_argument("--port", type=int, default=0, help="0 = let the OS choose (default)")
     p_serve.add_argument("--latency-ms", type=float, default=DEFAULT_LATENCY_MS)
-    p_serve.add_argument("--bandwidth", type=float, default=0.0,
-                         help="response bytes per second, 0 = unlimited (default)")
-    p_serve.add_argument("--no-fast-range", action="store_true",
-                         help="run stock moto (ranged GET copies the whole object)")
+    p_serve.add_argument(
+        "--bandwidth",
+        type=float,
+        default=0.0,
+        help="response bytes per second, 0 = unlimited (default)",
+    )
+    p_serve.add_argument(
+        "--no-fast-range",
+        action="store_true",
+        help="run stock moto (ranged GET copies the whole object)",
+    )
     p_serve.add_argument("--url-file", help=argparse.SUPPRESS)
     p_serve.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
-    p_probe = sub.add_parser("probe", help="measure ranged-GET cost with and without the range patch")
+    p_probe = sub.add_parser(
+        "probe", help="measure ranged-GET cost with and without the range patch"
+    )
     p_probe.add_argument("--size-mb", type=int, default=200)
     p_probe.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     if args.command == "serve":
         if args.latency_ms < 0 or args.bandwidth < 0:
             parser.error("--latency-ms and --bandwidth must be >= 0")
-        serve(host=args.host, port=args.port, latency_ms=args.latency_ms,
-              bandwidth=args.bandwidth or None, fast_range=not args.no_fast_range,
-              url_file=args.url_file, exit_with_parent=args.exit_with_parent)
+        serve(
+            host=args.host,
+            port=args.port,
+            latency_ms=args.latency_ms,
+            bandwidth=args.bandwidth or None,
+            fast_range=not args.no_fast_range,
+            url_file=args.url_file,
+            exit_with_parent=args.exit_with_parent,
+        )
     elif args.command == "probe":
         _probe_cli(args.size_mb, args.repeats)
     return 0

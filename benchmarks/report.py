@@ -45,6 +45,7 @@ SCHEMA_VERSION = 1
 
 # --- statistics ----------------------------------------------------------------------------
 
+
 def median(values: Iterable[float]) -> float:
     """Median of ``values``; ``ValueError`` naming the problem when there are none."""
     values = list(values)
@@ -79,6 +80,7 @@ def _median_of_counts(dicts: Sequence[Mapping[str, float]]) -> dict[str, float]:
 
 # --- summaries -----------------------------------------------------------------------------
 
+
 def summarize_config(entry: Mapping[str, Any]) -> dict[str, Any]:
     """Reduce the timed runs of one (query, configuration) to what the reports show.
 
@@ -90,15 +92,27 @@ def summarize_config(entry: Mapping[str, Any]) -> dict[str, Any]:
     runs = list(entry.get("runs") or [])
     summary: dict[str, Any] = {"error": entry.get("error"), "runs": len(runs)}
     if not runs:
-        summary.update(median_s=None, min_s=None, max_s=None, rows=None, rows_consistent=True,
-                       requests={}, requests_total=None, bytes=None, metrics={})
+        summary.update(
+            median_s=None,
+            min_s=None,
+            max_s=None,
+            rows=None,
+            rows_consistent=True,
+            requests={},
+            requests_total=None,
+            bytes=None,
+            metrics={},
+        )
         return summary
     seconds = [float(r["seconds"]) for r in runs]
     rows = [r.get("rows") for r in runs]
     requests = [r.get("requests") or {} for r in runs]
     summary.update(
-        median_s=median(seconds), min_s=min(seconds), max_s=max(seconds),
-        rows=rows[0], rows_consistent=len(set(rows)) == 1,
+        median_s=median(seconds),
+        min_s=min(seconds),
+        max_s=max(seconds),
+        rows=rows[0],
+        rows_consistent=len(set(rows)) == 1,
         requests=_median_of_counts(requests),
         requests_total=median(sum(r.values()) for r in requests),
         bytes=median(int(r.get("bytes") or 0) for r in runs),
@@ -114,6 +128,7 @@ def config_names(results: Mapping[str, Any]) -> list[str]:
 
 def query_ids(results: Mapping[str, Any]) -> list[str]:
     """Query ids of ``results`` in numeric order (keys are strings in JSON)."""
+
     def key(q: Any) -> tuple[int, str]:
         return (int(q) if str(q).isdigit() else 10**9, str(q))
 
@@ -135,18 +150,35 @@ def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
     ratios: dict[str, dict[str, float | None]] = {}
     for q in query_ids(results):
         per = results["queries"][q].get("configs", {})
-        queries[q] = {c: summarize_config(per.get(c, {"runs": [], "error": "not run"}))
-                      for c in configs}
+        queries[q] = {
+            c: summarize_config(per.get(c, {"runs": [], "error": "not run"})) for c in configs
+        }
         base = queries[q][baseline]["median_s"] if baseline else None
         ratios[q] = {c: ratio(queries[q][c]["median_s"], base) for c in configs}
-    complete = [q for q in queries
-                if all(queries[q][c]["median_s"] is not None and queries[q][c]["median_s"] > 0
-                       and not queries[q][c]["error"] for c in configs)]
-    geomean = {c: (geometric_mean(queries[q][c]["median_s"] for q in complete) if complete
-                   else None) for c in configs}
+    complete = [
+        q
+        for q in queries
+        if all(
+            queries[q][c]["median_s"] is not None
+            and queries[q][c]["median_s"] > 0
+            and not queries[q][c]["error"]
+            for c in configs
+        )
+    ]
+    geomean = {
+        c: (geometric_mean(queries[q][c]["median_s"] for q in complete) if complete else None)
+        for c in configs
+    }
     geomean_ratio = {c: ratio(geomean[c], geomean.get(baseline)) for c in configs}
-    return {"configs": configs, "baseline": baseline, "queries": queries, "ratios": ratios,
-            "geomean": geomean, "geomean_ratio": geomean_ratio, "geomean_queries": complete}
+    return {
+        "configs": configs,
+        "baseline": baseline,
+        "queries": queries,
+        "ratios": ratios,
+        "geomean": geomean,
+        "geomean_ratio": geomean_ratio,
+        "geomean_queries": complete,
+    }
 
 
 def row_count_mismatches(results: Mapping[str, Any]) -> list[str]:
@@ -165,8 +197,9 @@ def row_count_mismatches(results: Mapping[str, Any]) -> list[str]:
                 continue
             rows = [r.get("rows") for r in runs]
             if len(set(rows)) > 1:
-                problems.append(f"Q{q}: configuration {c} returned different row counts "
-                                f"across runs: {rows}")
+                problems.append(
+                    f"Q{q}: configuration {c} returned different row counts across runs: {rows}"
+                )
             counts[c] = rows[0]
         if len(set(counts.values())) > 1:
             listing = ", ".join(f"{c}={n}" for c, n in counts.items())
@@ -181,18 +214,19 @@ def result_differences(results: Mapping[str, Any]) -> list[str]:
     for q in query_ids(results):
         for c, entry in (results["queries"][q].get("configs") or {}).items():
             if entry.get("result_difference"):
-                problems.append(f"Q{q}: {c} rows differ from the baseline's: "
-                                f"{entry['result_difference']}")
+                problems.append(
+                    f"Q{q}: {c} rows differ from the baseline's: {entry['result_difference']}"
+                )
     return problems
 
 
 def results_compared(results: Mapping[str, Any]) -> int:
     """How many queries had every configuration's rows compared with the baseline's."""
-    return sum(1 for q in query_ids(results)
-               if results["queries"][q].get("results_compared"))
+    return sum(1 for q in query_ids(results) if results["queries"][q].get("results_compared"))
 
 
 # --- formatting ----------------------------------------------------------------------------
+
 
 def format_seconds(seconds: float | None) -> str:
     return "—" if seconds is None else f"{seconds:.3f}"
@@ -248,36 +282,51 @@ def _seconds_cell(summary: Mapping[str, Any], ratio_: float | None, is_baseline:
 
 def chart_caption(results: Mapping[str, Any], s: Mapping[str, Any]) -> str:
     """What the chart shows, under it (in the PNG and in results.md)."""
-    return (f"Median seconds per query and configuration ({_runs_phrase(results.get('repetitions'))}"
-            f"). In the legend, each configuration's geometric mean over the queries and, in "
-            f"brackets, its time relative to the baseline {s['baseline']} (lower is faster).")
+    return (
+        f"Median seconds per query and configuration ({_runs_phrase(results.get('repetitions'))}"
+        f"). In the legend, each configuration's geometric mean over the queries and, in "
+        f"brackets, its time relative to the baseline {s['baseline']} (lower is faster)."
+    )
 
 
 def _chart_section(results: Mapping[str, Any], s: Mapping[str, Any]) -> list[str]:
-    return ["![median seconds per query](tpch_queries.png)", "",
-            f"*{chart_caption(results, s)}*", ""]
+    return [
+        "![median seconds per query](tpch_queries.png)",
+        "",
+        f"*{chart_caption(results, s)}*",
+        "",
+    ]
 
 
 def _remote_section(s: Mapping[str, Any]) -> list[str]:
     """The S3 requests and bytes per query, for the configurations that read the store."""
-    configs = [c for c in s["configs"]
-               if any(per[c]["requests_total"] for per in s["queries"].values())]
+    configs = [
+        c for c in s["configs"] if any(per[c]["requests_total"] for per in s["queries"].values())
+    ]
     if not configs:
         return []
-    lines = ["## S3 requests and bytes per query", "",
-             "Per run (median of the timed runs): the requests the S3 endpoint served and the "
-             "bytes it sent."]
-    if any(any(k.startswith("block_cache.") for per in s["queries"].values()
-               for k in per[c]["metrics"]) for c in configs):
-        lines[-1] += (" With the block cache on, a cold run reads more bytes than a run "
-                      "without caches: the cache fetches whole 1 MiB blocks "
-                      "(`cache.block-size`, aligned) where the reader alone asks for just the "
-                      "byte ranges it needs; the warm runs then read those blocks from local "
-                      "disk.")
+    lines = [
+        "## S3 requests and bytes per query",
+        "",
+        "Per run (median of the timed runs): the requests the S3 endpoint served and the "
+        "bytes it sent.",
+    ]
+    if any(
+        any(
+            k.startswith("block_cache.") for per in s["queries"].values() for k in per[c]["metrics"]
+        )
+        for c in configs
+    ):
+        lines[-1] += (
+            " With the block cache on, a cold run reads more bytes than a run "
+            "without caches: the cache fetches whole 1 MiB blocks "
+            "(`cache.block-size`, aligned) where the reader alone asks for just the "
+            "byte ranges it needs; the warm runs then read those blocks from local "
+            "disk."
+        )
     lines.append("")
     header = ["query"] + [f"{c} requests / bytes" for c in configs]
-    rows = [[f"Q{q}"] + [_remote_cell(per[c]) for c in configs]
-            for q, per in s["queries"].items()]
+    rows = [[f"Q{q}"] + [_remote_cell(per[c]) for c in configs] for q, per in s["queries"].items()]
     lines += _table(header, rows)
     lines.append("")
     return lines
@@ -289,11 +338,13 @@ def _remote_cell(summary: Mapping[str, Any]) -> str:
     return f"{format_count(summary['requests_total'])} / {format_bytes(summary['bytes'])}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]],
-           align_right_from: int = 1) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---" if i < align_right_from else "---:"
-                            for i in range(len(header))) + "|"]
+def _table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], align_right_from: int = 1
+) -> list[str]:
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" if i < align_right_from else "---:" for i in range(len(header))) + "|",
+    ]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return lines
 
@@ -318,18 +369,24 @@ def describe_request_cost(cost: Any) -> str:
         return f"{cost:.1f} ms"
     if isinstance(cost, Mapping) and "ranged_get_1b_s" in cost:
         # benchmarks.object_store.S3Endpoint.probe_request_cost
-        text = (f"ranged GET of 1 B {cost['ranged_get_1b_s'] * 1000:.1f} ms, "
-                f"of 1 MiB {cost['ranged_get_1mib_s'] * 1000:.1f} ms (median, boto3 client")
+        text = (
+            f"ranged GET of 1 B {cost['ranged_get_1b_s'] * 1000:.1f} ms, "
+            f"of 1 MiB {cost['ranged_get_1mib_s'] * 1000:.1f} ms (median, boto3 client"
+        )
         if "server_ranged_get_1b_s" in cost:
-            text += (f"; inside the server {cost['server_ranged_get_1b_s'] * 1000:.1f} ms "
-                     f"and {cost['server_ranged_get_1mib_s'] * 1000:.1f} ms")
+            text += (
+                f"; inside the server {cost['server_ranged_get_1b_s'] * 1000:.1f} ms "
+                f"and {cost['server_ranged_get_1mib_s'] * 1000:.1f} ms"
+            )
         text += ")"
         if cost.get("object_size"):
             text += f" on a {format_bytes(cost['object_size'])} object"
         return text
     if isinstance(cost, Mapping):
-        return ", ".join(f"{k} {v:.1f} ms" if isinstance(v, (int, float)) else f"{k} {v}"
-                         for k, v in cost.items())
+        return ", ".join(
+            f"{k} {v:.1f} ms" if isinstance(v, (int, float)) else f"{k} {v}"
+            for k, v in cost.items()
+        )
     return str(cost)
 
 
@@ -345,45 +402,74 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     endpoint = results.get("endpoint") or {}
     lines = [f"# TPC-H benchmark, scale factor {results.get('scale')}", ""]
     lines.append(f"- Command: `{results.get('command', '')}`")
-    lines.append(f"- Date: {results.get('started_at', 'unknown')}"
-                 + (f" (wall time {results['wall_seconds']:.0f} s)"
-                    if results.get("wall_seconds") is not None else ""))
+    lines.append(
+        f"- Date: {results.get('started_at', 'unknown')}"
+        + (
+            f" (wall time {results['wall_seconds']:.0f} s)"
+            if results.get("wall_seconds") is not None
+            else ""
+        )
+    )
     lines.append(f"- Machine: {describe_machine(results.get('machine') or {})}")
-    lines.append(f"- Object store: {endpoint.get('kind', 'S3 endpoint')} at "
-                 f"{endpoint.get('url', '?')}, emulated latency "
-                 f"{_num(results.get('latency_ms'))} ms "
-                 f"per request; the endpoint's own cost per request (latency 0): "
-                 f"{describe_request_cost(endpoint.get('request_cost'))}")
-    lines.append(f"- Runs: {results.get('warmup', 0)} warm-up + {results.get('repetitions')} "
-                 f"timed per query and configuration, interleaved; medians shown. A run times "
-                 f"`spark.sql(query).collect()` (registering the views and a configuration's "
-                 f"preparation are not timed).")
+    lines.append(
+        f"- Object store: {endpoint.get('kind', 'S3 endpoint')} at "
+        f"{endpoint.get('url', '?')}, emulated latency "
+        f"{_num(results.get('latency_ms'))} ms "
+        f"per request; the endpoint's own cost per request (latency 0): "
+        f"{describe_request_cost(endpoint.get('request_cost'))}"
+    )
+    lines.append(
+        f"- Runs: {results.get('warmup', 0)} warm-up + {results.get('repetitions')} "
+        f"timed per query and configuration, interleaved; medians shown. A run times "
+        f"`spark.sql(query).collect()` (registering the views and a configuration's "
+        f"preparation are not timed)."
+    )
     lines.append("")
     lines.append("## Configurations")
     lines.append("")
-    lines += _table(["configuration", "description"],
-                    [[f"`{c['name']}`" + (" (baseline)" if c["name"] == baseline else ""),
-                      c.get("description", "")] for c in results.get("configurations", [])],
-                    align_right_from=2)
+    lines += _table(
+        ["configuration", "description"],
+        [
+            [
+                f"`{c['name']}`" + (" (baseline)" if c["name"] == baseline else ""),
+                c.get("description", ""),
+            ]
+            for c in results.get("configurations", [])
+        ],
+        align_right_from=2,
+    )
     lines.append("")
     lines.append("## Median seconds per query")
     lines.append("")
-    lines.append(f"Seconds per run (median); in brackets, the time relative to the baseline "
-                 f"{baseline}: 0.50x took half its time, 2.00x twice. Lower is faster.")
+    lines.append(
+        f"Seconds per run (median); in brackets, the time relative to the baseline "
+        f"{baseline}: 0.50x took half its time, 2.00x twice. Lower is faster."
+    )
     lines.append("")
     header = ["query", "rows", f"{baseline} s"] + [f"{c} s (x of baseline)" for c in others]
     rows = []
     for q, per in s["queries"].items():
         row_counts = {per[c]["rows"] for c in configs if per[c]["rows"] is not None}
-        rows_cell = ("—" if not row_counts else format_count(next(iter(row_counts)))
-                     if len(row_counts) == 1 else "MISMATCH")
+        rows_cell = (
+            "—"
+            if not row_counts
+            else format_count(next(iter(row_counts)))
+            if len(row_counts) == 1
+            else "MISMATCH"
+        )
         cells = [f"Q{q}", rows_cell]
         cells += [_seconds_cell(per[c], s["ratios"][q][c], c == baseline) for c in configs]
         rows.append(cells)
     n_geo = len(s["geomean_queries"])
-    rows.append([f"**geomean** ({_plural(n_geo, 'query', 'queries')})", ""]
-                + [_seconds_cell({"median_s": s["geomean"][c], "error": None},
-                                 s["geomean_ratio"][c], c == baseline) for c in configs])
+    rows.append(
+        [f"**geomean** ({_plural(n_geo, 'query', 'queries')})", ""]
+        + [
+            _seconds_cell(
+                {"median_s": s["geomean"][c], "error": None}, s["geomean_ratio"][c], c == baseline
+            )
+            for c in configs
+        ]
+    )
     lines += _table(header, rows)
     lines.append("")
     lines += _chart_section(results, s)
@@ -392,13 +478,20 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     lines += _tiers_section(s)
     lines += _totals_section(s)
     problems = row_count_mismatches(results) + result_differences(results)
-    errors = [(q, c, per[c]["error"]) for q, per in s["queries"].items() for c in configs
-              if per[c]["error"]]
+    errors = [
+        (q, c, per[c]["error"])
+        for q, per in s["queries"].items()
+        for c in configs
+        if per[c]["error"]
+    ]
     compared = results_compared(results)
     if compared and not problems:
-        lines += [f"Results: on all {compared} queries every configuration returned the "
-                  f"baseline's rows (compared value by value, ties in ORDER BY allowed to "
-                  f"permute; `raptorx_py.tpch.oracle.compare_results`).", ""]
+        lines += [
+            f"Results: on all {compared} queries every configuration returned the "
+            f"baseline's rows (compared value by value, ties in ORDER BY allowed to "
+            f"permute; `raptorx_py.tpch.oracle.compare_results`).",
+            "",
+        ]
     if problems or errors:
         lines += ["## Problems", ""]
         lines += [f"- {p}" for p in problems]
@@ -420,25 +513,36 @@ def columns_read(metrics: Mapping[str, float]) -> int:
 def _decoding_section(s: Mapping[str, Any]) -> list[str]:
     """Per query and tiered configuration: the columns its scans read and the bytes the
     reader decoded (what column pruning saves), next to the seconds."""
-    configs = [c for c in s["configs"]
-               if any("reader.bytes_decoded" in per[c]["metrics"] for per in s["queries"].values())]
+    configs = [
+        c
+        for c in s["configs"]
+        if any("reader.bytes_decoded" in per[c]["metrics"] for per in s["queries"].values())
+    ]
     if not configs:
         return []
-    lines = ["## Columns read and bytes decoded per query", "",
-             "Columns: the columns the query's scans asked the reader for, summed over its "
-             "scans (`scan.column.*`). Decoded: Arrow bytes the reader decoded "
-             "(`reader.bytes_decoded`). Rows to Spark: rows the scans handed the JVM "
-             "(`reader.rows_to_spark`; with aggregation pushdown, the partial groups).", ""]
-    header = ["query"] + [f"{c} {what}" for c in configs
-                          for what in ("s", "columns", "decoded", "rows to Spark")]
+    lines = [
+        "## Columns read and bytes decoded per query",
+        "",
+        "Columns: the columns the query's scans asked the reader for, summed over its "
+        "scans (`scan.column.*`). Decoded: Arrow bytes the reader decoded "
+        "(`reader.bytes_decoded`). Rows to Spark: rows the scans handed the JVM "
+        "(`reader.rows_to_spark`; with aggregation pushdown, the partial groups).",
+        "",
+    ]
+    header = ["query"] + [
+        f"{c} {what}" for c in configs for what in ("s", "columns", "decoded", "rows to Spark")
+    ]
     rows = []
     for q, per in s["queries"].items():
         cells = [f"Q{q}"]
         for c in configs:
             m = per[c]["metrics"]
-            cells += [format_seconds(per[c]["median_s"]), format_count(columns_read(m)),
-                      format_bytes(m.get("reader.bytes_decoded", 0)),
-                      format_count(m.get("reader.rows_to_spark", 0))]
+            cells += [
+                format_seconds(per[c]["median_s"]),
+                format_count(columns_read(m)),
+                format_bytes(m.get("reader.bytes_decoded", 0)),
+                format_count(m.get("reader.rows_to_spark", 0)),
+            ]
         rows.append(cells)
     lines += _table(header, rows)
     lines.append("")
@@ -453,6 +557,7 @@ def tier_figures(metrics: Mapping[str, float]) -> dict[str, float]:
     """What the storage-tier table shows, from one run's (or one median's) counters:
     per tier hits and misses, the block cache's bytes from the cache and from the store,
     evictions per tier, put errors and corrupt entries found (footer and block caches)."""
+
     def m(*names: str) -> float:
         return sum(metrics.get(n, 0) for n in names)
 
@@ -481,20 +586,37 @@ def _tiers_section(s: Mapping[str, Any]) -> list[str]:
     """Per configuration with storage tiers on, one row per query: the remote requests and
     bytes next to each tier's counters (a run's counts, summed over the query's scans;
     medians over the timed runs), and a total row."""
-    configs = [c for c in s["configs"]
-               if any(k.startswith(TIER_PREFIXES) for per in s["queries"].values()
-                      for k in per[c]["metrics"])]
+    configs = [
+        c
+        for c in s["configs"]
+        if any(
+            k.startswith(TIER_PREFIXES) for per in s["queries"].values() for k in per[c]["metrics"]
+        )
+    ]
     if not configs:
         return []
-    lines = ["## Storage tiers per query", "",
-             "Per run (median of the timed runs): S3 requests and bytes the endpoint served; "
-             "hits / misses of the listing cache (partitions), the footer cache (files; memory "
-             "and disk hits) and the block cache (blocks); the block cache's bytes served from "
-             "local disk / fetched from the store; evictions per tier (listing / footer / "
-             "block); put errors and corrupt entries found (footer and block caches).", ""]
-    header = ["query", "requests", "remote bytes", "listing hit / miss", "footer hit / miss",
-              "block hit / miss", "block bytes cache / remote", "evictions L / F / B",
-              "put errors", "corrupt"]
+    lines = [
+        "## Storage tiers per query",
+        "",
+        "Per run (median of the timed runs): S3 requests and bytes the endpoint served; "
+        "hits / misses of the listing cache (partitions), the footer cache (files; memory "
+        "and disk hits) and the block cache (blocks); the block cache's bytes served from "
+        "local disk / fetched from the store; evictions per tier (listing / footer / "
+        "block); put errors and corrupt entries found (footer and block caches).",
+        "",
+    ]
+    header = [
+        "query",
+        "requests",
+        "remote bytes",
+        "listing hit / miss",
+        "footer hit / miss",
+        "block hit / miss",
+        "block bytes cache / remote",
+        "evictions L / F / B",
+        "put errors",
+        "corrupt",
+    ]
     for c in configs:
         lines += [f"### {c}", ""]
         rows, total_requests, total_bytes = [], 0.0, 0.0
@@ -506,33 +628,49 @@ def _tiers_section(s: Mapping[str, Any]) -> list[str]:
                 totals[k] = totals.get(k, 0) + v
             total_requests += summ["requests_total"] or 0
             total_bytes += summ["bytes"] or 0
-            rows.append([f"Q{q}", format_count(summ["requests_total"]),
-                         format_bytes(summ["bytes"])] + _tier_cells(f))
-        rows.append(["**total**", format_count(total_requests), format_bytes(total_bytes)]
-                    + _tier_cells(totals))
+            rows.append(
+                [f"Q{q}", format_count(summ["requests_total"]), format_bytes(summ["bytes"])]
+                + _tier_cells(f)
+            )
+        rows.append(
+            ["**total**", format_count(total_requests), format_bytes(total_bytes)]
+            + _tier_cells(totals)
+        )
         lines += _table(header, rows)
         lines.append("")
     return lines
 
 
 def _tier_cells(f: Mapping[str, float]) -> list[str]:
-    return [_pair(f["listing_hits"], f["listing_misses"]),
-            _pair(f["footer_hits"], f["footer_misses"]),
-            _pair(f["block_hits"], f["block_misses"]),
-            f"{format_bytes(f['bytes_from_cache'])} / {format_bytes(f['bytes_from_remote'])}",
-            " / ".join(format_count(f[k]) for k in
-                       ("listing_evictions", "footer_evictions", "block_evictions")),
-            format_count(f["put_errors"]), format_count(f["corrupt"])]
+    return [
+        _pair(f["listing_hits"], f["listing_misses"]),
+        _pair(f["footer_hits"], f["footer_misses"]),
+        _pair(f["block_hits"], f["block_misses"]),
+        f"{format_bytes(f['bytes_from_cache'])} / {format_bytes(f['bytes_from_remote'])}",
+        " / ".join(
+            format_count(f[k]) for k in ("listing_evictions", "footer_evictions", "block_evictions")
+        ),
+        format_count(f["put_errors"]),
+        format_count(f["corrupt"]),
+    ]
 
 
 def _totals_section(s: Mapping[str, Any]) -> list[str]:
     """Per configuration, the per-run medians summed over all queries: requests by kind,
     bytes, and the data source's counters."""
     configs = s["configs"]
-    kinds = sorted({k for per in s["queries"].values() for c in configs
-                    for k in per[c]["requests"]})
-    metric_names = sorted({k for per in s["queries"].values() for c in configs
-                           for k in per[c]["metrics"] if not k.startswith(SCAN_PREFIX)})
+    kinds = sorted(
+        {k for per in s["queries"].values() for c in configs for k in per[c]["requests"]}
+    )
+    metric_names = sorted(
+        {
+            k
+            for per in s["queries"].values()
+            for c in configs
+            for k in per[c]["metrics"]
+            if not k.startswith(SCAN_PREFIX)
+        }
+    )
     totals = {}
     for c in configs:
         per_c = [per[c] for per in s["queries"].values()]
@@ -543,18 +681,30 @@ def _totals_section(s: Mapping[str, Any]) -> list[str]:
         }
     lines = ["## Totals over all queries (one run each, medians summed)", ""]
     header = ["configuration"] + kinds + ["remote bytes"]
-    lines += _table(header, [[c] + [format_count(totals[c]["requests"][k]) for k in kinds]
-                             + [format_bytes(totals[c]["bytes"])] for c in configs])
+    lines += _table(
+        header,
+        [
+            [c]
+            + [format_count(totals[c]["requests"][k]) for k in kinds]
+            + [format_bytes(totals[c]["bytes"])]
+            for c in configs
+        ],
+    )
     lines.append("")
     if metric_names:
-        lines += _table(["counter"] + configs,
-                        [[f"`{m}`"] + [format_count(totals[c]["metrics"][m]) for c in configs]
-                         for m in metric_names])
+        lines += _table(
+            ["counter"] + configs,
+            [
+                [f"`{m}`"] + [format_count(totals[c]["metrics"][m]) for c in configs]
+                for m in metric_names
+            ],
+        )
         lines.append("")
     return lines
 
 
 # --- chart ---------------------------------------------------------------------------------
+
 
 def choose_log_scale(values: Iterable[float], spread: float = 30.0) -> bool:
     """Log scale when the largest positive value is more than ``spread`` times the smallest."""
@@ -598,8 +748,15 @@ def render_chart(results: Mapping[str, Any], path: str) -> str:
                 label += f" ({s['geomean_ratio'][c]:.2f}x of baseline)"
             elif c == s["baseline"]:
                 label += " (baseline)"
-        ax.bar(xs, ys, bar_w, label=label, color=f"C{i}", yerr=[lo, hi] if xs else None,
-               error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.25"})
+        ax.bar(
+            xs,
+            ys,
+            bar_w,
+            label=label,
+            color=f"C{i}",
+            yerr=[lo, hi] if xs else None,
+            error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.25"},
+        )
     ax.set_xticks(range(len(queries)))
     ax.set_xticklabels([f"Q{q}" for q in queries])
     ax.set_xlim(-0.6, max(len(queries), 1) - 0.4)
@@ -614,13 +771,21 @@ def render_chart(results: Mapping[str, Any], path: str) -> str:
         ax.set_ylabel("median seconds")
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
-    title = (f"TPC-H SF {results.get('scale')}, emulated S3 latency "
-             f"{_num(results.get('latency_ms'))} ms, " + _runs_phrase(results.get("repetitions")))
+    title = (
+        f"TPC-H SF {results.get('scale')}, emulated S3 latency "
+        f"{_num(results.get('latency_ms'))} ms, " + _runs_phrase(results.get("repetitions"))
+    )
     ax.set_title(title)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=min(n_cfg, 3),
-              fontsize="small", frameon=False)
-    fig.text(0.5, 0.01, chart_caption(results, s), ha="center", va="bottom", fontsize="small",
-             wrap=True)
+    ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.07),
+        ncol=min(n_cfg, 3),
+        fontsize="small",
+        frameon=False,
+    )
+    fig.text(
+        0.5, 0.01, chart_caption(results, s), ha="center", va="bottom", fontsize="small", wrap=True
+    )
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, format="png")
@@ -629,6 +794,7 @@ def render_chart(results: Mapping[str, Any], path: str) -> str:
 
 # --- files ---------------------------------------------------------------------------------
 
+
 def write_reports(results: Mapping[str, Any], out_dir: str) -> dict[str, str]:
     """Write ``results.json``, ``results.md`` and ``tpch_queries.png`` into ``out_dir``.
 
@@ -636,11 +802,12 @@ def write_reports(results: Mapping[str, Any], out_dir: str) -> dict[str, str]:
     and atomically, so a failure in presentation never loses the measurements.
     """
     os.makedirs(out_dir, exist_ok=True)
-    paths = {"json": os.path.join(out_dir, "results.json"),
-             "markdown": os.path.join(out_dir, "results.md"),
-             "chart": os.path.join(out_dir, "tpch_queries.png")}
-    _write_atomic(paths["json"], json.dumps(results, indent=2, sort_keys=False, default=str)
-                  + "\n")
+    paths = {
+        "json": os.path.join(out_dir, "results.json"),
+        "markdown": os.path.join(out_dir, "results.md"),
+        "chart": os.path.join(out_dir, "tpch_queries.png"),
+    }
+    _write_atomic(paths["json"], json.dumps(results, indent=2, sort_keys=False, default=str) + "\n")
     _write_atomic(paths["markdown"], render_markdown(results))
     render_chart(results, paths["chart"])
     return paths

@@ -64,6 +64,7 @@ moto 5.2.x internals; if they are shaped differently it patches nothing, says so
 on stderr, and the stats report ``fast_range: false``.  It patches moto's classes
 for the whole process, so install it only inside the server process.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,7 +74,8 @@ import sys
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 __all__ = [
     "ACCESS_KEY",
@@ -103,11 +105,24 @@ REGION = "us-east-1"
 
 # Query parameters that keep a request in its "data" kind; any other parameter
 # (a sub-resource such as ?acl or ?tagging) makes it OTHER.
-_LIST_PARAMS = frozenset({
-    "list-type", "prefix", "delimiter", "marker", "continuation-token", "max-keys",
-    "encoding-type", "fetch-owner", "start-after", "versions", "key-marker",
-    "version-id-marker", "x-id", "optional-object-attributes",
-})
+_LIST_PARAMS = frozenset(
+    {
+        "list-type",
+        "prefix",
+        "delimiter",
+        "marker",
+        "continuation-token",
+        "max-keys",
+        "encoding-type",
+        "fetch-owner",
+        "start-after",
+        "versions",
+        "key-marker",
+        "version-id-marker",
+        "x-id",
+        "optional-object-attributes",
+    }
+)
 _GET_PARAMS = frozenset({"versionId", "partNumber", "x-id"})
 _PUT_PARAMS = frozenset({"partNumber", "uploadId", "x-id"})
 _DELETE_PARAMS = frozenset({"versionId", "x-id"})
@@ -120,8 +135,9 @@ _SINGLE_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$")
 # --------------------------------------------------------------------------- #
 # Request classification (pure; used by the middleware)
 # --------------------------------------------------------------------------- #
-def classify_request(method: str, path: str, query_string: str = "",
-                     range_header: str | None = None) -> str:
+def classify_request(
+    method: str, path: str, query_string: str = "", range_header: str | None = None
+) -> str:
     """Return the kind (one of :data:`KINDS`) of a path-style S3 request.
 
     ``path`` is the URL path (``/bucket`` or ``/bucket/key``), ``query_string``
@@ -200,8 +216,14 @@ class _CountedBody:
 
     _PIECE = 64 * 1024
 
-    def __init__(self, inner: Iterable[bytes], stats: _Stats, kind: str,
-                 bandwidth: float | None, first_byte_at: float):
+    def __init__(
+        self,
+        inner: Iterable[bytes],
+        stats: _Stats,
+        kind: str,
+        bandwidth: float | None,
+        first_byte_at: float,
+    ):
         self._inner = inner
         self._stats = stats
         self._kind = kind
@@ -221,7 +243,7 @@ class _CountedBody:
                 continue
             view = memoryview(chunk)
             for start in range(0, len(view), self._PIECE):
-                piece = bytes(view[start:start + self._PIECE])
+                piece = bytes(view[start : start + self._PIECE])
                 sent += len(piece)
                 wait = self._t0 + sent / self._bandwidth - time.monotonic()
                 if wait > 0:
@@ -249,18 +271,27 @@ class _CountedBody:
 class EmulationMiddleware:
     """WSGI middleware: latency + bandwidth emulation, request counting, control API."""
 
-    def __init__(self, app: Callable[..., Any], latency_ms: float = DEFAULT_LATENCY_MS,
-                 bandwidth: float | None = None, fast_range: bool = False):
+    def __init__(
+        self,
+        app: Callable[..., Any],
+        latency_ms: float = DEFAULT_LATENCY_MS,
+        bandwidth: float | None = None,
+        fast_range: bool = False,
+    ):
         self.app = app
         self.stats = _Stats(latency_ms, bandwidth, fast_range)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "") or ""
         if path == CONTROL_PREFIX or path.startswith(CONTROL_PREFIX + "/"):
-            return self._control(environ, start_response, path[len(CONTROL_PREFIX):])
+            return self._control(environ, start_response, path[len(CONTROL_PREFIX) :])
 
-        kind = classify_request(environ.get("REQUEST_METHOD", "GET"), path,
-                                environ.get("QUERY_STRING", ""), environ.get("HTTP_RANGE"))
+        kind = classify_request(
+            environ.get("REQUEST_METHOD", "GET"),
+            path,
+            environ.get("QUERY_STRING", ""),
+            environ.get("HTTP_RANGE"),
+        )
         st = self.stats
         with st.lock:
             st.requests[kind] += 1
@@ -281,8 +312,11 @@ class EmulationMiddleware:
             with st.lock:
                 if bucket in st.status:
                     st.status[bucket] += 1
-            return start_response(status, headers, exc_info) if exc_info else \
-                start_response(status, headers)
+            return (
+                start_response(status, headers, exc_info)
+                if exc_info
+                else start_response(status, headers)
+            )
 
         t0 = time.perf_counter()
         try:
@@ -296,8 +330,9 @@ class EmulationMiddleware:
         return _CountedBody(inner, st, kind, bandwidth, first_byte_at)
 
     # -- control API ------------------------------------------------------- #
-    def _control(self, environ: dict[str, Any], start_response: Callable[..., Any],
-                 sub: str) -> list[bytes]:
+    def _control(
+        self, environ: dict[str, Any], start_response: Callable[..., Any], sub: str
+    ) -> list[bytes]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
         st = self.stats
@@ -320,8 +355,11 @@ class EmulationMiddleware:
                     st.bandwidth = bps or None
                 body = {"bandwidth": bps or None}
             else:
-                return _json_response(start_response, "404 Not Found", {
-                    "error": f"unknown control request {method} {CONTROL_PREFIX}{sub}"})
+                return _json_response(
+                    start_response,
+                    "404 Not Found",
+                    {"error": f"unknown control request {method} {CONTROL_PREFIX}{sub}"},
+                )
         except ValueError as exc:
             return _json_response(start_response, "400 Bad Request", {"error": str(exc)})
         return _json_response(start_response, "200 OK", body)
@@ -342,8 +380,9 @@ def _parse_number(query: dict[str, list[str]], name: str) -> float:
 
 def _json_response(start_response: Callable[..., Any], status: str, body: Any) -> list[bytes]:
     data = json.dumps(body).encode()
-    start_response(status, [("Content-Type", "application/json"),
-                            ("Content-Length", str(len(data)))])
+    start_response(
+        status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+    )
     return [data]
 
 
@@ -406,10 +445,17 @@ def install_range_patch() -> bool:
 
     prop = FakeKey.__dict__.get("value")
     orig_get_object = S3Response.__dict__.get("get_object")
-    if (not isinstance(prop, property) or prop.fget is None or prop.fset is None
-            or orig_get_object is None or not hasattr(S3Response, "_handle_range_header")):
-        print("s3_server: moto internals differ from 5.2.x; range patch not installed",
-              file=sys.stderr)
+    if (
+        not isinstance(prop, property)
+        or prop.fget is None
+        or prop.fset is None
+        or orig_get_object is None
+        or not hasattr(S3Response, "_handle_range_header")
+    ):
+        print(
+            "s3_server: moto internals differ from 5.2.x; range patch not installed",
+            file=sys.stderr,
+        )
         return False
     if getattr(orig_get_object, "_raptorx_patched", False):
         return True
@@ -437,15 +483,17 @@ def install_range_patch() -> bool:
     return True
 
 
-def make_app(latency_ms: float = DEFAULT_LATENCY_MS, bandwidth: float | None = None,
-             fast_range: bool = True) -> EmulationMiddleware:
+def make_app(
+    latency_ms: float = DEFAULT_LATENCY_MS, bandwidth: float | None = None, fast_range: bool = True
+) -> EmulationMiddleware:
     """Build moto's S3 WSGI app wrapped in :class:`EmulationMiddleware` (server side)."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     patched = install_range_patch() if fast_range else False
     moto_app = DomainDispatcherApplication(create_backend_app)
-    return EmulationMiddleware(moto_app, latency_ms=latency_ms, bandwidth=bandwidth,
-                               fast_range=patched)
+    return EmulationMiddleware(
+        moto_app, latency_ms=latency_ms, bandwidth=bandwidth, fast_range=patched
+    )
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -456,9 +504,15 @@ def _watch_parent(parent_pid: int) -> None:
         time.sleep(0.5)
 
 
-def serve(host: str = "127.0.0.1", port: int = 0, latency_ms: float = DEFAULT_LATENCY_MS,
-          bandwidth: float | None = None, fast_range: bool = True,
-          url_file: str | None = None, exit_with_parent: bool = False) -> None:
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    latency_ms: float = DEFAULT_LATENCY_MS,
+    bandwidth: float | None = None,
+    fast_range: bool = True,
+    url_file: str | None = None,
+    exit_with_parent: bool = False,
+) -> None:
     """Run the server in this process until killed (multi-threaded werkzeug server)."""
     from moto.moto_server.werkzeug_app import MotoRequestHandler
     from werkzeug.serving import make_server
@@ -472,8 +526,9 @@ def serve(host: str = "127.0.0.1", port: int = 0, latency_ms: float = DEFAULT_LA
     server.daemon_threads = True
     url = f"http://{host}:{server.server_port}"
     if exit_with_parent:
-        threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True,
-                         name="watch-parent").start()
+        threading.Thread(
+            target=_watch_parent, args=(os.getppid(),), daemon=True, name="watch-parent"
+        ).start()
     if url_file:
         tmp = url_file + ".tmp"
         with open(tmp, "w") as fh:

@@ -29,10 +29,9 @@ import time
 QUERIES = {
     "date": "SELECT max(l_shipdate) FROM {view}",
     "string": "SELECT max(l_returnflag), max(l_linestatus) FROM {view}",
-    "long": "SELECT sum(l_orderkey), sum(l_partkey), sum(l_suppkey), sum(l_linenumber) "
-            "FROM {view}",
+    "long": "SELECT sum(l_orderkey), sum(l_partkey), sum(l_suppkey), sum(l_linenumber) FROM {view}",
     "decimal": "SELECT sum(l_quantity), sum(l_extendedprice), sum(l_discount), sum(l_tax) "
-               "FROM {view}",
+    "FROM {view}",
 }
 
 
@@ -44,15 +43,18 @@ def prepare(scale: float, work_dir: str) -> tuple[dict[str, str], str]:
     from raptorx_py.table_registration import register_external_table
     from raptorx_py.tpch.generate import format_scale, generate_tpch
 
-    tables = generate_tpch(scale, os.path.join(work_dir, "tpch", f"sf{format_scale(scale)}"),
-                           progress=lambda m: print(m, flush=True))
-    properties = {"hive.metastore.url":
-                  f"sqlite:///{os.path.abspath(os.path.join(work_dir, 'scan-cost.db'))}"}
+    tables = generate_tpch(
+        scale,
+        os.path.join(work_dir, "tpch", f"sf{format_scale(scale)}"),
+        progress=lambda m: print(m, flush=True),
+    )
+    properties = {
+        "hive.metastore.url": f"sqlite:///{os.path.abspath(os.path.join(work_dir, 'scan-cost.db'))}"
+    }
     settings = load_settings(overrides=properties)
     with open_metastore(settings, create=True) as ms:
         ms.create_database("bench")
-        register_external_table(ms, settings, "bench.lineitem", tables["lineitem"],
-                                replace=True)
+        register_external_table(ms, settings, "bench.lineitem", tables["lineitem"], replace=True)
     return properties, tables["lineitem"]
 
 
@@ -63,8 +65,9 @@ def measure(spark, lineitem_dir: str, repetitions: int) -> dict[str, dict[str, f
         view = "spark_lineitem"
         if reader == "tiered_hive":
             # A fresh load per run, as a query of a new job would plan it.
-            spark.read.format("tiered_hive").load("bench.lineitem") \
-                .createOrReplaceTempView("tiered_lineitem")
+            spark.read.format("tiered_hive").load("bench.lineitem").createOrReplaceTempView(
+                "tiered_lineitem"
+            )
             view = "tiered_lineitem"
         start = time.perf_counter()
         spark.sql(QUERIES[kind].format(view=view)).collect()
@@ -80,10 +83,16 @@ def measure(spark, lineitem_dir: str, repetitions: int) -> dict[str, dict[str, f
                     times[reader].append(seconds)
         spark_s = statistics.median(times["spark"])
         tiered_s = statistics.median(times["tiered_hive"])
-        results[kind] = {"spark_seconds": spark_s, "tiered_hive_seconds": tiered_s,
-                         "ratio": tiered_s / spark_s}
-        print(f"{kind:>8}  spark {spark_s:.3f}s  tiered_hive {tiered_s:.3f}s  "
-              f"ratio {tiered_s / spark_s:.2f}", flush=True)
+        results[kind] = {
+            "spark_seconds": spark_s,
+            "tiered_hive_seconds": tiered_s,
+            "ratio": tiered_s / spark_s,
+        }
+        print(
+            f"{kind:>8}  spark {spark_s:.3f}s  tiered_hive {tiered_s:.3f}s  "
+            f"ratio {tiered_s / spark_s:.2f}",
+            flush=True,
+        )
     return results
 
 
@@ -91,8 +100,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor")
     parser.add_argument("--repetitions", type=int, default=5)
-    parser.add_argument("--work-dir", default="work-data",
-                        help="where TPC-H data is generated or reused (work-data)")
+    parser.add_argument(
+        "--work-dir",
+        default="work-data",
+        help="where TPC-H data is generated or reused (work-data)",
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--out", help="write the results as JSON to this file")
     args = parser.parse_args(argv)
@@ -103,21 +115,34 @@ def main(argv=None) -> int:
     from raptorx_py.session import tiered_session
 
     properties, lineitem_dir = prepare(args.scale, args.work_dir)
-    spark = tiered_session(master=args.master, properties=properties, spark_conf={
-        "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "4"})
+    spark = tiered_session(
+        master=args.master,
+        properties=properties,
+        spark_conf={
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "4",
+        },
+    )
     try:
         results = measure(spark, lineitem_dir, args.repetitions)
     finally:
         spark.stop()
     report = {
-        "command": " ".join(["python -m benchmarks.scan_column_cost",
-                             *(sys.argv[1:] if argv is None else argv)]),
-        "scale": args.scale, "repetitions": args.repetitions, "master": args.master,
+        "command": " ".join(
+            ["python -m benchmarks.scan_column_cost", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "scale": args.scale,
+        "repetitions": args.repetitions,
+        "master": args.master,
         "native_jar": native.jar_path() is not None,
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                    "python": platform.python_version()},
-        "queries": QUERIES, "results": results,
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "queries": QUERIES,
+        "results": results,
     }
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

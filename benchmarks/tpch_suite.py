@@ -74,6 +74,7 @@ DEFAULT_SPARK_CONF = {
 
 # --- arguments ---------------------------------------------------------------------------
 
+
 def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
@@ -96,33 +97,62 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.tpch_suite",
         description="Run TPC-H queries under several read configurations and report "
-                    "median latencies, remote requests and bytes.")
+        "median latencies, remote requests and bytes.",
+    )
     p.add_argument("--scale", type=_positive_float, default=1.0, help="TPC-H scale factor")
     p.add_argument("--out", default="bench-out", help="output directory for the reports")
-    p.add_argument("--configs", type=_csv, default=None,
-                   help="comma-separated configuration names; the first is the baseline "
-                        "(default: %s; --list-configs lists all)" % ",".join(DEFAULT_CONFIGURATIONS))
-    p.add_argument("--queries", type=_csv, default=None,
-                   help="comma-separated query numbers (default: all 22)")
-    p.add_argument("--repetitions", type=_non_negative_int, default=3,
-                   help="timed runs per query and configuration")
-    p.add_argument("--warmup", type=_non_negative_int, default=1,
-                   help="untimed runs per query and configuration before the timed ones")
-    p.add_argument("--latency-ms", type=float, default=20.0,
-                   help="emulated latency of every S3 request in ms (0: none)")
-    p.add_argument("--work-dir", default=None,
-                   help="where generated data, the metastore and metrics live "
-                        "(default: work-data/ next to --out; data is reused between runs)")
+    p.add_argument(
+        "--configs",
+        type=_csv,
+        default=None,
+        help="comma-separated configuration names; the first is the baseline "
+        f"(default: {','.join(DEFAULT_CONFIGURATIONS)}; --list-configs lists all)",
+    )
+    p.add_argument(
+        "--queries", type=_csv, default=None, help="comma-separated query numbers (default: all 22)"
+    )
+    p.add_argument(
+        "--repetitions",
+        type=_non_negative_int,
+        default=3,
+        help="timed runs per query and configuration",
+    )
+    p.add_argument(
+        "--warmup",
+        type=_non_negative_int,
+        default=1,
+        help="untimed runs per query and configuration before the timed ones",
+    )
+    p.add_argument(
+        "--latency-ms",
+        type=float,
+        default=20.0,
+        help="emulated latency of every S3 request in ms (0: none)",
+    )
+    p.add_argument(
+        "--work-dir",
+        default=None,
+        help="where generated data, the metastore and metrics live "
+        "(default: work-data/ next to --out; data is reused between runs)",
+    )
     p.add_argument("--master", default="local[2]", help="Spark master")
-    p.add_argument("--no-publish", action="store_true",
-                   help="do not leave the TPC-H copy registered as tpch.* in the default "
-                        "metastore for your own queries")
-    p.add_argument("--spark-log-level", default=None, type=str.upper,
-                   choices=("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"),
-                   help="Spark's own log level on the console (default: ERROR, which also "
-                        "silences Spark's start-up messages)")
-    p.add_argument("--list-configs", action="store_true",
-                   help="print the registered configurations and exit")
+    p.add_argument(
+        "--no-publish",
+        action="store_true",
+        help="do not leave the TPC-H copy registered as tpch.* in the default "
+        "metastore for your own queries",
+    )
+    p.add_argument(
+        "--spark-log-level",
+        default=None,
+        type=str.upper,
+        choices=("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"),
+        help="Spark's own log level on the console (default: ERROR, which also "
+        "silences Spark's start-up messages)",
+    )
+    p.add_argument(
+        "--list-configs", action="store_true", help="print the registered configurations and exit"
+    )
     args = p.parse_args(argv)
     if args.repetitions < 1 and not args.list_configs:
         p.error("--repetitions must be at least 1")
@@ -145,13 +175,15 @@ def resolve_queries(names: list[str] | None) -> list[int]:
     for n in names:
         text = n.upper().removeprefix("Q")
         if not text.isdigit() or int(text) not in QUERY_NUMBERS:
-            raise ValueError(f"unknown TPC-H query {n!r}; known: "
-                             f"{', '.join(str(q) for q in QUERY_NUMBERS)}")
+            raise ValueError(
+                f"unknown TPC-H query {n!r}; known: {', '.join(str(q) for q in QUERY_NUMBERS)}"
+            )
         out.append(int(text))
     return out
 
 
 # --- machine and endpoint facts ----------------------------------------------------------
+
 
 def machine_info(spark: Any = None) -> dict[str, Any]:
     """CPU count and model, memory, platform, Python, PySpark (and Java from the JVM)."""
@@ -198,8 +230,9 @@ def numeric_delta(after: Mapping[str, Any], before: Mapping[str, Any]) -> dict[s
     for key in set(after) | set(before):
         a, b = after.get(key, 0), before.get(key, 0)
         if isinstance(a, Mapping) or isinstance(b, Mapping):
-            sub = numeric_delta(a if isinstance(a, Mapping) else {},
-                                b if isinstance(b, Mapping) else {})
+            sub = numeric_delta(
+                a if isinstance(a, Mapping) else {}, b if isinstance(b, Mapping) else {}
+            )
             if sub:
                 out[key] = sub
         elif isinstance(a, (int, float)) and isinstance(b, (int, float)) and a != b:
@@ -208,14 +241,21 @@ def numeric_delta(after: Mapping[str, Any], before: Mapping[str, Any]) -> dict[s
 
 
 #: Entries of ``S3Endpoint.stats()`` that are counters (their deltas are what a run cost).
-STORE_COUNTERS = ("requests", "bytes", "service_seconds", "status", "delayed_requests",
-                  "injected_delay_seconds")
+STORE_COUNTERS = (
+    "requests",
+    "bytes",
+    "service_seconds",
+    "status",
+    "delayed_requests",
+    "injected_delay_seconds",
+)
 
 
 def store_delta(after: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
     """What the endpoint counted between two ``stats()`` readings (counters only)."""
-    return numeric_delta({k: after.get(k, 0) for k in STORE_COUNTERS},
-                         {k: before.get(k, 0) for k in STORE_COUNTERS})
+    return numeric_delta(
+        {k: after.get(k, 0) for k in STORE_COUNTERS}, {k: before.get(k, 0) for k in STORE_COUNTERS}
+    )
 
 
 def split_store_stats(delta: Mapping[str, Any]) -> tuple[dict[str, int], int]:
@@ -228,11 +268,18 @@ def split_store_stats(delta: Mapping[str, Any]) -> tuple[dict[str, int], int]:
 
 # --- the run -----------------------------------------------------------------------------
 
+
 class Bench:
     """One benchmark invocation: data, endpoint, session, runs, reports."""
 
-    def __init__(self, args: argparse.Namespace, configs: list[Configuration],
-                 query_numbers: list[int], console: Any, argv: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        configs: list[Configuration],
+        query_numbers: list[int],
+        console: Any,
+        argv: Sequence[str] = (),
+    ) -> None:
         self.args = args
         self.configs = configs
         self.query_numbers = query_numbers
@@ -243,19 +290,25 @@ class Bench:
         self.started = time.monotonic()
         self.results: dict[str, Any] = {
             "schema_version": report.SCHEMA_VERSION,
-            "command": " ".join(shlex.quote(a) for a in
-                                [os.path.basename(sys.executable), "-m", "benchmarks.tpch_suite",
-                                 *argv]),
-            "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(
+                shlex.quote(a)
+                for a in [os.path.basename(sys.executable), "-m", "benchmarks.tpch_suite", *argv]
+            ),
+            "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "complete": False,
             "scale": int(args.scale) if float(args.scale).is_integer() else args.scale,
             "latency_ms": args.latency_ms,
             "warmup": args.warmup,
             "repetitions": args.repetitions,
             "work_dir": self.work_dir,
-            "configurations": [{"name": c.name, "description": c.description,
-                                **({"details": dict(c.details)} if c.details else {})}
-                               for c in configs],
+            "configurations": [
+                {
+                    "name": c.name,
+                    "description": c.description,
+                    **({"details": dict(c.details)} if c.details else {}),
+                }
+                for c in configs
+            ],
             "queries": {},
         }
 
@@ -281,19 +334,29 @@ class Bench:
 
         try:
             settings = load_settings()  # what tiered_session() run from here reads
-            with self.phase(f"publishing TPC-H SF {self.results['scale']} as {PUBLISH_DATABASE}.* "
-                            f"in {describe_metastore(settings.metastore_url)}, files under "
-                            f"{settings.warehouse_dir}/{PUBLISH_DATABASE}.db"):
-                load_tpch(self.args.scale, settings.warehouse_dir, settings,
-                          database=PUBLISH_DATABASE, work_dir=self.tpch_dir, progress=True,
-                          only_own_tables=True)
+            with self.phase(
+                f"publishing TPC-H SF {self.results['scale']} as {PUBLISH_DATABASE}.* "
+                f"in {describe_metastore(settings.metastore_url)}, files under "
+                f"{settings.warehouse_dir}/{PUBLISH_DATABASE}.db"
+            ):
+                load_tpch(
+                    self.args.scale,
+                    settings.warehouse_dir,
+                    settings,
+                    database=PUBLISH_DATABASE,
+                    work_dir=self.tpch_dir,
+                    progress=True,
+                    only_own_tables=True,
+                )
         except RaptorxError as e:  # the benchmark itself does not need the copy
             self.say(f"[yellow]not published:[/yellow] {e}")
             self.results["published"] = {"error": str(e)}
             return
-        self.results["published"] = {"database": PUBLISH_DATABASE,
-                                     "metastore": describe_metastore(settings.metastore_url),
-                                     "warehouse": settings.warehouse_dir}
+        self.results["published"] = {
+            "database": PUBLISH_DATABASE,
+            "metastore": describe_metastore(settings.metastore_url),
+            "warehouse": settings.warehouse_dir,
+        }
 
     def generate(self) -> str:
         from raptorx_py.tpch.generate import format_scale, generate_tpch
@@ -326,8 +389,14 @@ class Bench:
         warehouse = f"s3://{BUCKET}/warehouse"
         settings = load_settings(None, properties)
         t0 = time.monotonic()
-        load_tpch(self.args.scale, warehouse, settings, database=DATABASE,
-                  work_dir=self.tpch_dir, progress=True)
+        load_tpch(
+            self.args.scale,
+            warehouse,
+            settings,
+            database=DATABASE,
+            work_dir=self.tpch_dir,
+            progress=True,
+        )
         self.results["load_seconds"] = round(time.monotonic() - t0, 3)
         return warehouse
 
@@ -339,18 +408,29 @@ class Bench:
         files = fs.find(f"{BUCKET}/warehouse", detail=True)
         lineitem = {k: v for k, v in files.items() if "/lineitem" in k and k.endswith(".parquet")}
         if not lineitem:
-            raise RuntimeError(f"no lineitem Parquet object under s3://{BUCKET}/warehouse after "
-                               f"loading; found {len(files)} objects")
+            raise RuntimeError(
+                f"no lineitem Parquet object under s3://{BUCKET}/warehouse after "
+                f"loading; found {len(files)} objects"
+            )
         path = max(lineitem, key=lambda k: lineitem[k].get("size", 0))
         key = path.split("/", 1)[1]
-        return {"key": key, "size": lineitem[path].get("size"),
-                "cost": endpoint.probe_request_cost(BUCKET, key)}
+        return {
+            "key": key,
+            "size": lineitem[path].get("size"),
+            "cost": endpoint.probe_request_cost(BUCKET, key),
+        }
 
     # -- runs --
 
     def run(self) -> int:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         from benchmarks.object_store import S3Endpoint
         from raptorx_py.metrics import MetricsSink
@@ -370,48 +450,74 @@ class Bench:
                 "metrics.directory": metrics_dir,
                 **endpoint.s3_properties(),
             }
-            with self.phase(f"loading TPC-H SF {self.results['scale']} into "
-                            f"s3://{BUCKET}/warehouse (the benchmark's own metastore {metastore})"):
+            with self.phase(
+                f"loading TPC-H SF {self.results['scale']} into "
+                f"s3://{BUCKET}/warehouse (the benchmark's own metastore {metastore})"
+            ):
                 warehouse = self.load(properties)
                 probe = self.probe(endpoint)
             self.say(f"S3 latency from now on: {self.args.latency_ms:g} ms per request")
             endpoint.set_latency(self.args.latency_ms)
             endpoint.reset_stats()
-            self.results["endpoint"] = {"kind": type(endpoint).__name__, "url": endpoint.url,
-                                        "request_cost": probe["cost"],
-                                        "request_cost_probe": {"key": probe["key"],
-                                                               "size": probe["size"]}}
+            self.results["endpoint"] = {
+                "kind": type(endpoint).__name__,
+                "url": endpoint.url,
+                "request_cost": probe["cost"],
+                "request_cost_probe": {"key": probe["key"], "size": probe["size"]},
+            }
             self.results["properties"] = properties
             self.results["spark_conf"] = dict(DEFAULT_SPARK_CONF)
             with self.phase("starting Spark"):
-                spark = tiered_session(master=self.args.master, app_name="raptorx-tpch-bench",
-                                       spark_conf={**DEFAULT_SPARK_CONF, **self.log_conf()},
-                                       properties=properties)
+                spark = tiered_session(
+                    master=self.args.master,
+                    app_name="raptorx-tpch-bench",
+                    spark_conf={**DEFAULT_SPARK_CONF, **self.log_conf()},
+                    properties=properties,
+                )
             try:
                 spark.sparkContext.setLogLevel(self.args.spark_log_level or "ERROR")
                 self.results["machine"] = machine_info(spark)
-                ctx = BenchContext(spark=spark, database=DATABASE, local_data_dir=local_dir,
-                                   properties=properties, work_dir=self.work_dir,
-                                   endpoint=endpoint, warehouse_url=warehouse)
+                ctx = BenchContext(
+                    spark=spark,
+                    database=DATABASE,
+                    local_data_dir=local_dir,
+                    properties=properties,
+                    work_dir=self.work_dir,
+                    endpoint=endpoint,
+                    warehouse_url=warehouse,
+                )
                 sink = MetricsSink(metrics_dir)
                 runs_per_pair = self.args.warmup + self.args.repetitions
                 total = len(self.query_numbers) * len(self.configs) * runs_per_pair
-                columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                           TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+                columns = (
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    TextColumn("eta"),
+                    TimeRemainingColumn(),
+                )
                 # A bar only on a terminal: in a log file it would be drawn once, at the end.
-                bar = (Progress(*columns, console=self.console, transient=True)
-                       if self.console.is_terminal else NoProgress(self.console))
+                bar = (
+                    Progress(*columns, console=self.console, transient=True)
+                    if self.console.is_terminal
+                    else NoProgress(self.console)
+                )
                 baseline = self.configs[0].name
-                what = (f"running {len(self.query_numbers)} "
-                        f"{'query' if len(self.query_numbers) == 1 else 'queries'} x "
-                        f"{len(self.configs)} "
-                        f"{'configuration' if len(self.configs) == 1 else 'configurations'} x "
-                        f"{runs_per_pair} "
-                        f"{'run' if runs_per_pair == 1 else 'runs'} "
-                        f"({self.args.warmup} warm-up)")
+                what = (
+                    f"running {len(self.query_numbers)} "
+                    f"{'query' if len(self.query_numbers) == 1 else 'queries'} x "
+                    f"{len(self.configs)} "
+                    f"{'configuration' if len(self.configs) == 1 else 'configurations'} x "
+                    f"{runs_per_pair} "
+                    f"{'run' if runs_per_pair == 1 else 'runs'} "
+                    f"({self.args.warmup} warm-up)"
+                )
                 with self.phase(what):
-                    self.say(f"a line per query: median seconds per configuration; "
-                             f"'x of baseline' = time / {baseline}'s time (lower is faster)")
+                    self.say(
+                        f"a line per query: median seconds per configuration; "
+                        f"'x of baseline' = time / {baseline}'s time (lower is faster)"
+                    )
                     with bar as progress:
                         task = progress.add_task("TPC-H", total=total)
                         for n in self.query_numbers:
@@ -432,33 +538,38 @@ class Bench:
             f.write(LOG4J2_TEMPLATE.format(level=level.lower()))
         return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{path}"}
 
-    def run_query(self, n: int, ctx: BenchContext, endpoint: Any, sink: Any,
-                  progress: Any, task: Any) -> None:
+    def run_query(
+        self, n: int, ctx: BenchContext, endpoint: Any, sink: Any, progress: Any, task: Any
+    ) -> None:
         from raptorx_py.tpch.queries import query_text
 
         sql = query_text(n, self.args.scale, engine="spark")
-        entries = {c.name: {"runs": [], "warmup_seconds": [], "error": None}
-                   for c in self.configs}
+        entries = {c.name: {"runs": [], "warmup_seconds": [], "error": None} for c in self.configs}
         self.results["queries"][str(n)] = {"configs": entries}
         first_rows: dict[str, list] = {}  # each configuration's first timed result
-        plan = ([("warmup", i) for i in range(self.args.warmup)]
-                + [("timed", i) for i in range(self.args.repetitions)])
+        plan = [("warmup", i) for i in range(self.args.warmup)] + [
+            ("timed", i) for i in range(self.args.repetitions)
+        ]
         for phase, i in plan:
             for config in self.configs:
                 entry = entries[config.name]
-                label = (f"Q{n:<2} {config.name} "
-                         + (f"warm-up {i + 1}/{self.args.warmup}" if phase == "warmup"
-                            else f"run {i + 1}/{self.args.repetitions}"))
+                label = f"Q{n:<2} {config.name} " + (
+                    f"warm-up {i + 1}/{self.args.warmup}"
+                    if phase == "warmup"
+                    else f"run {i + 1}/{self.args.repetitions}"
+                )
                 progress.update(task, description=label)
                 if entry["error"] is None:
                     try:
                         run = self.run_once(sql, config, ctx, endpoint, sink)
                     except Exception as exc:  # recorded, reported, and fails the exit status
-                        entry["error"] = (f"{phase} run {i + 1}: {type(exc).__name__}: "
-                                          f"{_first_lines(str(exc))}")
+                        entry["error"] = (
+                            f"{phase} run {i + 1}: {type(exc).__name__}: {_first_lines(str(exc))}"
+                        )
                         entry["traceback"] = traceback.format_exc()
-                        progress.console.print(f"[red]Q{n} {config.name} failed:[/red] "
-                                               f"{entry['error']}")
+                        progress.console.print(
+                            f"[red]Q{n} {config.name} failed:[/red] {entry['error']}"
+                        )
                     else:
                         rows = run.pop("_rows")
                         if phase == "timed":
@@ -482,15 +593,19 @@ class Bench:
         for name, rows in first_rows.items():
             if name == baseline:
                 continue
-            diff = oracle.compare_results(first_rows[baseline], rows,
-                                          ordered=queries.ordered(n),
-                                          sort_key=queries.ORDER_BY_COLUMNS[n])
+            diff = oracle.compare_results(
+                first_rows[baseline],
+                rows,
+                ordered=queries.ordered(n),
+                sort_key=queries.ORDER_BY_COLUMNS[n],
+            )
             if diff:
                 entries[name]["result_difference"] = diff
         self.results["queries"][str(n)]["results_compared"] = len(first_rows)
 
-    def run_once(self, sql: str, config: Configuration, ctx: BenchContext, endpoint: Any,
-                 sink: Any) -> dict[str, Any]:
+    def run_once(
+        self, sql: str, config: Configuration, ctx: BenchContext, endpoint: Any, sink: Any
+    ) -> dict[str, Any]:
         """One run: register the views, prepare, then time ``collect()`` and take deltas."""
         from raptorx_py.tpch.oracle import plain_value
 
@@ -506,14 +621,24 @@ class Bench:
         stats_delta = store_delta(endpoint.stats(), stats_before)
         metrics_delta = numeric_delta(sink.totals(), metrics_before)
         requests, nbytes = split_store_stats(stats_delta)
-        return {"_rows": [plain_value(r) for r in rows],
-                "seconds": round(seconds, 6), "rows": len(rows), "requests": requests,
-                "bytes": nbytes, "metrics": metrics_delta, "store_stats": stats_delta,
-                "setup_seconds": round(setup_seconds, 6)}
+        return {
+            "_rows": [plain_value(r) for r in rows],
+            "seconds": round(seconds, 6),
+            "rows": len(rows),
+            "requests": requests,
+            "bytes": nbytes,
+            "metrics": metrics_delta,
+            "store_stats": stats_delta,
+            "setup_seconds": round(setup_seconds, 6),
+        }
 
     def print_query_line(self, n: int, console: Any) -> None:
-        per = report.summarize({"configurations": self.results["configurations"],
-                                "queries": {str(n): self.results["queries"][str(n)]}})
+        per = report.summarize(
+            {
+                "configurations": self.results["configurations"],
+                "queries": {str(n): self.results["queries"][str(n)]},
+            }
+        )
         q = per["queries"][str(n)]
         parts = []
         for c in per["configs"]:
@@ -529,20 +654,28 @@ class Bench:
                 text += f" {report.format_count(s['requests_total'])} req"
             parts.append(text)
         rows = {q[c]["rows"] for c in per["configs"] if q[c]["rows"] is not None}
-        rows_text = (f"{next(iter(rows))} rows" if len(rows) == 1
-                     else "[red]ROW COUNTS DIFFER[/red]" if rows else "")
-        console.print(f"[dim]{_dt.datetime.now():%H:%M:%S}[/dim] Q{n:<2} {rows_text:>10}  "
-                      + "  ".join(parts))
+        rows_text = (
+            f"{next(iter(rows))} rows"
+            if len(rows) == 1
+            else "[red]ROW COUNTS DIFFER[/red]"
+            if rows
+            else ""
+        )
+        console.print(
+            f"[dim]{_dt.datetime.now():%H:%M:%S}[/dim] Q{n:<2} {rows_text:>10}  " + "  ".join(parts)
+        )
         for problem in report.row_count_mismatches(
-                {"configurations": self.results["configurations"],
-                 "queries": {str(n): self.results["queries"][str(n)]}}):
+            {
+                "configurations": self.results["configurations"],
+                "queries": {str(n): self.results["queries"][str(n)]},
+            }
+        ):
             console.print(f"[red]{problem}[/red]")
 
     # -- reports --
 
     def write(self, partial: bool) -> dict[str, str]:
-        self.results["finished_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(
-            timespec="seconds")
+        self.results["finished_at"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         self.results["wall_seconds"] = round(time.monotonic() - self.started, 1)
         self.results["complete"] = not partial
         return report.write_reports(self.results, self.out_dir)
@@ -554,16 +687,24 @@ class Bench:
             geo = ", ".join(
                 f"{c} {s['geomean'][c]:.3f}s"
                 + (f" ({s['geomean_ratio'][c]:.2f}x of baseline)" if c != s["baseline"] else "")
-                for c in s["configs"])
+                for c in s["configs"]
+            )
             n = len(s["geomean_queries"])
-            label = (f"geomean over {n} queries" if n > 1 else "over the one query")
+            label = f"geomean over {n} queries" if n > 1 else "over the one query"
             self.console.print(f"[bold]{label}:[/bold] {geo} (lower is faster)")
-        self.console.print(f"wrote {paths['json']}, {paths['markdown']}, {paths['chart']} "
-                           f"(wall time {self.results['wall_seconds']:.0f} s)")
-        problems = (report.row_count_mismatches(self.results)
-                    + report.result_differences(self.results))
-        errors = [(q, c, e["error"]) for q, per in self.results["queries"].items()
-                  for c, e in per["configs"].items() if e["error"]]
+        self.console.print(
+            f"wrote {paths['json']}, {paths['markdown']}, {paths['chart']} "
+            f"(wall time {self.results['wall_seconds']:.0f} s)"
+        )
+        problems = report.row_count_mismatches(self.results) + report.result_differences(
+            self.results
+        )
+        errors = [
+            (q, c, e["error"])
+            for q, per in self.results["queries"].items()
+            for c, e in per["configs"].items()
+            if e["error"]
+        ]
         for p in problems:
             self.console.print(f"[bold red]FAILED:[/bold red] {p}")
         for q, c, e in errors:
@@ -571,9 +712,10 @@ class Bench:
         published = self.results.get("published") or {}
         if published.get("database"):
             self.console.print(
-                f"your copy of the data: spark.read.format(\"tiered_hive\").load("
-                f"\"{published['database']}.lineitem\") after tiered_session() "
-                f"(metastore {published['metastore']}; see README.md, 'Your own queries')")
+                f'your copy of the data: spark.read.format("tiered_hive").load('
+                f'"{published["database"]}.lineitem") after tiered_session() '
+                f"(metastore {published['metastore']}; see README.md, 'Your own queries')"
+            )
         return 1 if problems or errors else 0
 
 
@@ -600,7 +742,7 @@ class NoProgress:
     def __init__(self, console: Any) -> None:
         self.console = console
 
-    def __enter__(self) -> "NoProgress":
+    def __enter__(self) -> NoProgress:
         return self
 
     def __exit__(self, *exc: Any) -> None:

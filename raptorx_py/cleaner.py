@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from raptorx_py.errors import MetastoreError
+from raptorx_py.managed_write import staging_txn_id
 from raptorx_py.metastore.model import EXTERNAL_TABLE, Table
 from raptorx_py.metastore.transactions import NoSuchTxnError
 from raptorx_py.storage.acid_layout import parse_acid_dir
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import is_hidden
-from raptorx_py.managed_write import staging_txn_id
 
 
 @dataclass
@@ -47,8 +47,10 @@ def clean_table(metastore, settings, database: str, name: str) -> CleanReport:
     """Clean ``database.name`` (see the module docstring); returns what was removed."""
     table = metastore.get_table(database, name)
     if table.table_type == EXTERNAL_TABLE:
-        raise MetastoreError(f"{table.qualified_name} is an EXTERNAL table: it has no write ids, "
-                             f"so there is nothing a cleaner may remove")
+        raise MetastoreError(
+            f"{table.qualified_name} is an EXTERNAL table: it has no write ids, "
+            f"so there is nothing a cleaner may remove"
+        )
     report = CleanReport(table.qualified_name, expired_txns=metastore.expire_timed_out())
     snapshot = metastore.get_valid_write_ids([table.qualified_name])[table.qualified_name]
     aborted = snapshot.aborted_write_ids
@@ -61,13 +63,16 @@ def clean_table(metastore, settings, database: str, name: str) -> CleanReport:
             continue
         prefix = root_path.rstrip("/") + "/"
         # Only directories; parents before children, so a removed one is not visited again.
-        dirs = sorted(p for p, info in found.items()
-                      if info.get("type") == "directory" and p.startswith(prefix))
+        dirs = sorted(
+            p
+            for p, info in found.items()
+            if info.get("type") == "directory" and p.startswith(prefix)
+        )
         removed: list[str] = []
         for path in dirs:
             if any(path.startswith(r + "/") for r in removed):
                 continue
-            rel = path[len(prefix):].split("/")
+            rel = path[len(prefix) :].split("/")
             leaf = rel[-1]
             txn = staging_txn_id(leaf) if len(rel) == 1 else None
             if txn is not None:
@@ -79,8 +84,9 @@ def clean_table(metastore, settings, database: str, name: str) -> CleanReport:
             if any(is_hidden(part) for part in rel):
                 continue
             acid = parse_acid_dir(leaf)
-            if acid is not None and all(w in aborted for w in
-                                        range(acid.min_write_id, acid.max_write_id + 1)):
+            if acid is not None and all(
+                w in aborted for w in range(acid.min_write_id, acid.max_write_id + 1)
+            ):
                 fs.rm(path, recursive=True)
                 removed.append(path)
                 report.removed_aborted.append(join_url(scheme, path))

@@ -33,14 +33,20 @@ def settings_from_args(args):
         if not sep:
             raise ConfigError(f"expected name=value, got '{item}'", source="--property")
         overrides[key.strip()] = value
-    return load_settings(conf_dir=args.conf_dir, overrides=overrides,
-                         overrides_source="-p/--property")
+    return load_settings(
+        conf_dir=args.conf_dir, overrides=overrides, overrides_source="-p/--property"
+    )
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf-dir", help="directory with config.properties / hive.properties")
-    parser.add_argument("-p", "--property", action="append", metavar="NAME=VALUE",
-                        help="override one property (repeatable)")
+    parser.add_argument(
+        "-p",
+        "--property",
+        action="append",
+        metavar="NAME=VALUE",
+        help="override one property (repeatable)",
+    )
 
 
 def cmd_table_register(args) -> int:
@@ -50,13 +56,20 @@ def cmd_table_register(args) -> int:
     settings = settings_from_args(args)
     with open_metastore(settings, create=True) as ms:
         table = register_external_table(
-            ms, settings, args.table, args.url, replace=args.replace,
+            ms,
+            settings,
+            args.table,
+            args.url,
+            replace=args.replace,
             partition_types=_partition_types(args.partition_type),
-            infer_partition_types=args.partition_type_inference)
+            infer_partition_types=args.partition_type_inference,
+        )
         n = len(ms.list_partitions(table)) if table.is_partitioned else 0
     keys = ", ".join(f"{k.name} {k.type}" for k in table.partition_keys) or "none"
-    print(f"registered {table.qualified_name} (EXTERNAL) at {table.location}: "
-          f"{len(table.columns)} columns, partition keys: {keys}, {n} partitions")
+    print(
+        f"registered {table.qualified_name} (EXTERNAL) at {table.location}: "
+        f"{len(table.columns)} columns, partition keys: {keys}, {n} partitions"
+    )
     return 0
 
 
@@ -143,12 +156,15 @@ def cmd_config_show(args) -> int:
 
     settings = settings_from_args(args)
     files = config_files(args.conf_dir)
-    print("files read (later ones win): "
-          + (", ".join(str(f) for f in files) if files else "none, defaults only"))
+    print(
+        "files read (later ones win): "
+        + (", ".join(str(f) for f in files) if files else "none, defaults only")
+    )
     if args.conf_dir is None and os.environ.get(CONF_DIR_ENV):
         print(f"  ({CONF_DIR_ENV}={os.environ[CONF_DIR_ENV]})")
     if args.property:
-        print(f"overridden on the command line: {', '.join(k.split('=', 1)[0] for k in args.property)}")
+        overridden = ", ".join(k.split("=", 1)[0] for k in args.property)
+        print(f"overridden on the command line: {overridden}")
     print(f"metastore: {masked_url(settings.metastore_url)}")
     if args.sources:
         return 0
@@ -167,13 +183,17 @@ def parse_partition_spec(table, spec: str) -> tuple[str | None, ...]:
     for part in spec.strip("/").split("/"):
         key, sep, value = part.partition("=")
         if not sep or not key or key in given:
-            raise SchemaError(f"partition spec '{spec}' of {table.qualified_name} is not of the "
-                              f"form k1=v1/k2=v2 with each key once")
+            raise SchemaError(
+                f"partition spec '{spec}' of {table.qualified_name} is not of the "
+                f"form k1=v1/k2=v2 with each key once"
+            )
         given[unescape_partition_value(key)] = unescape_partition_value(value)
     keys = [k.name for k in table.partition_keys]
     if sorted(given) != sorted(keys):
-        raise SchemaError(f"partition spec '{spec}' names keys {sorted(given)}, but "
-                          f"{table.qualified_name} is partitioned by {keys}")
+        raise SchemaError(
+            f"partition spec '{spec}' names keys {sorted(given)}, but "
+            f"{table.qualified_name} is partitioned by {keys}"
+        )
     return tuple(given[k] for k in keys)
 
 
@@ -195,8 +215,10 @@ def cmd_partition_seal(args) -> int:
 def add_partition_cli(sub) -> None:
     partition = sub.add_parser("partition", help="seal and un-seal partitions")
     psub = partition.add_subparsers(dest="partition_command", required=True)
-    for name, text in (("seal", "mark a partition complete: its file listing may be cached"),
-                       ("unseal", "mark a partition open again: its listing is never cached")):
+    for name, text in (
+        ("seal", "mark a partition complete: its file listing may be cached"),
+        ("unseal", "mark a partition open again: its listing is never cached"),
+    ):
         cmd = psub.add_parser(name, help=text)
         cmd.add_argument("table", help="<database>.<table>")
         cmd.add_argument("partition", help="k1=v1[/k2=v2...]")
@@ -220,11 +242,23 @@ def cmd_locks_show(args) -> int:
         header += ["ACQUIRED_AT", "LAST_HEARTBEAT", "USER", "HOST", "AGENT_INFO"]
     lines = [header]
     for r in rows:
-        line = [str(r.lock_id), r.db, r.table or "", r.partition or "", r.state,
-                r.lock_type.name, "" if r.txn_id is None else str(r.txn_id)]
+        line = [
+            str(r.lock_id),
+            r.db,
+            r.table or "",
+            r.partition or "",
+            r.state,
+            r.lock_type.name,
+            "" if r.txn_id is None else str(r.txn_id),
+        ]
         if args.extended:
-            line += [format_ms(r.acquired_at_ms), format_ms(r.last_heartbeat_ms), r.user or "",
-                     r.host or "", r.agent_info or ""]
+            line += [
+                format_ms(r.acquired_at_ms),
+                format_ms(r.last_heartbeat_ms),
+                r.user or "",
+                r.host or "",
+                r.agent_info or "",
+            ]
         lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
@@ -239,10 +273,17 @@ def add_locks_cli(sub) -> None:
     lsub = locks.add_subparsers(dest="locks_command", required=True)
     show = lsub.add_parser("show", help="list held locks (Hive's SHOW LOCKS)")
     show.add_argument("object", nargs="?", help="<db> or <db>.<table> (default: every lock)")
-    show.add_argument("--partition", action="append", metavar="K=V",
-                      help="one partition of the table (repeatable for k1=v1/k2=v2)")
-    show.add_argument("--extended", action="store_true",
-                      help="also when, by whom and from where each lock was taken")
+    show.add_argument(
+        "--partition",
+        action="append",
+        metavar="K=V",
+        help="one partition of the table (repeatable for k1=v1/k2=v2)",
+    )
+    show.add_argument(
+        "--extended",
+        action="store_true",
+        help="also when, by whom and from where each lock was taken",
+    )
     add_common_options(show)
     show.set_defaults(func=cmd_locks_show)
 
@@ -261,25 +302,36 @@ every command takes --conf-dir DIR and -p NAME=VALUE; `raptorx <command> --help`
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="raptorx", description=__doc__.split("\n\n")[0],
-                                     epilog=EXAMPLES,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="raptorx",
+        description=__doc__.split("\n\n")[0],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     table = sub.add_parser("table", help="register and inspect tables")
     tsub = table.add_subparsers(dest="table_command", required=True)
-    reg = tsub.add_parser("register", help="register an existing Hive-layout directory "
-                                           "as an EXTERNAL table")
+    reg = tsub.add_parser(
+        "register", help="register an existing Hive-layout directory as an EXTERNAL table"
+    )
     reg.add_argument("table", help="<database>.<table>")
     reg.add_argument("url", help="file:///path or s3://bucket/prefix")
     reg.add_argument("--replace", action="store_true", help="replace an existing table")
-    reg.add_argument("--partition-type", action="append", metavar="KEY=TYPE",
-                     help="the type of a partition key (repeatable), instead of the type "
-                          "inferred from its directory values as Spark does")
-    reg.add_argument("--no-partition-type-inference", dest="partition_type_inference",
-                     action="store_false",
-                     help="partition keys without --partition-type are strings (Spark's "
-                          "spark.sql.sources.partitionColumnTypeInference.enabled=false)")
+    reg.add_argument(
+        "--partition-type",
+        action="append",
+        metavar="KEY=TYPE",
+        help="the type of a partition key (repeatable), instead of the type "
+        "inferred from its directory values as Spark does",
+    )
+    reg.add_argument(
+        "--no-partition-type-inference",
+        dest="partition_type_inference",
+        action="store_false",
+        help="partition keys without --partition-type are strings (Spark's "
+        "spark.sql.sources.partitionColumnTypeInference.enabled=false)",
+    )
     add_common_options(reg)
     reg.set_defaults(func=cmd_table_register)
     lst = tsub.add_parser("list", help="list tables")
@@ -291,18 +343,23 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--partitions", action="store_true", help="list every partition")
     add_common_options(show)
     show.set_defaults(func=cmd_table_show)
-    clean = tsub.add_parser("clean", help="remove the files of aborted writes and the staging "
-                                          "directories of finished ones (managed tables)")
+    clean = tsub.add_parser(
+        "clean",
+        help="remove the files of aborted writes and the staging "
+        "directories of finished ones (managed tables)",
+    )
     clean.add_argument("table", help="<database>.<table>")
     add_common_options(clean)
     clean.set_defaults(func=cmd_table_clean)
 
     config = sub.add_parser("config", help="inspect the configuration")
     csub = config.add_subparsers(dest="config_command", required=True)
-    cshow = csub.add_parser("show", help="the files read, the metastore, and every property "
-                                         "with its value and default")
-    cshow.add_argument("--sources", action="store_true",
-                       help="only the files read and the metastore URL")
+    cshow = csub.add_parser(
+        "show", help="the files read, the metastore, and every property with its value and default"
+    )
+    cshow.add_argument(
+        "--sources", action="store_true", help="only the files read and the metastore URL"
+    )
     add_common_options(cshow)
     cshow.set_defaults(func=cmd_config_show)
 

@@ -29,10 +29,12 @@ from raptorx_py.errors import ConnectServerError
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 #: Spark Connect's own default port.
 DEFAULT_PORT = 15002
-START_HINT = ("start one with the raptorx jar: `raptorx connect-server --port <port>` (pyspark's "
-              "bundled server, with native/target/raptorx-native.jar in --jars and "
-              "--driver-class-path, and PYSPARK_PYTHON set to an interpreter with raptorx_py "
-              "installed; see the README's \"Spark Connect\" section)")
+START_HINT = (
+    "start one with the raptorx jar: `raptorx connect-server --port <port>` (pyspark's "
+    "bundled server, with native/target/raptorx-native.jar in --jars and "
+    "--driver-class-path, and PYSPARK_PYTHON set to an interpreter with raptorx_py "
+    'installed; see the README\'s "Spark Connect" section)'
+)
 
 
 def is_connect(spark) -> bool:
@@ -47,8 +49,10 @@ def provider_on_server(spark) -> bool:
     """Whether the server behind a Connect session can load the JVM provider: Spark's
     ``Utils.classIsLoadable`` (the check a classic session makes through py4j), called on
     the server through SQL's ``reflect``. One small query, no Python worker."""
-    row = spark.sql("SELECT reflect('org.apache.spark.util.Utils', 'classIsLoadable', ?) AS ok",
-                    args=[native.PROVIDER_CLASS]).collect()[0]
+    row = spark.sql(
+        "SELECT reflect('org.apache.spark.util.Utils', 'classIsLoadable', ?) AS ok",
+        args=[native.PROVIDER_CLASS],
+    ).collect()[0]
     return row["ok"] == "true"
 
 
@@ -59,8 +63,12 @@ def default_parallelism(spark) -> int:
     Each of the 2^16 rows' splits is non-empty, so the highest split id counts them."""
     from pyspark.sql import functions as F
 
-    row = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")) \
-        .agg(F.max("p").alias("p")).collect()[0]
+    row = (
+        spark.range(0, 1 << 16)
+        .select(F.spark_partition_id().alias("p"))
+        .agg(F.max("p").alias("p"))
+        .collect()[0]
+    )
     return int(row["p"]) + 1
 
 
@@ -70,16 +78,23 @@ def pyspark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def server_command(port: int, host: str = "127.0.0.1", jar: str | os.PathLike | None = None,
-                   python: str | None = None, master: str = "local[*]",
-                   conf: dict[str, str] | None = None) -> list[str]:
+def server_command(
+    port: int,
+    host: str = "127.0.0.1",
+    jar: str | os.PathLike | None = None,
+    python: str | None = None,
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+) -> list[str]:
     """The ``spark-submit`` command that runs pyspark's bundled Connect server with the
     raptorx jar, listening on ``host:port``, its Python workers running ``python``."""
     jar = Path(jar) if jar is not None else native.jar_path()
     if jar is None or not jar.is_file():
         what = "was not found" if jar is None else f"{jar} does not exist"
-        raise ConnectServerError(f"the raptorx jar {what}: {native.BUILD_HINT}, or name it "
-                                 f"with --jar or RAPTORX_NATIVE_JAR")
+        raise ConnectServerError(
+            f"the raptorx jar {what}: {native.BUILD_HINT}, or name it "
+            f"with --jar or RAPTORX_NATIVE_JAR"
+        )
     python = python or sys.executable
     settings = {
         "spark.connect.grpc.binding.address": host,
@@ -88,18 +103,29 @@ def server_command(port: int, host: str = "127.0.0.1", jar: str | os.PathLike | 
         "spark.pyspark.python": python,
         **(conf or {}),
     }
-    cmd = [str(pyspark_home() / "bin" / "spark-submit"), "--master", master,
-           "--class", SERVER_CLASS, "--name", "raptorx-connect",
-           # --driver-class-path too: the provider's columnar reader lives in a Spark package
-           # and must be loaded by the same class loader as Spark's own classes.
-           "--jars", str(jar), "--driver-class-path", str(jar)]
+    cmd = [
+        str(pyspark_home() / "bin" / "spark-submit"),
+        "--master",
+        master,
+        "--class",
+        SERVER_CLASS,
+        "--name",
+        "raptorx-connect",
+        # --driver-class-path too: the provider's columnar reader lives in a Spark package
+        # and must be loaded by the same class loader as Spark's own classes.
+        "--jars",
+        str(jar),
+        "--driver-class-path",
+        str(jar),
+    ]
     for key, value in settings.items():
         cmd += ["--conf", f"{key}={value}"]
     return cmd + ["spark-internal"]
 
 
-def server_env(host: str = "127.0.0.1", python: str | None = None,
-               env: dict[str, str] | None = None) -> dict[str, str]:
+def server_env(
+    host: str = "127.0.0.1", python: str | None = None, env: dict[str, str] | None = None
+) -> dict[str, str]:
     """The server's environment: ``PYSPARK_PYTHON`` (read by the JVM when it starts Python
     workers) and, for a loopback server, ``SPARK_LOCAL_IP`` so the driver stays on it."""
     out = dict(os.environ if env is None else env)
@@ -120,9 +146,17 @@ class ConnectServer:
     the server exiting with "Address already in use" in its log.
     """
 
-    def __init__(self, port: int, host: str = "127.0.0.1", jar=None, python: str | None = None,
-                 master: str = "local[*]", conf: dict[str, str] | None = None,
-                 env: dict[str, str] | None = None, log_path: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        port: int,
+        host: str = "127.0.0.1",
+        jar=None,
+        python: str | None = None,
+        master: str = "local[*]",
+        conf: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+        log_path: str | os.PathLike | None = None,
+    ):
         self.host, self.port = host, port
         self.command = server_command(port, host, jar, python, master, conf)
         self.env = server_env(host, python, env)
@@ -133,12 +167,17 @@ class ConnectServer:
     def url(self) -> str:
         return f"sc://{self.host}:{self.port}"
 
-    def start(self, timeout: float = 120.0) -> "ConnectServer":
+    def start(self, timeout: float = 120.0) -> ConnectServer:
         log = open(self.log_path, "ab") if self.log_path is not None else None
         try:
-            self.process = subprocess.Popen(self.command, env=self.env, stdout=log,
-                                            stderr=subprocess.STDOUT if log else None,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT if log else None,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         finally:
             if log is not None:
                 log.close()
@@ -163,11 +202,15 @@ class ConnectServer:
             except subprocess.TimeoutExpired:
                 code = None
             if code is not None:
-                raise ConnectServerError(f"the Spark Connect server for {self.url} exited with "
-                                         f"code {code} before listening{self._log_tail()}")
+                raise ConnectServerError(
+                    f"the Spark Connect server for {self.url} exited with "
+                    f"code {code} before listening{self._log_tail()}"
+                )
             if time.monotonic() > deadline:
-                raise ConnectServerError(f"the Spark Connect server for {self.url} did not "
-                                         f"listen within {timeout:.0f}s{self._log_tail()}")
+                raise ConnectServerError(
+                    f"the Spark Connect server for {self.url} did not "
+                    f"listen within {timeout:.0f}s{self._log_tail()}"
+                )
 
     def _log_tail(self, lines: int = 20) -> str:
         if self.log_path is None or not self.log_path.is_file():
@@ -198,7 +241,7 @@ class ConnectServer:
             proc.wait()
         self.process = None
 
-    def __enter__(self) -> "ConnectServer":
+    def __enter__(self) -> ConnectServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -213,12 +256,15 @@ def cmd_connect_server(args) -> int:
         if not sep:
             raise ConnectServerError(f"--conf expects key=value, got '{item}'")
         conf[key.strip()] = value
-    server = ConnectServer(args.port, host=args.host, jar=args.jar, python=args.python,
-                           master=args.master, conf=conf)
+    server = ConnectServer(
+        args.port, host=args.host, jar=args.jar, python=args.python, master=args.master, conf=conf
+    )
     if args.print_command:
-        print(shlex.join(["env", f"PYSPARK_PYTHON={server.env['PYSPARK_PYTHON']}",
-                          *server.command]))
+        print(
+            shlex.join(["env", f"PYSPARK_PYTHON={server.env['PYSPARK_PYTHON']}", *server.command])
+        )
         return 0
+
     def terminate(signum, frame):
         raise SystemExit(128 + signum)
 
@@ -228,8 +274,10 @@ def cmd_connect_server(args) -> int:
         signal.signal(sig, terminate)
     try:
         server.start(timeout=args.timeout)
-        print(f"Spark Connect server with tiered_hive listening at {server.url} "
-              f"(Ctrl-C stops it)", flush=True)
+        print(
+            f"Spark Connect server with tiered_hive listening at {server.url} (Ctrl-C stops it)",
+            flush=True,
+        )
         return server.process.wait()
     except KeyboardInterrupt:
         return 0
@@ -238,20 +286,37 @@ def cmd_connect_server(args) -> int:
 
 
 def add_cli(sub) -> None:
-    cmd = sub.add_parser("connect-server", help="run pyspark's bundled Spark Connect server "
-                                                "with the raptorx jar (foreground)")
+    cmd = sub.add_parser(
+        "connect-server",
+        help="run pyspark's bundled Spark Connect server with the raptorx jar (foreground)",
+    )
     cmd.add_argument("--port", type=int, default=DEFAULT_PORT, help="gRPC port (default 15002)")
-    cmd.add_argument("--host", default="127.0.0.1",
-                     help="address to listen on (default 127.0.0.1; 0.0.0.0 for every one)")
+    cmd.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; 0.0.0.0 for every one)",
+    )
     cmd.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    cmd.add_argument("--jar", help="the raptorx jar (default: RAPTORX_NATIVE_JAR, then "
-                                   "native/target/raptorx-native.jar)")
-    cmd.add_argument("--python", help="interpreter for the Python workers, with raptorx_py "
-                                      "installed (default: this one)")
-    cmd.add_argument("--conf", action="append", metavar="KEY=VALUE",
-                     help="a Spark conf for the server (repeatable)")
-    cmd.add_argument("--timeout", type=float, default=300.0,
-                     help="seconds to wait for the server to listen")
-    cmd.add_argument("--print-command", action="store_true",
-                     help="print the spark-submit command instead of running it")
+    cmd.add_argument(
+        "--jar",
+        help="the raptorx jar (default: RAPTORX_NATIVE_JAR, then native/target/raptorx-native.jar)",
+    )
+    cmd.add_argument(
+        "--python",
+        help="interpreter for the Python workers, with raptorx_py installed (default: this one)",
+    )
+    cmd.add_argument(
+        "--conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a Spark conf for the server (repeatable)",
+    )
+    cmd.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds to wait for the server to listen"
+    )
+    cmd.add_argument(
+        "--print-command",
+        action="store_true",
+        help="print the spark-submit command instead of running it",
+    )
     cmd.set_defaults(func=cmd_connect_server)

@@ -61,8 +61,10 @@ def log_error(exc: BaseException, where: str) -> Path | None:
 
 def in_spark_worker() -> bool:
     """Whether this process is a Python worker that Spark's JVM started (it sets these)."""
-    return ("PYTHON_WORKER_FACTORY_SECRET" in os.environ
-            or "PYTHON_WORKER_FACTORY_SOCK_DIR" in os.environ)
+    return (
+        "PYTHON_WORKER_FACTORY_SECRET" in os.environ
+        or "PYTHON_WORKER_FACTORY_SOCK_DIR" in os.environ
+    )
 
 
 def _shorten(exc: RaptorxError, where: str) -> RaptorxError:
@@ -80,6 +82,7 @@ def short_worker_errors(func):
     docstring). Other exceptions pass unchanged: they are not ours to summarize."""
     where = func.__qualname__
     if inspect.isgeneratorfunction(func):
+
         @functools.wraps(func)
         def generator(*args, **kwargs):
             try:
@@ -88,6 +91,7 @@ def short_worker_errors(func):
                 if not in_spark_worker():
                     raise
                 raise _shorten(e, where) from None
+
         return generator
 
     @functools.wraps(func)
@@ -98,6 +102,7 @@ def short_worker_errors(func):
             if not in_spark_worker():
                 raise
             raise _shorten(e, where) from None
+
     return wrapper
 
 

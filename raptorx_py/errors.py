@@ -26,8 +26,14 @@ class ConfigError(RaptorxError, ValueError):
     number when known, ``key`` the property name.
     """
 
-    def __init__(self, message: str, *, source: str | None = None, line: int | None = None,
-                 key: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
+    ):
         where = []
         if source:
             where.append(f"{source}:{line}" if line else source)
@@ -132,9 +138,11 @@ def is_storage_failure(exc: BaseException) -> bool:
     """Whether ``exc`` came from the object store (unreachable, refused, or the object
     changed), as opposed to bytes that are not what they should be."""
     name = type(exc).__name__
-    return (name in ("FileExpired", "ClientError")
-            or any(k in name for k in _UNREACHABLE_NAMES)
-            or isinstance(exc, (ConnectionError, TimeoutError)))
+    return (
+        name in ("FileExpired", "ClientError")
+        or any(k in name for k in _UNREACHABLE_NAMES)
+        or isinstance(exc, (ConnectionError, TimeoutError))
+    )
 
 
 def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
@@ -148,8 +156,9 @@ def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
     name = type(exc).__name__
     text = str(exc) or name
     if name == "FileExpired":  # fsspec: the ETag of a ranged read differs from the planned one
-        return FileChangedError(f"{url} was overwritten after the query listed it; "
-                                f"run the query again ({text})")
+        return FileChangedError(
+            f"{url} was overwritten after the query listed it; run the query again ({text})"
+        )
     if isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.ENOENT:
         return StorageNotFoundError(f"{url} does not exist ({text})")
     if isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EACCES:
@@ -157,7 +166,8 @@ def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
     # botocore's connection failures: EndpointConnectionError, ConnectTimeoutError,
     # ReadTimeoutError, ConnectionClosedError; aiohttp's ClientConnectorError.
     if any(k in name for k in _UNREACHABLE_NAMES) or isinstance(
-            exc, (ConnectionError, TimeoutError)):
+        exc, (ConnectionError, TimeoutError)
+    ):
         endpoint = _endpoint_of(exc)
         target = f"{endpoint} for {url}" if endpoint else url
         return StorageError(f"could not connect to {target}: {text}")

@@ -63,13 +63,15 @@ def arrow_to_hive(t: pa.DataType, column: str = "?", physical_type: str | None =
             raise SchemaError(
                 f"column '{column}' holds nanosecond timestamps ({t}), which Spark's Parquet "
                 f"reader does not read and tiered_hive does not either; write them in "
-                f"microseconds (e.g. pyarrow's coerce_timestamps='us')")
+                f"microseconds (e.g. pyarrow's coerce_timestamps='us')"
+            )
         return "timestamp" if t.tz is not None else "timestamp_ntz"
     if pa.types.is_decimal(t):
         if t.precision > MAX_DECIMAL_PRECISION:
             raise SchemaError(
                 f"column '{column}' has Arrow type {t}: decimals of more than "
-                f"{MAX_DECIMAL_PRECISION} digits are not supported by Spark or tiered_hive")
+                f"{MAX_DECIMAL_PRECISION} digits are not supported by Spark or tiered_hive"
+            )
         return f"decimal({t.precision},{t.scale})"
     raise SchemaError(f"column '{column}' has Arrow type {t}, which tiered_hive does not support")
 
@@ -89,8 +91,13 @@ def is_exactly_comparable(hive_type: str) -> bool:
     Arrow does neither), and so is timestamp (session time zone semantics); timestamp_ntz
     has none, and compares as Spark does.
     """
-    return base_type(hive_type) in _INTEGER_TYPES | {"decimal", "date", "string", "boolean",
-                                                      "timestamp_ntz"}
+    return base_type(hive_type) in _INTEGER_TYPES | {
+        "decimal",
+        "date",
+        "string",
+        "boolean",
+        "timestamp_ntz",
+    }
 
 
 def encode_value(value: Any, hive_type: str) -> str:
@@ -143,13 +150,24 @@ _INT_RE = re.compile(r"[+-]?[0-9]+")
 # "d"/"f" suffixes, no "_" separators).
 _DOUBLE_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?Infinity|NaN")
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_INT32 = 2 ** 31
-_INT64 = 2 ** 63
+_INT32 = 2**31
+_INT64 = 2**63
 
 #: Types ``--partition-type`` may give a partition key: those whose directory text decodes to
 #: the value Spark would see.
-PARTITION_KEY_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "boolean",
-                       "date", "timestamp_ntz", "string", "decimal(p,s)")
+PARTITION_KEY_TYPES = (
+    "tinyint",
+    "smallint",
+    "int",
+    "bigint",
+    "float",
+    "double",
+    "boolean",
+    "date",
+    "timestamp_ntz",
+    "string",
+    "decimal(p,s)",
+)
 
 
 def infer_partition_value_type(text: str) -> str:
@@ -227,19 +245,31 @@ def check_partition_key_type(hive_type: str, key: str) -> str:
             return t
     elif t in PARTITION_KEY_TYPES:
         return t
-    raise SchemaError(f"partition key '{key}' cannot have type '{hive_type}'; partition keys "
-                      f"may be {', '.join(PARTITION_KEY_TYPES)}")
+    raise SchemaError(
+        f"partition key '{key}' cannot have type '{hive_type}'; partition keys "
+        f"may be {', '.join(PARTITION_KEY_TYPES)}"
+    )
 
 
 def spark_type(hive_type: str):
     """The Spark type of a Hive type string (no JVM needed, unlike Spark's DDL parser)."""
     from pyspark.sql import types as T
 
-    simple = {"tinyint": T.ByteType, "smallint": T.ShortType, "int": T.IntegerType,
-              "integer": T.IntegerType, "bigint": T.LongType, "float": T.FloatType,
-              "double": T.DoubleType, "boolean": T.BooleanType, "string": T.StringType,
-              "binary": T.BinaryType, "date": T.DateType, "timestamp": T.TimestampType,
-              "timestamp_ntz": T.TimestampNTZType}
+    simple = {
+        "tinyint": T.ByteType,
+        "smallint": T.ShortType,
+        "int": T.IntegerType,
+        "integer": T.IntegerType,
+        "bigint": T.LongType,
+        "float": T.FloatType,
+        "double": T.DoubleType,
+        "boolean": T.BooleanType,
+        "string": T.StringType,
+        "binary": T.BinaryType,
+        "date": T.DateType,
+        "timestamp": T.TimestampType,
+        "timestamp_ntz": T.TimestampNTZType,
+    }
     t = hive_type.strip().lower()
     if t in simple:
         return simple[t]()
@@ -249,7 +279,7 @@ def spark_type(hive_type: str):
     raise SchemaError(f"Hive type '{hive_type}' is not supported by tiered_hive")
 
 
-def spark_struct(columns) -> "StructType":  # noqa: F821 - pyspark imported lazily
+def spark_struct(columns) -> StructType:  # noqa: F821 - pyspark imported lazily
     """Spark schema (every field nullable) for ``(name, hive_type)`` columns."""
     from pyspark.sql.types import StructField, StructType
 
@@ -266,5 +296,6 @@ def arrow_type_for_spark(hive_type: str) -> pa.DataType:
 def arrow_schema_for_spark(columns) -> pa.Schema:
     """The Arrow schema (every field nullable) Spark expects for ``(name, hive_type)``
     columns: what a reader hands Spark, and what a writer puts in its Parquet files."""
-    return pa.schema([pa.field(c.name, arrow_type_for_spark(c.type), nullable=True)
-                      for c in columns])
+    return pa.schema(
+        [pa.field(c.name, arrow_type_for_spark(c.type), nullable=True) for c in columns]
+    )

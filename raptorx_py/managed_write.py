@@ -51,7 +51,8 @@ recording partitions leaves them (a new one reads as empty; the statistics of an
 one include rows that never became visible: wider bounds and a larger ``numRows``, still
 bounds, never a wrong pruning). A partition's statistics are its last write's (an
 overwrite's replace the old ones before its commit): the planner prunes a managed partition
-by statistics only for snapshots that see its ``writeId``. Unpartitioned managed tables record no column statistics (HMS's
+by statistics only for snapshots that see its ``writeId``. Unpartitioned managed tables record
+no column statistics (HMS's
 table statistics cannot be altered under a write id here), so they are never pruned by them.
 """
 
@@ -70,12 +71,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from raptorx_py.errors import AlreadyExistsError, LocationInUseError, NoSuchObjectError, \
-    SchemaError
+from raptorx_py.errors import AlreadyExistsError, LocationInUseError, NoSuchObjectError, SchemaError
 from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
 from raptorx_py.metastore.locks import LockManager, Operation, lock_components
-from raptorx_py.metastore.model import EXTERNAL_TABLE, HIVE_DEFAULT_PARTITION, MANAGED_TABLE, \
-    Column, ColumnStats, Partition, Table
+from raptorx_py.metastore.model import (
+    EXTERNAL_TABLE,
+    HIVE_DEFAULT_PARTITION,
+    MANAGED_TABLE,
+    Column,
+    ColumnStats,
+    Partition,
+    Table,
+)
 from raptorx_py.metastore.store import WRITE_ID_PARAM, partition_name
 from raptorx_py.metrics import counters
 from raptorx_py.names import check_name
@@ -103,7 +110,7 @@ def staging_txn_id(name: str) -> int | None:
     name = name.rstrip("/").rsplit("/", 1)[-1]
     if not name.startswith(STAGING_PREFIX):
         return None
-    txn, _, _ = name[len(STAGING_PREFIX):].partition("-")
+    txn, _, _ = name[len(STAGING_PREFIX) :].partition("-")
     return int(txn) if txn.isdigit() else None
 
 
@@ -136,10 +143,16 @@ class WriteTarget:
         return self.columns + self.partition_keys
 
     def as_table(self) -> Table:
-        empty = {} if self.partition_keys else {"numRows": "0", "numFiles": "0",
-                                                 "totalSize": "0"}
-        return Table(self.database, self.name, MANAGED_TABLE, self.location, self.columns,
-                     self.partition_keys, {**MANAGED_PARAMETERS, **empty})
+        empty = {} if self.partition_keys else {"numRows": "0", "numFiles": "0", "totalSize": "0"}
+        return Table(
+            self.database,
+            self.name,
+            MANAGED_TABLE,
+            self.location,
+            self.columns,
+            self.partition_keys,
+            {**MANAGED_PARAMETERS, **empty},
+        )
 
 
 @dataclass(frozen=True)
@@ -179,39 +192,60 @@ def parse_partition_by(text: str | Sequence[str] | None) -> tuple[str, ...] | No
     return keys or None
 
 
-def resolve_target(metastore, settings, database: str, name: str,
-                   columns: Sequence[Column], partition_by: Sequence[str] | None) -> WriteTarget:
+def resolve_target(
+    metastore,
+    settings,
+    database: str,
+    name: str,
+    columns: Sequence[Column],
+    partition_by: Sequence[str] | None,
+) -> WriteTarget:
     """The table ``database.name`` as the incoming ``columns`` (name, Hive type) will be
     written to it: an existing MANAGED table whose columns they match (any order), or a new
     table with these columns, partitioned by ``partition_by`` (in that order)."""
     qualified = f"{database}.{name}"
     by_name = {c.name.lower(): c for c in columns}
     if len(by_name) != len(columns):
-        raise SchemaError(f"the data written to {qualified} has duplicate column names: "
-                          f"{', '.join(c.name for c in columns)}")
+        raise SchemaError(
+            f"the data written to {qualified} has duplicate column names: "
+            f"{', '.join(c.name for c in columns)}"
+        )
     try:
         table = metastore.get_table(database, name)
     except NoSuchObjectError:
         table = None
     if table is not None:
         if table.table_type == EXTERNAL_TABLE:
-            raise SchemaError(f"{qualified} is an EXTERNAL table: tiered_hive writes MANAGED "
-                              f"tables only (an external table's files belong to its owner)")
+            raise SchemaError(
+                f"{qualified} is an EXTERNAL table: tiered_hive writes MANAGED "
+                f"tables only (an external table's files belong to its owner)"
+            )
         _check_columns(table, columns)
         keys = tuple(k.name for k in table.partition_keys)
         if partition_by is not None and tuple(partition_by) != keys:
-            raise SchemaError(f"{qualified} is partitioned by ({', '.join(keys) or 'nothing'}), "
-                              f"but the write asks for ({', '.join(partition_by)})")
-        return WriteTarget(database, name, table.location.rstrip("/"), table.columns,
-                           table.partition_keys, table.id)
+            raise SchemaError(
+                f"{qualified} is partitioned by ({', '.join(keys) or 'nothing'}), "
+                f"but the write asks for ({', '.join(partition_by)})"
+            )
+        return WriteTarget(
+            database,
+            name,
+            table.location.rstrip("/"),
+            table.columns,
+            table.partition_keys,
+            table.id,
+        )
     keys = tuple(partition_by or ())
     missing = [k for k in keys if k.lower() not in by_name]
     if missing:
-        raise SchemaError(f"partition key(s) {', '.join(missing)} of the new table {qualified} "
-                          f"are not columns of the data: {', '.join(c.name for c in columns)}")
+        raise SchemaError(
+            f"partition key(s) {', '.join(missing)} of the new table {qualified} "
+            f"are not columns of the data: {', '.join(c.name for c in columns)}"
+        )
     if len(keys) == len(columns) and keys:
-        raise SchemaError(f"the new table {qualified} would have no data column: every column "
-                          f"is a partition key")
+        raise SchemaError(
+            f"the new table {qualified} would have no data column: every column is a partition key"
+        )
     key_set = {k.lower() for k in keys}
     data = tuple(c for c in columns if c.name.lower() not in key_set)
     key_cols = tuple(by_name[k.lower()] for k in keys)
@@ -242,7 +276,8 @@ def check_location_free(settings, qualified: str, location: str) -> None:
             f"cannot create the MANAGED table {qualified} at {location}: the directory "
             f"already holds {shown} (the files of another table, or of a table of another "
             f"metastore); a new table never adopts existing files. Remove them, or give the "
-            f"database another location")
+            f"database another location"
+        )
 
 
 def _check_columns(table: Table, columns: Sequence[Column]) -> None:
@@ -252,19 +287,29 @@ def _check_columns(table: Table, columns: Sequence[Column]) -> None:
         raise SchemaError(
             f"the data written to {table.qualified_name} has columns "
             f"({', '.join(c.name for c in columns)}), the table has "
-            f"({', '.join(c.name for c in table.all_columns)})")
+            f"({', '.join(c.name for c in table.all_columns)})"
+        )
     for key, col in have.items():
         if _normal_type(got[key].type) != _normal_type(col.type):
-            raise SchemaError(f"column '{col.name}' of {table.qualified_name} is {col.type}, "
-                              f"but the data written to it is {got[key].type}")
+            raise SchemaError(
+                f"column '{col.name}' of {table.qualified_name} is {col.type}, "
+                f"but the data written to it is {got[key].type}"
+            )
 
 
 def _normal_type(t: str) -> str:
     return t.replace(" ", "").lower().replace("integer", "int")
 
 
-def begin_write(metastore, settings, database: str, name: str, columns: Sequence[Column],
-                overwrite: bool, partition_by: Sequence[str] | None = None) -> WriteJob:
+def begin_write(
+    metastore,
+    settings,
+    database: str,
+    name: str,
+    columns: Sequence[Column],
+    overwrite: bool,
+    partition_by: Sequence[str] | None = None,
+) -> WriteJob:
     """Resolve the target and open the write's transaction (see the module docstring)."""
     database, name = check_name("database", database), check_name("table", name)
     target = resolve_target(metastore, settings, database, name, columns, partition_by)
@@ -278,8 +323,15 @@ class TxnHeartbeat:
     """Keeps a transaction alive from a task: a heartbeat now and then at most every
     ``interval`` seconds (by ``clock``); no thread."""
 
-    def __init__(self, settings, txn_id: int, *, clock: Callable[[], float] = time.monotonic,
-                 interval: float | None = None, metastore=None):
+    def __init__(
+        self,
+        settings,
+        txn_id: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        interval: float | None = None,
+        metastore=None,
+    ):
         self.settings, self.txn_id, self.clock = settings, txn_id, clock
         self.interval = settings.txn_timeout / 3 if interval is None else interval
         self.metastore = metastore  # None: open one per beat (a task has none of its own)
@@ -307,16 +359,19 @@ def conform(batch: pa.RecordBatch | pa.Table, target: WriteTarget) -> pa.Table:
     arrays, fields = [], []
     for c in target.all_columns:
         if c.name.lower() not in names:
-            raise SchemaError(f"the data written to {target.qualified_name} lacks column "
-                              f"'{c.name}' (it has {', '.join(table.column_names)})")
+            raise SchemaError(
+                f"the data written to {target.qualified_name} lacks column "
+                f"'{c.name}' (it has {', '.join(table.column_names)})"
+            )
         t = arrow_type_for_spark(c.type)
         arrays.append(table.column(names[c.name.lower()]).cast(t))
         fields.append(pa.field(c.name, t, nullable=True))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def split_by_partition(table: pa.Table, target: WriteTarget
-                       ) -> Iterable[tuple[tuple[str | None, ...], pa.Table]]:
+def split_by_partition(
+    table: pa.Table, target: WriteTarget
+) -> Iterable[tuple[tuple[str | None, ...], pa.Table]]:
     """``(partition values as canonical text, rows of that partition without the key
     columns)``; one sort, then runs of equal keys."""
     data_names = [c.name for c in target.columns]
@@ -340,8 +395,9 @@ def split_by_partition(table: pa.Table, target: WriteTarget
     ends = starts[1:] + [table.num_rows]
     for s, e in zip(starts, ends):
         part = table.slice(s, e - s)
-        values = tuple(_partition_text(part.column(k.name)[0].as_py(), k.type)
-                       for k in target.partition_keys)
+        values = tuple(
+            _partition_text(part.column(k.name)[0].as_py(), k.type) for k in target.partition_keys
+        )
         yield values, part.select(data_names)
 
 
@@ -371,8 +427,13 @@ class _OpenFile:
         return size, metadata
 
 
-def write_task(settings, job: WriteJob, batches: Iterable[pa.RecordBatch], *,
-               heartbeat: TxnHeartbeat | None = None) -> tuple[WrittenFile, ...]:
+def write_task(
+    settings,
+    job: WriteJob,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    heartbeat: TxnHeartbeat | None = None,
+) -> tuple[WrittenFile, ...]:
     """Write one task's rows into the staging directory; see the module docstring. On any
     error the files this task wrote are removed before the error propagates."""
     target = job.target
@@ -389,8 +450,11 @@ def write_task(settings, job: WriteJob, batches: Iterable[pa.RecordBatch], *,
             for values, rows in split_by_partition(conform(batch, target), target):
                 f = open_files.get(values)
                 if f is None:
-                    rel = (partition_name(target.partition_keys, values) + "/"
-                           if target.partition_keys else "")
+                    rel = (
+                        partition_name(target.partition_keys, values) + "/"
+                        if target.partition_keys
+                        else ""
+                    )
                     path = f"{staging}/{rel}part-{task_token}-{len(open_files):05d}.parquet"
                     fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
                     f = open_files[values] = _OpenFile(fs, path, schema)
@@ -400,8 +464,9 @@ def write_task(settings, job: WriteJob, batches: Iterable[pa.RecordBatch], *,
             size, metadata = f.close()
             if metadata is None:
                 metadata = read_metadata(fs, f.path, size=size, url=join_url(scheme, f.path))
-            out.append(WrittenFile(join_url(scheme, f.path), values, size, f.rows,
-                                   footer_stats(metadata)))
+            out.append(
+                WrittenFile(join_url(scheme, f.path), values, size, f.rows, footer_stats(metadata))
+            )
         counters.add("writer.files_written", len(out))
         counters.add("writer.rows_written", sum(f.num_rows for f in out))
         return tuple(out)
@@ -413,8 +478,14 @@ def write_task(settings, job: WriteJob, batches: Iterable[pa.RecordBatch], *,
 
 
 # -- 3. commit / abort (driver) -----------------------------------------------------------
-def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile], *,
-                 sleep: Callable[[float], None] = time.sleep) -> CommitResult:
+def commit_write(
+    metastore,
+    settings,
+    job: WriteJob,
+    files: Sequence[WrittenFile],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> CommitResult:
     """Make the files of every task visible as one write (see the module docstring)."""
     target = job.target
     created_dirs: list[str] = []  # only these, and the files below, may a rollback remove
@@ -433,8 +504,9 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
     try:
         heartbeat.beat(force=True)
         if target.partition_keys:  # before anything is created: a new table stays uncreated
-            _check_partition_names(target.qualified_name, target.partition_keys,
-                                   {tuple(f.values) for f in files})
+            _check_partition_names(
+                target.qualified_name, target.partition_keys, {tuple(f.values) for f in files}
+            )
         table = _ensure_table(metastore, settings, target)
         if not files and not job.overwrite:
             metastore.commit_transaction(job.txn_id)
@@ -446,20 +518,24 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
         _lock(metastore, settings, job, table, sorted(by_values, key=_sort_key), sleep_alive)
         write_id = metastore.allocate_write_id(job.txn_id, table.database, table.name)
         subdir = base_dir_name(write_id) if job.overwrite else delta_dir_name(write_id)
-        existing = ({p.values: p for p in metastore.list_partitions(table)}
-                    if table.is_partitioned else {})
+        existing = (
+            {p.values: p for p in metastore.list_partitions(table)} if table.is_partitioned else {}
+        )
         if table.is_partitioned:
-            _check_partition_names(table.qualified_name, table.partition_keys,
-                                   set(by_values), set(existing))
+            _check_partition_names(
+                table.qualified_name, table.partition_keys, set(by_values), set(existing)
+            )
         fs, _ = filesystem_for(table.location, settings)
 
         def location_of(values: tuple) -> str:
             if not table.is_partitioned:
                 return table.location.rstrip("/")
             p = existing.get(values)
-            return (p.location if p is not None else
-                    f"{table.location.rstrip('/')}/{partition_name(table.partition_keys, values)}"
-                    ).rstrip("/")
+            return (
+                p.location
+                if p is not None
+                else f"{table.location.rstrip('/')}/{partition_name(table.partition_keys, values)}"
+            ).rstrip("/")
 
         for values, group in by_values.items():
             dest = f"{location_of(values)}/{subdir}"
@@ -472,8 +548,11 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
                 placed = f"{dest_path}/{src.rsplit('/', 1)[-1]}"
                 fs.mv(src, placed)
                 placed_files.append(placed)
-        untouched = ([v for v in existing if v not in by_values] if table.is_partitioned
-                     else ([()] if not by_values else []))
+        untouched = (
+            [v for v in existing if v not in by_values]
+            if table.is_partitioned
+            else ([()] if not by_values else [])
+        )
         if job.overwrite:
             for values in untouched:
                 dest = f"{location_of(values)}/{subdir}"
@@ -486,13 +565,13 @@ def commit_write(metastore, settings, job: WriteJob, files: Sequence[WrittenFile
         # The partitions and the commit are one database transaction: a commit that dies
         # in between leaves no partition recorded for rows that never became visible.
         with metastore.atomically():
-            added, altered = _record_metadata(metastore, table, job, write_id, by_values,
-                                              existing, untouched, location_of)
+            added, altered = _record_metadata(
+                metastore, table, job, write_id, by_values, existing, untouched, location_of
+            )
             metastore.commit_transaction(job.txn_id)
         committed = True
         counters.add("writer.commits")
-        return CommitResult(write_id, len(files), sum(f.num_rows for f in files), added,
-                            altered)
+        return CommitResult(write_id, len(files), sum(f.num_rows for f in files), added, altered)
     except BaseException:
         if not committed:
             counters.add("writer.aborts")
@@ -522,11 +601,11 @@ def _create_own_dir(fs, path: str, url: str, table: Table) -> None:
             f"{url} already exists, but the write to {table.qualified_name} allocated its "
             f"write id just now: the directory belongs to another table or another metastore "
             f"using the same location; the write was not committed and nothing there was "
-            f"touched")
+            f"touched"
+        )
 
 
-def _check_partition_names(qualified: str, keys, values: set, existing: set = frozenset()
-                           ) -> None:
+def _check_partition_names(qualified: str, keys, values: set, existing: set = frozenset()) -> None:
     """Refuse partition values that are different values but one Hive partition: NULL and
     the string ``__HIVE_DEFAULT_PARTITION__`` (Hive's name for NULL) are both
     ``k=__HIVE_DEFAULT_PARTITION__``, and the metastore holds one partition per name."""
@@ -540,7 +619,8 @@ def _check_partition_names(qualified: str, keys, values: set, existing: set = fr
                 f"the write to {qualified} has partition values {shown}, which are different "
                 f"values but the same Hive partition {name} (Hive writes NULL as the string "
                 f"'{HIVE_DEFAULT_PARTITION}'); nothing was written: replace that string, or "
-                f"the NULLs, in the data")
+                f"the NULLs, in the data"
+            )
 
 
 def _write_empty_file(fs, path: str, table: Table) -> None:
@@ -558,8 +638,10 @@ def _ensure_table(metastore, settings, target: WriteTarget) -> Table:
     if target.table_id is not None:
         table = metastore.get_table(target.database, target.name)
         if table.id != target.table_id:
-            raise SchemaError(f"{target.qualified_name} was dropped or replaced while it was "
-                              f"being written; write again")
+            raise SchemaError(
+                f"{target.qualified_name} was dropped or replaced while it was "
+                f"being written; write again"
+            )
         return table
     try:
         metastore.get_database(target.database)
@@ -577,8 +659,10 @@ def _ensure_table(metastore, settings, target: WriteTarget) -> Table:
             table = metastore.get_table(target.database, target.name)
     _check_columns(table, target.all_columns)
     if table.table_type == EXTERNAL_TABLE or table.partition_keys != target.partition_keys:
-        raise SchemaError(f"{target.qualified_name} was created by someone else while it "
-                          f"was being written, differently; write again")
+        raise SchemaError(
+            f"{target.qualified_name} was created by someone else while it "
+            f"was being written, differently; write again"
+        )
     return table
 
 
@@ -586,12 +670,17 @@ def _lock(metastore, settings, job: WriteJob, table: Table, values: list[tuple],
     if job.overwrite:
         components = lock_components(Operation.INSERT_OVERWRITE, table.database, table.name)
     else:
-        names = ([partition_name(table.partition_keys, v) for v in values]
-                 if table.is_partitioned else [])
-        components = lock_components(Operation.INSERT, table.database, table.name, names,
-                                     managed=True)
+        names = (
+            [partition_name(table.partition_keys, v) for v in values]
+            if table.is_partitioned
+            else []
+        )
+        components = lock_components(
+            Operation.INSERT, table.database, table.name, names, managed=True
+        )
     LockManager(metastore, settings, sleep=sleep).acquire(
-        components, txn_id=job.txn_id, agent_info=f"{AGENT} {table.qualified_name}")
+        components, txn_id=job.txn_id, agent_info=f"{AGENT} {table.qualified_name}"
+    )
 
 
 def _summary(files: Sequence[WrittenFile]) -> tuple[dict[str, ColumnStats], dict[str, str]]:
@@ -599,13 +688,17 @@ def _summary(files: Sequence[WrittenFile]) -> tuple[dict[str, ColumnStats], dict
     for f in files:
         for name, s in f.stats.items():
             stats[name] = merge_stats(stats.get(name), s)
-    params = {"numRows": str(sum(f.num_rows for f in files)), "numFiles": str(len(files)),
-              "totalSize": str(sum(f.size for f in files))}
+    params = {
+        "numRows": str(sum(f.num_rows for f in files)),
+        "numFiles": str(len(files)),
+        "totalSize": str(sum(f.size for f in files)),
+    }
     return stats, params
 
 
-def _merged(old: Partition, stats: dict[str, ColumnStats], params: dict[str, str]
-            ) -> tuple[dict[str, ColumnStats], dict[str, str]]:
+def _merged(
+    old: Partition, stats: dict[str, ColumnStats], params: dict[str, str]
+) -> tuple[dict[str, ColumnStats], dict[str, str]]:
     """Statistics and counts of an appended partition: old rows plus new ones. A column the
     old partition has rows but no statistics for stays unknown."""
     old_rows = old.row_count
@@ -614,8 +707,7 @@ def _merged(old: Partition, stats: dict[str, ColumnStats], params: dict[str, str
     elif old_rows is None:
         merged_stats = {}
     else:
-        merged_stats = {n: merge_stats(old.stats[n], s) for n, s in stats.items()
-                        if n in old.stats}
+        merged_stats = {n: merge_stats(old.stats[n], s) for n, s in stats.items() if n in old.stats}
     counts = {}
     for key in ("numRows", "numFiles", "totalSize"):
         try:
@@ -627,17 +719,24 @@ def _merged(old: Partition, stats: dict[str, ColumnStats], params: dict[str, str
     return merged_stats, counts
 
 
-def _record_metadata(metastore, table: Table, job: WriteJob, write_id: int,
-                     by_values: dict[tuple, list[WrittenFile]], existing: dict,
-                     untouched: list[tuple], location_of) -> tuple[int, int]:
+def _record_metadata(
+    metastore,
+    table: Table,
+    job: WriteJob,
+    write_id: int,
+    by_values: dict[tuple, list[WrittenFile]],
+    existing: dict,
+    untouched: list[tuple],
+    location_of,
+) -> tuple[int, int]:
     if not table.is_partitioned:
         _, params = _summary(by_values.get((), []))
         if not job.overwrite:
             old = Partition((), table.location, table.parameters, {})
             _, params = _merged(old, {}, params)
-        metastore.alter_table_parameters(table.database, table.name,
-                                         {**params, WRITE_ID_PARAM: str(write_id)},
-                                         write_id=write_id)
+        metastore.alter_table_parameters(
+            table.database, table.name, {**params, WRITE_ID_PARAM: str(write_id)}, write_id=write_id
+        )
         return 0, 0
     new, altered = [], []
     for values, group in by_values.items():
@@ -652,8 +751,14 @@ def _record_metadata(metastore, table: Table, job: WriteJob, write_id: int,
     if job.overwrite:
         for values in untouched:
             old = existing[values]
-            altered.append(Partition(values, old.location, {
-                **old.parameters, "numRows": "0", "numFiles": "0", "totalSize": "0"}, {}))
+            altered.append(
+                Partition(
+                    values,
+                    old.location,
+                    {**old.parameters, "numRows": "0", "numFiles": "0", "totalSize": "0"},
+                    {},
+                )
+            )
     if new:
         metastore.add_partitions(table, new, write_id=write_id)
     for p in altered:
@@ -661,8 +766,9 @@ def _record_metadata(metastore, table: Table, job: WriteJob, write_id: int,
     return len(new), len(altered)
 
 
-def _roll_back(metastore, settings, job: WriteJob, created_dirs: Sequence[str],
-               placed_files: Sequence[str]) -> None:
+def _roll_back(
+    metastore, settings, job: WriteJob, created_dirs: Sequence[str], placed_files: Sequence[str]
+) -> None:
     """Abort the transaction and remove what the commit placed, unless it committed after
     all (an error after the commit reached the database must not delete visible data): the
     files it moved or wrote, then the directories it created, each only if empty."""

@@ -64,9 +64,11 @@ class MetricsSink:
     def _connect(self) -> sqlite3.Connection:
         os.makedirs(self.directory, exist_ok=True)
         return connect_wal(
-            self.path, timeout=60,
+            self.path,
+            timeout=60,
             schema="CREATE TABLE IF NOT EXISTS counts (pid INTEGER, at REAL, name TEXT, "
-                   "value INTEGER)")
+            "value INTEGER)",
+        )
 
     def write(self, deltas: Mapping[str, int]) -> None:
         if not deltas:
@@ -75,8 +77,10 @@ class MetricsSink:
         try:
             now, pid = time.time(), os.getpid()
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("INSERT INTO counts VALUES (?, ?, ?, ?)",
-                             [(pid, now, k, int(v)) for k, v in deltas.items()])
+            conn.executemany(
+                "INSERT INTO counts VALUES (?, ?, ?, ?)",
+                [(pid, now, k, int(v)) for k, v in deltas.items()],
+            )
             conn.execute("COMMIT")
         finally:
             conn.close()
@@ -112,11 +116,15 @@ def flush(directory: str | None) -> None:
         # Metrics never fail a query: put the counts back for the next flush.
         for name, value in deltas.items():
             counters.add(name, value)
-        logging.getLogger(__name__).warning("could not write metrics to %s", directory,
-                                            exc_info=True)
+        logging.getLogger(__name__).warning(
+            "could not write metrics to %s", directory, exc_info=True
+        )
 
 
 def diff(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:
     """What was counted between two ``totals()`` readings."""
-    return {k: after.get(k, 0) - before.get(k, 0)
-            for k in set(after) | set(before) if after.get(k, 0) != before.get(k, 0)}
+    return {
+        k: after.get(k, 0) - before.get(k, 0)
+        for k in set(after) | set(before)
+        if after.get(k, 0) != before.get(k, 0)
+    }

@@ -19,8 +19,10 @@ import re
 from raptorx_py.errors import InvalidNameError
 
 #: What a valid name is, as error messages say it.
-NAME_RULE = ("letters (a-z, A-Z), digits and underscores only, at least one character; "
-             "case-insensitive (stored in lower case), as in Hive")
+NAME_RULE = (
+    "letters (a-z, A-Z), digits and underscores only, at least one character; "
+    "case-insensitive (stored in lower case), as in Hive"
+)
 _VALID = re.compile(r"[A-Za-z0-9_]+")
 DEFAULT_DATABASE = "default"
 
@@ -29,13 +31,11 @@ def check_name(kind: str, name: str) -> str:
     """``name`` in its stored form (lower case), or ``InvalidNameError`` naming the
     ``kind`` ("database", "table") and the rule."""
     if not isinstance(name, str) or not _VALID.fullmatch(name):
-        raise InvalidNameError(f"invalid {kind} name {name!r}: a {kind} name must be "
-                               f"{NAME_RULE}")
+        raise InvalidNameError(f"invalid {kind} name {name!r}: a {kind} name must be {NAME_RULE}")
     return name.lower()
 
 
-def parse_table_name(name: str, default_database: str | None = DEFAULT_DATABASE
-                     ) -> tuple[str, str]:
+def parse_table_name(name: str, default_database: str | None = DEFAULT_DATABASE) -> tuple[str, str]:
     """``"db.table"`` -> ``("db", "table")``, both checked and lower-cased; a bare name means
     ``default_database`` (None: a bare name is an error)."""
     if not isinstance(name, str):
@@ -44,6 +44,7 @@ def parse_table_name(name: str, default_database: str | None = DEFAULT_DATABASE
     if len(parts) == 1 and parts[0] and default_database is not None:
         return check_name("database", default_database), check_name("table", parts[0])
     if len(parts) != 2 or not all(parts):
-        raise InvalidNameError(f"table name {name!r} is not of the form <database>.<table> "
-                               f"(each part {NAME_RULE})")
+        raise InvalidNameError(
+            f"table name {name!r} is not of the form <database>.<table> (each part {NAME_RULE})"
+        )
     return check_name("database", parts[0]), check_name("table", parts[1])

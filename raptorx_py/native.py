@@ -23,8 +23,9 @@ def jar_path() -> Path | None:
     """The built jar: ``$RAPTORX_NATIVE_JAR``, else ``native/target/`` of this checkout."""
     env = os.environ.get("RAPTORX_NATIVE_JAR")
     candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parent.parent / "native" / "target" /
-                      "raptorx-native.jar")
+    candidates.append(
+        Path(__file__).resolve().parent.parent / "native" / "target" / "raptorx-native.jar"
+    )
     return next((p for p in candidates if p.is_file()), None)
 
 

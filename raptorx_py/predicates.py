@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,13 +57,12 @@ class StringMatch:
 
 @dataclass(frozen=True)
 class Not:
-    child: "Predicate"
+    child: Predicate
 
 
-Predicate = Union[Comparison, InList, IsNull, IsNotNull, StringMatch, Not]
+Predicate = Comparison | InList | IsNull | IsNotNull | StringMatch | Not
 
-_OPS = {"=": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-        ">=": operator.ge}
+_OPS = {"=": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 def columns_of(p: Predicate) -> set[str]:
@@ -86,10 +85,17 @@ def from_spark_filter(f, column_types: dict[str, str]) -> Predicate | None:
         return None  # nested field
     column = attr[0]
     if column not in column_types:
-        raise SchemaError(f"filter on column '{column}', which does not exist. "
-                          f"Columns: {', '.join(column_types)}")
-    simple = {ds.EqualTo: "=", ds.EqualNullSafe: "<=>", ds.GreaterThan: ">",
-              ds.GreaterThanOrEqual: ">=", ds.LessThan: "<", ds.LessThanOrEqual: "<="}
+        raise SchemaError(
+            f"filter on column '{column}', which does not exist. Columns: {', '.join(column_types)}"
+        )
+    simple = {
+        ds.EqualTo: "=",
+        ds.EqualNullSafe: "<=>",
+        ds.GreaterThan: ">",
+        ds.GreaterThanOrEqual: ">=",
+        ds.LessThan: "<",
+        ds.LessThanOrEqual: "<=",
+    }
     for cls, op in simple.items():
         if type(f) is cls:
             if f.value is None and op != "<=>":
@@ -103,8 +109,11 @@ def from_spark_filter(f, column_types: dict[str, str]) -> Predicate | None:
         return IsNull(column)
     if isinstance(f, ds.IsNotNull):
         return IsNotNull(column)
-    kinds = {ds.StringStartsWith: "starts", ds.StringEndsWith: "ends",
-             ds.StringContains: "contains"}
+    kinds = {
+        ds.StringStartsWith: "starts",
+        ds.StringEndsWith: "ends",
+        ds.StringContains: "contains",
+    }
     for cls, kind in kinds.items():
         if isinstance(f, cls):
             return StringMatch(kind, column, f.value)
@@ -140,8 +149,9 @@ def evaluate(p: Predicate, row: dict[str, Any]) -> bool | None:
     if isinstance(p, InList):
         return v in p.values
     if isinstance(p, StringMatch):
-        return {"starts": v.startswith, "ends": v.endswith,
-                "contains": v.__contains__}[p.kind](p.value)
+        return {"starts": v.startswith, "ends": v.endswith, "contains": v.__contains__}[p.kind](
+            p.value
+        )
     raise TypeError(f"unknown predicate {p!r}")
 
 
@@ -169,8 +179,12 @@ def _may_match(p: Predicate, stats: dict[str, ColumnStats], row_count: int | Non
     s = stats.get(p.column)
     if s is None:
         return True
-    all_null = (s.num_nulls is not None and row_count is not None
-                and s.num_nulls >= row_count and row_count > 0)
+    all_null = (
+        s.num_nulls is not None
+        and row_count is not None
+        and s.num_nulls >= row_count
+        and row_count > 0
+    )
     if isinstance(p, IsNull):
         return s.num_nulls is None or s.num_nulls > 0
     if isinstance(p, IsNotNull):
@@ -184,8 +198,14 @@ def _may_match(p: Predicate, stats: dict[str, ColumnStats], row_count: int | Non
         return True
     if isinstance(p, Comparison):
         v = p.value
-        return {"=": lo <= v <= hi, "<=>": lo <= v <= hi, "<": lo < v, "<=": lo <= v,
-                ">": hi > v, ">=": hi >= v}[p.op]
+        return {
+            "=": lo <= v <= hi,
+            "<=>": lo <= v <= hi,
+            "<": lo < v,
+            "<=": lo <= v,
+            ">": hi > v,
+            ">=": hi >= v,
+        }[p.op]
     if isinstance(p, InList):
         return any(lo <= v <= hi for v in p.values)
     if isinstance(p, StringMatch) and p.kind == "starts" and isinstance(lo, str):
@@ -210,15 +230,21 @@ def to_arrow(p: Predicate) -> pc.Expression:
             # null <=> v is false, never null
             return f.is_valid() & (f == pa.scalar(p.value))
         value = pa.scalar(p.value)
-        return {"=": f == value, "<": f < value, "<=": f <= value, ">": f > value,
-                ">=": f >= value}[p.op]
+        return {
+            "=": f == value,
+            "<": f < value,
+            "<=": f <= value,
+            ">": f > value,
+            ">=": f >= value,
+        }[p.op]
     if isinstance(p, InList):
         # Arrow's is_in gives false for a null input where SQL gives null; "~(f == f)" is
         # null exactly for null inputs, so the OR restores SQL's answer.
         return f.isin(list(p.values)) | ~(f == f)
     if isinstance(p, StringMatch):
-        fn = {"starts": pc.starts_with, "ends": pc.ends_with,
-              "contains": pc.match_substring}[p.kind]
+        fn = {"starts": pc.starts_with, "ends": pc.ends_with, "contains": pc.match_substring}[
+            p.kind
+        ]
         return fn(f, pattern=p.value)
     raise TypeError(f"unknown predicate {p!r}")
 

@@ -30,8 +30,9 @@ REQUIRED_SPARK_CONF = {
 }
 
 
-def register(spark, conf_dir: str | None = None,
-             properties: dict[str, str] | None = None) -> Settings:
+def register(
+    spark, conf_dir: str | None = None, properties: dict[str, str] | None = None
+) -> Settings:
     """Register ``tiered_hive`` on ``spark``; returns the settings it will use.
 
     ``conf_dir`` defaults to Spark conf ``spark.raptorx.conf.dir``, then env
@@ -54,7 +55,8 @@ def register(spark, conf_dir: str | None = None,
             raise ConnectServerError(
                 f"the Spark Connect server of this session cannot load {native.PROVIDER_CLASS}"
                 f" (the raptorx jar is not on its classpath), so it cannot read "
-                f"{native.PUBLIC_NAME}: {connect.START_HINT}")
+                f"{native.PUBLIC_NAME}: {connect.START_HINT}"
+            )
         source = configured_source_class(settings, name=native.PYTHON_NAME, pushdown=True)
     elif native.provider_loadable(spark):
         source = configured_source_class(settings, name=native.PYTHON_NAME, pushdown=True)
@@ -65,29 +67,42 @@ def register(spark, conf_dir: str | None = None,
             warnings.warn(
                 "raptorx_py: the native jar is not on this session's classpath, so tiered_hive "
                 "reads without filter pushdown or partition pruning (same results, slower); "
-                f"{native.BUILD_HINT}", RuntimeWarning, stacklevel=2)
+                f"{native.BUILD_HINT}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         source = configured_source_class(settings, name=native.PUBLIC_NAME, pushdown=False)
     spark.dataSource.register(source)
     return settings
 
 
-def session_settings(spark, conf_dir: str | None = None,
-                     properties: dict[str, str] | None = None) -> Settings:
+def session_settings(
+    spark, conf_dir: str | None = None, properties: dict[str, str] | None = None
+) -> Settings:
     """The settings for ``spark``: ``load_settings``, with what only the driver knows filled
     in (``hive.min-split-count=0``: the application's task slots), and path-like values made
     absolute against this process's home and working directory."""
     settings = load_settings(conf_dir=conf_dir, overrides=properties)
     if settings.min_split_count == 0:
-        slots = str(connect.default_parallelism(spark) if connect.is_connect(spark)
-                    else spark.sparkContext.defaultParallelism)
-        settings = load_settings(conf_dir=conf_dir,
-                                 overrides={**(properties or {}), "hive.min-split-count": slots})
+        slots = str(
+            connect.default_parallelism(spark)
+            if connect.is_connect(spark)
+            else spark.sparkContext.defaultParallelism
+        )
+        settings = load_settings(
+            conf_dir=conf_dir, overrides={**(properties or {}), "hive.min-split-count": slots}
+        )
     return absolute_paths(settings)
 
 
-def tiered_session(conf_dir: str | None = None, master: str = "local[2]",
-                   app_name: str = "raptorx", spark_conf: dict[str, str] | None = None,
-                   properties: dict[str, str] | None = None, remote: str | None = None):
+def tiered_session(
+    conf_dir: str | None = None,
+    master: str = "local[2]",
+    app_name: str = "raptorx",
+    spark_conf: dict[str, str] | None = None,
+    properties: dict[str, str] | None = None,
+    remote: str | None = None,
+):
     """A SparkSession (created or reused) with ``tiered_hive`` registered.
 
     ``remote="sc://host:port"``: a Spark Connect client session of that server instead (which
@@ -118,8 +133,11 @@ def tiered_session(conf_dir: str | None = None, master: str = "local[2]",
         # Python workers must run this interpreter, which has raptorx_py installed.
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
-        **({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
-           if local else {}),
+        **(
+            {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+            if local
+            else {}
+        ),
         **REQUIRED_SPARK_CONF,
         **(spark_conf or {}),
     }
@@ -127,7 +145,8 @@ def tiered_session(conf_dir: str | None = None, master: str = "local[2]",
     if jar is not None:
         conf["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars"), str(jar)]))
         conf["spark.driver.extraClassPath"] = os.pathsep.join(
-            filter(None, [conf.get("spark.driver.extraClassPath"), str(jar)]))
+            filter(None, [conf.get("spark.driver.extraClassPath"), str(jar)])
+        )
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -139,8 +158,10 @@ def tiered_session(conf_dir: str | None = None, master: str = "local[2]",
 
 #: Spark loggers that print a failed task's exception with its JVM stack (the executor's
 #: ERROR, the scheduler's "Lost task" WARN): 80 lines before the driver raises it again.
-TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor",
-                        "org.apache.spark.scheduler.TaskSetManager")
+TASK_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+)
 
 
 def quiet_task_failure_logs(spark) -> None:

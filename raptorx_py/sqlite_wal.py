@@ -20,7 +20,7 @@ import contextlib
 import fcntl
 import os
 import sqlite3
-from typing import Iterator
+from collections.abc import Iterator
 
 LOCK_SUFFIX = ".init-lock"
 
@@ -40,15 +40,21 @@ def _set_up_lock(path: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def connect_wal(path: str, *, timeout: float, schema: str | None = None,
-                pragmas: tuple[str, ...] = (), check_same_thread: bool = True
-                ) -> sqlite3.Connection:
+def connect_wal(
+    path: str,
+    *,
+    timeout: float,
+    schema: str | None = None,
+    pragmas: tuple[str, ...] = (),
+    check_same_thread: bool = True,
+) -> sqlite3.Connection:
     """A connection to ``path`` in WAL mode and autocommit (``isolation_level=None``), with
     ``pragmas`` run and the ``schema`` script (idempotent DDL) applied, set up by one process
     at a time. The connection is closed again if any step fails."""
     with _set_up_lock(path):
-        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
-                               check_same_thread=check_same_thread)
+        conn = sqlite3.connect(
+            path, timeout=timeout, isolation_level=None, check_same_thread=check_same_thread
+        )
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             for pragma in pragmas:

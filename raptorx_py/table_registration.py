@@ -22,7 +22,6 @@ from raptorx_py.hive_types import (
     decode_value,
     infer_partition_key_type,
 )
-from raptorx_py.names import parse_table_name
 from raptorx_py.metastore.model import (
     EXTERNAL_TABLE,
     Column,
@@ -30,13 +29,12 @@ from raptorx_py.metastore.model import (
     Partition,
     Table,
 )
+from raptorx_py.names import parse_table_name
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import DataFile, walk_table
 from raptorx_py.storage.parquet_files import footer_stats, physical_types, read_metadata
 
 FOOTER_READ_THREADS = 16
-
-
 
 
 @dataclass(frozen=True)
@@ -53,9 +51,10 @@ def _read_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
     arrow_schema = md.schema.to_arrow_schema()
     physical = physical_types(md)
     try:
-        columns = tuple(Column(field.name, arrow_to_hive(field.type, field.name,
-                                                         physical.get(field.name)))
-                        for field in arrow_schema)
+        columns = tuple(
+            Column(field.name, arrow_to_hive(field.type, field.name, physical.get(field.name)))
+            for field in arrow_schema
+        )
     except SchemaError as e:
         raise SchemaError(f"file {url}: {e}") from e
     return _FileFacts(f, columns, md.num_rows, footer_stats(md))
@@ -76,15 +75,21 @@ def _aggregate(facts: list[_FileFacts]) -> tuple[dict[str, ColumnStats], dict[st
     for ff in facts:
         for name, s in ff.stats.items():
             stats[name] = merge_stats(stats.get(name), s)
-    params = {"numRows": str(sum(ff.num_rows for ff in facts)),
-              "numFiles": str(len(facts)),
-              "totalSize": str(sum(ff.file.size for ff in facts))}
+    params = {
+        "numRows": str(sum(ff.num_rows for ff in facts)),
+        "numFiles": str(len(facts)),
+        "totalSize": str(sum(ff.file.size for ff in facts)),
+    }
     return stats, params
 
 
-def scan_table_directory(settings, qualified_name: str, url: str,
-                         partition_types: dict[str, str] | None = None,
-                         infer_partition_types: bool = True) -> tuple[Table, list[Partition]]:
+def scan_table_directory(
+    settings,
+    qualified_name: str,
+    url: str,
+    partition_types: dict[str, str] | None = None,
+    infer_partition_types: bool = True,
+) -> tuple[Table, list[Partition]]:
     """Everything registration learns from ``url``, without touching the metastore.
 
     Partition keys get the types ``partition_types`` gives them, else the type Spark infers
@@ -97,8 +102,12 @@ def scan_table_directory(settings, qualified_name: str, url: str,
     keys, dirs = walk_table(fs, root, url)
     all_files = [f for d in dirs for f in d.files]
     with ThreadPoolExecutor(max_workers=min(FOOTER_READ_THREADS, len(all_files))) as pool:
-        facts = dict(zip((f.path for f in all_files),
-                         pool.map(lambda f: _read_facts(fs, scheme, f), all_files)))
+        facts = dict(
+            zip(
+                (f.path for f in all_files),
+                pool.map(lambda f: _read_facts(fs, scheme, f), all_files),
+            )
+        )
 
     reference = facts[all_files[0].path]
     for f in all_files[1:]:
@@ -106,28 +115,39 @@ def scan_table_directory(settings, qualified_name: str, url: str,
             raise SchemaError(
                 f"file {join_url(scheme, f.path)} has columns "
                 f"{_describe(facts[f.path].columns)}, but {join_url(scheme, all_files[0].path)} "
-                f"has {_describe(reference.columns)}")
+                f"has {_describe(reference.columns)}"
+            )
     clash = set(keys) & {c.name for c in reference.columns}
     if clash:
-        raise LayoutError(f"partition keys {sorted(clash)} of {url} are also columns inside "
-                          f"its files; Hive layout keeps partition values in directory names only")
+        raise LayoutError(
+            f"partition keys {sorted(clash)} of {url} are also columns inside "
+            f"its files; Hive layout keeps partition values in directory names only"
+        )
 
     given = {k: check_partition_key_type(t, k) for k, t in (partition_types or {}).items()}
     unknown = set(given) - set(keys)
     if unknown:
-        raise SchemaError(f"partition types given for {sorted(unknown)}, which are not "
-                          f"partition keys of {url}; its keys are {keys}")
+        raise SchemaError(
+            f"partition types given for {sorted(unknown)}, which are not "
+            f"partition keys of {url}; its keys are {keys}"
+        )
     key_columns = tuple(
-        Column(k, given.get(k) or infer_partition_key_type([d.values[i] for d in dirs],
-                                                          infer_partition_types))
-        for i, k in enumerate(keys))
+        Column(
+            k,
+            given.get(k)
+            or infer_partition_key_type([d.values[i] for d in dirs], infer_partition_types),
+        )
+        for i, k in enumerate(keys)
+    )
     for i, k in enumerate(key_columns):
         for d in dirs:
             try:
                 decode_value(d.values[i], k.type)
             except SchemaError as e:
-                raise SchemaError(f"partition directory {join_url(scheme, d.path)}: value "
-                                  f"'{d.values[i]}' of key '{k.name}' is not a {k.type}") from e
+                raise SchemaError(
+                    f"partition directory {join_url(scheme, d.path)}: value "
+                    f"'{d.values[i]}' of key '{k.name}' is not a {k.type}"
+                ) from e
     _check_one_directory_per_partition(dirs, keys, scheme)
     table_stats: dict[str, ColumnStats] = {}
     table_params: dict[str, str] = {"EXTERNAL": "TRUE"}
@@ -139,8 +159,16 @@ def scan_table_directory(settings, qualified_name: str, url: str,
         else:
             table_stats = stats
             table_params.update(params)
-    table = Table(database, name, EXTERNAL_TABLE, url.rstrip("/"), reference.columns,
-                  key_columns, table_params, table_stats)
+    table = Table(
+        database,
+        name,
+        EXTERNAL_TABLE,
+        url.rstrip("/"),
+        reference.columns,
+        key_columns,
+        table_params,
+        table_stats,
+    )
     return table, partitions
 
 
@@ -152,35 +180,46 @@ def _check_one_directory_per_partition(dirs, keys, scheme: str) -> None:
     for d in dirs:
         other = seen.setdefault(d.values, d.path)
         if other != d.path:
-            described = ", ".join(f"{k}={'null' if v is None else repr(v)}"
-                                  for k, v in zip(keys, d.values))
+            described = ", ".join(
+                f"{k}={'null' if v is None else repr(v)}" for k, v in zip(keys, d.values)
+            )
             raise LayoutError(
                 f"directories {join_url(scheme, other)} and {join_url(scheme, d.path)} are the "
                 f"same partition ({described}); a partition has one directory: move the files "
-                f"of one into the other")
+                f"of one into the other"
+            )
 
 
 def _describe(columns) -> str:
     return ", ".join(f"{c.name} {c.type}" for c in columns)
 
 
-def register_external_table(metastore, settings, qualified_name: str, url: str, *,
-                            replace: bool = False, sealed: bool = False,
-                            partition_types: dict[str, str] | None = None,
-                            infer_partition_types: bool = True) -> Table:
+def register_external_table(
+    metastore,
+    settings,
+    qualified_name: str,
+    url: str,
+    *,
+    replace: bool = False,
+    sealed: bool = False,
+    partition_types: dict[str, str] | None = None,
+    infer_partition_types: bool = True,
+) -> Table:
     """Register ``url`` as the EXTERNAL table ``qualified_name`` (creating its database).
 
     ``sealed``: mark every partition complete (parameter ``sealed=true``; an unpartitioned
     table is its own one partition, so the table's parameters carry it), which lets the
     file-listing cache keep their listings (``raptorx partition unseal`` reopens one).
     """
-    table, partitions = scan_table_directory(settings, qualified_name, url, partition_types,
-                                             infer_partition_types)
+    table, partitions = scan_table_directory(
+        settings, qualified_name, url, partition_types, infer_partition_types
+    )
     if sealed:
         seal = {SEALED_PARAMETER: "true"}
         if table.is_partitioned:
-            partitions = [replace_dataclass(p, parameters={**p.parameters, **seal})
-                          for p in partitions]
+            partitions = [
+                replace_dataclass(p, parameters={**p.parameters, **seal}) for p in partitions
+            ]
         else:
             table = replace_dataclass(table, parameters={**table.parameters, **seal})
     metastore.create_database(table.database)

@@ -25,19 +25,30 @@ def main(arg: str) -> None:
     from raptorx_py.session import tiered_session
 
     spark = tiered_session(
-        master=spec["master"], app_name="raptorx-cluster-test", properties=spec["properties"],
-        spark_conf={"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                    "spark.executor.cores": "1", "spark.executor.memory": "512m",
-                    "spark.cores.max": str(spec["executors"]), "spark.ui.enabled": "false",
-                    "spark.ui.showConsoleProgress": "false",
-                    **spec.get("spark_conf", {})})
+        master=spec["master"],
+        app_name="raptorx-cluster-test",
+        properties=spec["properties"],
+        spark_conf={
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.executor.cores": "1",
+            "spark.executor.memory": "512m",
+            "spark.cores.max": str(spec["executors"]),
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            **spec.get("spark_conf", {}),
+        },
+    )
     try:
         sc = spark.sparkContext
         affinity = sc._jvm.org.apache.spark.sql.execution.python.raptorx.Affinity
 
         def live() -> list[str]:
-            return str(affinity.liveExecutors().mkString(",")).split(",") if \
-                affinity.liveExecutors().nonEmpty() else []
+            return (
+                str(affinity.liveExecutors().mkString(",")).split(",")
+                if affinity.liveExecutors().nonEmpty()
+                else []
+            )
 
         def wait_for(n: int) -> None:
             deadline = time.monotonic() + DEADLINE_S
@@ -57,14 +68,18 @@ def main(arg: str) -> None:
                 wait_for(run["executors"])
             flush(metrics_dir)
             before, at_start = sink.totals(), live()
-            df = spark.read.format("tiered_hive").options(
-                **{**spec["options"], **run.get("options", {})}).load(spec["table"])
+            df = (
+                spark.read.format("tiered_hive")
+                .options(**{**spec["options"], **run.get("options", {})})
+                .load(spec["table"])
+            )
             if "mark" in run:
                 open(run["mark"], "w").close()
             total = df.agg({spec["column"]: "sum"}).collect()[0][0]
             flush(metrics_dir)
-            runs.append({"result": total, "executors": at_start,
-                         "counters": diff(sink.totals(), before)})
+            runs.append(
+                {"result": total, "executors": at_start, "counters": diff(sink.totals(), before)}
+            )
         print(json.dumps({"executors": live(), "runs": runs}))
     finally:
         spark.stop()
@@ -83,18 +98,22 @@ def run_tpch(spark, spec) -> None:
     metrics_dir = spec["properties"]["metrics.directory"]
 
     def reader(table):
-        return spark.read.format("tiered_hive").options(**spec["options"]).load(
-            f"{t['database']}.{table}")
+        return (
+            spark.read.format("tiered_hive")
+            .options(**spec["options"])
+            .load(f"{t['database']}.{table}")
+        )
 
     queries.register_views(spark, reader)
     flush(metrics_dir)
     before = MetricsSink(metrics_dir).totals()
-    rows = {n: oracle.spark_rows(spark.sql(queries.query_text(n, t["scale"], "spark")))
-            for n in t["queries"]}
+    rows = {
+        n: oracle.spark_rows(spark.sql(queries.query_text(n, t["scale"], "spark")))
+        for n in t["queries"]
+    }
     flush(metrics_dir)
     with open(t["out"], "wb") as f:
-        pickle.dump({"rows": rows, "counters": diff(MetricsSink(metrics_dir).totals(), before)},
-                    f)
+        pickle.dump({"rows": rows, "counters": diff(MetricsSink(metrics_dir).totals(), before)}, f)
     print(json.dumps({"queries": len(rows)}))
 
 

@@ -47,15 +47,26 @@ class StandaloneCluster:
         home = os.path.dirname(pyspark.__file__)
         conf_dir = self.root / "conf"
         conf_dir.mkdir(parents=True, exist_ok=True)
-        return {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1",
-                "SPARK_CONF_DIR": str(conf_dir), "PYSPARK_PYTHON": sys.executable,
-                "SPARK_DAEMON_MEMORY": "256m", **extra}
+        return {
+            **os.environ,
+            "SPARK_HOME": home,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_CONF_DIR": str(conf_dir),
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_DAEMON_MEMORY": "256m",
+            **extra,
+        }
 
     def _spawn(self, name: str, args: list[str], **env) -> subprocess.Popen:
         spark_class = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
         log = open(self.root / f"{name}.log", "wb")
-        proc = subprocess.Popen([spark_class, *args], env=self._env(**env), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [spark_class, *args],
+            env=self._env(**env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         self.processes.append(proc)
         return proc
@@ -75,19 +86,31 @@ class StandaloneCluster:
         while self.alive_workers() != workers:
             for p in self.processes:
                 if p.poll() is not None and p in self.worker_procs + self.processes[:1]:
-                    raise RuntimeError(f"a cluster process exited ({p.args[1]}); see "
-                                       f"{self.root}/*.log")
+                    raise RuntimeError(
+                        f"a cluster process exited ({p.args[1]}); see {self.root}/*.log"
+                    )
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{workers} workers not registered with {self.master_url} "
-                                   f"within {deadline_s}s; see {self.root}/*.log")
+                raise TimeoutError(
+                    f"{workers} workers not registered with {self.master_url} "
+                    f"within {deadline_s}s; see {self.root}/*.log"
+                )
             time.sleep(0.2)  # polling a condition, bounded by the deadline
 
-    def start(self) -> "StandaloneCluster":
+    def start(self) -> StandaloneCluster:
         self.root.mkdir(parents=True, exist_ok=True)
         self.master_port, self.webui_port = free_port(), free_port()
-        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(self.master_port),
-                               "--webui-port", str(self.webui_port)])
+        self._spawn(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.master_port),
+                "--webui-port",
+                str(self.webui_port),
+            ],
+        )
         for i in range(self.workers):
             self.start_worker(i)
         self.wait_for(self.workers)
@@ -96,10 +119,24 @@ class StandaloneCluster:
     def start_worker(self, i: int) -> subprocess.Popen:
         work = self.root / f"worker{i}"
         work.mkdir(parents=True, exist_ok=True)
-        proc = self._spawn(f"worker{i}", [
-            "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-            "--cores", str(self.cores), "--memory", "1g", "--webui-port", str(free_port()),
-            "--work-dir", str(work), self.master_url], SPARK_WORKER_DIR=str(work))
+        proc = self._spawn(
+            f"worker{i}",
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(self.cores),
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(free_port()),
+                "--work-dir",
+                str(work),
+                self.master_url,
+            ],
+            SPARK_WORKER_DIR=str(work),
+        )
         self.worker_procs.append(proc)
         return proc
 

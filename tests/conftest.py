@@ -12,8 +12,12 @@ import pytest
 # Spark's Python workers must run this interpreter; whichever fixture starts the JVM first.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-pytest_plugins = ["tests.s3_fixtures", "tests.tpch_fixtures", "tests.metastore_fixtures",
-                  "tests.postgres_fixtures"]
+pytest_plugins = [
+    "tests.s3_fixtures",
+    "tests.tpch_fixtures",
+    "tests.metastore_fixtures",
+    "tests.postgres_fixtures",
+]
 
 _names = itertools.count(1)
 
@@ -26,9 +30,11 @@ class Env:
         self.metastore_path = os.path.join(self.root, "metastore.db")
         self.metrics_dir = os.path.join(self.root, "metrics")
         self.warehouse_dir = os.path.join(self.root, "warehouse")
-        self.properties = {"hive.metastore.url": f"sqlite:///{self.metastore_path}",
-                           "hive.metastore.warehouse.dir": self.warehouse_dir,
-                           "metrics.directory": self.metrics_dir}
+        self.properties = {
+            "hive.metastore.url": f"sqlite:///{self.metastore_path}",
+            "hive.metastore.warehouse.dir": self.warehouse_dir,
+            "metrics.directory": self.metrics_dir,
+        }
 
     def settings(self, **extra):
         from raptorx_py.config import load_settings
@@ -60,10 +66,18 @@ def spark(env):
     from raptorx_py.session import tiered_session
 
     session = tiered_session(
-        master="local[2]", app_name="raptorx-tests", properties=env.properties,
-        spark_conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2",
-                    "spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC",
-                    "spark.driver.memory": "2g", "spark.ui.showConsoleProgress": "false"})
+        master="local[2]",
+        app_name="raptorx-tests",
+        properties=env.properties,
+        spark_conf={
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.driver.memory": "2g",
+            "spark.ui.showConsoleProgress": "false",
+        },
+    )
     yield session
     session.stop()
 

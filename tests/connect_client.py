@@ -32,20 +32,30 @@ def dims(spark, t):
 QUERIES = {
     "filter": lambda spark, t: facts(spark, t).where("price > 10 AND m = 2").select("id", "name"),
     "prune": lambda spark, t: facts(spark, t).where("qty = 3").select("name"),
-    "join": lambda spark, t: facts(spark, t).join(dims(spark, t), "qty")
-    .groupBy("label").agg({"price": "sum", "id": "count"}),
+    "join": lambda spark, t: (
+        facts(spark, t)
+        .join(dims(spark, t), "qty")
+        .groupBy("label")
+        .agg({"price": "sum", "id": "count"})
+    ),
 }
 
 
 def rows(df) -> list:
-    return sorted([[v if isinstance(v, (int, float, str, type(None))) else str(v) for v in r]
-                   for r in df.collect()], key=repr)
+    return sorted(
+        [
+            [v if isinstance(v, (int, float, str, type(None))) else str(v) for v in r]
+            for r in df.collect()
+        ],
+        key=repr,
+    )
 
 
 def write_and_read(spark, t, target: str) -> list:
     """Append two partitions of facts to a new managed table, then read it back."""
-    facts(spark, t).where("m = 1 OR id < 25").select("id", "qty", "m").write \
-        .format("tiered_hive").option("partition_by", "m").mode("append").save(target)
+    facts(spark, t).where("m = 1 OR id < 25").select("id", "qty", "m").write.format(
+        "tiered_hive"
+    ).option("partition_by", "m").mode("append").save(target)
     return rows(spark.read.format("tiered_hive").load(target))
 
 
@@ -69,10 +79,13 @@ class Counting:
         try:
             out = {"rows": fn()}
         except Exception as e:  # reported to the test, which asserts on it
-            out = {"error": f"{type(e).__module__}.{type(e).__name__}: {e}",
-                   "traceback": traceback.format_exc()}
-        out["counts"] = {k: v for k, v in diff(self.totals(), before).items()
-                         if k.startswith("scan.")}
+            out = {
+                "error": f"{type(e).__module__}.{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(),
+            }
+        out["counts"] = {
+            k: v for k, v in diff(self.totals(), before).items() if k.startswith("scan.")
+        }
         out["seconds"] = round(time.monotonic() - started, 2)  # diagnostics only
         return out
 
@@ -86,19 +99,25 @@ def main(spec_path: str, out_path: str) -> int:
     out: dict = {}
     started = time.monotonic()
     counting = Counting(spec["properties"].get("metrics.directory"))
-    spark = tiered_session(remote=spec["url"], properties=spec["properties"],
-                           spark_conf={"spark.sql.session.timeZone": "UTC"})
+    spark = tiered_session(
+        remote=spec["url"],
+        properties=spec["properties"],
+        spark_conf={"spark.sql.session.timeZone": "UTC"},
+    )
     out["session_seconds"] = round(time.monotonic() - started, 2)
     out["session_type"] = f"{type(spark).__module__}.{type(spark).__name__}"
     t = spec["tables"]
     for name, query in QUERIES.items():
-        out[name] = counting.step(lambda: rows(query(spark, t)))
+        out[name] = counting.step(lambda query=query: rows(query(spark, t)))
     out["write"] = counting.step(lambda: write_and_read(spark, t, spec["write_table"]))
 
     # The default metastore, sqlite:///~/.raptorx/metastore.db, under this client's home.
     os.environ["HOME"] = spec["tilde_home"]
-    tilde = {k: v for k, v in spec["properties"].items()
-             if k not in ("hive.metastore.url", "hive.metastore.warehouse.dir")}
+    tilde = {
+        k: v
+        for k, v in spec["properties"].items()
+        if k not in ("hive.metastore.url", "hive.metastore.warehouse.dir")
+    }
     settings = register(spark, properties=tilde)
     out["tilde_metastore_url"] = settings.metastore_url
 

@@ -31,8 +31,10 @@ SUPERUSER = "raptorx"
 #: Deliberately contains URL-reserved characters: the backend must percent-decode it.
 PASSWORD = "s3cret:p@ss/word"
 START_DEADLINE_S = 60
-_INSTALL_HINT = ("install them with `make postgres` (Debian/Ubuntu: apt-get install postgresql), "
-                 "or put a PostgreSQL bin directory with initdb, pg_ctl and postgres on PATH")
+_INSTALL_HINT = (
+    "install them with `make postgres` (Debian/Ubuntu: apt-get install postgresql), "
+    "or put a PostgreSQL bin directory with initdb, pg_ctl and postgres on PATH"
+)
 
 
 DEBIAN_BINDIRS = "/usr/lib/postgresql/*/bin"
@@ -57,9 +59,11 @@ def find_bindir(debian_bindirs: str = DEBIAN_BINDIRS) -> str:
     for d in candidates:
         if all(os.access(os.path.join(d, b), os.X_OK) for b in ("initdb", "pg_ctl", "postgres")):
             return d
-    raise FileNotFoundError(f"PostgreSQL server binaries not found (looked in "
-                            f"{', '.join(candidates) or f'pg_config, {debian_bindirs}, PATH'})"
-                            f"; {_INSTALL_HINT}")
+    raise FileNotFoundError(
+        f"PostgreSQL server binaries not found (looked in "
+        f"{', '.join(candidates) or f'pg_config, {debian_bindirs}, PATH'})"
+        f"; {_INSTALL_HINT}"
+    )
 
 
 class PostgresServer:
@@ -89,22 +93,28 @@ class PostgresServer:
         try:
             return pwd.getpwnam("postgres")
         except KeyError:
-            raise RuntimeError("tests run as root and PostgreSQL refuses root, but there is no "
-                               f"'postgres' system user to run it as; {_INSTALL_HINT}") from None
+            raise RuntimeError(
+                "tests run as root and PostgreSQL refuses root, but there is no "
+                f"'postgres' system user to run it as; {_INSTALL_HINT}"
+            ) from None
 
     def _cmd(self, binary: str, *args: str) -> list[str]:
         cmd = [os.path.join(self.bindir, binary), *args]
         if not shutil.which("setpriv"):
             if self.run_as is not None:
-                raise RuntimeError("running PostgreSQL as the 'postgres' user needs setpriv "
-                                   "(util-linux)")
+                raise RuntimeError(
+                    "running PostgreSQL as the 'postgres' user needs setpriv (util-linux)"
+                )
             return cmd
         # setpriv execs in place (unlike runuser, which forks), so Popen's pid is the server's.
         # If pytest dies without tearing down, SIGQUIT (immediate shutdown) ends the server.
         wrapper = ["setpriv", "--pdeathsig", "QUIT"]
         if self.run_as is not None:
-            wrapper += [f"--reuid={self.run_as.pw_uid}", f"--regid={self.run_as.pw_gid}",
-                        "--init-groups"]
+            wrapper += [
+                f"--reuid={self.run_as.pw_uid}",
+                f"--regid={self.run_as.pw_gid}",
+                "--init-groups",
+            ]
         return [*wrapper, *cmd]
 
     def _chown(self, path: str) -> None:
@@ -119,10 +129,23 @@ class PostgresServer:
             f.write(PASSWORD + "\n")
         self._chown(pwfile)
         out = subprocess.run(
-            self._cmd("initdb", "-D", self.datadir, "-U", SUPERUSER, f"--pwfile={pwfile}",
-                      "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8",
-                      "--no-locale", "--no-sync"),
-            capture_output=True, text=True)
+            self._cmd(
+                "initdb",
+                "-D",
+                self.datadir,
+                "-U",
+                SUPERUSER,
+                f"--pwfile={pwfile}",
+                "--auth-host=scram-sha-256",
+                "--auth-local=trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-sync",
+            ),
+            capture_output=True,
+            text=True,
+        )
         os.unlink(pwfile)
         if out.returncode != 0:
             raise RuntimeError(f"initdb failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
@@ -140,14 +163,31 @@ class PostgresServer:
 
         log = open(self.logfile, "ab")
         self.proc = subprocess.Popen(
-            self._cmd("postgres", "-D", self.datadir, "-p", str(self.port),
-                      "-c", "listen_addresses=127.0.0.1",
-                      "-c", f"unix_socket_directories={self.datadir_root}",
-                      # Throw-away data: durability is not what the tests check.
-                      "-c", "fsync=off", "-c", "synchronous_commit=off",
-                      "-c", "full_page_writes=off", "-c", "shared_buffers=32MB",
-                      "-c", "max_connections=60"),
-            stdout=log, stderr=subprocess.STDOUT)
+            self._cmd(
+                "postgres",
+                "-D",
+                self.datadir,
+                "-p",
+                str(self.port),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                f"unix_socket_directories={self.datadir_root}",
+                # Throw-away data: durability is not what the tests check.
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "shared_buffers=32MB",
+                "-c",
+                "max_connections=60",
+            ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         log.close()
         deadline = self.clock() + START_DEADLINE_S
         while self.clock() < deadline:
@@ -159,8 +199,10 @@ class PostgresServer:
             except psycopg.OperationalError:
                 time.sleep(0.05)  # health-check poll interval, bounded by the deadline
         self.stop_process()
-        raise RuntimeError(f"PostgreSQL on port {self.port} not ready after "
-                           f"{START_DEADLINE_S}s; log:\n{self._log()}")
+        raise RuntimeError(
+            f"PostgreSQL on port {self.port} not ready after "
+            f"{START_DEADLINE_S}s; log:\n{self._log()}"
+        )
 
     def _log(self) -> str:
         try:
@@ -170,12 +212,13 @@ class PostgresServer:
             return f"(no log: {e})"
 
     def dsn(self, dbname: str) -> str:
-        return (f"host=127.0.0.1 port={self.port} dbname={dbname} user={SUPERUSER} "
-                f"password='{PASSWORD}'")
+        return (
+            f"host=127.0.0.1 port={self.port} dbname={dbname} user={SUPERUSER} "
+            f"password='{PASSWORD}'"
+        )
 
     def url(self, dbname: str, *, password: str = PASSWORD) -> str:
-        return (f"postgresql://{SUPERUSER}:{quote(password, safe='')}@127.0.0.1:{self.port}/"
-                f"{dbname}")
+        return f"postgresql://{SUPERUSER}:{quote(password, safe='')}@127.0.0.1:{self.port}/{dbname}"
 
     def new_database(self) -> str:
         """Create an empty database ``test_<n>`` and return its metastore URL."""
@@ -189,8 +232,9 @@ class PostgresServer:
     def stop_process(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
-        subprocess.run(self._cmd("pg_ctl", "stop", "-D", self.datadir, "-m", "immediate"),
-                       capture_output=True)
+        subprocess.run(
+            self._cmd("pg_ctl", "stop", "-D", self.datadir, "-m", "immediate"), capture_output=True
+        )
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -10,6 +10,7 @@ Load it with ``pytest_plugins = ["tests.s3_fixtures"]`` in a conftest.py, or
   endpoint; the request counters are reset after the bucket is created, so a
   test sees only its own requests.
 """
+
 from __future__ import annotations
 
 import itertools

@@ -74,17 +74,29 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
     async_impl = False
     mirror_sync_methods = False
 
-    def __init__(self, target: fsspec.AbstractFileSystem, directory: str, *,
-                 block_size: int = DEFAULT_BLOCK_SIZE, max_size: int = DEFAULT_MAX_SIZE,
-                 clock: Callable[[], float] = time.time, verify_every_read: bool = False,
-                 group_shared: bool = False):
+    def __init__(
+        self,
+        target: fsspec.AbstractFileSystem,
+        directory: str,
+        *,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        max_size: int = DEFAULT_MAX_SIZE,
+        clock: Callable[[], float] = time.time,
+        verify_every_read: bool = False,
+        group_shared: bool = False,
+    ):
         if block_size <= 0:
             raise ValueError(f"block cache block_size must be positive, got {block_size}")
         self.target = target
         self.directory = directory
         self.block_size = int(block_size)
-        self.store = BlockStore(directory, max_size=max_size, clock=clock,
-                                verify_every_read=verify_every_read, group_shared=group_shared)
+        self.store = BlockStore(
+            directory,
+            max_size=max_size,
+            clock=clock,
+            verify_every_read=verify_every_read,
+            group_shared=group_shared,
+        )
 
     def __getattribute__(self, name: str):
         # AbstractFileSystem implements (or stubs) every filesystem method, so a __getattr__
@@ -112,8 +124,16 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
     def enabled(self) -> bool:
         return self.store.enabled
 
-    def open(self, path: str, mode: str = "rb", *, size: int | None = None,
-             version: str | None = None, etag: str | None = None, **kwargs):
+    def open(
+        self,
+        path: str,
+        mode: str = "rb",
+        *,
+        size: int | None = None,
+        version: str | None = None,
+        etag: str | None = None,
+        **kwargs,
+    ):
         if mode != "rb" or kwargs.get("compression"):
             return self.target.open(path, mode, **kwargs)
         path = self.target._strip_protocol(path)
@@ -171,7 +191,8 @@ class BlockCacheFile(io.RawIOBase):
     A read is served block by block: blocks on disk are read (and verified, as
     :class:`BlockStore` describes) straight into the result; runs of adjacent missing
     blocks are fetched with ONE ranged read of the target each, stored, and copied out.
-    Reads past the end return what exists (b"" at or past EOF). The target's file is opened on the first miss only, so a warm read makes no
+    Reads past the end return what exists (b"" at or past EOF). The target's file is opened on
+    the first miss only, so a warm read makes no
     request at all.
 
     Thread safety: a lock serializes seek/read/readinto/tell of one file object, so pyarrow
@@ -179,8 +200,16 @@ class BlockCacheFile(io.RawIOBase):
     objects share nothing but the store.
     """
 
-    def __init__(self, fs: BlockCacheFileSystem, path: str, size: int, version: str, *,
-                 etag: str | None = None, remote_kwargs: dict | None = None):
+    def __init__(
+        self,
+        fs: BlockCacheFileSystem,
+        path: str,
+        size: int,
+        version: str,
+        *,
+        etag: str | None = None,
+        remote_kwargs: dict | None = None,
+    ):
         super().__init__()
         self.fs = fs
         self.path = path
@@ -286,8 +315,13 @@ class BlockCacheFile(io.RawIOBase):
         from_cache = 0
         for index in range(start // bs, (end - 1) // bs + 1):
             lo, hi, block_start, block_end = self._span(index, start, end)
-            if self._store.read_into(self._key, index, block_end - block_start,
-                                     lo - block_start, dest[lo - start:hi - start]):
+            if self._store.read_into(
+                self._key,
+                index,
+                block_end - block_start,
+                lo - block_start,
+                dest[lo - start : hi - start],
+            ):
                 from_cache += hi - lo
             else:
                 missing.append(index)
@@ -315,14 +349,15 @@ class BlockCacheFile(io.RawIOBase):
         end = start + len(dest)
         for index in range(first, last + 1):
             lo, hi, block_start, block_end = self._span(index, start, end)
-            block = data[block_start - run_start:block_end - run_start]
+            block = data[block_start - run_start : block_end - run_start]
             self._store.put(self._key, index, block)
-            dest[lo - start:hi - start] = block[lo - block_start:hi - block_start]
+            dest[lo - start : hi - start] = block[lo - block_start : hi - block_start]
 
     def _read_remote(self, start: int, end: int) -> bytes:
         if self._remote is None:
-            self._remote = open_remote(self.fs.target, self.path, self.size, self.etag,
-                                       **self._remote_kwargs)
+            self._remote = open_remote(
+                self.fs.target, self.path, self.size, self.etag, **self._remote_kwargs
+            )
         self._remote.seek(start)
         want = end - start
         try:
@@ -350,7 +385,8 @@ class BlockCacheFile(io.RawIOBase):
             raise FileChangedError(
                 f"{self.path}: the target returned {len(data)} bytes at offset {start} where "
                 f"{want} were expected (listed size {self.size}, version {self.version}); the "
-                f"file changed after it was listed")
+                f"file changed after it was listed"
+            )
         return data
 
     def _check_fetched_version(self, start: int) -> None:
@@ -374,8 +410,11 @@ class BlockCacheFile(io.RawIOBase):
         changed = None
         if size is not None and int(size) != self.size:
             changed = f"its size is now {size}"
-        elif found is not None and _comparable(self.version, found) and \
-                found.removeprefix("etag:") != self.version:
+        elif (
+            found is not None
+            and _comparable(self.version, found)
+            and found.removeprefix("etag:") != self.version
+        ):
             changed = f"its version is now {found.removeprefix('etag:')}"
         if changed:
             self._drop_version(changed, start)
@@ -386,7 +425,8 @@ class BlockCacheFile(io.RawIOBase):
         raise FileChangedError(
             f"{self.path}: read at offset {start} for version {self.version} (size "
             f"{self.size}) as listed, but {why}; the file changed after it was listed, its "
-            f"{dropped} cached block(s) were dropped and nothing read was cached")
+            f"{dropped} cached block(s) were dropped and nothing read was cached"
+        )
 
 
 def _observed_version(info: dict) -> str | None:
@@ -433,8 +473,10 @@ def _assembled(n: int, fill: Callable[[memoryview], None]) -> bytes:
             fill(view)
         return out.getvalue()  # no copy: the BytesIO's own, exactly-filled object
     data = _new_bytes(None, n)
-    with memoryview((ctypes.c_char * n).from_address(id(data) + _BYTES_DATA_OFFSET)) as raw, \
-            raw.cast("B") as view:
+    with (
+        memoryview((ctypes.c_char * n).from_address(id(data) + _BYTES_DATA_OFFSET)) as raw,
+        raw.cast("B") as view,
+    ):
         fill(view)
     return data
 
@@ -476,15 +518,25 @@ def block_cache_for(settings, target: fsspec.AbstractFileSystem):
     if not settings.cache_enabled:
         return target
     directory = os.path.join(
-        os.path.abspath(os.path.expanduser(settings.cache_base_directory)), "blocks")
-    key = (directory, settings.cache_block_size, settings.cache_max_size, id(target),
-           settings.cache_group_shared)
+        os.path.abspath(os.path.expanduser(settings.cache_base_directory)), "blocks"
+    )
+    key = (
+        directory,
+        settings.cache_block_size,
+        settings.cache_max_size,
+        id(target),
+        settings.cache_group_shared,
+    )
     with _registry_lock:
         fs = _registry.get(key)
         # The registry holds the target, so its id cannot be reused while the entry exists.
         if fs is None or fs.target is not target:
-            fs = BlockCacheFileSystem(target, directory, block_size=settings.cache_block_size,
-                                      max_size=settings.cache_max_size,
-                                      group_shared=settings.cache_group_shared)
+            fs = BlockCacheFileSystem(
+                target,
+                directory,
+                block_size=settings.cache_block_size,
+                max_size=settings.cache_max_size,
+                group_shared=settings.cache_group_shared,
+            )
             _registry[key] = fs
         return fs

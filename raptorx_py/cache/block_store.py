@@ -75,8 +75,12 @@ def block_name(key: str, index: int) -> str:
 
 
 def encode_trailer(secret: bytes, name: str, payload) -> bytes:
-    return TRAILER.pack(MAGIC, FORMAT_VERSION, len(payload),
-                        cache_files.keyed_digest(secret, name.encode(), payload))
+    return TRAILER.pack(
+        MAGIC,
+        FORMAT_VERSION,
+        len(payload),
+        cache_files.keyed_digest(secret, name.encode(), payload),
+    )
 
 
 class BlockStore:
@@ -126,9 +130,17 @@ class BlockStore:
     lower-case hex.
     """
 
-    def __init__(self, directory: str, *, max_size: int, clock: Callable[[], float] = time.time,
-                 verify_every_read: bool = False, touch_batch: int = 4096,
-                 touch_interval: float = 1.0, group_shared: bool = False):
+    def __init__(
+        self,
+        directory: str,
+        *,
+        max_size: int,
+        clock: Callable[[], float] = time.time,
+        verify_every_read: bool = False,
+        touch_batch: int = 4096,
+        touch_interval: float = 1.0,
+        group_shared: bool = False,
+    ):
         self.directory = os.path.abspath(os.path.expanduser(directory))
         # Private by default (cache_files): cached bytes are copies of table files.
         self.dir_mode, self.file_mode = cache_files.modes(group_shared)
@@ -159,8 +171,13 @@ class BlockStore:
             self._prepare_directory()
             self.last_recovery = self.recover()
         except (OSError, sqlite3.Error) as e:
-            log.warning("block cache disabled: cannot use directory %s (%s: %s); reading "
-                        "straight from the target", self.directory, type(e).__name__, e)
+            log.warning(
+                "block cache disabled: cannot use directory %s (%s: %s); reading "
+                "straight from the target",
+                self.directory,
+                type(e).__name__,
+                e,
+            )
             self._close_connection()
             return
         self.enabled = True
@@ -177,8 +194,7 @@ class BlockStore:
         ``block_len`` bytes; False if the block is absent or corrupt (then deleted)."""
         return self._read(key, index, block_len, offset, len(dest), dest) is not None
 
-    def read(self, key: str, index: int, block_len: int, offset: int,
-             length: int) -> bytes | None:
+    def read(self, key: str, index: int, block_len: int, offset: int, length: int) -> bytes | None:
         """Bytes ``[offset, offset + length)`` of the block, or None (absent or corrupt)."""
         return self._read(key, index, block_len, offset, length, None)
 
@@ -220,8 +236,11 @@ class BlockStore:
 
     def _read_verifying(self, name, fd, block_len, offset, length, dest):
         """Read the whole block, check trailer and checksum, return the requested part."""
-        whole = dest if dest is not None and offset == 0 and length == block_len \
+        whole = (
+            dest
+            if dest is not None and offset == 0 and length == block_len
             else bytearray(block_len)
+        )
         trailer = bytearray(TRAILER.size)
         # One more byte than expected detects a file that grew since fstat.
         got = os.preadv(fd, [whole, trailer, bytearray(1)], 0)
@@ -229,7 +248,7 @@ class BlockStore:
             return None
         if whole is dest:
             return True
-        part = memoryview(whole)[offset:offset + length]
+        part = memoryview(whole)[offset : offset + length]
         if dest is None:
             return bytes(part)
         dest[:] = part
@@ -242,8 +261,12 @@ class BlockStore:
 
     def _trailer_matches(self, name: str, trailer, payload) -> bool:
         magic, version, length, digest = TRAILER.unpack(trailer)
-        return (magic == MAGIC and version == FORMAT_VERSION and length == len(payload)
-                and cache_files.keyed_digest(self._secret, name.encode(), payload) == digest)
+        return (
+            magic == MAGIC
+            and version == FORMAT_VERSION
+            and length == len(payload)
+            and cache_files.keyed_digest(self._secret, name.encode(), payload) == digest
+        )
 
     def discard_corrupt(self, name: str, inode: int | None = None) -> None:
         """Delete a block file that failed verification (only if it is still the file that
@@ -270,17 +293,21 @@ class BlockStore:
         prefix = f"{key}-"
         try:
             with self._write() as conn:
-                names = [n for (n,) in conn.execute(
-                    "SELECT name FROM blocks WHERE name >= ? AND name < ?",
-                    (prefix, key + "."))]
+                names = [
+                    n
+                    for (n,) in conn.execute(
+                        "SELECT name FROM blocks WHERE name >= ? AND name < ?", (prefix, key + ".")
+                    )
+                ]
                 for name in names:
                     self._verified.pop(name, None)
                     self._drop_row(conn, name)
                     _remove(self.path_of(name))
             return len(names)
         except (OSError, sqlite3.Error) as e:
-            log.warning("block cache: could not drop the blocks of %s in %s: %s", key,
-                        self.directory, e)
+            log.warning(
+                "block cache: could not drop the blocks of %s in %s: %s", key, self.directory, e
+            )
             return 0
 
     # --- writing ----------------------------------------------------------------------------
@@ -318,8 +345,11 @@ class BlockStore:
             if published:  # the index rolled back: a file without its row is not kept
                 _remove(published)
             counters.add("block_cache.put_errors")
-            self._fault(f"could not store block {name}", getattr(e, "filename", None)
-                        or (tmp if tmp is not None else self.path_of(name)), e)
+            self._fault(
+                f"could not store block {name}",
+                getattr(e, "filename", None) or (tmp if tmp is not None else self.path_of(name)),
+                e,
+            )
             return False
         finally:
             if tmp is not None:
@@ -350,9 +380,12 @@ class BlockStore:
             log.debug("block cache (%s): %s", self.directory, self.last_fault)
             return
         self._fault_warned = True
-        log.warning("block cache (%s): %s; reading from the store instead (further faults "
-                    "are counted in block_cache.put_errors and logged at debug level)",
-                    self.directory, self.last_fault)
+        log.warning(
+            "block cache (%s): %s; reading from the store instead (further faults "
+            "are counted in block_cache.put_errors and logged at debug level)",
+            self.directory,
+            self.last_fault,
+        )
 
     # --- capacity -------------------------------------------------------------------------
 
@@ -375,8 +408,9 @@ class BlockStore:
         evicted = 0
         total = conn.execute("SELECT bytes FROM totals").fetchone()[0]
         while total > limit:
-            victims = conn.execute("SELECT name, size FROM blocks ORDER BY atime, name LIMIT 64"
-                                   ).fetchall()
+            victims = conn.execute(
+                "SELECT name, size FROM blocks ORDER BY atime, name LIMIT 64"
+            ).fetchall()
             if not victims:
                 break
             for name, size in victims:
@@ -396,8 +430,10 @@ class BlockStore:
         with self._locked():
             now = self.clock()
             self._pending[name] = now
-            due = (len(self._pending) >= self.touch_batch
-                   or now - self._last_touch_flush >= self.touch_interval)
+            due = (
+                len(self._pending) >= self.touch_batch
+                or now - self._last_touch_flush >= self.touch_interval
+            )
         if due:
             self.flush_touches()
 
@@ -414,8 +450,10 @@ class BlockStore:
             pending, self._pending = self._pending, {}
             self._last_touch_flush = self.clock()
         if pending:
-            conn.executemany("UPDATE blocks SET atime = MAX(atime, ?) WHERE name = ?",
-                             [(t, n) for n, t in pending.items()])
+            conn.executemany(
+                "UPDATE blocks SET atime = MAX(atime, ?) WHERE name = ?",
+                [(t, n) for n, t in pending.items()],
+            )
 
     # --- index ------------------------------------------------------------------------------
 
@@ -442,9 +480,13 @@ class BlockStore:
         if self._conn is None:
             # The index is rebuilt from the files by recovery, so it need not survive a
             # power loss: NORMAL spares an fsync per put.
-            self._conn = connect_wal(self.index_path, timeout=30, schema=_SCHEMA,
-                                     pragmas=("PRAGMA synchronous=NORMAL",),
-                                     check_same_thread=False)
+            self._conn = connect_wal(
+                self.index_path,
+                timeout=30,
+                schema=_SCHEMA,
+                pragmas=("PRAGMA synchronous=NORMAL",),
+                check_same_thread=False,
+            )
         return self._conn
 
     def _locked(self) -> threading.RLock:
@@ -505,8 +547,14 @@ class BlockStore:
 
     def recover(self) -> dict[str, int]:
         """Make index and disk agree after crashes; returns what was fixed, by kind."""
-        fixed = {"orphan_temps": 0, "partial_files": 0, "missing_files": 0, "adopted": 0,
-                 "foreign_files": 0, "evicted": 0}
+        fixed = {
+            "orphan_temps": 0,
+            "partial_files": 0,
+            "missing_files": 0,
+            "adopted": 0,
+            "foreign_files": 0,
+            "evicted": 0,
+        }
         now = self.clock()
         with self._write() as conn:
             fixed["orphan_temps"] = self._remove_orphan_temps(now)
@@ -515,7 +563,8 @@ class BlockStore:
             torn = 0
             for path, name in self._data_files():
                 if not _BLOCK_NAME.match(name) or os.path.dirname(path) != os.path.dirname(
-                        self.path_of(name)):
+                    self.path_of(name)
+                ):
                     _remove(path)
                     fixed["foreign_files"] += 1
                     continue
@@ -531,8 +580,10 @@ class BlockStore:
                         fixed["partial_files"] += 1
                         torn += 1
                 elif self._verify_file(path):
-                    conn.execute("INSERT OR REPLACE INTO blocks VALUES (?, ?, ?)",
-                                 (name, st.st_size, min(st.st_mtime, now)))
+                    conn.execute(
+                        "INSERT OR REPLACE INTO blocks VALUES (?, ?, ?)",
+                        (name, st.st_size, min(st.st_mtime, now)),
+                    )
                     on_disk.add(name)
                     fixed["adopted"] += 1
                 else:
@@ -577,8 +628,9 @@ class BlockStore:
         if len(data) < TRAILER.size:
             return False
         view = memoryview(data)
-        return self._trailer_matches(os.path.basename(path), view[-TRAILER.size:],
-                                     view[:-TRAILER.size])
+        return self._trailer_matches(
+            os.path.basename(path), view[-TRAILER.size :], view[: -TRAILER.size]
+        )
 
 
 def _pread_exact(fd: int, offset: int, length: int, dest):

@@ -55,8 +55,9 @@ class FileIdentity:
     version: str | None
 
     @classmethod
-    def of(cls, url: str, size: int, *, etag: str | None = None,
-           mtime: float | None = None) -> "FileIdentity":
+    def of(
+        cls, url: str, size: int, *, etag: str | None = None, mtime: float | None = None
+    ) -> FileIdentity:
         if etag:
             version = f"etag:{etag}"
         elif mtime is not None:
@@ -124,14 +125,13 @@ def _decode_entry(identity: FileIdentity, data: bytes, secret: bytes) -> bytes |
     magic, ident_len, payload_len = _HEADER.unpack_from(data)
     if magic != _MAGIC or len(data) != _HEADER.size + ident_len + payload_len + _TRAILER.size:
         return None
-    body = data[:-_TRAILER.size]
-    if _TRAILER.unpack_from(data, len(body))[0] != cache_files.keyed_digest(secret, _MAGIC,
-                                                                             body):
+    body = data[: -_TRAILER.size]
+    if _TRAILER.unpack_from(data, len(body))[0] != cache_files.keyed_digest(secret, _MAGIC, body):
         return None
-    ident = body[_HEADER.size:_HEADER.size + ident_len]
+    ident = body[_HEADER.size : _HEADER.size + ident_len]
     if ident != identity.encoded():
         return None
-    return body[_HEADER.size + ident_len:]
+    return body[_HEADER.size + ident_len :]
 
 
 @dataclass
@@ -169,9 +169,16 @@ class FooterCache:
       that fresh entry: it costs a later miss, never a wrong answer.
     """
 
-    def __init__(self, directory: str | None, *, max_bytes: int, ttl: float,
-                 max_disk_bytes: int | None = None,
-                 clock: Callable[[], float] = time.monotonic, group_shared: bool = False):
+    def __init__(
+        self,
+        directory: str | None,
+        *,
+        max_bytes: int,
+        ttl: float,
+        max_disk_bytes: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        group_shared: bool = False,
+    ):
         self.max_bytes = int(max_bytes)
         self.ttl = float(ttl)
         self.max_disk_bytes = None if max_disk_bytes is None else int(max_disk_bytes)
@@ -195,8 +202,9 @@ class FooterCache:
     def disk_enabled(self) -> bool:
         return self.directory is not None
 
-    def get_or_load(self, identity: FileIdentity,
-                    loader: Callable[[], pq.FileMetaData]) -> pq.FileMetaData:
+    def get_or_load(
+        self, identity: FileIdentity, loader: Callable[[], pq.FileMetaData]
+    ) -> pq.FileMetaData:
         """The footer of ``identity``; ``loader()`` reads it from the file on a miss.
 
         Raises ``CorruptFileError`` (naming ``identity.url``) if the loaded footer does not
@@ -236,8 +244,9 @@ class FooterCache:
         return len(self._memory)
 
     # -- loading -------------------------------------------------------------------------
-    def _load(self, identity: FileIdentity,
-              loader: Callable[[], pq.FileMetaData]) -> tuple[pq.FileMetaData, bytes | None]:
+    def _load(
+        self, identity: FileIdentity, loader: Callable[[], pq.FileMetaData]
+    ) -> tuple[pq.FileMetaData, bytes | None]:
         """``(footer, its serialized bytes or None if it cannot be cached)``."""
         try:
             metadata = loader()
@@ -248,22 +257,29 @@ class FooterCache:
         except _PARSE_ERRORS as e:
             raise parquet_read_error(e, identity.url) from e
         if not isinstance(metadata, pq.FileMetaData):
-            raise TypeError(f"footer loader for {identity.url} returned "
-                            f"{type(metadata).__name__}, not pyarrow.parquet.FileMetaData")
+            raise TypeError(
+                f"footer loader for {identity.url} returned "
+                f"{type(metadata).__name__}, not pyarrow.parquet.FileMetaData"
+            )
         try:
             payload = serialize_footer(metadata)
         except _PARSE_ERRORS:
             counters.add("footer_cache.put_errors")
-            log.warning("footer of %s cannot be serialized; it is not cached", identity.url,
-                        exc_info=True)
+            log.warning(
+                "footer of %s cannot be serialized; it is not cached", identity.url, exc_info=True
+            )
             return metadata, None
         # The smallest file holding this footer is "PAR1" + footer + length + "PAR1", the
         # payload's size. A larger footer did not come from the listed bytes (the file changed
         # between listing and reading): serve it, but do not file it under this identity.
         if identity.size < len(payload):
             counters.add("footer_cache.rejected")
-            log.warning("footer of %s (%d bytes) does not fit in the listed size of %d bytes; "
-                        "not cached", identity.url, len(payload), identity.size)
+            log.warning(
+                "footer of %s (%d bytes) does not fit in the listed size of %d bytes; not cached",
+                identity.url,
+                len(payload),
+                identity.size,
+            )
             return metadata, None
         return metadata, payload
 
@@ -281,8 +297,7 @@ class FooterCache:
             self._memory.move_to_end(identity)
             return entry.metadata
 
-    def _put_memory(self, identity: FileIdentity, metadata: pq.FileMetaData,
-                    nbytes: int) -> None:
+    def _put_memory(self, identity: FileIdentity, metadata: pq.FileMetaData, nbytes: int) -> None:
         if nbytes > self.max_bytes:
             return  # would evict everything and still not fit
         now = self._clock()
@@ -316,8 +331,11 @@ class FooterCache:
             os.unlink(probe)
             self._secret = cache_files.load_secret(directory, self.file_mode)
         except OSError as e:
-            log.warning("footer cache directory %s is not writable (%s); footers are cached "
-                        "in memory only", directory, e)
+            log.warning(
+                "footer cache directory %s is not writable (%s); footers are cached in memory only",
+                directory,
+                e,
+            )
             return None
         return directory
 
@@ -374,15 +392,21 @@ class FooterCache:
             self._unlink(tmp, quiet=True)
             if not self._put_error_warned:
                 self._put_error_warned = True
-                log.warning("cannot write footer cache entry %s (%s); continuing without it "
-                            "(further failures are only counted)", path, e)
+                log.warning(
+                    "cannot write footer cache entry %s (%s); continuing without it "
+                    "(further failures are only counted)",
+                    path,
+                    e,
+                )
             return
         if self.max_disk_bytes is not None:
             with self._lock:
                 self._disk_estimate += len(entry)
                 self._puts_since_sweep += 1
-                due = (self._disk_estimate > self.max_disk_bytes
-                       or self._puts_since_sweep >= _SWEEP_EVERY_PUTS)
+                due = (
+                    self._disk_estimate > self.max_disk_bytes
+                    or self._puts_since_sweep >= _SWEEP_EVERY_PUTS
+                )
             if due:
                 self._sweep()
 
@@ -443,8 +467,9 @@ _caches_lock = threading.Lock()
 
 
 def footer_cache_directory(settings) -> str:
-    return os.path.join(os.path.abspath(os.path.expanduser(settings.cache_base_directory)),
-                        "footers")
+    return os.path.join(
+        os.path.abspath(os.path.expanduser(settings.cache_base_directory)), "footers"
+    )
 
 
 def footer_cache_for(settings) -> FooterCache | None:
@@ -457,14 +482,25 @@ def footer_cache_for(settings) -> FooterCache | None:
     if not settings.parquet_metadata_cache_enabled:
         return None
     directory = footer_cache_directory(settings)
-    limits = (settings.parquet_metadata_cache_size, settings.parquet_metadata_cache_ttl,
-              settings.cache_max_size, settings.cache_group_shared)
+    limits = (
+        settings.parquet_metadata_cache_size,
+        settings.parquet_metadata_cache_ttl,
+        settings.cache_max_size,
+        settings.cache_group_shared,
+    )
     with _caches_lock:
         cache = _caches.get(directory)
-        if cache is None or (cache.max_bytes, cache.ttl, cache.max_disk_bytes,
-                             cache.file_mode == 0o660) != limits:
-            cache = FooterCache(directory, max_bytes=limits[0], ttl=limits[1],
-                                max_disk_bytes=limits[2],
-                                group_shared=settings.cache_group_shared)
+        if (
+            cache is None
+            or (cache.max_bytes, cache.ttl, cache.max_disk_bytes, cache.file_mode == 0o660)
+            != limits
+        ):
+            cache = FooterCache(
+                directory,
+                max_bytes=limits[0],
+                ttl=limits[1],
+                max_disk_bytes=limits[2],
+                group_shared=settings.cache_group_shared,
+            )
             _caches[directory] = cache
         return cache

@@ -101,8 +101,14 @@ class ListingCache:
     stale until expiry or ``invalidate`` -- that is what sealing promises not to happen.
     """
 
-    def __init__(self, patterns: str | Iterable[str], *, max_files: int, expire_seconds: float,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        patterns: str | Iterable[str],
+        *,
+        max_files: int,
+        expire_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.patterns = parse_patterns(patterns)
         self.max_files = int(max_files)
         self.expire_seconds = float(expire_seconds)
@@ -125,9 +131,16 @@ class ListingCache:
     def eligible(self, table: str) -> bool:
         return table_matches(self.patterns, table)
 
-    def get_or_list(self, table: str, location: str, version: str, sealed: bool,
-                    lister: Callable[[], Sequence[Any]], *,
-                    where: Callable[[Any], bool] | None = None) -> tuple:
+    def get_or_list(
+        self,
+        table: str,
+        location: str,
+        version: str,
+        sealed: bool,
+        lister: Callable[[], Sequence[Any]],
+        *,
+        where: Callable[[Any], bool] | None = None,
+    ) -> tuple:
         """The listing of ``location`` (the whole directory, filtered by ``where`` if given):
         from the cache when ``location`` is cached under ``version``, else from
         ``lister()``, which must list the whole of ``location``."""
@@ -143,8 +156,11 @@ class ListingCache:
         now = self._clock()
         with self._lock:
             entry = self._entries.get(location)
-            if (entry is not None and entry.version == version
-                    and now - entry.stored_at < self.expire_seconds):
+            if (
+                entry is not None
+                and entry.version == version
+                and now - entry.stored_at < self.expire_seconds
+            ):
                 self._entries.move_to_end(location)
                 counters.add("listing_cache.hits")
                 return _select(entry.files, where)
@@ -167,8 +183,9 @@ class ListingCache:
             if stale:
                 counters.add("listing_cache.discarded_stale")
             else:
-                self._store_locked(location, _Entry(table, version, files, max(1, len(files)),
-                                                    self._clock()))
+                self._store_locked(
+                    location, _Entry(table, version, files, max(1, len(files)), self._clock())
+                )
         return _select(files, where)
 
     def invalidate(self, location: str) -> int:
@@ -231,9 +248,11 @@ class ListingCache:
         self._total -= self._entries.pop(location).weight
 
     def _invalidated_since_locked(self, started: int, location: str, table: str) -> bool:
-        return (self._cleared_at > started
-                or self._invalidated_locations.get(location, 0) > started
-                or self._invalidated_tables.get(table, 0) > started)
+        return (
+            self._cleared_at > started
+            or self._invalidated_locations.get(location, 0) > started
+            or self._invalidated_tables.get(table, 0) > started
+        )
 
     def _finish_locked(self, started: int) -> None:
         left = self._in_flight[started] - 1
@@ -274,6 +293,5 @@ def listing_cache_for(settings) -> ListingCache | None:
     with _caches_lock:
         cache = _caches.get(key)
         if cache is None:
-            cache = _caches[key] = ListingCache(patterns, max_files=key[1],
-                                                expire_seconds=key[2])
+            cache = _caches[key] = ListingCache(patterns, max_files=key[1], expire_seconds=key[2])
         return cache

@@ -3,5 +3,11 @@
 from raptorx_py.config.loader import build_settings, load_settings
 from raptorx_py.config.settings import PROPERTIES, PROPERTIES_BY_NAME, Property, Settings
 
-__all__ = ["PROPERTIES", "PROPERTIES_BY_NAME", "Property", "Settings", "build_settings",
-           "load_settings"]
+__all__ = [
+    "PROPERTIES",
+    "PROPERTIES_BY_NAME",
+    "Property",
+    "Settings",
+    "build_settings",
+    "load_settings",
+]

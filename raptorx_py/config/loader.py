@@ -96,16 +96,20 @@ def _value_string(name: str, value: Any, source: str, line: int | None) -> str:
         return str(value)
     if isinstance(value, str):
         return value.strip()
-    raise ConfigError(f"value must be a string, got {type(value).__name__} {value!r}",
-                      source=source, line=line, key=name)
+    raise ConfigError(
+        f"value must be a string, got {type(value).__name__} {value!r}",
+        source=source,
+        line=line,
+        key=name,
+    )
 
 
 #: Presto/Hive property names that a copied catalog file may hold but that raptorx_py
 #: does not read, with what to use instead.
 FOREIGN_PROPERTIES = {
     "hive.metastore.uri": "a Thrift metastore (thrift://host:9083) is not read by raptorx_py, "
-                          "which reads the metastore database itself: set hive.metastore.url to "
-                          "it instead (sqlite:///<path> or postgresql://user:password@host/db)",
+    "which reads the metastore database itself: set hive.metastore.url to "
+    "it instead (sqlite:///<path> or postgresql://user:password@host/db)",
 }
 
 
@@ -114,8 +118,11 @@ def unknown_property_error(name: str, source: str, line: int | None) -> ConfigEr
     if name in FOREIGN_PROPERTIES:
         return ConfigError(FOREIGN_PROPERTIES[name], source=source, line=line, key=name)
     close = difflib.get_close_matches(name, PROPERTIES_BY_NAME, n=1, cutoff=0.6)
-    hint = (f"did you mean '{close[0]}'?" if close
-            else "see docs/configuration.md for the list of properties")
+    hint = (
+        f"did you mean '{close[0]}'?"
+        if close
+        else "see docs/configuration.md for the list of properties"
+    )
     return ConfigError(f"unknown property; {hint}", source=source, line=line, key=name)
 
 
@@ -145,8 +152,9 @@ def build_settings(raw: Raw) -> Settings:
         except ValueError as e:
             origin = raw.get(prop.name)
             source, line = (origin[1], origin[2]) if origin else ("default", None)
-            raise ConfigError(f"invalid value {text!r}: {e}", source=source, line=line,
-                              key=prop.name) from e
+            raise ConfigError(
+                f"invalid value {text!r}: {e}", source=source, line=line, key=prop.name
+            ) from e
     return Settings(**values, source=tuple(sorted(strings.items())))
 
 
@@ -156,14 +164,18 @@ def _conf_dir_files(directory: Path) -> list[Path]:
         raise ConfigError(f"configuration directory {what}", source=str(directory))
     files = [directory / name for name in CONF_FILES if (directory / name).is_file()]
     if not files:
-        raise ConfigError(f"configuration directory holds neither {' nor '.join(CONF_FILES)}",
-                          source=str(directory))
+        raise ConfigError(
+            f"configuration directory holds neither {' nor '.join(CONF_FILES)}",
+            source=str(directory),
+        )
     return files
 
 
-def config_files(conf_dir: str | os.PathLike | None = None,
-                 env: Mapping[str, str] | None = None,
-                 cwd: str | os.PathLike | None = None) -> list[Path]:
+def config_files(
+    conf_dir: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike | None = None,
+) -> list[Path]:
     """The properties files ``load_settings`` reads, lowest precedence first."""
     env = os.environ if env is None else env
     base = Path.cwd() if cwd is None else Path(cwd)
@@ -177,17 +189,20 @@ def config_files(conf_dir: str | os.PathLike | None = None,
     return files
 
 
-def load_settings(conf_dir: str | os.PathLike | None = None,
-                  overrides: Mapping[str, Any] | None = None,
-                  env: Mapping[str, str] | None = None,
-                  cwd: str | os.PathLike | None = None,
-                  overrides_source: str = "option") -> Settings:
+def load_settings(
+    conf_dir: str | os.PathLike | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike | None = None,
+    overrides_source: str = "option",
+) -> Settings:
     """Load ``Settings`` from defaults, conf files and overrides (see the module docstring).
 
     ``env`` defaults to ``os.environ`` and ``cwd`` to the current directory; both exist so
     tests can pass their own. A relative ``conf_dir`` (or ``RAPTORX_CONF_DIR``) is taken
     relative to ``cwd``. ``overrides_source`` is what errors about an override name as its
-    source (the CLI says ``-p/--property``). Raises ``ConfigError`` for a missing or empty conf directory, a
+    source (the CLI says ``-p/--property``). Raises ``ConfigError`` for a missing or empty conf
+    directory, a
     malformed file, an unknown property or a bad value, naming the file, line and key.
     """
     raw: dict[str, tuple[Any, str, int | None]] = {}
@@ -243,9 +258,14 @@ def describe_settings(settings: Settings) -> str:
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
         else:
-            lines += textwrap.wrap(row[3], width=DESCRIBE_WIDTH, initial_indent="    ",
-                                   subsequent_indent="    ", break_on_hyphens=False,
-                                   break_long_words=False)
+            lines += textwrap.wrap(
+                row[3],
+                width=DESCRIBE_WIDTH,
+                initial_indent="    ",
+                subsequent_indent="    ",
+                break_on_hyphens=False,
+                break_long_words=False,
+            )
     lines.append("(* differs from the default; under each property, what it does)")
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
@@ -310,13 +330,19 @@ def render_property_docs() -> str:
     """The property list of ``docs/configuration.md`` (between the generated markers)."""
     out = [DOCS_BEGIN]
     for heading, props in _grouped(PROPERTIES):
-        out += ["", f"### {heading}", "",
-                "| property | default | form | file | description |",
-                "|---|---|---|---|---|"]
+        out += [
+            "",
+            f"### {heading}",
+            "",
+            "| property | default | form | file | description |",
+            "|---|---|---|---|---|",
+        ]
         for p in props:
             default = f"`{p.default}`" if p.default else "(empty)"
-            out.append(f"| `{p.name}` | {_md(default)} | {kind_form(p.kind)} | "
-                       f"{p.file}.properties | {_md(p.doc)} |")
+            out.append(
+                f"| `{p.name}` | {_md(default)} | {kind_form(p.kind)} | "
+                f"{p.file}.properties | {_md(p.doc)} |"
+            )
     out += ["", DOCS_END]
     return "\n".join(out)
 
@@ -325,7 +351,7 @@ def _replace_docs_block(text: str) -> str:
     start, end = text.find(DOCS_BEGIN), text.find(DOCS_END)
     if start < 0 or end < start:
         raise ValueError("docs/configuration.md lacks the generated-property-list markers")
-    return text[:start] + render_property_docs() + text[end + len(DOCS_END):]
+    return text[:start] + render_property_docs() + text[end + len(DOCS_END) :]
 
 
 def write_generated(root: str | os.PathLike) -> list[Path]:

@@ -38,7 +38,7 @@ def _dir_or_file_url(value: str, home: str | None, cwd: str | None) -> str:
     if not value:
         return value  # empty means "off" (metrics.directory)
     if value.startswith("file://"):
-        return "file://" + _local_path(value[len("file://"):], home, cwd)
+        return "file://" + _local_path(value[len("file://") :], home, cwd)
     if urlparse(value).scheme:
         return value
     return _local_path(value, home, cwd)
@@ -48,7 +48,7 @@ def _metastore_url(value: str, home: str | None, cwd: str | None) -> str:
     """``sqlite:///<path>``: the path made absolute (``sqlite:////abs/path``)."""
     if not value.startswith(SQLITE_PREFIX):
         return value
-    return SQLITE_PREFIX + _local_path(value[len(SQLITE_PREFIX):], home, cwd)
+    return SQLITE_PREFIX + _local_path(value[len(SQLITE_PREFIX) :], home, cwd)
 
 
 #: The properties whose values name local files or directories, and how each is resolved.
@@ -60,8 +60,7 @@ PATH_PROPERTIES: dict[str, Callable[[str, str | None, str | None], str]] = {
 }
 
 
-def absolute_paths(settings: Settings, home: str | None = None,
-                   cwd: str | None = None) -> Settings:
+def absolute_paths(settings: Settings, home: str | None = None, cwd: str | None = None) -> Settings:
     """``settings`` with every path-like value absolute: ``~`` expanded against ``home``
     (default: this process's), a relative path joined to ``cwd`` (default: this process's).
     Returns ``settings`` itself when nothing changes."""

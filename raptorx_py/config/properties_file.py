@@ -82,11 +82,14 @@ def _unescape(raw: str, source: str, number: int, what: str) -> str:
             continue
         e = raw[i + 1]
         if e == "u":
-            digits = raw[i + 2:i + 6]
+            digits = raw[i + 2 : i + 6]
             if len(digits) != 4 or not set(digits) <= _HEX:
                 raise ConfigError(
                     f"malformed \\uXXXX escape '\\u{digits}' in the {what}: "
-                    "expected exactly four hexadecimal digits", source=source, line=number)
+                    "expected exactly four hexadecimal digits",
+                    source=source,
+                    line=number,
+                )
             out.append(chr(int(digits, 16)))
             i += 6
             continue
@@ -96,8 +99,9 @@ def _unescape(raw: str, source: str, number: int, what: str) -> str:
     try:  # join \uD83D\uDE00-style surrogate pairs into one character
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"invalid \\uXXXX escape in the {what}: unpaired surrogate",
-                          source=source, line=number) from e
+        raise ConfigError(
+            f"invalid \\uXXXX escape in the {what}: unpaired surrogate", source=source, line=number
+        ) from e
 
 
 def _split_line(logical: str) -> tuple[str, str]:
@@ -112,7 +116,7 @@ def _split_line(logical: str) -> tuple[str, str]:
         if c in "=:" or c in _WHITESPACE:
             break
         i += 1
-    key = logical[:min(i, n)]
+    key = logical[: min(i, n)]
     while i < n and logical[i] in _WHITESPACE:
         i += 1
     if i < n and logical[i] in "=:":
@@ -136,13 +140,18 @@ def parse_properties_text(text: str, source: str) -> Entries:
         if not key:
             raise ConfigError(
                 f"line has no property name (expected 'name=value', got {logical.strip()!r})",
-                source=source, line=number)
+                source=source,
+                line=number,
+            )
         value = _unescape(raw_value, source, number, "value").strip(_TRIMMED)
         if key in entries:
             first = entries[key][1]
             raise ConfigError(
                 f"duplicate property: set on line {first} and again on line {number}",
-                source=source, line=number, key=key)
+                source=source,
+                line=number,
+                key=key,
+            )
         entries[key] = (value, number)
     return entries
 
@@ -165,9 +174,12 @@ def read_properties(path: str | os.PathLike) -> Entries:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise ConfigError(f"not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})",
-                          source=source, line=line) from e
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})",
+            source=source,
+            line=line,
+        ) from e
     return parse_properties_text(text, source)
 
 
@@ -197,6 +209,8 @@ def format_property(key: str, value: str) -> str:
     if not key:
         raise ValueError("a property name cannot be empty")
     if key != key.strip(_TRIMMED) or value != value.strip(_TRIMMED):
-        raise ValueError(f"property {key!r}: leading or trailing whitespace in the name or "
-                         f"value {value!r} would be trimmed when read back")
+        raise ValueError(
+            f"property {key!r}: leading or trailing whitespace in the name or "
+            f"value {value!r} would be trimmed when read back"
+        )
     return f"{_escape(key, is_key=True)}={_escape(value, is_key=False)}"

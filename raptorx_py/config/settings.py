@@ -10,8 +10,9 @@ property cannot exist in one place and be missing in another.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from raptorx_py.config import units
 
@@ -36,8 +37,10 @@ def _connector(value: str) -> str:
     """``hive-hadoop2`` (Presto's Hive connector; ``hive`` also names it): the only one."""
     if value.strip().lower() in ("hive-hadoop2", "hive"):
         return "hive-hadoop2"
-    raise ValueError(f"raptorx_py implements only the Hive connector: expected hive-hadoop2 "
-                     f"(or hive), got {value!r}")
+    raise ValueError(
+        f"raptorx_py implements only the Hive connector: expected hive-hadoop2 "
+        f"(or hive), got {value!r}"
+    )
 
 
 _connector.form = "hive-hadoop2 (or hive)"
@@ -65,130 +68,366 @@ KIND_MINIMUM: dict[str, str] = {"int": "0", "count": "0", "size": "0B", "duratio
 
 PROPERTIES: tuple[Property, ...] = (
     # --- catalog -----------------------------------------------------------------------
-    Property("connector.name", "connector_name", "hive-hadoop2", "connector", "hive",
-             "The connector of a Presto catalog file: only the Hive connector, hive-hadoop2 "
-             "(or hive), is implemented, so a RaptorX catalog file can be used as it is."),
+    Property(
+        "connector.name",
+        "connector_name",
+        "hive-hadoop2",
+        "connector",
+        "hive",
+        "The connector of a Presto catalog file: only the Hive connector, hive-hadoop2 "
+        "(or hive), is implemented, so a RaptorX catalog file can be used as it is.",
+    ),
     # --- metastore -------------------------------------------------------------------
-    Property("hive.metastore.url", "metastore_url", "sqlite:///~/.raptorx/metastore.db", "str",
-             "hive", "Metastore database: sqlite:///<path> (embedded default, created on first use)."),
-    Property("hive.metastore.warehouse.dir", "warehouse_dir", "~/.raptorx/warehouse", "str",
-             "hive", "Where a write creates a managed table whose database has no location: "
-             "<dir>/<db>.db/<table> (a local path, file:// or s3:// URL)."),
-    Property("hive.metastore-cache-ttl", "metastore_cache_ttl", "0s", "duration", "hive",
-             "How long a cached metastore entry without write ids is served: an external "
-             "table's, or a managed table's partitions with hive.partition-versioning-enabled="
-             "false (other managed entries are checked against each query's write ids "
-             "instead). 0s turns the whole metastore cache off: every query reads the database."),
-    Property("hive.metastore-refresh-interval", "metastore_refresh_interval", "1s", "duration",
-             "hive", "How often each process's metastore cache applies new notification-log "
-             "events (a background thread; one metastore round trip each time).", "1ms"),
-    Property("hive.metastore-cache-maximum-size", "metastore_cache_maximum_size", "10000",
-             "count", "hive", "Most tables, and separately most partitions (counted one by "
-             "one), that each process's metastore cache holds, least recently used out first; "
-             "a table with more partitions than this is not cached."),
-    Property("hive.metastore-cache-prewarm", "metastore_cache_prewarm", "false", "bool", "hive",
-             "Load every table and its partitions into a process's metastore cache when the "
-             "cache is created (Hive's CachedStore prewarm: each table's ValidWriteIdList is "
-             "taken first, then its entries), within hive.metastore-cache-maximum-size. Off by "
-             "default because every planning process holds its own cache and a prewarm reads "
-             "the whole metastore; queries then load only what they read."),
-    Property("hive.metastore-cache-scope", "metastore_cache_scope", "ALL", "cache_scope", "hive",
-             "What the metastore cache holds: ALL (tables and partitions) or PARTITION "
-             "(partition lists only; every query reads its tables from the database)."),
-    Property("hive.partition-versioning-enabled", "partition_versioning_enabled", "true", "bool",
-             "hive", "Tag cached partitions of managed tables with the write ids they were "
-             "read under, so they serve only snapshots they are fresh for; false: served by "
-             "age (hive.metastore-cache-ttl) and dropped on notification-log events, like an "
-             "external table's, so another application's commit is seen only after those."),
+    Property(
+        "hive.metastore.url",
+        "metastore_url",
+        "sqlite:///~/.raptorx/metastore.db",
+        "str",
+        "hive",
+        "Metastore database: sqlite:///<path> (embedded default, created on first use).",
+    ),
+    Property(
+        "hive.metastore.warehouse.dir",
+        "warehouse_dir",
+        "~/.raptorx/warehouse",
+        "str",
+        "hive",
+        "Where a write creates a managed table whose database has no location: "
+        "<dir>/<db>.db/<table> (a local path, file:// or s3:// URL).",
+    ),
+    Property(
+        "hive.metastore-cache-ttl",
+        "metastore_cache_ttl",
+        "0s",
+        "duration",
+        "hive",
+        "How long a cached metastore entry without write ids is served: an external "
+        "table's, or a managed table's partitions with hive.partition-versioning-enabled="
+        "false (other managed entries are checked against each query's write ids "
+        "instead). 0s turns the whole metastore cache off: every query reads the database.",
+    ),
+    Property(
+        "hive.metastore-refresh-interval",
+        "metastore_refresh_interval",
+        "1s",
+        "duration",
+        "hive",
+        "How often each process's metastore cache applies new notification-log "
+        "events (a background thread; one metastore round trip each time).",
+        "1ms",
+    ),
+    Property(
+        "hive.metastore-cache-maximum-size",
+        "metastore_cache_maximum_size",
+        "10000",
+        "count",
+        "hive",
+        "Most tables, and separately most partitions (counted one by "
+        "one), that each process's metastore cache holds, least recently used out first; "
+        "a table with more partitions than this is not cached.",
+    ),
+    Property(
+        "hive.metastore-cache-prewarm",
+        "metastore_cache_prewarm",
+        "false",
+        "bool",
+        "hive",
+        "Load every table and its partitions into a process's metastore cache when the "
+        "cache is created (Hive's CachedStore prewarm: each table's ValidWriteIdList is "
+        "taken first, then its entries), within hive.metastore-cache-maximum-size. Off by "
+        "default because every planning process holds its own cache and a prewarm reads "
+        "the whole metastore; queries then load only what they read.",
+    ),
+    Property(
+        "hive.metastore-cache-scope",
+        "metastore_cache_scope",
+        "ALL",
+        "cache_scope",
+        "hive",
+        "What the metastore cache holds: ALL (tables and partitions) or PARTITION "
+        "(partition lists only; every query reads its tables from the database).",
+    ),
+    Property(
+        "hive.partition-versioning-enabled",
+        "partition_versioning_enabled",
+        "true",
+        "bool",
+        "hive",
+        "Tag cached partitions of managed tables with the write ids they were "
+        "read under, so they serve only snapshots they are fresh for; false: served by "
+        "age (hive.metastore-cache-ttl) and dropped on notification-log events, like an "
+        "external table's, so another application's commit is seen only after those.",
+    ),
     # --- transactions and locks ----------------------------------------------------------
-    Property("hive.support.concurrency", "support_concurrency", "true", "bool", "hive",
-             "Take Hive's shared/exclusive locks for reads and writes; false turns locking off."),
-    Property("hive.lock.numretries", "lock_numretries", "100", "count", "hive",
-             "Times a refused lock is retried before the operation fails naming the holder."),
-    Property("hive.lock.sleep.between.retries", "lock_sleep_between_retries", "60s", "duration",
-             "hive", "Wait between two attempts to take a refused lock."),
-    Property("hive.txn.timeout", "txn_timeout", "300s", "duration", "hive",
-             "A transaction whose client has not heartbeated for this long is expired; each "
-             "transaction keeps the timeout of the client that opened it (a lock taken outside "
-             "a transaction: the expiring client's).", "1s"),
+    Property(
+        "hive.support.concurrency",
+        "support_concurrency",
+        "true",
+        "bool",
+        "hive",
+        "Take Hive's shared/exclusive locks for reads and writes; false turns locking off.",
+    ),
+    Property(
+        "hive.lock.numretries",
+        "lock_numretries",
+        "100",
+        "count",
+        "hive",
+        "Times a refused lock is retried before the operation fails naming the holder.",
+    ),
+    Property(
+        "hive.lock.sleep.between.retries",
+        "lock_sleep_between_retries",
+        "60s",
+        "duration",
+        "hive",
+        "Wait between two attempts to take a refused lock.",
+    ),
+    Property(
+        "hive.txn.timeout",
+        "txn_timeout",
+        "300s",
+        "duration",
+        "hive",
+        "A transaction whose client has not heartbeated for this long is expired; each "
+        "transaction keeps the timeout of the client that opened it (a lock taken outside "
+        "a transaction: the expiring client's).",
+        "1s",
+    ),
     # --- object store (S3) -------------------------------------------------------------
-    Property("hive.s3.endpoint", "s3_endpoint", "", "str", "hive",
-             "S3 endpoint URL; empty means AWS's own endpoint."),
-    Property("hive.s3.aws-access-key", "s3_access_key", "", "str", "hive",
-             "S3 access key; empty means the default credential chain."),
-    Property("hive.s3.aws-secret-key", "s3_secret_key", "", "str", "hive",
-             "S3 secret key; empty means the default credential chain."),
-    Property("hive.s3.region", "s3_region", "", "str", "hive",
-             "S3 region name; empty means the SDK default."),
-    Property("hive.s3.path-style-access", "s3_path_style_access", "false", "bool", "hive",
-             "Address buckets as <endpoint>/<bucket> instead of <bucket>.<endpoint>."),
-    Property("hive.s3.connect-timeout", "s3_connect_timeout", "5s", "duration", "hive",
-             "Time allowed to open a connection to the S3 endpoint.", "1ms"),
-    Property("hive.s3.socket-timeout", "s3_socket_timeout", "30s", "duration", "hive",
-             "Time allowed for an S3 response before the request fails.", "1ms"),
-    Property("hive.s3.max-error-retries", "s3_max_error_retries", "2", "int", "hive",
-             "Retries of a failed S3 request before the query fails with the endpoint named."),
+    Property(
+        "hive.s3.endpoint",
+        "s3_endpoint",
+        "",
+        "str",
+        "hive",
+        "S3 endpoint URL; empty means AWS's own endpoint.",
+    ),
+    Property(
+        "hive.s3.aws-access-key",
+        "s3_access_key",
+        "",
+        "str",
+        "hive",
+        "S3 access key; empty means the default credential chain.",
+    ),
+    Property(
+        "hive.s3.aws-secret-key",
+        "s3_secret_key",
+        "",
+        "str",
+        "hive",
+        "S3 secret key; empty means the default credential chain.",
+    ),
+    Property(
+        "hive.s3.region",
+        "s3_region",
+        "",
+        "str",
+        "hive",
+        "S3 region name; empty means the SDK default.",
+    ),
+    Property(
+        "hive.s3.path-style-access",
+        "s3_path_style_access",
+        "false",
+        "bool",
+        "hive",
+        "Address buckets as <endpoint>/<bucket> instead of <bucket>.<endpoint>.",
+    ),
+    Property(
+        "hive.s3.connect-timeout",
+        "s3_connect_timeout",
+        "5s",
+        "duration",
+        "hive",
+        "Time allowed to open a connection to the S3 endpoint.",
+        "1ms",
+    ),
+    Property(
+        "hive.s3.socket-timeout",
+        "s3_socket_timeout",
+        "30s",
+        "duration",
+        "hive",
+        "Time allowed for an S3 response before the request fails.",
+        "1ms",
+    ),
+    Property(
+        "hive.s3.max-error-retries",
+        "s3_max_error_retries",
+        "2",
+        "int",
+        "hive",
+        "Retries of a failed S3 request before the query fails with the endpoint named.",
+    ),
     # --- pruning -----------------------------------------------------------------------
-    Property("hive.partition-statistics-based-optimization-enabled", "stats_pruning_enabled",
-             "true", "bool", "hive",
-             "Skip partitions and row groups whose min/max/null statistics cannot match the filter."),
-    Property("hive.aggregation-pushdown-enabled", "aggregation_pushdown_enabled", "true",
-             "bool", "hive",
-             "Let Spark push a partial aggregation (group keys; SUM, COUNT, MIN, MAX, AVG) into "
-             "the scan: each split returns its groups instead of its rows. Needs the native jar."),
+    Property(
+        "hive.partition-statistics-based-optimization-enabled",
+        "stats_pruning_enabled",
+        "true",
+        "bool",
+        "hive",
+        "Skip partitions and row groups whose min/max/null statistics cannot match the filter.",
+    ),
+    Property(
+        "hive.aggregation-pushdown-enabled",
+        "aggregation_pushdown_enabled",
+        "true",
+        "bool",
+        "hive",
+        "Let Spark push a partial aggregation (group keys; SUM, COUNT, MIN, MAX, AVG) into "
+        "the scan: each split returns its groups instead of its rows. Needs the native jar.",
+    ),
     # --- splits -------------------------------------------------------------------------
-    Property("hive.max-split-size", "max_split_size", "64MB", "size", "hive",
-             "Most bytes of files one Spark task reads; small files are packed together up "
-             "to this size.", "1B"),
-    Property("hive.min-split-count", "min_split_count", "0", "count", "hive",
-             "Tasks run this many at a time: a scan's tasks come in whole waves of this many, "
-             "as even in bytes as whole files allow, so a small table still uses every core "
-             "and a wave ends together. 0: the Spark application's default parallelism (its "
-             "task slots, filled in by register()); Spark pays a fixed cost per task of a "
-             "Python source, so tasks beyond the slots only add that cost."),
-    Property("hive.node-selection-strategy", "node_selection_strategy", "NO_PREFERENCE",
-             "node_selection", "hive",
-             "Where splits run. NO_PREFERENCE: wherever Spark has a free slot. SOFT_AFFINITY: "
-             "each file on the executor a rendezvous hash of its path picks among the "
-             "application's live executors (Spark's spark.locality.wait decides when a task "
-             "falls back to another); a split read elsewhere does not fill that executor's "
-             "caches. Needs the native jar and a cluster; local mode has no executors to "
-             "choose."),
+    Property(
+        "hive.max-split-size",
+        "max_split_size",
+        "64MB",
+        "size",
+        "hive",
+        "Most bytes of files one Spark task reads; small files are packed together up "
+        "to this size.",
+        "1B",
+    ),
+    Property(
+        "hive.min-split-count",
+        "min_split_count",
+        "0",
+        "count",
+        "hive",
+        "Tasks run this many at a time: a scan's tasks come in whole waves of this many, "
+        "as even in bytes as whole files allow, so a small table still uses every core "
+        "and a wave ends together. 0: the Spark application's default parallelism (its "
+        "task slots, filled in by register()); Spark pays a fixed cost per task of a "
+        "Python source, so tasks beyond the slots only add that cost.",
+    ),
+    Property(
+        "hive.node-selection-strategy",
+        "node_selection_strategy",
+        "NO_PREFERENCE",
+        "node_selection",
+        "hive",
+        "Where splits run. NO_PREFERENCE: wherever Spark has a free slot. SOFT_AFFINITY: "
+        "each file on the executor a rendezvous hash of its path picks among the "
+        "application's live executors (Spark's spark.locality.wait decides when a task "
+        "falls back to another); a split read elsewhere does not fill that executor's "
+        "caches. Needs the native jar and a cluster; local mode has no executors to "
+        "choose.",
+    ),
     # --- file-listing cache ------------------------------------------------------------
-    Property("hive.file-status-cache-tables", "file_status_cache_tables", "", "str", "hive",
-             "Tables whose sealed partitions' listings are cached: comma-separated patterns "
-             "such as *, tpch.* or db.table; empty: none."),
-    Property("hive.file-status-cache-size", "file_status_cache_size", "1000000", "count", "hive",
-             "Most file entries the listing cache holds."),
-    Property("hive.file-status-cache-expire-time", "file_status_cache_expire_time", "24h",
-             "duration", "hive", "How long a cached listing of a sealed partition is served."),
+    Property(
+        "hive.file-status-cache-tables",
+        "file_status_cache_tables",
+        "",
+        "str",
+        "hive",
+        "Tables whose sealed partitions' listings are cached: comma-separated patterns "
+        "such as *, tpch.* or db.table; empty: none.",
+    ),
+    Property(
+        "hive.file-status-cache-size",
+        "file_status_cache_size",
+        "1000000",
+        "count",
+        "hive",
+        "Most file entries the listing cache holds.",
+    ),
+    Property(
+        "hive.file-status-cache-expire-time",
+        "file_status_cache_expire_time",
+        "24h",
+        "duration",
+        "hive",
+        "How long a cached listing of a sealed partition is served.",
+    ),
     # --- Parquet footer cache -------------------------------------------------------------
-    Property("hive.parquet.metadata-cache-enabled", "parquet_metadata_cache_enabled", "false",
-             "bool", "hive", "Cache Parquet footers in memory and on the node's local disk."),
-    Property("hive.parquet.metadata-cache-size", "parquet_metadata_cache_size", "100MB", "size",
-             "hive", "Bytes of footers kept per process in memory (LRU); the disk copy follows "
-             "cache.alluxio.max-cache-size."),
-    Property("hive.parquet.metadata-cache-ttl-since-last-access", "parquet_metadata_cache_ttl",
-             "2h", "duration", "hive", "A footer not read for this long is dropped from memory."),
+    Property(
+        "hive.parquet.metadata-cache-enabled",
+        "parquet_metadata_cache_enabled",
+        "false",
+        "bool",
+        "hive",
+        "Cache Parquet footers in memory and on the node's local disk.",
+    ),
+    Property(
+        "hive.parquet.metadata-cache-size",
+        "parquet_metadata_cache_size",
+        "100MB",
+        "size",
+        "hive",
+        "Bytes of footers kept per process in memory (LRU); the disk copy follows "
+        "cache.alluxio.max-cache-size.",
+    ),
+    Property(
+        "hive.parquet.metadata-cache-ttl-since-last-access",
+        "parquet_metadata_cache_ttl",
+        "2h",
+        "duration",
+        "hive",
+        "A footer not read for this long is dropped from memory.",
+    ),
     # --- block cache --------------------------------------------------------------------
-    Property("cache.enabled", "cache_enabled", "false", "bool", "hive",
-             "Cache file contents in aligned blocks on the node's local disk."),
-    Property("cache.type", "cache_type", "LOCAL", "cache_type", "hive",
-             "Block cache kind: LOCAL (ALLUXIO is accepted as a name for it)."),
-    Property("cache.base-directory", "cache_base_directory", "~/.raptorx/cache", "str", "hive",
-             "Local directory of the block and footer caches (one per node, shared by its "
-             "processes)."),
-    Property("cache.block-size", "cache_block_size", "1MB", "size", "hive",
-             "Size and alignment of a cached block.", "1B"),
-    Property("cache.alluxio.max-cache-size", "cache_max_size", "2GB", "size", "hive",
-             "Bytes the block cache may hold on disk; least recently used blocks are evicted."),
-    Property("cache.group-shared", "cache_group_shared", "false", "bool", "hive",
-             "false: cache directories 0700 and files 0600 (the block and footer caches hold "
-             "copies of table files); true: directories 2770 and files 0660, shared by the "
-             "users of the cache directory's group."),
+    Property(
+        "cache.enabled",
+        "cache_enabled",
+        "false",
+        "bool",
+        "hive",
+        "Cache file contents in aligned blocks on the node's local disk.",
+    ),
+    Property(
+        "cache.type",
+        "cache_type",
+        "LOCAL",
+        "cache_type",
+        "hive",
+        "Block cache kind: LOCAL (ALLUXIO is accepted as a name for it).",
+    ),
+    Property(
+        "cache.base-directory",
+        "cache_base_directory",
+        "~/.raptorx/cache",
+        "str",
+        "hive",
+        "Local directory of the block and footer caches (one per node, shared by its processes).",
+    ),
+    Property(
+        "cache.block-size",
+        "cache_block_size",
+        "1MB",
+        "size",
+        "hive",
+        "Size and alignment of a cached block.",
+        "1B",
+    ),
+    Property(
+        "cache.alluxio.max-cache-size",
+        "cache_max_size",
+        "2GB",
+        "size",
+        "hive",
+        "Bytes the block cache may hold on disk; least recently used blocks are evicted.",
+    ),
+    Property(
+        "cache.group-shared",
+        "cache_group_shared",
+        "false",
+        "bool",
+        "hive",
+        "false: cache directories 0700 and files 0600 (the block and footer caches hold "
+        "copies of table files); true: directories 2770 and files 0660, shared by the "
+        "users of the cache directory's group.",
+    ),
     # --- engine-wide -------------------------------------------------------------------
-    Property("metrics.directory", "metrics_directory", "", "str", "config",
-             "Directory where every process appends its counters (tests, benchmark); empty: off."),
+    Property(
+        "metrics.directory",
+        "metrics_directory",
+        "",
+        "str",
+        "config",
+        "Directory where every process appends its counters (tests, benchmark); empty: off.",
+    ),
 )
 
 PROPERTIES_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
@@ -244,7 +483,7 @@ class Settings:
     def properties(self) -> dict[str, str]:
         return dict(self.source)
 
-    def with_overrides(self, overrides: dict[str, str], origin: str = "option") -> "Settings":
+    def with_overrides(self, overrides: dict[str, str], origin: str = "option") -> Settings:
         from raptorx_py.config.loader import build_settings
 
         merged = self.properties()

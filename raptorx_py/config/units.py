@@ -39,10 +39,10 @@ from fractions import Fraction
 DATA_SIZE_UNITS: dict[str, int] = {
     "B": 1,
     "kB": 1024,
-    "MB": 1024 ** 2,
-    "GB": 1024 ** 3,
-    "TB": 1024 ** 4,
-    "PB": 1024 ** 5,
+    "MB": 1024**2,
+    "GB": 1024**3,
+    "TB": 1024**4,
+    "PB": 1024**5,
 }
 
 #: Duration units, smallest first, with their length in nanoseconds.
@@ -84,15 +84,19 @@ def parse_data_size(value: str) -> int:
     number, unit = m.group(1), m.group(2)
     if unit == "":
         if "." in number:
-            raise ValueError(f"expected {_SIZE_FORM}, got {value!r} "
-                             "(a number without a unit must be a whole number of bytes)")
+            raise ValueError(
+                f"expected {_SIZE_FORM}, got {value!r} "
+                "(a number without a unit must be a whole number of bytes)"
+            )
         return int(number)
     if unit not in DATA_SIZE_UNITS:
         raise ValueError(f"expected {_SIZE_FORM}, got {value!r} (unknown unit {unit!r})")
     nbytes = Fraction(number) * DATA_SIZE_UNITS[unit]
     if nbytes.denominator != 1:
-        raise ValueError(f"expected {_SIZE_FORM}, got {value!r} "
-                         f"(that is {float(nbytes):g} bytes, not a whole number)")
+        raise ValueError(
+            f"expected {_SIZE_FORM}, got {value!r} "
+            f"(that is {float(nbytes):g} bytes, not a whole number)"
+        )
     return int(nbytes)
 
 
@@ -109,8 +113,9 @@ def parse_duration(value: str) -> float:
     if unit == "":
         if Fraction(number) == 0:
             return 0.0
-        raise ValueError(f"expected {_DURATION_FORM}, got {value!r} "
-                         "(a unit is required for anything but 0)")
+        raise ValueError(
+            f"expected {_DURATION_FORM}, got {value!r} (a unit is required for anything but 0)"
+        )
     if unit not in DURATION_UNITS_NS:
         raise ValueError(f"expected {_DURATION_FORM}, got {value!r} (unknown unit {unit!r})")
     return float(Fraction(number) * DURATION_UNITS_NS[unit] / _NS_PER_SECOND)

@@ -45,21 +45,22 @@ from raptorx_py.metrics import counters
 #: Metadata key (on the partial schema's first field) of the pushed aggregation's JSON.
 AGGREGATION_KEY = "raptorx.aggregation"
 
-_INTEGER_RANGES = {"tinyint": 2 ** 7, "smallint": 2 ** 15, "int": 2 ** 31, "bigint": 2 ** 63}
+_INTEGER_RANGES = {"tinyint": 2**7, "smallint": 2**15, "int": 2**31, "bigint": 2**63}
 
 
 @dataclass(frozen=True)
 class Expr:
     """One node: ``column`` (name), ``literal`` (value), ``cast`` (child) or ``+ - *``
     (left, right); ``type`` is Spark's type of the node (a Hive/Spark type string)."""
+
     op: str
     type: str
     name: str | None = None
     value: str | None = None
-    children: tuple["Expr", ...] = ()
+    children: tuple[Expr, ...] = ()
 
     @staticmethod
-    def from_json(d: dict) -> "Expr":
+    def from_json(d: dict) -> Expr:
         op = d["op"]
         if op == "column":
             return Expr(op, d["type"], name=d["name"])
@@ -68,8 +69,9 @@ class Expr:
         if op == "cast":
             return Expr(op, d["type"], children=(Expr.from_json(d["child"]),))
         if op in ("+", "-", "*"):
-            return Expr(op, d["type"], children=(Expr.from_json(d["left"]),
-                                                 Expr.from_json(d["right"])))
+            return Expr(
+                op, d["type"], children=(Expr.from_json(d["left"]), Expr.from_json(d["right"]))
+            )
         raise SchemaError(f"pushed aggregation: unknown expression '{op}'")
 
     def columns(self) -> set[str]:
@@ -99,12 +101,13 @@ class PushedAggregation:
     """Group-by columns, aggregates, and the scan's filters (the provider pushes an
     aggregation only when every filter is one the reader evaluates exactly; they travel
     here because pyspark resolves pushed filters in the scan's output, the partial schema)."""
+
     group_by: tuple[tuple[str, str], ...]  # (column, type)
     aggregates: tuple[Aggregate, ...]
     filters: tuple = ()
 
     @staticmethod
-    def from_json(text: str) -> "PushedAggregation":
+    def from_json(text: str) -> PushedAggregation:
         d = json.loads(text)
         if d.get("version") != 1:
             raise SchemaError(f"pushed aggregation of an unknown version: {text[:200]}")
@@ -112,11 +115,14 @@ class PushedAggregation:
         for a in d["aggregates"]:
             if a["fn"] not in ("sum", "count", "count_star", "min", "max"):
                 raise SchemaError(f"pushed aggregation: unknown function '{a['fn']}'")
-            aggs.append(Aggregate(a["fn"], a["type"],
-                                  Expr.from_json(a["input"]) if "input" in a else None))
-        return PushedAggregation(tuple((k["column"], k["type"]) for k in d["group_by"]),
-                                 tuple(aggs),
-                                 tuple(_predicate(f) for f in d.get("filters", ())))
+            aggs.append(
+                Aggregate(a["fn"], a["type"], Expr.from_json(a["input"]) if "input" in a else None)
+            )
+        return PushedAggregation(
+            tuple((k["column"], k["type"]) for k in d["group_by"]),
+            tuple(aggs),
+            tuple(_predicate(f) for f in d.get("filters", ())),
+        )
 
     def input_columns(self) -> set[str]:
         """The table columns the aggregation reads."""
@@ -180,8 +186,11 @@ def _fit_decimal(x, p: int, s: int, what: Expr):
     fails when it needs more than ``p`` digits (Spark's ANSI overflow)."""
     xp, xs = x.type.precision, x.type.scale
     if xs <= s and xp - xs <= p - s:  # no digit lost, none too many: exact, cannot overflow
-        return x.cast(pa.decimal128(p, s)) if (xp, xs) != (p, s) or \
-            isinstance(x.type, pa.Decimal256Type) else x
+        return (
+            x.cast(pa.decimal128(p, s))
+            if (xp, xs) != (p, s) or isinstance(x.type, pa.Decimal256Type)
+            else x
+        )
     if xs > s:
         x = pc.round(x, ndigits=s, round_mode="half_towards_infinity")
     x = x.cast(pa.decimal256(76, s))
@@ -190,7 +199,8 @@ def _fit_decimal(x, p: int, s: int, what: Expr):
     if pc.any(over).as_py():
         raise AggregateOverflowError(
             f"pushed aggregation: {what} overflows decimal({p},{s}) "
-            f"(Spark's ANSI arithmetic fails the query)")
+            f"(Spark's ANSI arithmetic fails the query)"
+        )
     return x.cast(pa.decimal128(p, s)) if p <= 38 else x
 
 
@@ -257,15 +267,15 @@ def _wide_sum_type(t: pa.DataType) -> pa.DataType:
     10^10 rows, each of at most 28 digits in decimal128, else decimal256; Arrow sums a
     decimal128 in decimal128(38) and an int32 or narrower in int64)."""
     if pa.types.is_decimal(t):
-        return t if t.precision <= 28 and pa.types.is_decimal128(t) \
-            else pa.decimal256(76, t.scale)
+        return t if t.precision <= 28 and pa.types.is_decimal128(t) else pa.decimal256(76, t.scale)
     if t in (pa.int8(), pa.int16(), pa.int32()):
         return t
     return pa.decimal128(38, 0)
 
 
-def aggregate_split(agg: PushedAggregation, table: pa.Table | None, num_rows: int,
-                    out_schema: pa.Schema) -> pa.RecordBatch | None:
+def aggregate_split(
+    agg: PushedAggregation, table: pa.Table | None, num_rows: int, out_schema: pa.Schema
+) -> pa.RecordBatch | None:
     """The partial rows of one split's filtered rows (``table``: the input columns; None or
     no columns for ``count(*)`` alone, with ``num_rows``). For an empty split:
     ``empty_result``."""
@@ -287,15 +297,13 @@ def aggregate_split(agg: PushedAggregation, table: pa.Table | None, num_rows: in
         inputs[i] = values
         if a.fn == "sum":
             work[f"v{i}"] = values.cast(_wide_sum_type(values.type))
-            specs.append((f"v{i}", "sum", pc.ScalarAggregateOptions(skip_nulls=True,
-                                                                     min_count=1)))
+            specs.append((f"v{i}", "sum", pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)))
         elif a.fn == "count":
             work[f"v{i}"] = values
             specs.append((f"v{i}", "count", pc.CountOptions(mode="only_valid")))
         else:
             work[f"v{i}"] = values
-            specs.append((f"v{i}", a.fn, pc.ScalarAggregateOptions(skip_nulls=True,
-                                                                    min_count=1)))
+            specs.append((f"v{i}", a.fn, pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)))
     keys = [f"k{i}" for i in range(len(agg.group_by))]
     if work:
         grouped = pa.table(work).group_by(keys, use_threads=False).aggregate(specs)
@@ -311,8 +319,9 @@ def aggregate_split(agg: PushedAggregation, table: pa.Table | None, num_rows: in
             col, rows = _sums_in_range(agg, i, a, col, grouped, work, keys)
             extra += rows
         out[f"a{i}"] = col
-    arrays = [out[f"k{i}"] for i in range(len(agg.group_by))] + \
-             [out[f"a{i}"] for i in range(len(agg.aggregates))]
+    arrays = [out[f"k{i}"] for i in range(len(agg.group_by))] + [
+        out[f"a{i}"] for i in range(len(agg.aggregates))
+    ]
     arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
     arrays = [a.cast(f.type) for a, f in zip(arrays, out_schema)]
     batch = pa.RecordBatch.from_arrays(arrays, schema=out_schema)
@@ -328,8 +337,10 @@ def empty_result(agg: PushedAggregation, out_schema: pa.Schema) -> pa.RecordBatc
     null over no rows where COUNT is 0."""
     if agg.group_by:
         return None
-    arrays = [pa.array([0 if a.fn in ("count", "count_star") else None], f.type)
-              for a, f in zip(agg.aggregates, out_schema)]
+    arrays = [
+        pa.array([0 if a.fn in ("count", "count_star") else None], f.type)
+        for a, f in zip(agg.aggregates, out_schema)
+    ]
     counters.add("aggregation.groups_out")
     return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
@@ -343,8 +354,7 @@ def _sums_in_range(agg, i, a, col, grouped, work, keys):
         return col, []
     lo, hi = bound
     scale = col.type.scale if pa.types.is_decimal(col.type) else 0
-    lo_s, hi_s = pa.scalar(lo, pa.decimal256(76, scale)), pa.scalar(
-        hi, pa.decimal256(76, scale))
+    lo_s, hi_s = pa.scalar(lo, pa.decimal256(76, scale)), pa.scalar(hi, pa.decimal256(76, scale))
     c256 = col.cast(pa.decimal256(76, scale))
     out_of_range = pc.or_(pc.less(c256, lo_s), pc.greater(c256, hi_s))
     if not pc.any(out_of_range).as_py():
@@ -377,8 +387,9 @@ def _sums_in_range(agg, i, a, col, grouped, work, keys):
     return pa.array(sums, col.type), extra
 
 
-def _with_extra_rows(batch: pa.RecordBatch, extra: list[dict], agg: PushedAggregation,
-                     out_schema: pa.Schema) -> pa.RecordBatch:
+def _with_extra_rows(
+    batch: pa.RecordBatch, extra: list[dict], agg: PushedAggregation, out_schema: pa.Schema
+) -> pa.RecordBatch:
     nk = len(agg.group_by)
     rows = []
     for e in extra:
@@ -392,13 +403,15 @@ def _with_extra_rows(batch: pa.RecordBatch, extra: list[dict], agg: PushedAggreg
         rows.append(row)
     cols = list(zip(*rows))
     more = pa.RecordBatch.from_arrays(
-        [pa.array(list(c), f.type) for c, f in zip(cols, out_schema)], schema=out_schema)
+        [pa.array(list(c), f.type) for c, f in zip(cols, out_schema)], schema=out_schema
+    )
     assert more.num_columns == nk + len(agg.aggregates)
     return pa.Table.from_batches([batch, more]).combine_chunks().to_batches()[0]
 
 
-def aggregate_batches(agg: PushedAggregation, batches: Iterable[pa.RecordBatch],
-                      out_schema: pa.Schema) -> pa.RecordBatch | None:
+def aggregate_batches(
+    agg: PushedAggregation, batches: Iterable[pa.RecordBatch], out_schema: pa.Schema
+) -> pa.RecordBatch | None:
     """``aggregate_split`` over the batches one split's reader produced."""
     batches = list(batches)
     num_rows = sum(b.num_rows for b in batches)

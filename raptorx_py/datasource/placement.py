@@ -30,7 +30,7 @@ class PlacedPartition(InputPartition):
 
     @property
     def location(self) -> str:
-        return self.placement[len(MARKER):-2]
+        return self.placement[len(MARKER) : -2]
 
     @property
     def ran(self) -> str:

@@ -40,8 +40,8 @@ from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, Partition, Table
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
 from raptorx_py.scheduling import affinity
-from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.acid_layout import visible_files
+from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import list_data_files
 
 log = logging.getLogger(__name__)
@@ -95,12 +95,15 @@ def typed_partition_values(table: Table, partition: Partition) -> tuple:
 def split_predicates(table: Table, predicates) -> tuple[tuple, tuple]:
     """``(on partition keys, on data columns)``: the first are settled by planning alone."""
     keys = {k.name for k in table.partition_keys}
-    return (tuple(p for p in predicates if preds.columns_of(p) <= keys),
-            tuple(p for p in predicates if not preds.columns_of(p) <= keys))
+    return (
+        tuple(p for p in predicates if preds.columns_of(p) <= keys),
+        tuple(p for p in predicates if not preds.columns_of(p) <= keys),
+    )
 
 
-def plan_scan(metastore, settings, table: Table, columns, predicates, *,
-              snapshot=None, executors=()) -> ScanPlan:
+def plan_scan(
+    metastore, settings, table: Table, columns, predicates, *, snapshot=None, executors=()
+) -> ScanPlan:
     """Plan one scan of ``table``. ``metastore``: a ``Metastore`` or a ``CachedMetastore``;
     ``snapshot``: the query's ``QuerySnapshot`` (taken once per scan by the data source), or
     None. With a snapshot, the partitions are ``metastore.list_partitions(table,
@@ -117,8 +120,9 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
         total = len(partitions)
         kept = []
         for p in partitions:
-            row = dict(zip((k.name for k in table.partition_keys),
-                           typed_partition_values(table, p)))
+            row = dict(
+                zip((k.name for k in table.partition_keys), typed_partition_values(table, p))
+            )
             if all(preds.evaluate(kp, row) for kp in key_preds):
                 kept.append(p)
         by_value = total - len(kept)
@@ -134,28 +138,36 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
         else:
             survivors = kept
         by_stats = len(kept) - len(survivors)
-        locations = [_Location(p.location, typed_partition_values(table, p), p.parameters,
-                               p.id) for p in survivors]
+        locations = [
+            _Location(p.location, typed_partition_values(table, p), p.parameters, p.id)
+            for p in survivors
+        ]
     else:
         total, by_value = 1, 0
         rows = table.parameters.get("numRows")
         # An unpartitioned table is its one partition: its parameters seal it.
         trusted = write_ids is not None or is_sealed(table.parameters)
         untrusted = int(bool(settings.stats_pruning_enabled and data_preds and not trusted))
-        matches = (not settings.stats_pruning_enabled or not trusted or all(
-            preds.may_match(dp, table.stats, int(rows) if rows else None) for dp in data_preds))
+        matches = (
+            not settings.stats_pruning_enabled
+            or not trusted
+            or all(
+                preds.may_match(dp, table.stats, int(rows) if rows else None) for dp in data_preds
+            )
+        )
         by_stats = 0 if matches else 1
         # An unpartitioned table is its one partition: its parameters seal it.
-        locations = ([_Location(table.location, (), table.parameters, table.id)]
-                     if matches else [])
+        locations = [_Location(table.location, (), table.parameters, table.id)] if matches else []
 
     splits = _list_splits(settings, table.qualified_name, locations, write_ids)
-    pieces = cut_files(splits, piece_bytes(splits, settings.max_split_size,
-                                           settings.min_split_count))
+    pieces = cut_files(
+        splits, piece_bytes(splits, settings.max_split_size, settings.min_split_count)
+    )
     locations: tuple = ()
     if settings.node_selection_strategy == affinity.SOFT_AFFINITY and executors:
-        tasks, locations = pack_by_executor(pieces, executors, settings.max_split_size,
-                                            settings.min_split_count)
+        tasks, locations = pack_by_executor(
+            pieces, executors, settings.max_split_size, settings.min_split_count
+        )
         counters.add("planner.tasks_with_preference", len(tasks))
     else:
         tasks = pack_splits(pieces, settings.max_split_size, settings.min_split_count)
@@ -167,12 +179,22 @@ def plan_scan(metastore, settings, table: Table, columns, predicates, *,
     counters.add("planner.files_listed", len(splits))
     counters.add("planner.splits", len(pieces))
     counters.add("planner.tasks", len(tasks))
-    return ScanPlan(table, tuple(columns), data_preds, tuple(pieces), tasks, total, by_value,
-                    by_stats, locations)
+    return ScanPlan(
+        table,
+        tuple(columns),
+        data_preds,
+        tuple(pieces),
+        tasks,
+        total,
+        by_value,
+        by_stats,
+        locations,
+    )
 
 
-def pack_by_executor(splits, executors, max_bytes: int, min_count: int
-                     ) -> tuple[tuple[tuple[Split, ...], ...], tuple[str, ...]]:
+def pack_by_executor(
+    splits, executors, max_bytes: int, min_count: int
+) -> tuple[tuple[tuple[Split, ...], ...], tuple[str, ...]]:
     """Tasks and, one per task, its preferred executor's location: the splits grouped by the
     executor their file prefers (every piece of a file with the file), each group packed by
     ``pack_splits`` on that executor's share of the ``min_count`` task slots. Groups come in
@@ -214,8 +236,10 @@ def cut_files(splits, piece: int, slop: float = PIECE_SLOP) -> list[Split]:
             continue
         n = -(-s.size // piece)
         step = -(-s.size // n)
-        out.extend(replace(s, offset=start, length=min(step, s.size - start))
-                   for start in range(0, s.size, step))
+        out.extend(
+            replace(s, offset=start, length=min(step, s.size - start))
+            for start in range(0, s.size, step)
+        )
     return out
 
 
@@ -279,8 +303,9 @@ class _Location:
         return f"{self.object_id}:{partition_version(self.url, self.parameters)}"
 
 
-def _list_splits(settings, table_name: str, locations: list[_Location],
-                 write_ids: ValidWriteIdList | None = None) -> list[Split]:
+def _list_splits(
+    settings, table_name: str, locations: list[_Location], write_ids: ValidWriteIdList | None = None
+) -> list[Split]:
     """One split per data file of ``locations``, listed in parallel, through the file-listing
     cache when ``hive.file-status-cache-tables`` names the table (sealed partitions only).
     ``write_ids``: a managed table's snapshot; only the ACID directories it allows are read."""
@@ -297,12 +322,14 @@ def _list_splits(settings, table_name: str, locations: list[_Location],
         # includes the writeId parameter, which every commit changes after moving its files
         # in. The snapshot's filter is applied to the listing, never stored.
         sealed = write_ids is not None or is_sealed(loc.parameters)
-        files = (lister() if cache is None else
-                 cache.get_or_list(table_name, loc.url, loc.version, sealed, lister))
+        files = (
+            lister()
+            if cache is None
+            else cache.get_or_list(table_name, loc.url, loc.version, sealed, lister)
+        )
         if write_ids is not None:
             files = visible_files(files, path, write_ids)
-        return [Split(join_url(scheme, f.path), f.size, f.mtime, f.etag, loc.values)
-                for f in files]
+        return [Split(join_url(scheme, f.path), f.size, f.mtime, f.etag, loc.values) for f in files]
 
     if not locations:
         return []

@@ -19,7 +19,8 @@ node's planning processes; entries older than ``MAX_AGE`` seconds are dropped wh
 is recorded (a query's scans are planned within seconds).
 
 Limits: a scan that reads no column (``count(*)``) has no field to carry the token and
-takes its own snapshot. The snapshot is per table per query, taken when the query first plans a scan of that
+takes its own snapshot. The snapshot is per table per query, taken when the query first plans a
+scan of that
 table; two different tables of one query are snapshotted at their own first scans, so a
 transaction committing to both in between can be seen in one and not the other (a
 ValidTxnList taken once for the whole query would need the commit order of transactions,
@@ -58,8 +59,9 @@ def default_path() -> str:
     return os.path.join(tempfile.gettempdir(), f"raptorx-query-snapshots-{uid}.sqlite")
 
 
-def snapshot_for_query(token: str, table: str, snapshot, *, path: str | None = None,
-                       clock=time.time):
+def snapshot_for_query(
+    token: str, table: str, snapshot, *, path: str | None = None, clock=time.time
+):
     """The snapshot every scan of ``table`` in the query ``token`` reads under: the one
     recorded by the query's first scan of it, or ``snapshot`` (then recorded)."""
     conn = connect_wal(path or default_path(), timeout=30, schema=_SCHEMA)
@@ -67,12 +69,15 @@ def snapshot_for_query(token: str, table: str, snapshot, *, path: str | None = N
         now = clock()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            row = conn.execute("SELECT SNAPSHOT FROM QUERY_SNAPSHOTS WHERE TOKEN = ? AND TBL = ?",
-                               (token, table)).fetchone()
+            row = conn.execute(
+                "SELECT SNAPSHOT FROM QUERY_SNAPSHOTS WHERE TOKEN = ? AND TBL = ?", (token, table)
+            ).fetchone()
             if row is None:
                 conn.execute("DELETE FROM QUERY_SNAPSHOTS WHERE CREATED < ?", (now - MAX_AGE,))
-                conn.execute("INSERT INTO QUERY_SNAPSHOTS VALUES (?, ?, ?, ?)",
-                             (token, table, now, sqlite3.Binary(pickle.dumps(snapshot))))
+                conn.execute(
+                    "INSERT INTO QUERY_SNAPSHOTS VALUES (?, ?, ?, ?)",
+                    (token, table, now, sqlite3.Binary(pickle.dumps(snapshot))),
+                )
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

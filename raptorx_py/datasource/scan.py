@@ -40,8 +40,9 @@ log = logging.getLogger(__name__)
 BATCH_ROWS = 65536
 
 
-def read_split(split, table, columns: tuple[Column, ...], data_predicates, settings,
-               fill_caches: bool = True) -> Iterator[pa.RecordBatch]:
+def read_split(
+    split, table, columns: tuple[Column, ...], data_predicates, settings, fill_caches: bool = True
+) -> Iterator[pa.RecordBatch]:
     """The rows of ``split`` that satisfy ``data_predicates``, as batches of ``columns``.
 
     The file is read through the footer and block caches when they are on. Should the
@@ -90,36 +91,54 @@ def read_split(split, table, columns: tuple[Column, ...], data_predicates, setti
         if not tiers.caching:
             raise
         counters.add("reader.cache_fallbacks")
-        log.warning("%s did not decode from the local caches (%s); reading it from the "
-                    "store", split.url, e.reason)
-        for i, raw in enumerate(_raw_batches(split, table, needed, data_predicates, settings,
-                                             NO_TIERS)):
+        log.warning(
+            "%s did not decode from the local caches (%s); reading it from the store",
+            split.url,
+            e.reason,
+        )
+        for i, raw in enumerate(
+            _raw_batches(split, table, needed, data_predicates, settings, NO_TIERS)
+        ):
             if i >= done:  # the same footer, row groups and batch size: the same batches
                 out = output(raw)
                 if out is not None:
                     yield out
 
 
-def _raw_batches(split, table, needed: list[str], data_predicates, settings,
-                 tiers: StorageTiers) -> Iterator[pa.RecordBatch]:
+def _raw_batches(
+    split, table, needed: list[str], data_predicates, settings, tiers: StorageTiers
+) -> Iterator[pa.RecordBatch]:
     """The file's batches of the ``needed`` columns, in the row groups its footer statistics
     do not rule out, as the file stores them (not yet cast or filtered)."""
     target, path = filesystem_for(split.url, settings)
-    pf = open_parquet(tiers.filesystem(target), path, size=split.size, etag=split.etag,
-                      url=split.url, version=file_version(split),
-                      footer=tiers.footer_source(split))
+    pf = open_parquet(
+        tiers.filesystem(target),
+        path,
+        size=split.size,
+        etag=split.etag,
+        url=split.url,
+        version=file_version(split),
+        footer=tiers.footer_source(split),
+    )
     try:
         md = pf.metadata
         missing = [n for n in needed if n not in pf.schema_arrow.names]
         if missing:
-            raise SchemaError(f"file {split.url} lacks columns {missing} of table "
-                              f"{table.qualified_name}")
+            raise SchemaError(
+                f"file {split.url} lacks columns {missing} of table {table.qualified_name}"
+            )
         groups = row_groups_of(md, split)
         if data_predicates and settings.stats_pruning_enabled:
-            kept = [rg for rg in groups
-                    if all(preds.may_match(p, footer_stats(md, preds.columns_of(p), [rg]),
-                                           md.row_group(rg).num_rows)
-                           for p in data_predicates)]
+            kept = [
+                rg
+                for rg in groups
+                if all(
+                    preds.may_match(
+                        p, footer_stats(md, preds.columns_of(p), [rg]), md.row_group(rg).num_rows
+                    )
+                    for p in data_predicates
+                )
+            ]
             counters.add("reader.row_groups_pruned", len(groups) - len(kept))
             groups = kept
         counters.add("reader.row_groups_read", len(groups))
@@ -129,8 +148,9 @@ def _raw_batches(split, table, needed: list[str], data_predicates, settings,
         legacy = legacy_calendar_bounds(md, pf.schema_arrow, needed)
         try:
             if needed:
-                for raw in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups,
-                                           columns=needed, use_threads=False):
+                for raw in pf.iter_batches(
+                    batch_size=BATCH_ROWS, row_groups=groups, columns=needed, use_threads=False
+                ):
                     _check_legacy_calendar(raw, legacy, split.url)
                     yield raw
             else:  # count(*) or partition columns only: the footer knows the row counts
@@ -155,7 +175,8 @@ def _check_legacy_calendar(raw: pa.RecordBatch, bounds: dict[str, int], url: str
                 f"{'1582-10-15' if pa.types.is_date32(col.type) else '1900'} written in "
                 f"Spark's legacy hybrid calendar (Spark before 3.0/3.1, or a LEGACY rebase "
                 f"mode in write), which tiered_hive does not rebase; read this table with "
-                f"spark.read.parquet")
+                f"spark.read.parquet"
+            )
 
 
 def row_groups_of(md, split) -> list[int]:
@@ -165,8 +186,11 @@ def row_groups_of(md, split) -> list[int]:
     if split.length is None:
         return list(range(md.num_row_groups))
     end = split.offset + split.length
-    return [rg for rg in range(md.num_row_groups)
-            if split.offset <= _middle_byte(md.row_group(rg)) < end]
+    return [
+        rg
+        for rg in range(md.num_row_groups)
+        if split.offset <= _middle_byte(md.row_group(rg)) < end
+    ]
 
 
 def _middle_byte(rg) -> int:
@@ -202,12 +226,18 @@ def _cast(raw: pa.RecordBatch, names: list[str], types: dict[str, pa.DataType]) 
         return raw
     arrays = [raw.column(n) for n in names]
     arrays = [a if a.type == types[n] else a.cast(types[n]) for a, n in zip(arrays, names)]
-    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(
-        [pa.field(n, types[n], nullable=True) for n in names]))
+    return pa.RecordBatch.from_arrays(
+        arrays, schema=pa.schema([pa.field(n, types[n], nullable=True) for n in names])
+    )
 
 
-def _assemble(batch: pa.RecordBatch, columns, schema: pa.Schema, key_index: dict[str, int],
-              partition_values: tuple) -> pa.RecordBatch:
+def _assemble(
+    batch: pa.RecordBatch,
+    columns,
+    schema: pa.Schema,
+    key_index: dict[str, int],
+    partition_values: tuple,
+) -> pa.RecordBatch:
     n = batch.num_rows
     if not columns:
         # Zero columns still carry a row count (e.g. count(*)).
@@ -216,15 +246,17 @@ def _assemble(batch: pa.RecordBatch, columns, schema: pa.Schema, key_index: dict
     for c, f in zip(columns, schema):
         if c.name in key_index:
             value = partition_values[key_index[c.name]]
-            arrays.append(pa.nulls(n, f.type) if value is None else
-                          pa.array([value] * n, type=f.type))
+            arrays.append(
+                pa.nulls(n, f.type) if value is None else pa.array([value] * n, type=f.type)
+            )
         else:
             arrays.append(batch.column(c.name))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _cast_error(e: Exception, raw: pa.RecordBatch, names: list[str],
-                types: dict[str, pa.DataType], split, table) -> SchemaError:
+def _cast_error(
+    e: Exception, raw: pa.RecordBatch, names: list[str], types: dict[str, pa.DataType], split, table
+) -> SchemaError:
     """A file's column that does not convert to the table's type (a double with fractions
     in a bigint column, a decimal(10,3) in a decimal(10,2) one): names the file, column,
     table and both types, instead of Arrow's bare message."""
@@ -239,6 +271,9 @@ def _cast_error(e: Exception, raw: pa.RecordBatch, names: list[str],
             return SchemaError(
                 f"file {split.url}: column '{n}' holds {column.type} values that do not fit "
                 f"the type {hive_types.get(n, types[n])} of table {table.qualified_name} "
-                f"(read as {types[n]}): {cause}")
-    return SchemaError(f"file {split.url} of table {table.qualified_name} does not convert "
-                       f"to the table's types: {e}")
+                f"(read as {types[n]}): {cause}"
+            )
+    return SchemaError(
+        f"file {split.url} of table {table.qualified_name} does not convert "
+        f"to the table's types: {e}"
+    )

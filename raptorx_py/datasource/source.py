@@ -60,7 +60,10 @@ def resolve_options(properties: dict[str, str] | None, options) -> tuple[Setting
         else:
             raise ConfigError(
                 f"unknown option for {DATA_SOURCE_NAME}; read options are "
-                f"{', '.join(READ_OPTIONS)}, or any property name", source="option", key=key)
+                f"{', '.join(READ_OPTIONS)}, or any property name",
+                source="option",
+                key=key,
+            )
     if properties is None:
         settings = load_settings(overrides=overrides)
     else:
@@ -74,8 +77,10 @@ def table_column(table: Table, name: str) -> Column:
     """The column ``name`` of ``table``; the error lists the columns that exist."""
     col = table.column(name)
     if col is None:
-        raise SchemaError(f"column '{name}' does not exist in {table.qualified_name}. "
-                          f"Columns: {', '.join(c.name for c in table.all_columns)}")
+        raise SchemaError(
+            f"column '{name}' does not exist in {table.qualified_name}. "
+            f"Columns: {', '.join(c.name for c in table.all_columns)}"
+        )
     return col
 
 
@@ -94,7 +99,8 @@ def columns_for_schema(table: Table, schema: StructType) -> tuple[Column, ...]:
         if have != f.dataType:
             raise SchemaError(
                 f"column '{f.name}' of {table.qualified_name} is {have.simpleString()}"
-                f", but the schema asks for {f.dataType.simpleString()}")
+                f", but the schema asks for {f.dataType.simpleString()}"
+            )
         out.append(col)
     return tuple(out)
 
@@ -131,7 +137,8 @@ class TieredHiveDataSource(DataSource):
         (none for an external table cached within ``hive.metastore-cache-ttl``), plus a
         database read when the cache holds no version fresh for it."""
         return with_cached_metastore(
-            self.settings, lambda cache: cache.get_table(self.database, self.table_name))
+            self.settings, lambda cache: cache.get_table(self.database, self.table_name)
+        )
 
     @short_worker_errors
     def schema(self) -> StructType:
@@ -141,8 +148,7 @@ class TieredHiveDataSource(DataSource):
             # Behind the JVM provider (the only case with pushdown), which takes them out.
             if not self._pushdown:
                 return schema
-            return with_source_hints(with_table_statistics(schema, table), table,
-                                     self.settings)
+            return with_source_hints(with_table_statistics(schema, table), table, self.settings)
         finally:
             metrics.flush(self.settings.metrics_directory)
 
@@ -150,14 +156,25 @@ class TieredHiveDataSource(DataSource):
         """A write job (``datasource/writer.py``): append, or overwrite the whole table."""
         from raptorx_py.datasource.writer import TieredHiveWriter
 
-        return TieredHiveWriter(self.settings, self.database, self.table_name, schema,
-                                overwrite, self.read_options.get("partition_by"))
+        return TieredHiveWriter(
+            self.settings,
+            self.database,
+            self.table_name,
+            schema,
+            overwrite,
+            self.read_options.get("partition_by"),
+        )
 
     @short_worker_errors
-    def reader(self, schema: StructType) -> "TieredHiveReader":
-        return TieredHiveReader(self.settings, self.database, self.table_name, schema,
-                                pushdown=self._pushdown,
-                                executors=parse_executors(self.read_options.get(EXECUTORS_OPTION)))
+    def reader(self, schema: StructType) -> TieredHiveReader:
+        return TieredHiveReader(
+            self.settings,
+            self.database,
+            self.table_name,
+            schema,
+            pushdown=self._pushdown,
+            executors=parse_executors(self.read_options.get(EXECUTORS_OPTION)),
+        )
 
 
 class TieredHiveReader(DataSourceReader):
@@ -172,8 +189,15 @@ class TieredHiveReader(DataSourceReader):
     the reader, so ``read`` could use it too."""
 
     @short_worker_errors
-    def __init__(self, settings: Settings, database: str, table_name: str, schema: StructType,
-                 pushdown: bool = True, executors=()):
+    def __init__(
+        self,
+        settings: Settings,
+        database: str,
+        table_name: str,
+        schema: StructType,
+        pushdown: bool = True,
+        executors=(),
+    ):
         self.settings = settings
         self.pushdown = pushdown
         self.executors = tuple(executors)
@@ -212,15 +236,16 @@ class TieredHiveReader(DataSourceReader):
         except (OSError, sqlite3.Error) as e:
             # The store only makes scans agree; without it each scan keeps its own snapshot.
             counters.add("source.query_snapshot_unavailable")
-            log.warning("query snapshot store unavailable (%s); %s reads its own snapshot",
-                        e, key)
+            log.warning("query snapshot store unavailable (%s); %s reads its own snapshot", e, key)
             return
         if recorded == self.snapshot:
             return
         counters.add("source.query_snapshot_reused")
         self.snapshot = recorded
-        self.table = with_cached_metastore(self.settings, lambda cache: cache.get_table(
-            self.table.database, self.table.name, snapshot=recorded))
+        self.table = with_cached_metastore(
+            self.settings,
+            lambda cache: cache.get_table(self.table.database, self.table.name, snapshot=recorded),
+        )
 
     @short_worker_errors
     def pushFilters(self, filters):
@@ -243,10 +268,13 @@ class TieredHiveReader(DataSourceReader):
         types = {c.name: c.type for c in self.table.all_columns}
         keys = {k.name for k in self.table.partition_keys}
         for p in self.aggregation.filters:
-            if not all(c in types for c in preds.columns_of(p)) or \
-                    not preds.is_exact(p, types, keys):
-                raise SchemaError(f"the JVM provider pushed {p} with an aggregation of "
-                                  f"{self.table.qualified_name}, but it is not exact here")
+            if not all(c in types for c in preds.columns_of(p)) or not preds.is_exact(
+                p, types, keys
+            ):
+                raise SchemaError(
+                    f"the JVM provider pushed {p} with an aggregation of "
+                    f"{self.table.qualified_name}, but it is not exact here"
+                )
             self.predicates.append(p)
 
     @short_worker_errors
@@ -254,9 +282,18 @@ class TieredHiveReader(DataSourceReader):
         try:
             # The table and the snapshot are those of __init__ (one snapshot per scan): the
             # partitions are read under the same snapshot, from the cache when it is fresh.
-            plan = with_cached_metastore(self.settings, lambda cache: plan_scan(
-                cache, self.settings, self.table, self.columns, self.predicates,
-                snapshot=self.snapshot, executors=self.executors))
+            plan = with_cached_metastore(
+                self.settings,
+                lambda cache: plan_scan(
+                    cache,
+                    self.settings,
+                    self.table,
+                    self.columns,
+                    self.predicates,
+                    snapshot=self.snapshot,
+                    executors=self.executors,
+                ),
+            )
             record_scan(self.table, self.columns)
             if plan.locations:
                 return [PlacedPartition(task, loc) for task, loc in zip(plan.tasks, plan.locations)]
@@ -279,11 +316,18 @@ class TieredHiveReader(DataSourceReader):
             _, data_predicates = split_predicates(self.table, self.predicates)
             fill = count_placement(partition)
             for split in task:
-                batches = read_split(split, self.table, self.columns, data_predicates,
-                                     self.settings, fill_caches=fill)
+                batches = read_split(
+                    split,
+                    self.table,
+                    self.columns,
+                    data_predicates,
+                    self.settings,
+                    fill_caches=fill,
+                )
                 if self.aggregation is not None:
-                    out = aggregation.aggregate_batches(self.aggregation, batches,
-                                                        self.output_schema)
+                    out = aggregation.aggregate_batches(
+                        self.aggregation, batches, self.output_schema
+                    )
                     batches = [out] if out is not None else []
                 for batch in batches:
                     counters.add("reader.rows_to_spark", batch.num_rows)
@@ -326,8 +370,9 @@ def with_table_statistics(schema: StructType, table: Table) -> StructType:
     rows = table.parameters.get("numRows")
     if (rows or "").isdigit():
         meta[TABLE_ROWS_KEY] = int(rows)
-    return StructType([StructField(first.name, first.dataType, first.nullable, meta),
-                       *schema.fields[1:]])
+    return StructType(
+        [StructField(first.name, first.dataType, first.nullable, meta), *schema.fields[1:]]
+    )
 
 
 #: Metadata keys on a schema's first field carrying what the JVM provider must know of the
@@ -344,13 +389,16 @@ def with_source_hints(schema: StructType, table: Table, settings: Settings) -> S
         return schema
     types = {c.name: c.type for c in table.all_columns}
     keys = {k.name for k in table.partition_keys}
-    exact = [f.name for f in schema.fields
-             if preds.is_exact(preds.IsNotNull(f.name), types, keys)]
+    exact = [f.name for f in schema.fields if preds.is_exact(preds.IsNotNull(f.name), types, keys)]
     first = schema.fields[0]
-    meta = {**(first.metadata or {}), EXACT_FILTER_COLUMNS_KEY: exact,
-            AGGREGATION_PUSHDOWN_KEY: bool(settings.aggregation_pushdown_enabled)}
-    return StructType([StructField(first.name, first.dataType, first.nullable, meta),
-                       *schema.fields[1:]])
+    meta = {
+        **(first.metadata or {}),
+        EXACT_FILTER_COLUMNS_KEY: exact,
+        AGGREGATION_PUSHDOWN_KEY: bool(settings.aggregation_pushdown_enabled),
+    }
+    return StructType(
+        [StructField(first.name, first.dataType, first.nullable, meta), *schema.fields[1:]]
+    )
 
 
 def record_scan(table: Table, columns) -> None:
@@ -362,18 +410,23 @@ def record_scan(table: Table, columns) -> None:
         counters.add(f"scan.column.{table.qualified_name}.{c.name}")
 
 
-def configured_source_class(settings: Settings, name: str = DATA_SOURCE_NAME,
-                            pushdown: bool = True) -> type[TieredHiveDataSource]:
+def configured_source_class(
+    settings: Settings, name: str = DATA_SOURCE_NAME, pushdown: bool = True
+) -> type[TieredHiveDataSource]:
     """A ``TieredHiveDataSource`` subclass that carries ``settings`` to Spark's workers and
     registers as ``name``.
 
     It is deliberately not importable by name, so cloudpickle ships it by value, with its
     ``_properties``.
     """
-    return type("ConfiguredTieredHiveDataSource", (TieredHiveDataSource,), {
-        "_properties": settings.properties(),
-        "_name": name,
-        "_pushdown": pushdown,
-        "__module__": __name__,
-        "__qualname__": "ConfiguredTieredHiveDataSource.<configured>",
-    })
+    return type(
+        "ConfiguredTieredHiveDataSource",
+        (TieredHiveDataSource,),
+        {
+            "_properties": settings.properties(),
+            "_name": name,
+            "_pushdown": pushdown,
+            "__module__": __name__,
+            "__qualname__": "ConfiguredTieredHiveDataSource.<configured>",
+        },
+    )

@@ -53,15 +53,16 @@ class StorageTiers:
     block_cache: bool = False
 
     @classmethod
-    def for_settings(cls, settings) -> "StorageTiers":
+    def for_settings(cls, settings) -> StorageTiers:
         footers = None
         if settings.parquet_metadata_cache_enabled:
             try:
                 footers = footer_cache_for(settings)
             except Exception:  # noqa: BLE001 - a cache never fails a read (see the class)
                 counters.add("footer_cache.unavailable")
-                log.warning("footer cache unavailable; reading footers from the store",
-                            exc_info=True)
+                log.warning(
+                    "footer cache unavailable; reading footers from the store", exc_info=True
+                )
         return cls(settings, footers, bool(settings.cache_enabled))
 
     @property

@@ -27,6 +27,7 @@ from raptorx_py.hive_types import arrow_to_hive
 from raptorx_py.metastore import open_metastore
 from raptorx_py.metastore.model import Column
 
+
 @dataclass(frozen=True)
 class TaskFiles(WriterCommitMessage):
     """What one task wrote (``managed_write.WrittenFile`` each)."""
@@ -41,8 +42,10 @@ def spark_columns(schema) -> list[Column]:
         try:
             arrow = to_arrow_type(f.dataType, timezone="UTC")
         except Exception as e:  # noqa: BLE001 - pyspark's own error names no column
-            raise SchemaError(f"column '{f.name}' has Spark type {f.dataType.simpleString()}, "
-                              f"which tiered_hive cannot write") from e
+            raise SchemaError(
+                f"column '{f.name}' has Spark type {f.dataType.simpleString()}, "
+                f"which tiered_hive cannot write"
+            ) from e
         out.append(Column(f.name, arrow_to_hive(arrow, f.name)))
     return out
 
@@ -55,13 +58,26 @@ class TieredHiveWriter(DataSourceArrowWriter):
     ``hive.txn.timeout``, and ``raptorx table clean`` removes its files).
     """
 
-    def __init__(self, settings: Settings, database: str, table_name: str, schema,
-                 overwrite: bool, partition_by: str | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        database: str,
+        table_name: str,
+        schema,
+        overwrite: bool,
+        partition_by: str | None = None,
+    ):
         self.settings = settings
         with open_metastore(settings, create=True) as ms:  # a write may create the first table
             self.job = managed_write.begin_write(
-                ms, settings, database, table_name, spark_columns(schema), overwrite,
-                managed_write.parse_partition_by(partition_by))
+                ms,
+                settings,
+                database,
+                table_name,
+                spark_columns(schema),
+                overwrite,
+                managed_write.parse_partition_by(partition_by),
+            )
 
     def write(self, iterator) -> TaskFiles:
         try:
@@ -76,9 +92,11 @@ class TieredHiveWriter(DataSourceArrowWriter):
             with open_metastore(self.settings) as ms:
                 if missing:  # pyspark: a failed task's message is None; never commit half
                     managed_write.abort_write(ms, self.settings, self.job)
-                    raise WriteError(f"{missing} task(s) of the write to "
-                                     f"{self.job.target.qualified_name} returned nothing; "
-                                     f"the write was aborted")
+                    raise WriteError(
+                        f"{missing} task(s) of the write to "
+                        f"{self.job.target.qualified_name} returned nothing; "
+                        f"the write was aborted"
+                    )
                 managed_write.commit_write(ms, self.settings, self.job, files)
         finally:
             metrics.flush(self.settings.metrics_directory)

@@ -12,5 +12,15 @@ from raptorx_py.metastore.model import (
 )
 from raptorx_py.metastore.store import Metastore, open_metastore
 
-__all__ = ["EXTERNAL_TABLE", "HIVE_DEFAULT_PARTITION", "MANAGED_TABLE", "Column", "ColumnStats",
-           "Database", "Metastore", "Partition", "Table", "open_metastore"]
+__all__ = [
+    "EXTERNAL_TABLE",
+    "HIVE_DEFAULT_PARTITION",
+    "MANAGED_TABLE",
+    "Column",
+    "ColumnStats",
+    "Database",
+    "Metastore",
+    "Partition",
+    "Table",
+    "open_metastore",
+]

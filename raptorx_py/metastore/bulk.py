@@ -23,8 +23,9 @@ from raptorx_py.metastore.notifications import append_event, partition_message, 
 from raptorx_py.metastore.store import WRITE_ID_PARAM, Metastore, _encode_stats, partition_name
 
 
-def add_partitions_bulk(ms: Metastore, table: Table, partitions: Sequence[Partition],
-                        write_id: int | None = None) -> int:
+def add_partitions_bulk(
+    ms: Metastore, table: Table, partitions: Sequence[Partition], write_id: int | None = None
+) -> int:
     """Add ``partitions`` to the existing ``table`` in one transaction (about ten round trips
     whatever their number); ``write_id`` as for ``Metastore.add_partitions``. Returns how
     many were added."""
@@ -38,26 +39,36 @@ def add_partitions_bulk(ms: Metastore, table: Table, partitions: Sequence[Partit
             ms._check_values(current, p)
         names = [partition_name(current.partition_keys, p.values) for p in partitions]
         if len(set(names)) != len(names):
-            raise MetastoreError(f"the partitions to add to {current.qualified_name} repeat "
-                                 f"a partition name")
-        existing = {n for (n,) in ms._execute(
-            "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (current.id,))}
+            raise MetastoreError(
+                f"the partitions to add to {current.qualified_name} repeat a partition name"
+            )
+        existing = {
+            n
+            for (n,) in ms._execute(
+                "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (current.id,)
+            )
+        }
         clash = sorted(existing.intersection(names))
         if clash:
-            raise AlreadyExistsError(f"partition(s) {', '.join(clash[:10])} of "
-                                     f"{current.qualified_name} already exist")
+            raise AlreadyExistsError(
+                f"partition(s) {', '.join(clash[:10])} of {current.qualified_name} already exist"
+            )
         ms._executemany(
-            "INSERT INTO PARTITIONS (TBL_ID, PART_NAME, LOCATION, CREATE_TIME) "
-            "VALUES (?, ?, ?, ?)",
-            [(current.id, n, p.location, now) for n, p in zip(names, partitions)])
+            "INSERT INTO PARTITIONS (TBL_ID, PART_NAME, LOCATION, CREATE_TIME) VALUES (?, ?, ?, ?)",
+            [(current.id, n, p.location, now) for n, p in zip(names, partitions)],
+        )
         wanted = set(names)
-        ids = {n: pid for pid, n in ms._execute(
-            "SELECT PART_ID, PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (current.id,))
-            if n in wanted}
+        ids = {
+            n: pid
+            for pid, n in ms._execute(
+                "SELECT PART_ID, PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (current.id,)
+            )
+            if n in wanted
+        }
         ms._executemany(
-            "INSERT INTO PARTITION_KEY_VALS (PART_ID, PART_KEY_VAL, INTEGER_IDX) "
-            "VALUES (?, ?, ?)",
-            [(ids[n], v, i) for n, p in zip(names, partitions) for i, v in enumerate(p.values)])
+            "INSERT INTO PARTITION_KEY_VALS (PART_ID, PART_KEY_VAL, INTEGER_IDX) VALUES (?, ?, ?)",
+            [(ids[n], v, i) for n, p in zip(names, partitions) for i, v in enumerate(p.values)],
+        )
         params = []
         for n, p in zip(names, partitions):
             values = dict(p.parameters)
@@ -65,18 +76,35 @@ def add_partitions_bulk(ms: Metastore, table: Table, partitions: Sequence[Partit
                 values[WRITE_ID_PARAM] = str(write_id)
             params += [(ids[n], k, v) for k, v in values.items()]
         if params:
-            ms._executemany("INSERT INTO PARTITION_PARAMS (PART_ID, PARAM_KEY, PARAM_VALUE) "
-                            "VALUES (?, ?, ?)", params)
+            ms._executemany(
+                "INSERT INTO PARTITION_PARAMS (PART_ID, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?)",
+                params,
+            )
         types = {c.name: c.type for c in current.columns}
-        stats = [(ids[n], col, types[col], *_encode_stats(s, types[col]), now)
-                 for n, p in zip(names, partitions) for col, s in p.stats.items()]
+        stats = [
+            (ids[n], col, types[col], *_encode_stats(s, types[col]), now)
+            for n, p in zip(names, partitions)
+            for col, s in p.stats.items()
+        ]
         if stats:
             ms._executemany(
                 "INSERT INTO PART_COL_STATS (PART_ID, COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, "
-                "LOW_VALUE, HIGH_VALUE, LAST_ANALYZED) VALUES (?, ?, ?, ?, ?, ?, ?)", stats)
-        append_event(ms, "ADD_PARTITION", db=current.database, table=current.name,
-                     txn_id=txn_id, write_id=write_id, message=table_message(
-                         current, partitions=[partition_message(ids[n], p.values, p.location,
-                                                                write_id)
-                                              for n, p in zip(names, partitions)]))
+                "LOW_VALUE, HIGH_VALUE, LAST_ANALYZED) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                stats,
+            )
+        append_event(
+            ms,
+            "ADD_PARTITION",
+            db=current.database,
+            table=current.name,
+            txn_id=txn_id,
+            write_id=write_id,
+            message=table_message(
+                current,
+                partitions=[
+                    partition_message(ids[n], p.values, p.location, write_id)
+                    for n, p in zip(names, partitions)
+                ],
+            ),
+        )
     return len(partitions)

@@ -92,9 +92,13 @@ class VersionedEntries:
         if self._invalidated_at.get(key, 0) > since or self._cleared_at > since:
             return False
         current = self.current(key)
-        if (current is not None and current.table_id == version.table_id
-                and current.write_ids is not None and version.write_ids is not None
-                and version.write_ids.compare(current.write_ids) <= 0):
+        if (
+            current is not None
+            and current.table_id == version.table_id
+            and current.write_ids is not None
+            and version.write_ids is not None
+            and version.write_ids.compare(current.write_ids) <= 0
+        ):
             return False
         if current is not None and current.table_id != version.table_id:
             self._drop(key)  # another table under the same name: its versions are useless
@@ -108,7 +112,7 @@ class VersionedEntries:
         old = self._entries.get(key, [])
         unversioned = version.write_ids is None
         # An unversioned entry is served by age: an older copy is of no use to anyone.
-        versions = [version] if unversioned else [version] + old[:self.versions_per_key - 1]
+        versions = [version] if unversioned else [version] + old[: self.versions_per_key - 1]
         self._weight += sum(v.weight for v in versions) - sum(v.weight for v in old)
         self._entries[key] = versions
         self._entries.move_to_end(key)

@@ -53,8 +53,9 @@ def mark_committed(write_ids: ValidWriteIdList, write_id: int) -> ValidWriteIdLi
     if write_id > hwm:
         opened.update(range(hwm + 1, write_id))
         hwm = write_id
-    return ValidWriteIdList(write_ids.table_name, hwm, frozenset(opened),
-                            write_ids.aborted_write_ids)
+    return ValidWriteIdList(
+        write_ids.table_name, hwm, frozenset(opened), write_ids.aborted_write_ids
+    )
 
 
 def apply_to_table(table: Table, events: Sequence[NotificationEvent]) -> Table:
@@ -72,8 +73,9 @@ def apply_to_table(table: Table, events: Sequence[NotificationEvent]) -> Table:
     return dataclasses.replace(table, parameters=parameters) if changed else table
 
 
-def apply_to_partitions(current: PartitionList,
-                        events: Sequence[NotificationEvent]) -> PartitionList | None:
+def apply_to_partitions(
+    current: PartitionList, events: Sequence[NotificationEvent]
+) -> PartitionList | None:
     """``current`` after the partition events among ``events``; ``None`` when they cannot be
     applied (see the module docstring)."""
     by_values = {p.values: p for p in current.partitions}
@@ -104,10 +106,12 @@ def apply_to_partitions(current: PartitionList,
 
 def _same_write(held: Partition | None, pm: dict) -> bool:
     write_id = pm.get("writeId")
-    return (held is not None and held.id == pm.get("partId")
-            and held.location == pm.get("location")
-            and held.parameters.get(WRITE_ID_PARAM) == (None if write_id is None
-                                                         else str(write_id)))
+    return (
+        held is not None
+        and held.id == pm.get("partId")
+        and held.location == pm.get("location")
+        and held.parameters.get(WRITE_ID_PARAM) == (None if write_id is None else str(write_id))
+    )
 
 
 def _partition_from_message(pm: dict) -> Partition:

@@ -121,7 +121,8 @@ class QuerySnapshot(Mapping):
             raise MetastoreError(
                 f"the query's snapshot does not cover {name} (it covers "
                 f"{', '.join(sorted(self.tables)) or 'no table'}): take the snapshot of every "
-                f"table the query reads") from None
+                f"table the query reads"
+            ) from None
 
 
 class CachedMetastore:
@@ -129,17 +130,27 @@ class CachedMetastore:
 
     ``metastore``: a ``Metastore`` (used as is; closed by ``close`` only with
     ``owns_metastore=True``) or a metastore URL (opened here and closed by ``close``).
-    ``clock`` (seconds, monotonic) decides TTLs; tests inject a fake one. Thread-safe: reads, ``refresh`` and the background refresher may run
+    ``clock`` (seconds, monotonic) decides TTLs; tests inject a fake one. Thread-safe: reads,
+    ``refresh`` and the background refresher may run
     concurrently (database reads happen outside the cache's lock).
     """
 
-    def __init__(self, metastore: Metastore | str, settings, *,
-                 clock: Callable[[], float] = time.monotonic,
-                 owns_metastore: bool | None = None):
-        self._owns_metastore = (isinstance(metastore, str) if owns_metastore is None
-                                else owns_metastore)
-        self.metastore = (Metastore(backend_for_url(metastore), txn_timeout=settings.txn_timeout)
-                          if isinstance(metastore, str) else metastore)
+    def __init__(
+        self,
+        metastore: Metastore | str,
+        settings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        owns_metastore: bool | None = None,
+    ):
+        self._owns_metastore = (
+            isinstance(metastore, str) if owns_metastore is None else owns_metastore
+        )
+        self.metastore = (
+            Metastore(backend_for_url(metastore), txn_timeout=settings.txn_timeout)
+            if isinstance(metastore, str)
+            else metastore
+        )
         self.settings = settings
         self._clock = clock
         self.ttl = settings.metastore_cache_ttl
@@ -167,8 +178,7 @@ class CachedMetastore:
         return QuerySnapshot(dict(self.metastore.get_table_snapshots(names, txn_id)), txn_id)
 
     # -- reads ------------------------------------------------------------------------------
-    def get_table(self, database: str, name: str,
-                  snapshot: QuerySnapshot | None = None) -> Table:
+    def get_table(self, database: str, name: str, snapshot: QuerySnapshot | None = None) -> Table:
         """The table ``database.name`` as of ``snapshot`` (taken here, one round trip, when
         not given, unless a cached external table within its TTL can answer)."""
         key = f"{database}.{name}"
@@ -191,12 +201,14 @@ class CachedMetastore:
         table = check_snapshot_table(self.metastore.get_table(database, name), snapshot, key)
         if snapshot.txn_id is None:
             with self._lock:
-                self._tables.install(key, CachedVersion(table, table.id, snap.write_ids,
-                                                        self._clock()), since)
+                self._tables.install(
+                    key, CachedVersion(table, table.id, snap.write_ids, self._clock()), since
+                )
         return table
 
-    def list_partitions(self, table: Table,
-                        snapshot: QuerySnapshot | None = None) -> list[Partition]:
+    def list_partitions(
+        self, table: Table, snapshot: QuerySnapshot | None = None
+    ) -> list[Partition]:
         """The partitions of ``table`` as of ``snapshot`` (as ``get_table``), in the
         metastore's order. The list is the caller's; the partitions are shared (read-only)."""
         key = table.qualified_name
@@ -223,8 +235,11 @@ class CachedMetastore:
             tag = snap.write_ids if self.versioned_partitions else None
             value = PartitionList(table.partition_keys, tuple(partitions))
             with self._lock:
-                self._partitions.install(key, CachedVersion(
-                    value, table.id, tag, self._clock(), max(1, len(partitions))), since)
+                self._partitions.install(
+                    key,
+                    CachedVersion(value, table.id, tag, self._clock(), max(1, len(partitions))),
+                    since,
+                )
         return partitions
 
     def _serves(self, version: CachedVersion, snap: TableSnapshot) -> bool:
@@ -234,13 +249,19 @@ class CachedMetastore:
             return self._clock() - version.loaded_at < self.ttl
         return snap.write_ids is not None and version.write_ids.is_fresh_for(snap.write_ids)
 
-    def _lookup_by_age(self, entries: VersionedEntries, key: str,
-                       table_id: int | None = None) -> CachedVersion | None:
+    def _lookup_by_age(
+        self, entries: VersionedEntries, key: str, table_id: int | None = None
+    ) -> CachedVersion | None:
         """An unversioned version within its TTL (all a read without a snapshot can use)."""
         with self._lock:
-            return entries.lookup(key, lambda v: v.write_ids is None
-                                  and (table_id is None or v.table_id == table_id)
-                                  and self._clock() - v.loaded_at < self.ttl)
+            return entries.lookup(
+                key,
+                lambda v: (
+                    v.write_ids is None
+                    and (table_id is None or v.table_id == table_id)
+                    and self._clock() - v.loaded_at < self.ttl
+                ),
+            )
 
     # -- the notification log ------------------------------------------------------------------
     def refresh(self) -> int:
@@ -265,8 +286,12 @@ class CachedMetastore:
                     counters.add("metastore_cache.duplicate_events")
                     continue
                 if e.event_id != self.last_event_id + 1:
-                    log.warning("notification log gap: event %d follows %d; the metastore "
-                                "cache reloads everything", e.event_id, self.last_event_id)
+                    log.warning(
+                        "notification log gap: event %d follows %d; the metastore "
+                        "cache reloads everything",
+                        e.event_id,
+                        self.last_event_id,
+                    )
                     counters.add("metastore_cache.log_gaps")
                     self.invalidate_all()
                 self._apply(e)
@@ -307,8 +332,14 @@ class CachedMetastore:
             for entries in (self._tables, self._partitions):
                 self._publish_entry(entries, key, written["writeId"], events, complete)
 
-    def _publish_entry(self, entries: VersionedEntries, key: str, write_id: int,
-                       events: list[NotificationEvent], complete: bool) -> None:
+    def _publish_entry(
+        self,
+        entries: VersionedEntries,
+        key: str,
+        write_id: int,
+        events: list[NotificationEvent],
+        complete: bool,
+    ) -> None:
         current = entries.current(key)
         if current is None:
             return
@@ -328,9 +359,16 @@ class CachedMetastore:
             entries.invalidate(key)
             counters.add("metastore_cache.invalidations")
             return
-        entries.push(key, CachedVersion(value, current.table_id,
-                                        mark_committed(current.write_ids, write_id),
-                                        self._clock(), weight))
+        entries.push(
+            key,
+            CachedVersion(
+                value,
+                current.table_id,
+                mark_committed(current.write_ids, write_id),
+                self._clock(),
+                weight,
+            ),
+        )
         counters.add("metastore_cache.published")
 
     def _invalidate(self, key: str) -> None:
@@ -358,12 +396,12 @@ class CachedMetastore:
             return 0
         ms = self.metastore
         names = [f"{db}.{t}" for db in ms.list_databases() for t in ms.list_tables(db)]
-        names = names[:self.settings.metastore_cache_maximum_size]
+        names = names[: self.settings.metastore_cache_maximum_size]
         with self._lock:
             since = self._tables.generation(), self._partitions.generation()
         snaps: dict[str, TableSnapshot] = {}
         for i in range(0, len(names), PREWARM_SNAPSHOT_BATCH):
-            snaps.update(ms.get_table_snapshots(names[i:i + PREWARM_SNAPSHOT_BATCH]))
+            snaps.update(ms.get_table_snapshots(names[i : i + PREWARM_SNAPSHOT_BATCH]))
         sizes = partition_counts(ms)
         budget = self._partitions.max_weight
         loaded = 0
@@ -374,17 +412,28 @@ class CachedMetastore:
                 continue  # dropped and recreated meanwhile: left to the first query
             if self.caches_tables:
                 with self._lock:
-                    loaded += self._tables.install(name, CachedVersion(
-                        table, table.id, snap.write_ids, self._clock()), since[0])
+                    loaded += self._tables.install(
+                        name,
+                        CachedVersion(table, table.id, snap.write_ids, self._clock()),
+                        since[0],
+                    )
             count = sizes.get(table.id, 0)
             if not table.is_partitioned or max(1, count) > budget:
                 continue
             partitions = ms.list_partitions(table)
             tag = snap.write_ids if self.versioned_partitions else None
             with self._lock:
-                if self._partitions.install(name, CachedVersion(
-                        PartitionList(table.partition_keys, tuple(partitions)), table.id, tag,
-                        self._clock(), max(1, len(partitions))), since[1]):
+                if self._partitions.install(
+                    name,
+                    CachedVersion(
+                        PartitionList(table.partition_keys, tuple(partitions)),
+                        table.id,
+                        tag,
+                        self._clock(),
+                        max(1, len(partitions)),
+                    ),
+                    since[1],
+                ):
                     budget -= max(1, len(partitions))
                     loaded += 1
         counters.add("metastore_cache.prewarmed", loaded)
@@ -396,8 +445,10 @@ class CachedMetastore:
             return
         self._stop.clear()
         self._thread = threading.Thread(
-            target=self._refresh_loop, daemon=True,
-            name=f"metastore-cache-refresh {self.metastore.backend.describe()}")
+            target=self._refresh_loop,
+            daemon=True,
+            name=f"metastore-cache-refresh {self.metastore.backend.describe()}",
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -411,7 +462,7 @@ class CachedMetastore:
         if self._owns_metastore:
             self.metastore.close()
 
-    def __enter__(self) -> "CachedMetastore":
+    def __enter__(self) -> CachedMetastore:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -430,11 +481,14 @@ class CachedMetastore:
     # -- what it holds (tests, diagnostics) -------------------------------------------------
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {"tables": len(self._tables), "partition_lists": len(self._partitions),
-                    "partitions": self._partitions.weight,
-                    "evictions": self._tables.evictions + self._partitions.evictions,
-                    "staged_transactions": len(self._staged),
-                    "last_event_id": self.last_event_id}
+            return {
+                "tables": len(self._tables),
+                "partition_lists": len(self._partitions),
+                "partitions": self._partitions.weight,
+                "evictions": self._tables.evictions + self._partitions.evictions,
+                "staged_transactions": len(self._staged),
+                "last_event_id": self.last_event_id,
+            }
 
 
 def partition_counts(ms: Metastore) -> dict[int, int]:
@@ -462,10 +516,15 @@ def cached_metastore_for(settings, *, start: bool = True) -> CachedMetastore:
     global _registry_pid
     from raptorx_py.metastore.store import open_metastore
 
-    key = (settings.metastore_url, settings.metastore_cache_ttl,
-           settings.metastore_cache_scope, settings.metastore_cache_maximum_size,
-           settings.partition_versioning_enabled, settings.metastore_refresh_interval,
-           settings.metastore_cache_prewarm)
+    key = (
+        settings.metastore_url,
+        settings.metastore_cache_ttl,
+        settings.metastore_cache_scope,
+        settings.metastore_cache_maximum_size,
+        settings.partition_versioning_enabled,
+        settings.metastore_refresh_interval,
+        settings.metastore_cache_prewarm,
+    )
     with _registry_lock:
         if _registry_pid != os.getpid():
             _inherited.extend(_registry.values())

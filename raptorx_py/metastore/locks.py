@@ -73,9 +73,15 @@ SR, SW, X = LockType.SHARED_READ, LockType.SHARED_WRITE, LockType.EXCLUSIVE
 
 #: (requested, held) -> whether both may be held on one object at once.
 COMPATIBLE: dict[tuple[LockType, LockType], bool] = {
-    (SR, SR): True, (SR, SW): True, (SR, X): False,
-    (SW, SR): True, (SW, SW): False, (SW, X): False,
-    (X, SR): False, (X, SW): False, (X, X): False,
+    (SR, SR): True,
+    (SR, SW): True,
+    (SR, X): False,
+    (SW, SR): True,
+    (SW, SW): False,
+    (SW, X): False,
+    (X, SR): False,
+    (X, SW): False,
+    (X, X): False,
 }
 
 _STRENGTH = {SR: 0, SW: 1, X: 2}
@@ -97,7 +103,7 @@ class LockRefusedError(LockError):
     """A lock request was refused after every retry. ``requested`` is the component that
     conflicted and ``holder`` the lock that held it (a ``LockInfo``)."""
 
-    def __init__(self, message: str, requested: "LockComponent", holder: "LockInfo"):
+    def __init__(self, message: str, requested: LockComponent, holder: LockInfo):
         super().__init__(message)
         self.requested, self.holder = requested, holder
 
@@ -127,7 +133,7 @@ class LockComponent:
     def object_name(self) -> str:
         return _object_name(self.db, self.table, self.partition)
 
-    def parents(self) -> list["LockComponent"]:
+    def parents(self) -> list[LockComponent]:
         """SHARED_READ on every object above this one (the hierarchy rule)."""
         if self.table is None:
             return []
@@ -135,8 +141,10 @@ class LockComponent:
         if self.partition is not None:
             out.append(LockComponent(SR, self.db, self.table))
             parts = self.partition.split("/")
-            out += [LockComponent(SR, self.db, self.table, "/".join(parts[:i]))
-                    for i in range(1, len(parts))]
+            out += [
+                LockComponent(SR, self.db, self.table, "/".join(parts[:i]))
+                for i in range(1, len(parts))
+            ]
         return out
 
 
@@ -172,9 +180,14 @@ class Operation(Enum):
     DROP_DATABASE = "drop database"
 
 
-def lock_components(operation: Operation, db: str, table: str | None = None,
-                    partitions: Sequence[str] = (), *,
-                    managed: bool = True) -> list[LockComponent]:
+def lock_components(
+    operation: Operation,
+    db: str,
+    table: str | None = None,
+    partitions: Sequence[str] = (),
+    *,
+    managed: bool = True,
+) -> list[LockComponent]:
     """The explicit lock components of ``operation`` (the module docstring's table);
     ``try_lock`` adds the parents. ``partitions`` are the partition names touched; none
     means the whole table (an unpartitioned table, or partitions not known in advance, as
@@ -186,8 +199,7 @@ def lock_components(operation: Operation, db: str, table: str | None = None,
         raise ValueError(f"{operation.value} locks a table: no table given")
     if operation in (Operation.ALTER_TABLE, Operation.DROP_TABLE):
         return [LockComponent(X, db, table)]
-    if operation in (Operation.ADD_PARTITION, Operation.DROP_PARTITION,
-                     Operation.ALTER_PARTITION):
+    if operation in (Operation.ADD_PARTITION, Operation.DROP_PARTITION, Operation.ALTER_PARTITION):
         if not partitions:
             raise ValueError(f"{operation.value} on {db}.{table} names no partition")
         lock_type = X
@@ -235,16 +247,17 @@ class LockInfo:
         owner = f"transaction {self.txn_id}" if self.txn_id is not None else "no transaction"
         who = f"user {self.user or '?'} on host {self.host or '?'}"
         agent = f", agent {self.agent_info}" if self.agent_info else ""
-        return (f"lock {self.lock_id} ({self.lock_type.name} on {self.object_name}, {owner}, "
-                f"{who}{agent}, acquired {format_ms(self.acquired_at_ms)}, last heartbeat "
-                f"{format_ms(self.last_heartbeat_ms)})")
+        return (
+            f"lock {self.lock_id} ({self.lock_type.name} on {self.object_name}, {owner}, "
+            f"{who}{agent}, acquired {format_ms(self.acquired_at_ms)}, last heartbeat "
+            f"{format_ms(self.last_heartbeat_ms)})"
+        )
 
 
 def format_ms(ms: int | None) -> str:
     if ms is None:
         return "?"
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -262,25 +275,47 @@ class LockResponse:
         return self.lock_id is not None
 
 
-_LOCK_COLUMNS = ("HL_LOCK_EXT_ID, HL_LOCK_INT_ID, HL_TXNID, HL_DB, HL_TABLE, HL_PARTITION, "
-                 "HL_LOCK_STATE, HL_LOCK_TYPE, HL_ACQUIRED_AT, HL_LAST_HEARTBEAT, HL_USER, "
-                 "HL_HOST, HL_AGENT_INFO")
+_LOCK_COLUMNS = (
+    "HL_LOCK_EXT_ID, HL_LOCK_INT_ID, HL_TXNID, HL_DB, HL_TABLE, HL_PARTITION, "
+    "HL_LOCK_STATE, HL_LOCK_TYPE, HL_ACQUIRED_AT, HL_LAST_HEARTBEAT, HL_USER, "
+    "HL_HOST, HL_AGENT_INFO"
+)
 
 
 def _lock_info(row, extended: bool = True) -> LockInfo:
     ext, intid, txn, db, tbl, part, _state, ltype, acquired, beat, user, host, agent = row
-    info = LockInfo(ext, intid, txn, db, tbl, part, "ACQUIRED", LockType(ltype),
-                    acquired, beat, user, host, agent)
+    info = LockInfo(
+        ext,
+        intid,
+        txn,
+        db,
+        tbl,
+        part,
+        "ACQUIRED",
+        LockType(ltype),
+        acquired,
+        beat,
+        user,
+        host,
+        agent,
+    )
     if not extended:
-        info = replace(info, acquired_at_ms=None, last_heartbeat_ms=None, user=None,
-                       host=None, agent_info=None)
+        info = replace(
+            info, acquired_at_ms=None, last_heartbeat_ms=None, user=None, host=None, agent_info=None
+        )
     return info
 
 
 # -- the metastore side: one attempt, one write transaction ---------------------------------
-def try_lock(ms, components: Iterable[LockComponent], *, txn_id: int | None = None,
-             user: str | None = None, host: str | None = None,
-             agent_info: str | None = None) -> LockResponse:
+def try_lock(
+    ms,
+    components: Iterable[LockComponent],
+    *,
+    txn_id: int | None = None,
+    user: str | None = None,
+    host: str | None = None,
+    agent_info: str | None = None,
+) -> LockResponse:
     """Check the request against every held lock and take all of it, or nothing."""
     wanted = tuple(expand(components))
     if not wanted:
@@ -292,28 +327,51 @@ def try_lock(ms, components: Iterable[LockComponent], *, txn_id: int | None = No
         expire_timed_out(ms)
         error = require_open(ms, txn_id, "take locks") if txn_id is not None else None
         if error is None:
-            held = [_lock_info(r) for r in ms._execute(
-                f"SELECT {_LOCK_COLUMNS} FROM HIVE_LOCKS WHERE HL_DB IN "
-                f"({', '.join('?' * len(dbs))}) ORDER BY HL_LOCK_EXT_ID, HL_LOCK_INT_ID",
-                dbs).fetchall()]
+            held = [
+                _lock_info(r)
+                for r in ms._execute(
+                    f"SELECT {_LOCK_COLUMNS} FROM HIVE_LOCKS WHERE HL_DB IN "
+                    f"({', '.join('?' * len(dbs))}) ORDER BY HL_LOCK_EXT_ID, HL_LOCK_INT_ID",
+                    dbs,
+                ).fetchall()
+            ]
             conflict = _first_conflict(wanted, held, txn_id)
             if conflict is not None:
                 return LockResponse(None, wanted, *conflict)
             (lock_id,) = ms._execute(
                 "UPDATE NEXT_LOCK_ID SET NL_NEXT = NL_NEXT + 1 WHERE NL_ID = 1 "
-                "RETURNING NL_NEXT - 1").fetchone()
+                "RETURNING NL_NEXT - 1"
+            ).fetchone()
             now = now_ms(ms)
             ms._executemany(
                 f"INSERT INTO HIVE_LOCKS ({_LOCK_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(lock_id, i, txn_id, c.db, c.table, c.partition, "a", c.lock_type.value,
-                  now, now, user, host, agent_info) for i, c in enumerate(wanted, 1)])
+                [
+                    (
+                        lock_id,
+                        i,
+                        txn_id,
+                        c.db,
+                        c.table,
+                        c.partition,
+                        "a",
+                        c.lock_type.value,
+                        now,
+                        now,
+                        user,
+                        host,
+                        agent_info,
+                    )
+                    for i, c in enumerate(wanted, 1)
+                ],
+            )
             return LockResponse(lock_id, wanted)
     raise error
 
 
-def _first_conflict(wanted: Sequence[LockComponent], held: Sequence[LockInfo],
-                    txn_id: int | None) -> tuple[LockComponent, LockInfo] | None:
+def _first_conflict(
+    wanted: Sequence[LockComponent], held: Sequence[LockInfo], txn_id: int | None
+) -> tuple[LockComponent, LockInfo] | None:
     by_object: dict[tuple[str, str, str], list[LockInfo]] = {}
     for h in held:
         by_object.setdefault(h.key, []).append(h)
@@ -330,20 +388,30 @@ def unlock(ms, lock_id: int) -> None:
     """Release a lock request taken outside a transaction (a transaction's locks go with
     its commit or abort, as in Hive)."""
     with ms._transaction():
-        rows = ms._execute("SELECT HL_TXNID FROM HIVE_LOCKS WHERE HL_LOCK_EXT_ID = ?",
-                           (lock_id,)).fetchall()
+        rows = ms._execute(
+            "SELECT HL_TXNID FROM HIVE_LOCKS WHERE HL_LOCK_EXT_ID = ?", (lock_id,)
+        ).fetchall()
         if rows and rows[0][0] is None:
             ms._execute("DELETE FROM HIVE_LOCKS WHERE HL_LOCK_EXT_ID = ?", (lock_id,))
             return
     if not rows:
-        raise NoSuchLockError(f"lock {lock_id} does not exist (released, or expired after no "
-                              f"heartbeat for {ms.txn_timeout:g}s)")
-    raise LockError(f"lock {lock_id} belongs to transaction {rows[0][0]}: it is released when "
-                    f"that transaction commits or aborts")
+        raise NoSuchLockError(
+            f"lock {lock_id} does not exist (released, or expired after no "
+            f"heartbeat for {ms.txn_timeout:g}s)"
+        )
+    raise LockError(
+        f"lock {lock_id} belongs to transaction {rows[0][0]}: it is released when "
+        f"that transaction commits or aborts"
+    )
 
 
-def show_locks(ms, db: str | None = None, table: str | None = None,
-               partition: str | None = None, extended: bool = False) -> list[LockInfo]:
+def show_locks(
+    ms,
+    db: str | None = None,
+    table: str | None = None,
+    partition: str | None = None,
+    extended: bool = False,
+) -> list[LockInfo]:
     """Held locks, oldest request first: all, or those on ``db`` (and its tables and
     partitions), on ``db.table`` (and its partitions), or on one partition. ``extended``
     adds the details (times, user, host, agent)."""
@@ -368,22 +436,28 @@ class HeldLock:
     manager it releases a lock taken outside a transaction on exit; a transaction's locks
     are released by its commit or abort."""
 
-    def __init__(self, manager: "LockManager", lock_id: int | None, txn_id: int | None,
-                 components: tuple[LockComponent, ...]):
+    def __init__(
+        self,
+        manager: LockManager,
+        lock_id: int | None,
+        txn_id: int | None,
+        components: tuple[LockComponent, ...],
+    ):
         self.manager, self.lock_id, self.txn_id = manager, lock_id, txn_id
         self.components = components
 
     def heartbeat(self) -> None:
         if self.lock_id is not None:
-            self.manager.metastore.heartbeat(txn_id=self.txn_id,
-                                             lock_id=None if self.txn_id else self.lock_id)
+            self.manager.metastore.heartbeat(
+                txn_id=self.txn_id, lock_id=None if self.txn_id else self.lock_id
+            )
 
     def release(self) -> None:
         if self.lock_id is not None and self.txn_id is None:
             self.manager.metastore.unlock(self.lock_id)
             self.lock_id = None
 
-    def __enter__(self) -> "HeldLock":
+    def __enter__(self) -> HeldLock:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -406,9 +480,15 @@ class LockManager:
     def __init__(self, metastore, settings, *, sleep: Callable[[float], None] = time.sleep):
         self.metastore, self.settings, self.sleep = metastore, settings, sleep
 
-    def acquire(self, components: Iterable[LockComponent], *, txn_id: int | None = None,
-                user: str | None = None, host: str | None = None,
-                agent_info: str | None = None) -> HeldLock:
+    def acquire(
+        self,
+        components: Iterable[LockComponent],
+        *,
+        txn_id: int | None = None,
+        user: str | None = None,
+        host: str | None = None,
+        agent_info: str | None = None,
+    ) -> HeldLock:
         components = tuple(components)
         if not self.settings.support_concurrency:
             return HeldLock(self, None, txn_id, components)
@@ -417,8 +497,9 @@ class LockManager:
         for attempt in range(retries + 1):
             if attempt:
                 self.sleep(pause)
-            response = self.metastore.try_lock(components, txn_id=txn_id, user=user,
-                                               host=host, agent_info=agent_info)
+            response = self.metastore.try_lock(
+                components, txn_id=txn_id, user=user, host=host, agent_info=agent_info
+            )
             if response.acquired:
                 return HeldLock(self, response.lock_id, txn_id, response.components)
         blocked, holder = response.blocked, response.holder
@@ -426,12 +507,28 @@ class LockManager:
             f"cannot take {blocked.lock_type.name} on {blocked.object_name}: refused "
             f"{retries + 1} times, {pause:g}s apart (hive.lock.numretries={retries}, "
             f"hive.lock.sleep.between.retries={pause:g}s); held by {holder.describe()}",
-            blocked, holder)
+            blocked,
+            holder,
+        )
 
-    def acquire_for(self, operation: Operation, db: str, table: str | None = None,
-                    partitions: Sequence[str] = (), *, managed: bool = True,
-                    txn_id: int | None = None, user: str | None = None,
-                    host: str | None = None, agent_info: str | None = None) -> HeldLock:
+    def acquire_for(
+        self,
+        operation: Operation,
+        db: str,
+        table: str | None = None,
+        partitions: Sequence[str] = (),
+        *,
+        managed: bool = True,
+        txn_id: int | None = None,
+        user: str | None = None,
+        host: str | None = None,
+        agent_info: str | None = None,
+    ) -> HeldLock:
         """``acquire`` the locks ``operation`` needs (``lock_components``)."""
-        return self.acquire(lock_components(operation, db, table, partitions, managed=managed),
-                            txn_id=txn_id, user=user, host=host, agent_info=agent_info)
+        return self.acquire(
+            lock_components(operation, db, table, partitions, managed=managed),
+            txn_id=txn_id,
+            user=user,
+            host=host,
+            agent_info=agent_info,
+        )

@@ -38,8 +38,8 @@ EVENT_TYPES = {
     "DROP_TABLE": "tableId, tableType, location",
     "ADD_PARTITION": "tableId, partitions: [{partId, values, location, writeId}]",
     "ALTER_PARTITION": "tableId, partitions: [{partId, values, location, writeId}]; when "
-                       "only parameters changed, location is null and parameters holds the "
-                       "keys set (null = removed)",
+    "only parameters changed, location is null and parameters holds the "
+    "keys set (null = removed)",
     "DROP_PARTITION": "tableId, partitions: [{partId, values, location}]",
     "OPEN_TXN": "txnId, user, host",
     "COMMIT_TXN": "txnId, writeIds: [{db, table, writeId}] (the tables the txn wrote)",
@@ -62,34 +62,57 @@ class NotificationEvent:
     message: dict[str, Any]
 
 
-def append_event(ms, event_type: str, *, db: str | None = None, table: str | None = None,
-                 txn_id: int | None = None, write_id: int | None = None,
-                 message: dict[str, Any] | None = None) -> int:
+def append_event(
+    ms,
+    event_type: str,
+    *,
+    db: str | None = None,
+    table: str | None = None,
+    txn_id: int | None = None,
+    write_id: int | None = None,
+    message: dict[str, Any] | None = None,
+) -> int:
     """Append one event inside the caller's open write transaction; returns its id.
 
     ``ms`` is the ``Metastore`` whose ``_transaction()`` is open (two round trips: the
     sequence update and the insert).
     """
     if event_type not in EVENT_TYPES:
-        raise ValueError(f"unknown notification event type '{event_type}' "
-                         f"(known: {', '.join(sorted(EVENT_TYPES))})")
+        raise ValueError(
+            f"unknown notification event type '{event_type}' "
+            f"(known: {', '.join(sorted(EVENT_TYPES))})"
+        )
     (event_id,) = ms._execute(
         "UPDATE NOTIFICATION_SEQUENCE SET NEXT_EVENT_ID = NEXT_EVENT_ID + 1 "
-        "WHERE NNI_ID = 1 RETURNING NEXT_EVENT_ID - 1").fetchone()
+        "WHERE NNI_ID = 1 RETURNING NEXT_EVENT_ID - 1"
+    ).fetchone()
     ms._execute(
         "INSERT INTO NOTIFICATION_LOG (EVENT_ID, EVENT_TIME, EVENT_TYPE, DB_NAME, TBL_NAME, "
         "TXN_ID, WRITE_ID, MESSAGE, MESSAGE_FORMAT) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (event_id, int(ms._clock()), event_type, db, table, txn_id, write_id,
-         json.dumps(message or {}, sort_keys=True, default=str), MESSAGE_FORMAT))
+        (
+            event_id,
+            int(ms._clock()),
+            event_type,
+            db,
+            table,
+            txn_id,
+            write_id,
+            json.dumps(message or {}, sort_keys=True, default=str),
+            MESSAGE_FORMAT,
+        ),
+    )
     return event_id
 
 
-def get_notifications(ms, after_event_id: int = 0,
-                      limit: int | None = None) -> list[NotificationEvent]:
+def get_notifications(
+    ms, after_event_id: int = 0, limit: int | None = None
+) -> list[NotificationEvent]:
     """Events with ``EVENT_ID > after_event_id``, oldest first, at most ``limit`` (one
     round trip)."""
-    sql = ("SELECT EVENT_ID, EVENT_TIME, EVENT_TYPE, DB_NAME, TBL_NAME, TXN_ID, WRITE_ID, "
-           "MESSAGE FROM NOTIFICATION_LOG WHERE EVENT_ID > ? ORDER BY EVENT_ID")
+    sql = (
+        "SELECT EVENT_ID, EVENT_TIME, EVENT_TYPE, DB_NAME, TBL_NAME, TXN_ID, WRITE_ID, "
+        "MESSAGE FROM NOTIFICATION_LOG WHERE EVENT_ID > ? ORDER BY EVENT_ID"
+    )
     params: list[Any] = [after_event_id]
     if limit is not None:
         if limit < 0:
@@ -98,25 +121,27 @@ def get_notifications(ms, after_event_id: int = 0,
         params.append(limit)
     with ms._lock:
         rows = ms._execute(sql, params).fetchall()
-    return [NotificationEvent(eid, etime, etype, db, tbl, txn, wid, json.loads(msg))
-            for eid, etime, etype, db, tbl, txn, wid, msg in rows]
+    return [
+        NotificationEvent(eid, etime, etype, db, tbl, txn, wid, json.loads(msg))
+        for eid, etime, etype, db, tbl, txn, wid, msg in rows
+    ]
 
 
 def current_notification_id(ms) -> int:
     """The id of the last committed event, 0 when there is none (one round trip)."""
     with ms._lock:
         (next_id,) = ms._execute(
-            "SELECT NEXT_EVENT_ID FROM NOTIFICATION_SEQUENCE WHERE NNI_ID = 1").fetchone()
+            "SELECT NEXT_EVENT_ID FROM NOTIFICATION_SEQUENCE WHERE NNI_ID = 1"
+        ).fetchone()
     return next_id - 1
 
 
 def table_message(table, **extra) -> dict[str, Any]:
     """The common part of a table event's message."""
-    return {"tableId": table.id, "tableType": table.table_type, "location": table.location,
-            **extra}
+    return {"tableId": table.id, "tableType": table.table_type, "location": table.location, **extra}
 
 
-def partition_message(part_id: int | None, values, location: str | None,
-                      write_id: int | None = None) -> dict[str, Any]:
-    return {"partId": part_id, "values": list(values), "location": location,
-            "writeId": write_id}
+def partition_message(
+    part_id: int | None, values, location: str | None, write_id: int | None = None
+) -> dict[str, Any]:
+    return {"partId": part_id, "values": list(values), "location": location, "writeId": write_id}

@@ -49,8 +49,7 @@ SCHEMES = ("postgresql", "postgres")
 
 # Single-quoted strings ('' escapes a quote), double-quoted identifiers, comments, then the
 # characters that need a decision. Anything else is copied through.
-_SQL_TOKENS = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|[?%$'"\\]""",
-                         re.S)
+_SQL_TOKENS = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|[?%$'"\\]""", re.S)
 
 
 @lru_cache(maxsize=1024)
@@ -69,17 +68,22 @@ def translate_placeholders(sql: str) -> str:
         if token == "?":
             replacement = "%s"
         elif token in ("%", "$", "\\"):
-            raise MetastoreError(f"cannot translate SQL for PostgreSQL: '{token}' at offset "
-                                 f"{m.start()} of: {sql}")
+            raise MetastoreError(
+                f"cannot translate SQL for PostgreSQL: '{token}' at offset {m.start()} of: {sql}"
+            )
         elif token in ("'", '"'):
-            raise MetastoreError(f"cannot translate SQL for PostgreSQL: unterminated {token} "
-                                 f"at offset {m.start()} of: {sql}")
+            raise MetastoreError(
+                f"cannot translate SQL for PostgreSQL: unterminated {token} "
+                f"at offset {m.start()} of: {sql}"
+            )
         elif any(c in token for c in "?%\\"):
-            raise MetastoreError(f"cannot translate SQL for PostgreSQL: '?', '%' or '\\' "
-                                 f"inside the quoted text or comment {token} of: {sql}")
+            raise MetastoreError(
+                f"cannot translate SQL for PostgreSQL: '?', '%' or '\\' "
+                f"inside the quoted text or comment {token} of: {sql}"
+            )
         else:
             continue  # a quoted string, identifier or comment without surprises: kept as is
-        out.append(sql[pos:m.start()])
+        out.append(sql[pos : m.start()])
         out.append(replacement)
         pos = m.end()
     out.append(sql[pos:])
@@ -135,17 +139,26 @@ class PostgresBackend:
     #: What psycopg raises (every class derives from it); the store turns it into MetastoreError.
     error_types: tuple[type[BaseException], ...] = (psycopg.Error,)
 
-    def __init__(self, host: str, port: int, dbname: str, user: str | None = None,
-                 password: str | None = None, options: dict[str, str] | None = None):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        dbname: str,
+        user: str | None = None,
+        password: str | None = None,
+        options: dict[str, str] | None = None,
+    ):
         self.host, self.port, self.dbname = host, port, dbname
         self.user, self.password = user, password
         self.options = dict(options or {})
 
     @classmethod
-    def from_url(cls, url: str) -> "PostgresBackend":
+    def from_url(cls, url: str) -> PostgresBackend:
         def bad(why: str) -> MetastoreError:
-            return MetastoreError(f"bad PostgreSQL metastore URL '{_mask_url(url)}': {why}; "
-                                  f"expected postgresql://user:password@host:port/dbname")
+            return MetastoreError(
+                f"bad PostgreSQL metastore URL '{_mask_url(url)}': {why}; "
+                f"expected postgresql://user:password@host:port/dbname"
+            )
 
         parts = urlsplit(url)
         if parts.scheme not in SCHEMES:
@@ -169,9 +182,14 @@ class PostgresBackend:
         clash = sorted(set(options) & {"host", "hostaddr", "port", "dbname", "user"})
         if clash:
             raise bad(f"{', '.join(clash)} must be given in the URL itself, not the query")
-        return cls(parts.hostname, port, dbname,
-                   unquote(parts.username) if parts.username else None,
-                   unquote(parts.password) if parts.password is not None else None, options)
+        return cls(
+            parts.hostname,
+            port,
+            dbname,
+            unquote(parts.username) if parts.username else None,
+            unquote(parts.password) if parts.password is not None else None,
+            options,
+        )
 
     def describe(self) -> str:
         """The URL with the password masked: safe in messages and logs."""
@@ -179,24 +197,37 @@ class PostgresBackend:
         if self.user is not None:
             user = self.user + (":***" if self.password else "") + "@"
         query = "&".join(f"{k}={v}" for k, v in self.options.items())
-        return (f"postgresql://{user}{self.host}:{self.port}/{self.dbname}"
-                + (f"?{query}" if query else ""))
+        return f"postgresql://{user}{self.host}:{self.port}/{self.dbname}" + (
+            f"?{query}" if query else ""
+        )
 
     def connect(self) -> PostgresConnection:
-        kwargs = {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "raptorx_py",
-                  "options": f"-c lock_timeout={LOCK_TIMEOUT_MS}", **self.options}
+        kwargs = {
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "application_name": "raptorx_py",
+            "options": f"-c lock_timeout={LOCK_TIMEOUT_MS}",
+            **self.options,
+        }
         try:
-            conn = psycopg.connect(host=self.host, port=self.port, dbname=self.dbname,
-                                   user=self.user, password=self.password, autocommit=True,
-                                   **kwargs)
+            conn = psycopg.connect(
+                host=self.host,
+                port=self.port,
+                dbname=self.dbname,
+                user=self.user,
+                password=self.password,
+                autocommit=True,
+                **kwargs,
+            )
         except psycopg.Error as e:
             reason = str(e)
             if self.password:  # libpq does not echo passwords; this is belt and braces
                 reason = reason.replace(self.password, "***")
             as_user = f" as user '{self.user}'" if self.user else ""
-            raise MetastoreError(f"cannot connect to the PostgreSQL metastore at "
-                                 f"{self.host}:{self.port}/{self.dbname}{as_user}: "
-                                 f"{reason}") from e
+            raise MetastoreError(
+                f"cannot connect to the PostgreSQL metastore at "
+                f"{self.host}:{self.port}/{self.dbname}{as_user}: "
+                f"{reason}"
+            ) from e
         return PostgresConnection(conn)
 
 

@@ -9,7 +9,8 @@ HIVE_LOCKS, NEXT_LOCK_ID. A version is only ever *added* tables, indexes and see
 (``CREATE ... IF NOT EXISTS``, ``SEED``), so opening an older database upgrades it in place, in
 the transaction that checks the version. 3 adds TXN_TIMEOUTS (``DDL_V3``): each transaction's
 own timeout, recorded when it opens (a transaction opened before the upgrade has no row and
-expires after the expiring client's timeout, as before). Partitions of managed tables record the write id that
+expires after the expiring client's timeout, as before). Partitions of managed tables record
+the write id that
 last wrote them as the partition parameter ``writeId`` (no column change: version 1 databases
 need no ALTER).
 

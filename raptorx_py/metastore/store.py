@@ -19,7 +19,8 @@ Contract:
 - A missing SQLite file is created only by an opener that creates things
   (``create=True``: ``Metastore(...)`` by default, ``open_metastore(..., create=True)`` for
   the CLI's register, TPC-H loads and Spark writes); every reader fails with
-  ``MetastoreNotFoundError`` naming the path, so a typo never reads an empty metastore. A backend is a small object (see ``SqliteBackend``) so a
+  ``MetastoreNotFoundError`` naming the path, so a typo never reads an empty metastore. A
+  backend is a small object (see ``SqliteBackend``) so a
   PostgreSQL backend can be added without touching the queries.
 """
 
@@ -35,8 +36,12 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
-from raptorx_py.errors import AlreadyExistsError, MetastoreError, MetastoreNotFoundError, \
-    NoSuchObjectError
+from raptorx_py.errors import (
+    AlreadyExistsError,
+    MetastoreError,
+    MetastoreNotFoundError,
+    NoSuchObjectError,
+)
 from raptorx_py.hive_types import decode_value, encode_value
 from raptorx_py.metastore import locks, notifications, schema, transactions
 from raptorx_py.metastore.model import (
@@ -80,13 +85,18 @@ class SqliteBackend:
                 f"no SQLite metastore at {self.path} (hive.metastore.url={self.describe()}): "
                 f"a read never creates one; check the path, or create the metastore with a "
                 f"command that creates tables (raptorx table register, raptorx tpch load, a "
-                f"Spark write)")
+                f"Spark write)"
+            )
         try:
             if self.create:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
             ms = int(self.busy_timeout * 1000)
-            conn = connect_wal(self.path, timeout=self.busy_timeout, check_same_thread=False,
-                               pragmas=("PRAGMA foreign_keys=ON", f"PRAGMA busy_timeout={ms}"))
+            conn = connect_wal(
+                self.path,
+                timeout=self.busy_timeout,
+                check_same_thread=False,
+                pragmas=("PRAGMA foreign_keys=ON", f"PRAGMA busy_timeout={ms}"),
+            )
         except (sqlite3.Error, OSError) as e:
             raise MetastoreError(f"cannot open the SQLite metastore at {self.path}: {e}") from e
         return conn
@@ -99,9 +109,11 @@ class SqliteBackend:
         error is something else)."""
         if "locked" not in str(error) and "busy" not in str(error):
             return None
-        return (f"gave up after waiting {self.busy_timeout:g}s for the write lock of the "
-                f"SQLite metastore {self.path}: another connection (a writer's commit, a "
-                f"lock request or an upgrade) held a write transaction that long")
+        return (
+            f"gave up after waiting {self.busy_timeout:g}s for the write lock of the "
+            f"SQLite metastore {self.path}: another connection (a writer's commit, a "
+            f"lock request or an upgrade) held a write transaction that long"
+        )
 
 
 def backend_for_url(url: str, *, create: bool = True):
@@ -110,7 +122,7 @@ def backend_for_url(url: str, *, create: bool = True):
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
         # sqlite:///relative/or/~/path and sqlite:////absolute/path
-        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else parsed.path
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else parsed.path
         if not path:
             raise MetastoreError(f"metastore URL '{url}' names no file: use sqlite:///<path>")
         return SqliteBackend(path, create=create)
@@ -121,7 +133,8 @@ def backend_for_url(url: str, *, create: bool = True):
         return PostgresBackend.from_url(url)
     raise MetastoreError(
         f"unsupported metastore URL '{url}': expected sqlite:///<path> or "
-        f"postgresql://user:password@host:port/dbname")
+        f"postgresql://user:password@host:port/dbname"
+    )
 
 
 def check_snapshot_table(table: Table, snapshot, key: str | None = None) -> Table:
@@ -134,7 +147,8 @@ def check_snapshot_table(table: Table, snapshot, key: str | None = None) -> Tabl
         if taken.table_id != table.id:
             raise MetastoreError(
                 f"table {key} was dropped and recreated after the query's snapshot (table id "
-                f"{taken.table_id} in the snapshot, {table.id} now): run the query again")
+                f"{taken.table_id} in the snapshot, {table.id} now): run the query again"
+            )
     return table
 
 
@@ -150,8 +164,9 @@ class Metastore:
     expires locks taken outside transactions.
     """
 
-    def __init__(self, backend, *, clock: Callable[[], float] = time.time,
-                 txn_timeout: float = 300.0):
+    def __init__(
+        self, backend, *, clock: Callable[[], float] = time.time, txn_timeout: float = 300.0
+    ):
         self.backend = backend
         self._clock = clock
         self.txn_timeout = txn_timeout
@@ -165,7 +180,7 @@ class Metastore:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> "Metastore":
+    def __enter__(self) -> Metastore:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -243,7 +258,8 @@ class Metastore:
         if version is not None and version > schema.SCHEMA_VERSION:
             raise MetastoreError(
                 f"metastore {self.backend.describe()} has schema version {version}, newer "
-                f"than this raptorx_py understands ({schema.SCHEMA_VERSION})")
+                f"than this raptorx_py understands ({schema.SCHEMA_VERSION})"
+            )
         with self._transaction():
             for ddl in schema.DDL:
                 self._execute(ddl.format(id=self.backend.id_type))
@@ -251,22 +267,31 @@ class Metastore:
                 self._execute(seed)
             row = self._execute("SELECT MAX(SCHEMA_VERSION) FROM VERSION").fetchone()
             if row[0] is None:
-                self._execute("INSERT INTO VERSION (VER_ID, SCHEMA_VERSION, VERSION_COMMENT) "
-                              "VALUES (1, ?, 'raptorx_py metastore')", (schema.SCHEMA_VERSION,))
+                self._execute(
+                    "INSERT INTO VERSION (VER_ID, SCHEMA_VERSION, VERSION_COMMENT) "
+                    "VALUES (1, ?, 'raptorx_py metastore')",
+                    (schema.SCHEMA_VERSION,),
+                )
             elif row[0] > schema.SCHEMA_VERSION:
                 raise MetastoreError(
                     f"metastore {self.backend.describe()} has schema version {row[0]}, newer "
-                    f"than this raptorx_py understands ({schema.SCHEMA_VERSION})")
+                    f"than this raptorx_py understands ({schema.SCHEMA_VERSION})"
+                )
             elif row[0] < schema.SCHEMA_VERSION:
                 # Upgrade in place: a newer version only adds tables and seed rows, which
                 # the statements above have just created.
-                self._execute("UPDATE VERSION SET SCHEMA_VERSION = ?, VERSION_COMMENT = ?",
-                              (schema.SCHEMA_VERSION,
-                               f"raptorx_py metastore, upgraded from version {row[0]}"))
+                self._execute(
+                    "UPDATE VERSION SET SCHEMA_VERSION = ?, VERSION_COMMENT = ?",
+                    (
+                        schema.SCHEMA_VERSION,
+                        f"raptorx_py metastore, upgraded from version {row[0]}",
+                    ),
+                )
 
     # -- transactions and write ids (see transactions.py) --------------------------------
-    def open_transaction(self, user: str | None = None, host: str | None = None,
-                         agent_info: str | None = None) -> int:
+    def open_transaction(
+        self, user: str | None = None, host: str | None = None, agent_info: str | None = None
+    ) -> int:
         """A new open transaction's id (user and host default to this process's)."""
         return transactions.open_transaction(self, user, host, agent_info)
 
@@ -291,56 +316,79 @@ class Metastore:
     def allocate_write_id(self, txn_id: int, database: str, table: str) -> int:
         return transactions.allocate_write_id(self, txn_id, database, table)
 
-    def get_valid_write_ids(self, names: Iterable[str], txn_id: int | None = None
-                            ) -> dict[str, ValidWriteIdList | None]:
+    def get_valid_write_ids(
+        self, names: Iterable[str], txn_id: int | None = None
+    ) -> dict[str, ValidWriteIdList | None]:
         """``{"db.table": ValidWriteIdList}`` in one round trip (``None`` for an external
         table). With ``txn_id``, that transaction's own writes count as committed."""
-        return {name: snap.write_ids for name, snap in
-                transactions.get_table_snapshots(self, names, txn_id).items()}
+        return {
+            name: snap.write_ids
+            for name, snap in transactions.get_table_snapshots(self, names, txn_id).items()
+        }
 
-    def get_table_snapshots(self, names: Iterable[str], txn_id: int | None = None
-                            ) -> dict[str, transactions.TableSnapshot]:
+    def get_table_snapshots(
+        self, names: Iterable[str], txn_id: int | None = None
+    ) -> dict[str, transactions.TableSnapshot]:
         """Id, type and write ids of each table, in one round trip."""
         return transactions.get_table_snapshots(self, names, txn_id)
 
     # -- notification log (see notifications.py) --------------------------------------
-    def get_notifications(self, after_event_id: int = 0, limit: int | None = None
-                          ) -> list[notifications.NotificationEvent]:
+    def get_notifications(
+        self, after_event_id: int = 0, limit: int | None = None
+    ) -> list[notifications.NotificationEvent]:
         return notifications.get_notifications(self, after_event_id, limit)
 
     def current_notification_id(self) -> int:
         return notifications.current_notification_id(self)
 
     # -- locks (see locks.py; retries are the client's: locks.LockManager) -------------
-    def try_lock(self, components, *, txn_id: int | None = None, user: str | None = None,
-                 host: str | None = None, agent_info: str | None = None) -> locks.LockResponse:
+    def try_lock(
+        self,
+        components,
+        *,
+        txn_id: int | None = None,
+        user: str | None = None,
+        host: str | None = None,
+        agent_info: str | None = None,
+    ) -> locks.LockResponse:
         """One all-or-nothing attempt at a lock request; never waits."""
-        return locks.try_lock(self, components, txn_id=txn_id, user=user, host=host,
-                              agent_info=agent_info)
+        return locks.try_lock(
+            self, components, txn_id=txn_id, user=user, host=host, agent_info=agent_info
+        )
 
     def unlock(self, lock_id: int) -> None:
         locks.unlock(self, lock_id)
 
-    def show_locks(self, db: str | None = None, table: str | None = None,
-                   partition: str | None = None, extended: bool = False
-                   ) -> list[locks.LockInfo]:
+    def show_locks(
+        self,
+        db: str | None = None,
+        table: str | None = None,
+        partition: str | None = None,
+        extended: bool = False,
+    ) -> list[locks.LockInfo]:
         return locks.show_locks(self, db, table, partition, extended)
 
     # -- databases --------------------------------------------------------------------
-    def create_database(self, name: str, location: str | None = None,
-                        if_not_exists: bool = True) -> Database:
+    def create_database(
+        self, name: str, location: str | None = None, if_not_exists: bool = True
+    ) -> Database:
         name = check_name("database", name)
         with self._transaction():
-            row = self._execute("SELECT DB_ID, NAME, DB_LOCATION_URI FROM DBS WHERE NAME = ?",
-                                (name,)).fetchone()
+            row = self._execute(
+                "SELECT DB_ID, NAME, DB_LOCATION_URI FROM DBS WHERE NAME = ?", (name,)
+            ).fetchone()
             if row is not None:
                 if not if_not_exists:
                     raise AlreadyExistsError(f"database '{name}' already exists")
                 return Database(row[0], row[1], row[2])
-            db_id = self._insert("INSERT INTO DBS (NAME, DB_LOCATION_URI, CREATE_TIME) "
-                                 "VALUES (?, ?, ?)", (name, location, int(time.time())), "DB_ID")
-            append_event(self, "CREATE_DATABASE", db=name,
-                         message={"dbId": db_id, "location": location})
+            db_id = self._insert(
+                "INSERT INTO DBS (NAME, DB_LOCATION_URI, CREATE_TIME) VALUES (?, ?, ?)",
+                (name, location, int(time.time())),
+                "DB_ID",
+            )
+            append_event(
+                self, "CREATE_DATABASE", db=name, message={"dbId": db_id, "location": location}
+            )
             return Database(db_id, name, location)
 
     def alter_database(self, name: str, location: str | None) -> Database:
@@ -348,8 +396,9 @@ class Metastore:
         with self._transaction():
             db = self.get_database(name)
             self._execute("UPDATE DBS SET DB_LOCATION_URI = ? WHERE DB_ID = ?", (location, db.id))
-            append_event(self, "ALTER_DATABASE", db=name,
-                         message={"dbId": db.id, "location": location})
+            append_event(
+                self, "ALTER_DATABASE", db=name, message={"dbId": db.id, "location": location}
+            )
         return Database(db.id, name, location)
 
     def drop_database(self, name: str, cascade: bool = False) -> None:
@@ -359,8 +408,10 @@ class Metastore:
             db = self.get_database(name)
             tables = self.list_tables(name)
             if tables and not cascade:
-                raise MetastoreError(f"database '{name}' is not empty (tables: "
-                                     f"{', '.join(tables)}); drop them or use cascade")
+                raise MetastoreError(
+                    f"database '{name}' is not empty (tables: "
+                    f"{', '.join(tables)}); drop them or use cascade"
+                )
             for t in tables:
                 self._drop_table(self.get_table(name, t))
             self._execute("DELETE FROM DBS WHERE DB_ID = ?", (db.id,))
@@ -373,8 +424,9 @@ class Metastore:
     def get_database(self, name: str) -> Database:
         name = name.lower()  # names are case-insensitive (names.py)
         with self._lock:
-            row = self._execute("SELECT DB_ID, NAME, DB_LOCATION_URI FROM DBS WHERE NAME = ?",
-                                (name,)).fetchone()
+            row = self._execute(
+                "SELECT DB_ID, NAME, DB_LOCATION_URI FROM DBS WHERE NAME = ?", (name,)
+            ).fetchone()
             if row is None:
                 raise NoSuchObjectError("database", name, self.list_databases())
             return Database(*row)
@@ -383,8 +435,12 @@ class Metastore:
     def list_tables(self, database: str) -> list[str]:
         with self._lock:
             db = self.get_database(database)
-            return [r[0] for r in self._execute(
-                "SELECT TBL_NAME FROM TBLS WHERE DB_ID = ? ORDER BY TBL_NAME", (db.id,))]
+            return [
+                r[0]
+                for r in self._execute(
+                    "SELECT TBL_NAME FROM TBLS WHERE DB_ID = ? ORDER BY TBL_NAME", (db.id,)
+                )
+            ]
 
     def get_table(self, database: str, name: str) -> Table:
         database, name = database.lower(), name.lower()
@@ -392,29 +448,59 @@ class Metastore:
             db = self.get_database(database)
             row = self._execute(
                 "SELECT TBL_ID, TBL_TYPE, LOCATION FROM TBLS WHERE DB_ID = ? AND TBL_NAME = ?",
-                (db.id, name)).fetchone()
+                (db.id, name),
+            ).fetchone()
             if row is None:
-                raise NoSuchObjectError("table", f"{database}.{name}",
-                                        (f"{database}.{t}" for t in self.list_tables(database)))
+                raise NoSuchObjectError(
+                    "table",
+                    f"{database}.{name}",
+                    (f"{database}.{t}" for t in self.list_tables(database)),
+                )
             tbl_id, tbl_type, location = row
-            columns = tuple(Column(n, t) for n, t in self._execute(
-                "SELECT COLUMN_NAME, TYPE_NAME FROM COLUMNS_V2 WHERE TBL_ID = ? "
-                "ORDER BY INTEGER_IDX", (tbl_id,)))
-            keys = tuple(Column(n, t) for n, t in self._execute(
-                "SELECT PKEY_NAME, PKEY_TYPE FROM PARTITION_KEYS WHERE TBL_ID = ? "
-                "ORDER BY INTEGER_IDX", (tbl_id,)))
-            params = dict(self._execute(
-                "SELECT PARAM_KEY, PARAM_VALUE FROM TABLE_PARAMS WHERE TBL_ID = ?", (tbl_id,)))
+            columns = tuple(
+                Column(n, t)
+                for n, t in self._execute(
+                    "SELECT COLUMN_NAME, TYPE_NAME FROM COLUMNS_V2 WHERE TBL_ID = ? "
+                    "ORDER BY INTEGER_IDX",
+                    (tbl_id,),
+                )
+            )
+            keys = tuple(
+                Column(n, t)
+                for n, t in self._execute(
+                    "SELECT PKEY_NAME, PKEY_TYPE FROM PARTITION_KEYS WHERE TBL_ID = ? "
+                    "ORDER BY INTEGER_IDX",
+                    (tbl_id,),
+                )
+            )
+            params = dict(
+                self._execute(
+                    "SELECT PARAM_KEY, PARAM_VALUE FROM TABLE_PARAMS WHERE TBL_ID = ?", (tbl_id,)
+                )
+            )
             types = {c.name: c.type for c in columns}
-            stats = {name: ColumnStats(nulls, decode_value(lo, types.get(name, ctype)),
-                                       decode_value(hi, types.get(name, ctype)))
-                     for name, ctype, nulls, lo, hi in self._execute(
-                         "SELECT COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, LOW_VALUE, HIGH_VALUE "
-                         "FROM TAB_COL_STATS WHERE TBL_ID = ?", (tbl_id,))}
+            stats = {
+                name: ColumnStats(
+                    nulls,
+                    decode_value(lo, types.get(name, ctype)),
+                    decode_value(hi, types.get(name, ctype)),
+                )
+                for name, ctype, nulls, lo, hi in self._execute(
+                    "SELECT COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, LOW_VALUE, HIGH_VALUE "
+                    "FROM TAB_COL_STATS WHERE TBL_ID = ?",
+                    (tbl_id,),
+                )
+            }
             return Table(database, name, tbl_type, location, columns, keys, params, stats, tbl_id)
 
-    def create_table(self, table: Table, partitions: Sequence[Partition] = (), *,
-                     replace: bool = False, write_id: int | None = None) -> Table:
+    def create_table(
+        self,
+        table: Table,
+        partitions: Sequence[Partition] = (),
+        *,
+        replace: bool = False,
+        write_id: int | None = None,
+    ) -> Table:
         """Create ``table`` with its partitions and statistics in one transaction.
 
         With ``replace``, an existing table of that name is dropped in the same transaction,
@@ -424,63 +510,95 @@ class Metastore:
         """
         now = int(time.time())
         # The one naming rule (names.py): a name that could escape its directory never exists.
-        table = dataclasses.replace(table, database=check_name("database", table.database),
-                                    name=check_name("table", table.name))
+        table = dataclasses.replace(
+            table,
+            database=check_name("database", table.database),
+            name=check_name("table", table.name),
+        )
         with self._transaction():
             db = self.get_database(table.database)
-            existing = self._execute("SELECT TBL_ID FROM TBLS WHERE DB_ID = ? AND TBL_NAME = ?",
-                                     (db.id, table.name)).fetchone()
+            existing = self._execute(
+                "SELECT TBL_ID FROM TBLS WHERE DB_ID = ? AND TBL_NAME = ?", (db.id, table.name)
+            ).fetchone()
             if existing is not None:
                 if not replace:
                     raise AlreadyExistsError(
                         f"table '{table.qualified_name}' already exists (to replace it: "
-                        f"`raptorx table register --replace`, or replace=True)")
+                        f"`raptorx table register --replace`, or replace=True)"
+                    )
                 self._drop_table(self.get_table(table.database, table.name))
             tbl_id = self._insert(
                 "INSERT INTO TBLS (DB_ID, TBL_NAME, TBL_TYPE, LOCATION, CREATE_TIME) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (db.id, table.name, table.table_type, table.location, now), "TBL_ID")
+                (db.id, table.name, table.table_type, table.location, now),
+                "TBL_ID",
+            )
             self._executemany(
                 "INSERT INTO COLUMNS_V2 (TBL_ID, COLUMN_NAME, TYPE_NAME, INTEGER_IDX) "
                 "VALUES (?, ?, ?, ?)",
-                [(tbl_id, c.name, c.type, i) for i, c in enumerate(table.columns)])
+                [(tbl_id, c.name, c.type, i) for i, c in enumerate(table.columns)],
+            )
             self._executemany(
                 "INSERT INTO PARTITION_KEYS (TBL_ID, PKEY_NAME, PKEY_TYPE, INTEGER_IDX) "
                 "VALUES (?, ?, ?, ?)",
-                [(tbl_id, c.name, c.type, i) for i, c in enumerate(table.partition_keys)])
+                [(tbl_id, c.name, c.type, i) for i, c in enumerate(table.partition_keys)],
+            )
             self._executemany(
                 "INSERT INTO TABLE_PARAMS (TBL_ID, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?)",
-                [(tbl_id, k, v) for k, v in table.parameters.items()])
+                [(tbl_id, k, v) for k, v in table.parameters.items()],
+            )
             types = {c.name: c.type for c in table.columns}
             self._executemany(
                 "INSERT INTO TAB_COL_STATS (TBL_ID, COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, "
                 "LOW_VALUE, HIGH_VALUE, LAST_ANALYZED) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(tbl_id, name, types[name], *_encode_stats(s, types[name]), now)
-                 for name, s in table.stats.items()])
+                [
+                    (tbl_id, name, types[name], *_encode_stats(s, types[name]), now)
+                    for name, s in table.stats.items()
+                ],
+            )
             created = dataclasses.replace(table, id=tbl_id)
-            append_event(self, "CREATE_TABLE", db=table.database, table=table.name,
-                         message=table_message(created))
+            append_event(
+                self,
+                "CREATE_TABLE",
+                db=table.database,
+                table=table.name,
+                message=table_message(created),
+            )
             if partitions:
                 self._add_partitions_with_event(created, partitions, now, write_id)
         return self.get_table(table.database, table.name)
 
-    def alter_table_parameters(self, database: str, name: str,
-                               parameters: dict[str, str | None],
-                               write_id: int | None = None) -> Table:
+    def alter_table_parameters(
+        self,
+        database: str,
+        name: str,
+        parameters: dict[str, str | None],
+        write_id: int | None = None,
+    ) -> Table:
         """Set table parameters (``None`` removes a key) in one transaction; an ALTER_TABLE
         event records the keys set. ``write_id``: as for ``add_partitions``."""
         with self._transaction():
             table = self.get_table(database, name)
             txn_id = self._check_write_id(table, write_id)
             for key, value in parameters.items():
-                self._execute("DELETE FROM TABLE_PARAMS WHERE TBL_ID = ? AND PARAM_KEY = ?",
-                              (table.id, key))
+                self._execute(
+                    "DELETE FROM TABLE_PARAMS WHERE TBL_ID = ? AND PARAM_KEY = ?", (table.id, key)
+                )
                 if value is not None:
-                    self._execute("INSERT INTO TABLE_PARAMS (TBL_ID, PARAM_KEY, PARAM_VALUE) "
-                                  "VALUES (?, ?, ?)", (table.id, key, value))
-            append_event(self, "ALTER_TABLE", db=database, table=name, txn_id=txn_id,
-                         write_id=write_id,
-                         message=table_message(table, parameters=dict(parameters)))
+                    self._execute(
+                        "INSERT INTO TABLE_PARAMS (TBL_ID, PARAM_KEY, PARAM_VALUE) "
+                        "VALUES (?, ?, ?)",
+                        (table.id, key, value),
+                    )
+            append_event(
+                self,
+                "ALTER_TABLE",
+                db=database,
+                table=name,
+                txn_id=txn_id,
+                write_id=write_id,
+                message=table_message(table, parameters=dict(parameters)),
+            )
         return self.get_table(database, name)
 
     def drop_table(self, database: str, name: str) -> None:
@@ -490,12 +608,14 @@ class Metastore:
     def _drop_table(self, table: Table) -> None:
         """Inside a write transaction. Write ids are kept on purpose (see schema.py)."""
         self._execute("DELETE FROM TBLS WHERE TBL_ID = ?", (table.id,))
-        append_event(self, "DROP_TABLE", db=table.database, table=table.name,
-                     message=table_message(table))
+        append_event(
+            self, "DROP_TABLE", db=table.database, table=table.name, message=table_message(table)
+        )
 
     # -- partitions -------------------------------------------------------------------
-    def add_partitions(self, table: Table, partitions: Sequence[Partition],
-                       write_id: int | None = None) -> list[Partition]:
+    def add_partitions(
+        self, table: Table, partitions: Sequence[Partition], write_id: int | None = None
+    ) -> list[Partition]:
         """Add partitions to an existing table in one transaction (one ADD_PARTITION event).
 
         ``write_id``: the write id under which a managed table's partitions are written; it
@@ -505,18 +625,23 @@ class Metastore:
         """
         with self._transaction():
             current = self.get_table(table.database, table.name)
-            names = [partition_name(current.partition_keys, p.values) for p in partitions
-                     if len(p.values) == len(current.partition_keys)]
+            names = [
+                partition_name(current.partition_keys, p.values)
+                for p in partitions
+                if len(p.values) == len(current.partition_keys)
+            ]
             clash = [n for n in names if self._part_id(current, n) is not None]
             if clash:
-                raise AlreadyExistsError(f"partition(s) {', '.join(clash)} of "
-                                         f"{current.qualified_name} already exist")
+                raise AlreadyExistsError(
+                    f"partition(s) {', '.join(clash)} of {current.qualified_name} already exist"
+                )
             self._add_partitions_with_event(current, partitions, int(time.time()), write_id)
         wanted = {tuple(p.values) for p in partitions}
         return [p for p in self.list_partitions(current) if p.values in wanted]
 
-    def alter_partition(self, table: Table, partition: Partition,
-                        write_id: int | None = None) -> Partition:
+    def alter_partition(
+        self, table: Table, partition: Partition, write_id: int | None = None
+    ) -> Partition:
         """Replace the location, parameters and statistics of the existing partition with
         ``partition.values`` (one ALTER_PARTITION event); ``write_id`` as for
         ``add_partitions`` (a managed table's append records its write id here)."""
@@ -529,19 +654,32 @@ class Metastore:
             part_id = self._part_id(current, name)
             if part_id is None:
                 raise self._no_such_partition(current, name)
-            self._execute("UPDATE PARTITIONS SET LOCATION = ? WHERE PART_ID = ?",
-                          (partition.location, part_id))
+            self._execute(
+                "UPDATE PARTITIONS SET LOCATION = ? WHERE PART_ID = ?",
+                (partition.location, part_id),
+            )
             self._execute("DELETE FROM PARTITION_PARAMS WHERE PART_ID = ?", (part_id,))
             self._execute("DELETE FROM PART_COL_STATS WHERE PART_ID = ?", (part_id,))
             self._insert_partition_details(current, part_id, partition, now, write_id)
-            append_event(self, "ALTER_PARTITION", db=current.database, table=current.name,
-                         txn_id=txn_id, write_id=write_id,
-                         message=table_message(current, partitions=[partition_message(
-                             part_id, partition.values, partition.location, write_id)]))
+            append_event(
+                self,
+                "ALTER_PARTITION",
+                db=current.database,
+                table=current.name,
+                txn_id=txn_id,
+                write_id=write_id,
+                message=table_message(
+                    current,
+                    partitions=[
+                        partition_message(part_id, partition.values, partition.location, write_id)
+                    ],
+                ),
+            )
         return next(p for p in self.list_partitions(current) if p.id == part_id)
 
-    def drop_partitions(self, table: Table, values: Sequence[Sequence[str | None]],
-                        write_id: int | None = None) -> None:
+    def drop_partitions(
+        self, table: Table, values: Sequence[Sequence[str | None]], write_id: int | None = None
+    ) -> None:
         """Drop the partitions with these values in one transaction (one DROP_PARTITION
         event); a missing one is an error and drops nothing."""
         with self._transaction():
@@ -551,35 +689,52 @@ class Metastore:
             for vals in values:
                 self._check_values(current, Partition(tuple(vals), ""))
                 name = partition_name(current.partition_keys, vals)
-                row = self._execute("SELECT PART_ID, LOCATION FROM PARTITIONS "
-                                    "WHERE TBL_ID = ? AND PART_NAME = ?",
-                                    (current.id, name)).fetchone()
+                row = self._execute(
+                    "SELECT PART_ID, LOCATION FROM PARTITIONS WHERE TBL_ID = ? AND PART_NAME = ?",
+                    (current.id, name),
+                ).fetchone()
                 if row is None:
                     raise self._no_such_partition(current, name)
                 self._execute("DELETE FROM PARTITIONS WHERE PART_ID = ?", (row[0],))
                 dropped.append(partition_message(row[0], vals, row[1]))
             if dropped:
-                append_event(self, "DROP_PARTITION", db=current.database, table=current.name,
-                             txn_id=txn_id, write_id=write_id,
-                             message=table_message(current, partitions=dropped))
+                append_event(
+                    self,
+                    "DROP_PARTITION",
+                    db=current.database,
+                    table=current.name,
+                    txn_id=txn_id,
+                    write_id=write_id,
+                    message=table_message(current, partitions=dropped),
+                )
 
     def _part_id(self, table: Table, name: str) -> int | None:
-        row = self._execute("SELECT PART_ID FROM PARTITIONS WHERE TBL_ID = ? AND PART_NAME = ?",
-                            (table.id, name)).fetchone()
+        row = self._execute(
+            "SELECT PART_ID FROM PARTITIONS WHERE TBL_ID = ? AND PART_NAME = ?", (table.id, name)
+        ).fetchone()
         return None if row is None else row[0]
 
     def _no_such_partition(self, table: Table, name: str) -> NoSuchObjectError:
-        return NoSuchObjectError("partition", f"{table.qualified_name}/{name}", (
-            f"{table.qualified_name}/{n}" for (n,) in self._execute(
-                "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (table.id,))))
+        return NoSuchObjectError(
+            "partition",
+            f"{table.qualified_name}/{name}",
+            (
+                f"{table.qualified_name}/{n}"
+                for (n,) in self._execute(
+                    "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (table.id,)
+                )
+            ),
+        )
 
     def _check_write_id(self, table: Table, write_id: int | None) -> int | None:
         """The open transaction owning ``write_id`` of ``table`` (None without a write id)."""
         if write_id is None:
             return None
         if table.table_type == EXTERNAL_TABLE:
-            raise MetastoreError(f"{table.qualified_name} is an EXTERNAL table: it has no "
-                                 f"write ids (got write id {write_id})")
+            raise MetastoreError(
+                f"{table.qualified_name} is an EXTERNAL table: it has no "
+                f"write ids (got write id {write_id})"
+            )
         return transactions.txn_of_write_id(self, table.database, table.name, write_id)
 
     @staticmethod
@@ -587,18 +742,32 @@ class Metastore:
         if len(p.values) != len(table.partition_keys):
             raise MetastoreError(
                 f"partition {p.values} of {table.qualified_name} has {len(p.values)} values "
-                f"for {len(table.partition_keys)} partition keys")
+                f"for {len(table.partition_keys)} partition keys"
+            )
 
-    def _add_partitions_with_event(self, table: Table, partitions: Sequence[Partition],
-                                   now: int, write_id: int | None) -> None:
+    def _add_partitions_with_event(
+        self, table: Table, partitions: Sequence[Partition], now: int, write_id: int | None
+    ) -> None:
         txn_id = self._check_write_id(table, write_id)
         added = self._add_partitions(table.id, table, partitions, now, write_id)
-        append_event(self, "ADD_PARTITION", db=table.database, table=table.name,
-                     txn_id=txn_id, write_id=write_id,
-                     message=table_message(table, partitions=added))
+        append_event(
+            self,
+            "ADD_PARTITION",
+            db=table.database,
+            table=table.name,
+            txn_id=txn_id,
+            write_id=write_id,
+            message=table_message(table, partitions=added),
+        )
 
-    def _add_partitions(self, tbl_id: int, table: Table, partitions: Sequence[Partition],
-                        now: int, write_id: int | None = None) -> list[dict]:
+    def _add_partitions(
+        self,
+        tbl_id: int,
+        table: Table,
+        partitions: Sequence[Partition],
+        now: int,
+        write_id: int | None = None,
+    ) -> list[dict]:
         """Insert the partitions; returns their event messages."""
         added = []
         for p in partitions:
@@ -607,16 +776,20 @@ class Metastore:
                 "INSERT INTO PARTITIONS (TBL_ID, PART_NAME, LOCATION, CREATE_TIME) "
                 "VALUES (?, ?, ?, ?)",
                 (tbl_id, partition_name(table.partition_keys, p.values), p.location, now),
-                "PART_ID")
+                "PART_ID",
+            )
             self._executemany(
                 "INSERT INTO PARTITION_KEY_VALS (PART_ID, PART_KEY_VAL, INTEGER_IDX) "
-                "VALUES (?, ?, ?)", [(part_id, v, i) for i, v in enumerate(p.values)])
+                "VALUES (?, ?, ?)",
+                [(part_id, v, i) for i, v in enumerate(p.values)],
+            )
             self._insert_partition_details(table, part_id, p, now, write_id)
             added.append(partition_message(part_id, p.values, p.location, write_id))
         return added
 
-    def _insert_partition_details(self, table: Table, part_id: int, p: Partition, now: int,
-                                  write_id: int | None) -> None:
+    def _insert_partition_details(
+        self, table: Table, part_id: int, p: Partition, now: int, write_id: int | None
+    ) -> None:
         """Parameters (plus ``writeId``) and statistics of one partition."""
         types = {c.name: c.type for c in table.columns}
         params = dict(p.parameters)
@@ -624,12 +797,16 @@ class Metastore:
             params[WRITE_ID_PARAM] = str(write_id)
         self._executemany(
             "INSERT INTO PARTITION_PARAMS (PART_ID, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?)",
-            [(part_id, k, v) for k, v in params.items()])
+            [(part_id, k, v) for k, v in params.items()],
+        )
         self._executemany(
             "INSERT INTO PART_COL_STATS (PART_ID, COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, "
             "LOW_VALUE, HIGH_VALUE, LAST_ANALYZED) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(part_id, name, types[name], *_encode_stats(s, types[name]), now)
-             for name, s in p.stats.items()])
+            [
+                (part_id, name, types[name], *_encode_stats(s, types[name]), now)
+                for name, s in p.stats.items()
+            ],
+        )
 
     def list_partitions(self, table: Table, snapshot=None) -> list[Partition]:
         """Every partition of ``table`` with parameters and statistics (four queries).
@@ -639,65 +816,103 @@ class Metastore:
         checks that ``table`` is the table the snapshot was taken of (same id)."""
         check_snapshot_table(table, snapshot)
         with self._lock:
-            parts = {pid: loc for pid, loc in self._execute(
-                "SELECT PART_ID, LOCATION FROM PARTITIONS WHERE TBL_ID = ? ORDER BY PART_NAME",
-                (table.id,))}
+            parts = {
+                pid: loc
+                for pid, loc in self._execute(
+                    "SELECT PART_ID, LOCATION FROM PARTITIONS WHERE TBL_ID = ? ORDER BY PART_NAME",
+                    (table.id,),
+                )
+            }
             values: dict[int, list] = defaultdict(list)
             for pid, val, _ in self._execute(
-                    "SELECT v.PART_ID, v.PART_KEY_VAL, v.INTEGER_IDX FROM PARTITION_KEY_VALS v "
-                    "JOIN PARTITIONS p ON p.PART_ID = v.PART_ID WHERE p.TBL_ID = ? "
-                    "ORDER BY v.PART_ID, v.INTEGER_IDX", (table.id,)):
+                "SELECT v.PART_ID, v.PART_KEY_VAL, v.INTEGER_IDX FROM PARTITION_KEY_VALS v "
+                "JOIN PARTITIONS p ON p.PART_ID = v.PART_ID WHERE p.TBL_ID = ? "
+                "ORDER BY v.PART_ID, v.INTEGER_IDX",
+                (table.id,),
+            ):
                 values[pid].append(val)
             params: dict[int, dict] = defaultdict(dict)
             for pid, k, v in self._execute(
-                    "SELECT a.PART_ID, a.PARAM_KEY, a.PARAM_VALUE FROM PARTITION_PARAMS a "
-                    "JOIN PARTITIONS p ON p.PART_ID = a.PART_ID WHERE p.TBL_ID = ?", (table.id,)):
+                "SELECT a.PART_ID, a.PARAM_KEY, a.PARAM_VALUE FROM PARTITION_PARAMS a "
+                "JOIN PARTITIONS p ON p.PART_ID = a.PART_ID WHERE p.TBL_ID = ?",
+                (table.id,),
+            ):
                 params[pid][k] = v
             stats: dict[int, dict] = defaultdict(dict)
             for pid, name, ctype, nulls, lo, hi in self._execute(
-                    "SELECT s.PART_ID, s.COLUMN_NAME, s.COLUMN_TYPE, s.NUM_NULLS, s.LOW_VALUE, "
-                    "s.HIGH_VALUE FROM PART_COL_STATS s JOIN PARTITIONS p "
-                    "ON p.PART_ID = s.PART_ID WHERE p.TBL_ID = ?", (table.id,)):
-                stats[pid][name] = ColumnStats(nulls, decode_value(lo, ctype),
-                                               decode_value(hi, ctype))
-            return [Partition(tuple(values[pid]), loc, params[pid], stats[pid], pid)
-                    for pid, loc in parts.items()]
+                "SELECT s.PART_ID, s.COLUMN_NAME, s.COLUMN_TYPE, s.NUM_NULLS, s.LOW_VALUE, "
+                "s.HIGH_VALUE FROM PART_COL_STATS s JOIN PARTITIONS p "
+                "ON p.PART_ID = s.PART_ID WHERE p.TBL_ID = ?",
+                (table.id,),
+            ):
+                stats[pid][name] = ColumnStats(
+                    nulls, decode_value(lo, ctype), decode_value(hi, ctype)
+                )
+            return [
+                Partition(tuple(values[pid]), loc, params[pid], stats[pid], pid)
+                for pid, loc in parts.items()
+            ]
 
-    def set_partition_parameters(self, table: Table, values: Sequence[str | None],
-                                 params: dict[str, str | None]) -> None:
+    def set_partition_parameters(
+        self, table: Table, values: Sequence[str | None], params: dict[str, str | None]
+    ) -> None:
         """Set the parameters ``params`` of one partition of ``table`` in one transaction; a
         ``None`` value deletes that key (e.g. ``{"sealed": "true"}`` / ``{"sealed": None}``).
         Raises NoSuchObjectError naming the partition and listing the existing ones."""
         if len(values) != len(table.partition_keys):
             raise MetastoreError(
                 f"partition {tuple(values)} of {table.qualified_name} has {len(values)} values "
-                f"for {len(table.partition_keys)} partition keys")
+                f"for {len(table.partition_keys)} partition keys"
+            )
         name = partition_name(table.partition_keys, values)
         with self._transaction():
-            row = self._execute("SELECT PART_ID FROM PARTITIONS WHERE TBL_ID = ? AND PART_NAME = ?",
-                                (table.id, name)).fetchone()
+            row = self._execute(
+                "SELECT PART_ID FROM PARTITIONS WHERE TBL_ID = ? AND PART_NAME = ?",
+                (table.id, name),
+            ).fetchone()
             if row is None:
-                raise NoSuchObjectError("partition", f"{table.qualified_name}/{name}", (
-                    f"{table.qualified_name}/{n}" for (n,) in self._execute(
-                        "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (table.id,))))
+                raise NoSuchObjectError(
+                    "partition",
+                    f"{table.qualified_name}/{name}",
+                    (
+                        f"{table.qualified_name}/{n}"
+                        for (n,) in self._execute(
+                            "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (table.id,)
+                        )
+                    ),
+                )
             for key, value in params.items():
                 if value is None:
-                    self._execute("DELETE FROM PARTITION_PARAMS "
-                                  "WHERE PART_ID = ? AND PARAM_KEY = ?", (row[0], key))
+                    self._execute(
+                        "DELETE FROM PARTITION_PARAMS WHERE PART_ID = ? AND PARAM_KEY = ?",
+                        (row[0], key),
+                    )
                 else:  # upsert: SQLite >= 3.24 and PostgreSQL alike
                     self._execute(
                         "INSERT INTO PARTITION_PARAMS (PART_ID, PARAM_KEY, PARAM_VALUE) "
                         "VALUES (?, ?, ?) ON CONFLICT (PART_ID, PARAM_KEY) "
-                        "DO UPDATE SET PARAM_VALUE = excluded.PARAM_VALUE", (row[0], key, value))
-            append_event(self, "ALTER_PARTITION", db=table.database, table=table.name,
-                         message=table_message(table, parameters=dict(params), partitions=[
-                             partition_message(row[0], values, None)]))
+                        "DO UPDATE SET PARAM_VALUE = excluded.PARAM_VALUE",
+                        (row[0], key, value),
+                    )
+            append_event(
+                self,
+                "ALTER_PARTITION",
+                db=table.database,
+                table=table.name,
+                message=table_message(
+                    table,
+                    parameters=dict(params),
+                    partitions=[partition_message(row[0], values, None)],
+                ),
+            )
 
 
 def _encode_stats(s: ColumnStats, hive_type: str) -> tuple:
-    return (s.num_nulls,
-            None if s.low is None else encode_value(s.low, hive_type),
-            None if s.high is None else encode_value(s.high, hive_type))
+    return (
+        s.num_nulls,
+        None if s.low is None else encode_value(s.low, hive_type),
+        None if s.high is None else encode_value(s.high, hive_type),
+    )
 
 
 def partition_name(keys: Sequence[Column], values: Sequence[str | None]) -> str:

@@ -126,14 +126,21 @@ def expire_timed_out(ms) -> list[int]:
         "SELECT t.TXN_ID, t.TXN_LAST_HEARTBEAT, COALESCE(o.TT_TIMEOUT_MS, ?) FROM TXNS t "
         "LEFT JOIN TXN_TIMEOUTS o ON o.TT_TXNID = t.TXN_ID WHERE t.TXN_STATE = ? "
         "AND t.TXN_LAST_HEARTBEAT + COALESCE(o.TT_TIMEOUT_MS, ?) < ? ORDER BY t.TXN_ID",
-        (default_ms, OPEN, default_ms, now)).fetchall()
+        (default_ms, OPEN, default_ms, now),
+    ).fetchall()
     who = f"{default_user() or '?'}@{default_host()} (pid {os.getpid()})"
     for txn_id, last, timeout in expired:
-        _abort(ms, txn_id, f"expired by {who}: no heartbeat for {(now - last) / 1000:g}s, "
-                           f"more than its own timeout of {timeout / 1000:g}s "
-                           f"(the hive.txn.timeout of the client that opened it)")
-    ms._execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID IS NULL AND HL_LAST_HEARTBEAT < ?",
-                (now - default_ms,))
+        _abort(
+            ms,
+            txn_id,
+            f"expired by {who}: no heartbeat for {(now - last) / 1000:g}s, "
+            f"more than its own timeout of {timeout / 1000:g}s "
+            f"(the hive.txn.timeout of the client that opened it)",
+        )
+    ms._execute(
+        "DELETE FROM HIVE_LOCKS WHERE HL_TXNID IS NULL AND HL_LAST_HEARTBEAT < ?",
+        (now - default_ms,),
+    )
     return [r[0] for r in expired]
 
 
@@ -141,14 +148,23 @@ def _abort(ms, txn_id: int, reason: str) -> None:
     write_ids = _write_ids_of(ms, txn_id)
     ms._execute("UPDATE TXNS SET TXN_STATE = ? WHERE TXN_ID = ?", (ABORTED, txn_id))
     ms._execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", (txn_id,))
-    append_event(ms, "ABORT_TXN", txn_id=txn_id,
-                 message={"txnId": txn_id, "writeIds": write_ids, "reason": reason})
+    append_event(
+        ms,
+        "ABORT_TXN",
+        txn_id=txn_id,
+        message={"txnId": txn_id, "writeIds": write_ids, "reason": reason},
+    )
 
 
 def _write_ids_of(ms, txn_id: int) -> list[dict]:
-    return [{"db": db, "table": tbl, "writeId": wid} for db, tbl, wid in ms._execute(
-        "SELECT T2W_DATABASE, T2W_TABLE, T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_TXNID = ? "
-        "ORDER BY T2W_DATABASE, T2W_TABLE", (txn_id,)).fetchall()]
+    return [
+        {"db": db, "table": tbl, "writeId": wid}
+        for db, tbl, wid in ms._execute(
+            "SELECT T2W_DATABASE, T2W_TABLE, T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_TXNID = ? "
+            "ORDER BY T2W_DATABASE, T2W_TABLE",
+            (txn_id,),
+        ).fetchall()
+    ]
 
 
 def _state(ms, txn_id: int) -> str | None:
@@ -181,8 +197,11 @@ def require_open(ms, txn_id: int, action: str) -> TxnError | None:
 
 def abort_reason(ms, txn_id: int) -> str | None:
     """Why ``txn_id`` was aborted, as its ABORT_TXN event recorded it."""
-    row = ms._execute("SELECT MESSAGE FROM NOTIFICATION_LOG WHERE EVENT_TYPE = 'ABORT_TXN' "
-                      "AND TXN_ID = ? ORDER BY EVENT_ID DESC LIMIT 1", (txn_id,)).fetchone()
+    row = ms._execute(
+        "SELECT MESSAGE FROM NOTIFICATION_LOG WHERE EVENT_TYPE = 'ABORT_TXN' "
+        "AND TXN_ID = ? ORDER BY EVENT_ID DESC LIMIT 1",
+        (txn_id,),
+    ).fetchone()
     try:
         return json.loads(row[0]).get("reason") if row else None
     except ValueError:
@@ -190,8 +209,9 @@ def abort_reason(ms, txn_id: int) -> str | None:
 
 
 # -- the transaction lifecycle ---------------------------------------------------------------
-def open_transaction(ms, user: str | None = None, host: str | None = None,
-                     agent_info: str | None = None) -> int:
+def open_transaction(
+    ms, user: str | None = None, host: str | None = None, agent_info: str | None = None
+) -> int:
     user = default_user() if user is None else user
     host = default_host() if host is None else host
     with ms._transaction():
@@ -200,11 +220,16 @@ def open_transaction(ms, user: str | None = None, host: str | None = None,
         txn_id = ms._insert(
             "INSERT INTO TXNS (TXN_STATE, TXN_STARTED, TXN_LAST_HEARTBEAT, TXN_USER, TXN_HOST, "
             "TXN_AGENT_INFO) VALUES (?, ?, ?, ?, ?, ?)",
-            (OPEN, now, now, user, host, agent_info), "TXN_ID")
-        ms._execute("INSERT INTO TXN_TIMEOUTS (TT_TXNID, TT_TIMEOUT_MS) VALUES (?, ?)",
-                    (txn_id, int(ms.txn_timeout * 1000)))
-        append_event(ms, "OPEN_TXN", txn_id=txn_id,
-                     message={"txnId": txn_id, "user": user, "host": host})
+            (OPEN, now, now, user, host, agent_info),
+            "TXN_ID",
+        )
+        ms._execute(
+            "INSERT INTO TXN_TIMEOUTS (TT_TXNID, TT_TIMEOUT_MS) VALUES (?, ?)",
+            (txn_id, int(ms.txn_timeout * 1000)),
+        )
+        append_event(
+            ms, "OPEN_TXN", txn_id=txn_id, message={"txnId": txn_id, "user": user, "host": host}
+        )
     return txn_id
 
 
@@ -217,8 +242,9 @@ def commit_transaction(ms, txn_id: int) -> None:
             write_ids = _write_ids_of(ms, txn_id)
             ms._execute("UPDATE TXNS SET TXN_STATE = ? WHERE TXN_ID = ?", (COMMITTED, txn_id))
             ms._execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", (txn_id,))
-            append_event(ms, "COMMIT_TXN", txn_id=txn_id,
-                         message={"txnId": txn_id, "writeIds": write_ids})
+            append_event(
+                ms, "COMMIT_TXN", txn_id=txn_id, message={"txnId": txn_id, "writeIds": write_ids}
+            )
     if error is not None:
         raise error
 
@@ -253,17 +279,23 @@ def heartbeat(ms, txn_id: int | None = None, lock_id: int | None = None) -> None
         if txn_id is not None:
             error = require_open(ms, txn_id, "heartbeat")
             if error is None:
-                ms._execute("UPDATE TXNS SET TXN_LAST_HEARTBEAT = ? WHERE TXN_ID = ?",
-                            (now, txn_id))
-                ms._execute("UPDATE HIVE_LOCKS SET HL_LAST_HEARTBEAT = ? WHERE HL_TXNID = ?",
-                            (now, txn_id))
+                ms._execute(
+                    "UPDATE TXNS SET TXN_LAST_HEARTBEAT = ? WHERE TXN_ID = ?", (now, txn_id)
+                )
+                ms._execute(
+                    "UPDATE HIVE_LOCKS SET HL_LAST_HEARTBEAT = ? WHERE HL_TXNID = ?", (now, txn_id)
+                )
         if lock_id is not None and error is None:
             found = ms._execute(
                 "UPDATE HIVE_LOCKS SET HL_LAST_HEARTBEAT = ? WHERE HL_LOCK_EXT_ID = ? "
-                "RETURNING HL_LOCK_INT_ID", (now, lock_id)).fetchall()
+                "RETURNING HL_LOCK_INT_ID",
+                (now, lock_id),
+            ).fetchall()
             if not found:
-                error = NoSuchLockError(f"lock {lock_id} does not exist (released, or expired "
-                                        f"after no heartbeat for {ms.txn_timeout:g}s)")
+                error = NoSuchLockError(
+                    f"lock {lock_id} does not exist (released, or expired "
+                    f"after no heartbeat for {ms.txn_timeout:g}s)"
+                )
     if error is not None:
         raise error
 
@@ -273,7 +305,9 @@ def get_transaction(ms, txn_id: int) -> TxnInfo:
         row = ms._execute(
             "SELECT TXN_ID, TXN_STATE, TXN_STARTED, TXN_LAST_HEARTBEAT, TXN_USER, TXN_HOST, "
             "TXN_AGENT_INFO, o.TT_TIMEOUT_MS FROM TXNS LEFT JOIN TXN_TIMEOUTS o "
-            "ON o.TT_TXNID = TXN_ID WHERE TXN_ID = ?", (txn_id,)).fetchone()
+            "ON o.TT_TXNID = TXN_ID WHERE TXN_ID = ?",
+            (txn_id,),
+        ).fetchone()
     if row is None:
         raise NoSuchTxnError(f"{txn_label(txn_id)} does not exist")
     return TxnInfo(row[0], _STATE_NAMES[row[1]], *row[2:])
@@ -294,27 +328,43 @@ def allocate_write_id(ms, txn_id: int, database: str, table: str) -> int:
 def _allocate(ms, txn_id: int, database: str, table: str) -> int:
     row = ms._execute(
         "SELECT t.TBL_ID, t.TBL_TYPE FROM TBLS t JOIN DBS d ON d.DB_ID = t.DB_ID "
-        "WHERE d.NAME = ? AND t.TBL_NAME = ?", (database, table)).fetchone()
+        "WHERE d.NAME = ? AND t.TBL_NAME = ?",
+        (database, table),
+    ).fetchone()
     if row is None:
         ms.get_table(database, table)  # raises NoSuchObjectError naming what exists
     tbl_id, tbl_type = row
     if tbl_type == EXTERNAL_TABLE:
-        raise MetastoreError(f"{database}.{table} is an EXTERNAL table: write ids exist for "
-                             f"managed tables only")
+        raise MetastoreError(
+            f"{database}.{table} is an EXTERNAL table: write ids exist for managed tables only"
+        )
     row = ms._execute(
         "SELECT T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_TXNID = ? AND T2W_DATABASE = ? "
-        "AND T2W_TABLE = ?", (txn_id, database, table)).fetchone()
+        "AND T2W_TABLE = ?",
+        (txn_id, database, table),
+    ).fetchone()
     if row is not None:
         return row[0]
     (write_id,) = ms._execute(
         "INSERT INTO NEXT_WRITE_ID (NWI_DATABASE, NWI_TABLE, NWI_NEXT) VALUES (?, ?, 2) "
         "ON CONFLICT (NWI_DATABASE, NWI_TABLE) DO UPDATE SET NWI_NEXT = NEXT_WRITE_ID.NWI_NEXT + 1 "
-        "RETURNING NWI_NEXT - 1", (database, table)).fetchone()
-    ms._execute("INSERT INTO TXN_TO_WRITE_ID (T2W_TXNID, T2W_DATABASE, T2W_TABLE, T2W_WRITEID) "
-                "VALUES (?, ?, ?, ?)", (txn_id, database, table, write_id))
-    append_event(ms, "ALLOC_WRITE_ID", db=database, table=table, txn_id=txn_id,
-                 write_id=write_id,
-                 message={"txnId": txn_id, "writeId": write_id, "tableId": tbl_id})
+        "RETURNING NWI_NEXT - 1",
+        (database, table),
+    ).fetchone()
+    ms._execute(
+        "INSERT INTO TXN_TO_WRITE_ID (T2W_TXNID, T2W_DATABASE, T2W_TABLE, T2W_WRITEID) "
+        "VALUES (?, ?, ?, ?)",
+        (txn_id, database, table, write_id),
+    )
+    append_event(
+        ms,
+        "ALLOC_WRITE_ID",
+        db=database,
+        table=table,
+        txn_id=txn_id,
+        write_id=write_id,
+        message={"txnId": txn_id, "writeId": write_id, "tableId": tbl_id},
+    )
     return write_id
 
 
@@ -325,7 +375,9 @@ def txn_of_write_id(ms, database: str, table: str, write_id: int) -> int:
     row = ms._execute(
         "SELECT w.T2W_TXNID, x.TXN_STATE FROM TXN_TO_WRITE_ID w JOIN TXNS x "
         "ON x.TXN_ID = w.T2W_TXNID WHERE w.T2W_DATABASE = ? AND w.T2W_TABLE = ? "
-        "AND w.T2W_WRITEID = ?", (database, table, write_id)).fetchone()
+        "AND w.T2W_WRITEID = ?",
+        (database, table, write_id),
+    ).fetchone()
     if row is None:
         raise TxnError(f"write id {write_id} was never allocated for {database}.{table}")
     if row[1] != OPEN:
@@ -334,8 +386,9 @@ def txn_of_write_id(ms, database: str, table: str, write_id: int) -> int:
 
 
 # -- snapshots ---------------------------------------------------------------------------
-def get_table_snapshots(ms, names: Iterable[str],
-                        txn_id: int | None = None) -> dict[str, TableSnapshot]:
+def get_table_snapshots(
+    ms, names: Iterable[str], txn_id: int | None = None
+) -> dict[str, TableSnapshot]:
     """Id, type and ValidWriteIdList of each ``db.table`` in ``names``, in one round trip.
 
     With ``txn_id``, that transaction's own write ids count as committed (read your own
@@ -349,19 +402,22 @@ def get_table_snapshots(ms, names: Iterable[str],
     params: list = [txn_id if txn_id is not None else -1]
     for db, tbl in wanted.values():
         params += [db, tbl]
-    sql = ("SELECT d.NAME, t.TBL_NAME, t.TBL_ID, t.TBL_TYPE, n.NWI_NEXT, e.T2W_WRITEID, "
-           "e.TXN_STATE FROM TBLS t JOIN DBS d ON d.DB_ID = t.DB_ID "
-           "LEFT JOIN NEXT_WRITE_ID n ON n.NWI_DATABASE = d.NAME AND n.NWI_TABLE = t.TBL_NAME "
-           "LEFT JOIN (SELECT w.T2W_DATABASE, w.T2W_TABLE, w.T2W_WRITEID, x.TXN_STATE "
-           "FROM TXN_TO_WRITE_ID w JOIN TXNS x ON x.TXN_ID = w.T2W_TXNID "
-           "WHERE x.TXN_STATE <> 'c' AND x.TXN_ID <> ?) e "
-           "ON e.T2W_DATABASE = d.NAME AND e.T2W_TABLE = t.TBL_NAME "
-           f"WHERE {where}")
+    sql = (
+        "SELECT d.NAME, t.TBL_NAME, t.TBL_ID, t.TBL_TYPE, n.NWI_NEXT, e.T2W_WRITEID, "
+        "e.TXN_STATE FROM TBLS t JOIN DBS d ON d.DB_ID = t.DB_ID "
+        "LEFT JOIN NEXT_WRITE_ID n ON n.NWI_DATABASE = d.NAME AND n.NWI_TABLE = t.TBL_NAME "
+        "LEFT JOIN (SELECT w.T2W_DATABASE, w.T2W_TABLE, w.T2W_WRITEID, x.TXN_STATE "
+        "FROM TXN_TO_WRITE_ID w JOIN TXNS x ON x.TXN_ID = w.T2W_TXNID "
+        "WHERE x.TXN_STATE <> 'c' AND x.TXN_ID <> ?) e "
+        "ON e.T2W_DATABASE = d.NAME AND e.T2W_TABLE = t.TBL_NAME "
+        f"WHERE {where}"
+    )
     with ms._lock:
         rows = ms._execute(sql, params).fetchall()
     found: dict[tuple[str, str], tuple[int, str, int]] = {}
     exceptions: dict[tuple[str, str], dict[str, set[int]]] = defaultdict(
-        lambda: {OPEN: set(), ABORTED: set()})
+        lambda: {OPEN: set(), ABORTED: set()}
+    )
     for db, tbl, tbl_id, tbl_type, next_wid, wid, state in rows:
         found[(db, tbl)] = (tbl_id, tbl_type, (next_wid or 1) - 1)
         if wid is not None:

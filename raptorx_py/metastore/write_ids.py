@@ -65,8 +65,9 @@ class ValidWriteIdList:
         if self.high_watermark < 0:
             raise ValueError(f"{self._label()}: negative high-water mark {self.high_watermark}")
         if opened & aborted:
-            raise ValueError(f"{self._label()}: write ids {sorted(opened & aborted)} are both "
-                             f"open and aborted")
+            raise ValueError(
+                f"{self._label()}: write ids {sorted(opened & aborted)} are both open and aborted"
+            )
         bad = sorted(w for w in opened | aborted if not 1 <= w <= self.high_watermark)
         if bad:
             raise ValueError(f"{self._label()}: exceptions {bad} outside 1..{self.high_watermark}")
@@ -88,8 +89,11 @@ class ValidWriteIdList:
     def is_visible(self, write_id: int) -> bool:
         """Whether data written under ``write_id`` is committed in this snapshot
         (Hive's ``isWriteIdValid``)."""
-        return write_id <= self.high_watermark and write_id not in self.open_write_ids \
+        return (
+            write_id <= self.high_watermark
+            and write_id not in self.open_write_ids
             and write_id not in self.aborted_write_ids
+        )
 
     def is_aborted(self, write_id: int) -> bool:
         return write_id in self.aborted_write_ids
@@ -104,7 +108,7 @@ class ValidWriteIdList:
         return self.high_watermark - len(self.open_write_ids) - len(self.aborted_write_ids)
 
     # -- freshness -------------------------------------------------------------------------
-    def compare(self, other: "ValidWriteIdList") -> int:
+    def compare(self, other: ValidWriteIdList) -> int:
         """0 when both snapshots commit the same write ids; 1 when ``self`` is more recent
         (the smallest write id on which they disagree is committed in ``self``); -1 when
         ``other`` is. Raises ``ValueError`` for snapshots of two different tables."""
@@ -114,12 +118,12 @@ class ValidWriteIdList:
             return 0
         return 1 if self.is_visible(first) else -1
 
-    def is_fresh_for(self, requested: "ValidWriteIdList") -> bool:
+    def is_fresh_for(self, requested: ValidWriteIdList) -> bool:
         """Whether an entry cached under this snapshot may serve a read made under
         ``requested``: no transaction committed between the two (``compare == 0``)."""
         return self.compare(requested) == 0
 
-    def _check_same_table(self, other: "ValidWriteIdList") -> None:
+    def _check_same_table(self, other: ValidWriteIdList) -> None:
         mine, theirs = self.table_name, other.table_name
         if mine is not None and theirs is not None and mine.lower() != theirs.lower():
             raise ValueError(f"cannot compare the write ids of {mine} with those of {theirs}")
@@ -128,28 +132,40 @@ class ValidWriteIdList:
     def to_string(self) -> str:
         """Hive's serialised form ``<table>:<hwm>:<minOpen>:<open>:<aborted>``."""
         min_open = NO_OPEN_WRITE_ID if self.min_open_write_id is None else self.min_open_write_id
-        return ":".join((self.table_name if self.table_name is not None else "null",
-                         str(self.high_watermark), str(min_open),
-                         _ids(self.open_write_ids), _ids(self.aborted_write_ids)))
+        return ":".join(
+            (
+                self.table_name if self.table_name is not None else "null",
+                str(self.high_watermark),
+                str(min_open),
+                _ids(self.open_write_ids),
+                _ids(self.aborted_write_ids),
+            )
+        )
 
     __str__ = to_string
 
     @classmethod
-    def from_string(cls, text: str) -> "ValidWriteIdList":
+    def from_string(cls, text: str) -> ValidWriteIdList:
         """Parse Hive's serialised form. Like Hive's ``readFromString``, trailing empty
         fields may be missing (``db.t:5:9223372036854775807`` has no exceptions)."""
         parts = text.split(":")
         if not 3 <= len(parts) <= 5:
-            raise ValueError(f"not a ValidWriteIdList: '{text}' (expected "
-                             f"<db.table>:<hwm>:<minOpenWriteId>:<open ids>:<aborted ids>)")
+            raise ValueError(
+                f"not a ValidWriteIdList: '{text}' (expected "
+                f"<db.table>:<hwm>:<minOpenWriteId>:<open ids>:<aborted ids>)"
+            )
         name, hwm, min_open, *rest = parts
         opened = rest[0] if rest else ""
         aborted = rest[1] if len(rest) > 1 else ""
         try:
             min_open_id = int(min_open)
-            return cls(None if name.lower() == "null" else name, int(hwm),
-                       _parse_ids(opened), _parse_ids(aborted),
-                       None if min_open_id == NO_OPEN_WRITE_ID else min_open_id)
+            return cls(
+                None if name.lower() == "null" else name,
+                int(hwm),
+                _parse_ids(opened),
+                _parse_ids(aborted),
+                None if min_open_id == NO_OPEN_WRITE_ID else min_open_id,
+            )
         except ValueError as e:
             raise ValueError(f"not a ValidWriteIdList: '{text}': {e}") from e
 
@@ -158,7 +174,7 @@ class ValidWriteIdList:
         return f"[{self.high_watermark}:{_ids(self.exceptions)}]"
 
     @classmethod
-    def from_short_form(cls, text: str, table_name: str | None = None) -> "ValidWriteIdList":
+    def from_short_form(cls, text: str, table_name: str | None = None) -> ValidWriteIdList:
         """Parse ``[hwm:exceptions]``; every exception is taken as open (see the module
         docstring)."""
         body = text.strip()

@@ -51,8 +51,9 @@ def parse_executors(text: str | None) -> tuple[Executor, ...]:
             continue
         host, sep, ident = item.rpartition("/")
         if not sep or not host or not ident:
-            raise ValueError(f"bad executor '{item}' in option {EXECUTORS_OPTION}: "
-                             f"expected host/id")
+            raise ValueError(
+                f"bad executor '{item}' in option {EXECUTORS_OPTION}: expected host/id"
+            )
         out.append(Executor(host, ident))
     return tuple(sorted(set(out)))
 
@@ -90,4 +91,3 @@ def assignment(paths: Iterable[str], executors: Sequence[Executor]) -> dict[str,
         if e is not None:
             out[p] = e
     return out
-

@@ -121,8 +121,9 @@ def acid_state(dir_names: Iterable[str], snapshot: ValidWriteIdList) -> AcidStat
     floor = base.write_id if base is not None else 0
     deltas: list[AcidDir] = []
     # Widest first among equal starts, so a delta inside a wider one is seen after it.
-    for d in sorted((d for d in parsed if not d.is_base),
-                    key=lambda d: (d.min_write_id, -d.max_write_id)):
+    for d in sorted(
+        (d for d in parsed if not d.is_base), key=lambda d: (d.min_write_id, -d.max_write_id)
+    ):
         if not _range_committed(d, snapshot):
             invisible.append(d)
         elif d.max_write_id <= floor:
@@ -130,12 +131,12 @@ def acid_state(dir_names: Iterable[str], snapshot: ValidWriteIdList) -> AcidStat
         else:
             deltas.append(d)
             floor = d.max_write_id
-    return AcidState(base, tuple(deltas), base is None, tuple(sorted(obsolete)),
-                     tuple(sorted(invisible)))
+    return AcidState(
+        base, tuple(deltas), base is None, tuple(sorted(obsolete)), tuple(sorted(invisible))
+    )
 
 
-def visible_directories(dir_names: Iterable[str], valid_write_ids: ValidWriteIdList
-                        ) -> list[str]:
+def visible_directories(dir_names: Iterable[str], valid_write_ids: ValidWriteIdList) -> list[str]:
     """The ACID directories among ``dir_names`` a reader with ``valid_write_ids`` reads, base
     first, then deltas in write-id order."""
     return list(acid_state(dir_names, valid_write_ids).visible)
@@ -148,7 +149,7 @@ def visible_files(files, root: str, valid_write_ids: ValidWriteIdList) -> list:
     prefix = root.rstrip("/") + "/"
 
     def first_dir(path: str) -> str | None:
-        rel = path[len(prefix):] if path.startswith(prefix) else path
+        rel = path[len(prefix) :] if path.startswith(prefix) else path
         head, sep, _ = rel.partition("/")
         return head if sep else None
 

@@ -28,8 +28,10 @@ def split_url(url: str) -> tuple[str, str]:
     parsed = urlparse(url)
     scheme = parsed.scheme or "file"
     if scheme not in SUPPORTED_SCHEMES:
-        raise StorageError(f"unsupported URL scheme '{scheme}' in {url}: "
-                           f"expected one of {', '.join(SUPPORTED_SCHEMES)}")
+        raise StorageError(
+            f"unsupported URL scheme '{scheme}' in {url}: "
+            f"expected one of {', '.join(SUPPORTED_SCHEMES)}"
+        )
     if scheme == "file":
         return "file", parsed.path if parsed.scheme else url
     return "s3", f"{parsed.netloc}{parsed.path}".rstrip("/")
@@ -43,13 +45,19 @@ def filesystem_for(url: str, settings) -> tuple[fsspec.AbstractFileSystem, str]:
     scheme, path = split_url(url)
     if scheme == "file":
         return _local_fs(), path
-    return _s3_fs(settings.s3_endpoint, settings.s3_access_key, settings.s3_secret_key,
-                  settings.s3_region, settings.s3_path_style_access,
-                  settings.s3_connect_timeout, settings.s3_socket_timeout,
-                  settings.s3_max_error_retries), path
+    return _s3_fs(
+        settings.s3_endpoint,
+        settings.s3_access_key,
+        settings.s3_secret_key,
+        settings.s3_region,
+        settings.s3_path_style_access,
+        settings.s3_connect_timeout,
+        settings.s3_socket_timeout,
+        settings.s3_max_error_retries,
+    ), path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _local_fs():
     return fsspec.filesystem("file")
 
@@ -73,12 +81,14 @@ def check_s3_reachable(endpoint: str, key: str, secret: str, connect_timeout: fl
         try:
             socket.create_connection((parsed.hostname or "", port), timeout=connect_timeout).close()
         except OSError as e:
-            raise StorageError(f"could not connect to {endpoint} (hive.s3.endpoint): "
-                               f"{e.strerror or e}") from e
+            raise StorageError(
+                f"could not connect to {endpoint} (hive.s3.endpoint): {e.strerror or e}"
+            ) from e
     raise StorageError(
         "no S3 credentials: set hive.s3.aws-access-key and hive.s3.aws-secret-key, or provide "
         "them the AWS way (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, ~/.aws/credentials)"
-        + (f"; endpoint {endpoint}" if endpoint else ""))
+        + (f"; endpoint {endpoint}" if endpoint else "")
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -99,12 +109,17 @@ def _s3_fs(endpoint, key, secret, region, path_style, connect_timeout, socket_ti
     if path_style:
         config_kwargs["s3"] = {"addressing_style": "path"}
     fs = s3fs.S3FileSystem(
-        key=key or None, secret=secret or None, client_kwargs=client_kwargs,
-        config_kwargs=config_kwargs, use_listings_cache=False, skip_instance_cache=True,
+        key=key or None,
+        secret=secret or None,
+        client_kwargs=client_kwargs,
+        config_kwargs=config_kwargs,
+        use_listings_cache=False,
+        skip_instance_cache=True,
         default_cache_type="none",
         # Compare each ranged GET's ETag with the one the file was opened with (the listing's),
         # so bytes of an object overwritten mid-query are never mixed with the old ones.
-        local_expiry_check=True)
+        local_expiry_check=True,
+    )
     # s3fs retries on top of botocore with its own back-off; keep the total bounded so an
     # unreachable endpoint fails in seconds, not minutes.
     fs.retries = max(1, retries)

@@ -19,7 +19,7 @@ from raptorx_py.metastore.model import HIVE_DEFAULT_PARTITION
 from raptorx_py.metrics import counters
 
 # Hive's FileUtils.charToEscape: control characters and these.
-_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
+_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(0x20)}
 
 
 def escape_partition_value(value: str | None) -> str:
@@ -34,8 +34,8 @@ def unescape_partition_value(text: str) -> str | None:
     out, i = [], 0
     while i < len(text):
         ch = text[i]
-        if ch == "%" and _is_hex(text[i + 1:i + 3]):
-            out.append(chr(int(text[i + 1:i + 3], 16)))
+        if ch == "%" and _is_hex(text[i + 1 : i + 3]):
+            out.append(chr(int(text[i + 1 : i + 3], 16)))
             i += 3
         else:
             out.append(ch)
@@ -48,16 +48,20 @@ def _is_hex(s: str) -> bool:
 
 
 def is_hidden(name: str) -> bool:
-    return ((name.startswith("_") and "=" not in name) or name.startswith(".")
-            or name.endswith("._COPYING_"))
+    return (
+        (name.startswith("_") and "=" not in name)
+        or name.startswith(".")
+        or name.endswith("._COPYING_")
+    )
 
 
 def parse_partition_dir(name: str, path: str) -> tuple[str, str | None]:
     """``"k=v"`` -> ``("k", "v")``; raises LayoutError naming ``path`` otherwise."""
     key, sep, value = name.partition("=")
     if not sep or not key:
-        raise LayoutError(f"directory {path} is not a Hive partition directory "
-                          f"('<key>=<value>'): '{name}'")
+        raise LayoutError(
+            f"directory {path} is not a Hive partition directory ('<key>=<value>'): '{name}'"
+        )
     return unescape_partition_value(key), unescape_partition_value(value)
 
 
@@ -81,9 +85,12 @@ def _data_file(info: dict) -> DataFile:
     if hasattr(mtime, "timestamp"):
         mtime = mtime.timestamp()
     etag = info.get("ETag") or info.get("etag")
-    return DataFile(info["name"], int(info.get("size") or 0),
-                    float(mtime) if mtime is not None else None,
-                    etag.strip('"') if isinstance(etag, str) else None)
+    return DataFile(
+        info["name"],
+        int(info.get("size") or 0),
+        float(mtime) if mtime is not None else None,
+        etag.strip('"') if isinstance(etag, str) else None,
+    )
 
 
 def list_data_files(fs, path: str, url: str | None = None) -> list[DataFile]:
@@ -98,7 +105,7 @@ def list_data_files(fs, path: str, url: str | None = None) -> list[DataFile]:
     root = path.rstrip("/") + "/"
     files = []
     for name, info in sorted(found.items()):
-        rel = name[len(root):] if name.startswith(root) else name.rsplit("/", 1)[-1]
+        rel = name[len(root) :] if name.startswith(root) else name.rsplit("/", 1)[-1]
         if any(is_hidden(part) for part in rel.split("/")):
             continue
         if info.get("type", "file") != "file":
@@ -127,14 +134,16 @@ def walk_table(fs, root: str, url: str | None = None) -> tuple[list[str], list[P
     prefix = root.rstrip("/") + "/"
     by_dir: dict[tuple[str, ...], list[DataFile]] = {}
     for f in files:
-        rel_dirs = tuple(f.path[len(prefix):].split("/")[:-1])
+        rel_dirs = tuple(f.path[len(prefix) :].split("/")[:-1])
         by_dir.setdefault(rel_dirs, []).append(f)
 
     keys: list[str] | None = None
     partitions = []
     for rel_dirs, dir_files in sorted(by_dir.items()):
-        pairs = [parse_partition_dir(d, prefix + "/".join(rel_dirs[:i + 1]))
-                 for i, d in enumerate(rel_dirs)]
+        pairs = [
+            parse_partition_dir(d, prefix + "/".join(rel_dirs[: i + 1]))
+            for i, d in enumerate(rel_dirs)
+        ]
         these_keys = [k for k, _ in pairs]
         if keys is None:
             keys = these_keys
@@ -142,8 +151,13 @@ def walk_table(fs, root: str, url: str | None = None) -> tuple[list[str], list[P
             where = prefix + "/".join(rel_dirs)
             raise LayoutError(
                 f"partition directory {where} has keys {these_keys}, but other partitions of "
-                f"{url} have {keys}")
-        partitions.append(PartitionDir(tuple(v for _, v in pairs),
-                                       prefix + "/".join(rel_dirs) if rel_dirs else root.rstrip("/"),
-                                       tuple(dir_files)))
+                f"{url} have {keys}"
+            )
+        partitions.append(
+            PartitionDir(
+                tuple(v for _, v in pairs),
+                prefix + "/".join(rel_dirs) if rel_dirs else root.rstrip("/"),
+                tuple(dir_files),
+            )
+        )
     return keys or [], partitions

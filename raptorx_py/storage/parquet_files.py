@@ -29,11 +29,17 @@ from raptorx_py.storage.fs import CountingFile
 _PARQUET_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError, ValueError)
 
 
-def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = None,
-                 url: str | None = None, metadata: pq.FileMetaData | None = None,
-                 version: str | None = None,
-                 footer: Callable[[Callable[[], pq.FileMetaData]], pq.FileMetaData] | None = None
-                 ) -> pq.ParquetFile:
+def open_parquet(
+    fs,
+    path: str,
+    *,
+    size: int | None = None,
+    etag: str | None = None,
+    url: str | None = None,
+    metadata: pq.FileMetaData | None = None,
+    version: str | None = None,
+    footer: Callable[[Callable[[], pq.FileMetaData]], pq.FileMetaData] | None = None,
+) -> pq.ParquetFile:
     """Open ``path`` as Parquet, reading the footer unless ``metadata`` is given.
 
     ``size`` and ``etag`` are the file's identity as listed at planning. Handing them to an
@@ -59,8 +65,11 @@ def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = N
         else:
             raw = fs.open(path, "rb", **({"size": size} if size is not None else {}))
             if size is not None and isinstance(raw, AbstractBufferedFile):
-                raw.details = {"name": path, "size": size,
-                               **({"ETag": f'"{etag}"'} if etag else {})}
+                raw.details = {
+                    "name": path,
+                    "size": size,
+                    **({"ETag": f'"{etag}"'} if etag else {}),
+                }
             if etag is None and version is not None and footer is not None:
                 _check_opened_version(fs, path, raw, url, size, version)
     except RaptorxError:
@@ -75,8 +84,9 @@ def open_parquet(fs, path: str, *, size: int | None = None, etag: str | None = N
         # INT96 (Spark's default timestamp encoding) at microseconds, as Spark reads it: at
         # pyarrow's default (nanoseconds) years before 1677 or after 2262 do not fit, and
         # Spark truncates the nanosecond digits anyway.
-        return pq.ParquetFile(handle, metadata=metadata, pre_buffer=True,
-                              coerce_int96_timestamp_unit="us")
+        return pq.ParquetFile(
+            handle, metadata=metadata, pre_buffer=True, coerce_int96_timestamp_unit="us"
+        )
     except RaptorxError:
         handle.close()
         raise
@@ -97,15 +107,17 @@ def _check_opened_version(fs, path, raw, url, size, version) -> None:
 
     info = fs.info(path)
     found = _observed_version(info)
-    changed = (size is not None and info.get("size") is not None
-               and int(info["size"]) != int(size)) or (
-        found is not None and _comparable(version, found)
-        and found.removeprefix("etag:") != version)
+    changed = (
+        size is not None and info.get("size") is not None and int(info["size"]) != int(size)
+    ) or (
+        found is not None and _comparable(version, found) and found.removeprefix("etag:") != version
+    )
     if changed:
         raw.close()
         raise FileChangedError(
             f"{url} was listed as version {version} (size {size}) but is now version "
-            f"{found} (size {info.get('size')}): the file changed after it was listed")
+            f"{found} (size {info.get('size')}): the file changed after it was listed"
+        )
 
 
 def parquet_read_error(e: BaseException, url: str) -> RaptorxError:
@@ -118,8 +130,9 @@ def parquet_read_error(e: BaseException, url: str) -> RaptorxError:
     return CorruptFileError(url, str(e))
 
 
-def read_metadata(fs, path: str, *, size: int | None = None, etag: str | None = None,
-                  url: str | None = None) -> pq.FileMetaData:
+def read_metadata(
+    fs, path: str, *, size: int | None = None, etag: str | None = None, url: str | None = None
+) -> pq.FileMetaData:
     pf = open_parquet(fs, path, size=size, etag=etag, url=url)
     try:
         return pf.metadata
@@ -127,9 +140,11 @@ def read_metadata(fs, path: str, *, size: int | None = None, etag: str | None = 
         pf.close()
 
 
-def footer_stats(metadata: pq.FileMetaData,
-                 columns: Iterable[str] | None = None,
-                 row_groups: Iterable[int] | None = None) -> dict[str, ColumnStats]:
+def footer_stats(
+    metadata: pq.FileMetaData,
+    columns: Iterable[str] | None = None,
+    row_groups: Iterable[int] | None = None,
+) -> dict[str, ColumnStats]:
     """Statistics per top-level column over the given row groups (default: all).
 
     A column with a row group lacking min/max has unknown bounds; lacking a null count, an
@@ -223,8 +238,9 @@ def datetime_is_legacy(metadata: pq.FileMetaData) -> bool:
     return _spark_legacy(metadata, "3.0.0", SPARK_LEGACY_DATETIME_KEY)
 
 
-def legacy_calendar_bounds(metadata: pq.FileMetaData, arrow_schema: pa.Schema,
-                           names) -> dict[str, int]:
+def legacy_calendar_bounds(
+    metadata: pq.FileMetaData, arrow_schema: pa.Schema, names
+) -> dict[str, int]:
     """{column: the value (days, or the column's timestamp unit) below which Spark would
     rebase it} for the columns of ``names`` this file stores in the legacy hybrid calendar."""
     physical = physical_types(metadata)

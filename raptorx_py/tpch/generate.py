@@ -29,8 +29,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -73,13 +73,15 @@ def tpchgen_executable() -> str:
         return found
     raise TpchGenerationError(
         f"tpchgen-cli not found: looked for {candidate} and on PATH; "
-        "install it with `pip install tpchgen-cli` in this environment")
+        "install it with `pip install tpchgen-cli` in this environment"
+    )
 
 
 def tpchgen_version() -> str:
     """The ``tpchgen-cli --version`` string, e.g. ``'tpchgen-cli 4.0.0'``."""
-    out = subprocess.run([tpchgen_executable(), "--version"], check=True, capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        [tpchgen_executable(), "--version"], check=True, capture_output=True, text=True
+    )
     return out.stdout.strip()
 
 
@@ -119,7 +121,9 @@ def _table_dirs(out_dir: Path) -> dict[str, str]:
     return {t: str(out_dir / t) for t in TABLES}
 
 
-def generate_tpch(scale: float, out_dir: str, *, progress: Progress | None = None) -> dict[str, str]:
+def generate_tpch(
+    scale: float, out_dir: str, *, progress: Progress | None = None
+) -> dict[str, str]:
     """Generate TPC-H at ``scale`` into ``out_dir`` in Hive layout; return table -> directory.
 
     If ``out_dir`` already holds a complete generation of this scale (its ``_tpch_done.json``
@@ -172,26 +176,40 @@ def _generate_locked(scale: float, root: Path, say: Progress) -> None:
     raw.mkdir()
 
     say(f"tpchgen-cli: generating SF {format_scale(scale)}")
-    cmd = [tpchgen_executable(), "parquet", "--scale-factor", format_scale(scale),
-           "--output-dir", str(raw), "--compression", "SNAPPY", "--quiet", "--no-progress"]
+    cmd = [
+        tpchgen_executable(),
+        "parquet",
+        "--scale-factor",
+        format_scale(scale),
+        "--output-dir",
+        str(raw),
+        "--compression",
+        "SNAPPY",
+        "--quiet",
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise TpchGenerationError(
             f"tpchgen-cli failed with exit code {proc.returncode}: {' '.join(cmd)}\n"
-            f"{proc.stderr.strip()}")
+            f"{proc.stderr.strip()}"
+        )
 
     tables: dict[str, dict] = {}
     for table in TABLES:
         source = raw / f"{table}.parquet"
         if not source.is_file():
-            raise TpchGenerationError(f"tpchgen-cli did not write {source} (command: {' '.join(cmd)})")
+            raise TpchGenerationError(
+                f"tpchgen-cli did not write {source} (command: {' '.join(cmd)})"
+            )
         say(f"writing {table} in Hive layout")
         rows = pq.ParquetFile(source).metadata.num_rows
         files = _write_table(table, source, root / table)
         written = sum(pq.ParquetFile(root / table / f).metadata.num_rows for f in files)
         if written != rows:
             raise TpchGenerationError(
-                f"{table}: tpchgen-cli wrote {rows} rows but the Hive layout holds {written}")
+                f"{table}: tpchgen-cli wrote {rows} rows but the Hive layout holds {written}"
+            )
         tables[table] = {"rows": rows, "files": [f"{table}/{f}" for f in files]}
 
     shutil.rmtree(raw)
@@ -211,8 +229,10 @@ def _generate_locked(scale: float, root: Path, say: Progress) -> None:
 
 def _plain_strings(schema: pa.Schema) -> pa.Schema:
     """``schema`` with every ``string_view`` field as ``string`` (nullability, metadata kept)."""
-    return pa.schema([f.with_type(pa.string()) if pa.types.is_string_view(f.type) else f
-                      for f in schema], metadata=schema.metadata)
+    return pa.schema(
+        [f.with_type(pa.string()) if pa.types.is_string_view(f.type) else f for f in schema],
+        metadata=schema.metadata,
+    )
 
 
 class _PartitionWriter:
@@ -279,7 +299,8 @@ def _write_table(table: str, source: Path, dest: Path) -> list[str]:
 
     for batch in source_file.iter_batches(batch_size=64 * 1024, use_threads=False):
         batch = pa.RecordBatch.from_arrays(
-            [col.cast(field.type) for col, field in zip(batch.columns, schema)], schema=schema)
+            [col.cast(field.type) for col, field in zip(batch.columns, schema)], schema=schema
+        )
         if part_col is None:
             writer_for(None).add(batch)
             continue
@@ -289,8 +310,10 @@ def _write_table(table: str, source: Path, dest: Path) -> list[str]:
         counts = pc.value_counts(month)
         by_value = pc.sort_indices(counts.field("values"))
         offset = 0
-        for value, count in zip(counts.field("values").take(by_value).to_pylist(),
-                                counts.field("counts").take(by_value).to_pylist()):
+        for value, count in zip(
+            counts.field("values").take(by_value).to_pylist(),
+            counts.field("counts").take(by_value).to_pylist(),
+        ):
             writer_for(value).add(batch.slice(offset, count))
             offset += count
     if not writers:

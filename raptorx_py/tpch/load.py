@@ -47,9 +47,17 @@ def _normalise_url(url: str) -> str:
     return url.rstrip("/")
 
 
-def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tpch",
-              work_dir: str | None = None, progress: bool = True,
-              seal: bool = True, only_own_tables: bool = False) -> dict[str, str]:
+def load_tpch(
+    scale: float,
+    warehouse_url: str,
+    settings,
+    *,
+    database: str = "tpch",
+    work_dir: str | None = None,
+    progress: bool = True,
+    seal: bool = True,
+    only_own_tables: bool = False,
+) -> dict[str, str]:
     """Generate TPC-H at ``scale``, copy it under ``warehouse_url``, register it; table -> URL.
 
     - ``work_dir``: where to generate (``<work_dir>/sf<scale>``); default ``default_work_dir()``.
@@ -85,8 +93,10 @@ def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tp
     fs, db_path = filesystem_for(db_url, settings)
     local_files = sorted(p for t in TABLES for p in (local_root / t).rglob("*.parquet"))
     files = {p.relative_to(local_root).as_posix(): p.stat().st_size for p in local_files}
-    wanted = {"generation": {k: generation[k] for k in ("scale", "layout_version", "generator")},
-              "files": files}
+    wanted = {
+        "generation": {k: generation[k] for k in ("scale", "layout_version", "generator")},
+        "files": files,
+    }
 
     if _already_loaded(fs, db_path, db_url, wanted):
         say(f"TPC-H SF {format_scale(scale)} already in {db_url}; not copying")
@@ -99,8 +109,9 @@ def load_tpch(scale: float, warehouse_url: str, settings, *, database: str = "tp
         metastore.create_database(database, location=db_url)
         for table in TABLES:
             say(f"registering {database}.{table} at {urls[table]}")
-            register_external_table(metastore, settings, f"{database}.{table}", urls[table],
-                                    replace=True, sealed=seal)
+            register_external_table(
+                metastore, settings, f"{database}.{table}", urls[table], replace=True, sealed=seal
+            )
     return urls
 
 
@@ -127,12 +138,21 @@ def check_own_tables(settings, database: str, db_url: str) -> None:
                 raise AlreadyExistsError(
                     f"table {database}.{table} already exists at {found.location} "
                     f"({found.table_type}), which a TPC-H load into {db_url} did not create; "
-                    f"it is left alone (drop it, or load into another database)")
+                    f"it is left alone (drop it, or load into another database)"
+                )
 
 
-def load_tpch_managed(spark, scale: float, settings, *, database: str = "tpch_managed",
-                      warehouse_url: str | None = None, work_dir: str | None = None,
-                      progress: bool = True, source: str = "tiered_hive") -> dict[str, str]:
+def load_tpch_managed(
+    spark,
+    scale: float,
+    settings,
+    *,
+    database: str = "tpch_managed",
+    warehouse_url: str | None = None,
+    work_dir: str | None = None,
+    progress: bool = True,
+    source: str = "tiered_hive",
+) -> dict[str, str]:
     """Generate TPC-H at ``scale`` and write each table into the MANAGED table
     ``<database>.<table>`` through ``spark`` (tiered_hive registered on it, as ``source``);
     returns table -> location.
@@ -193,18 +213,19 @@ def _already_loaded(fs, db_path: str, db_url: str, wanted: dict) -> bool:
     if found != wanted:
         return False
     try:
-        remote = {info["name"]: info.get("size") for info in
-                  fs.find(db_path, detail=True).values()}
+        remote = {info["name"]: info.get("size") for info in fs.find(db_path, detail=True).values()}
     except Exception as e:  # noqa: BLE001 - translated and re-raised
         raise translate_storage_error(e, db_url) from e
     prefix = db_path.rstrip("/") + "/"
-    remote = {(k[len(prefix):] if k.startswith(prefix) else k.lstrip("/")): v
-              for k, v in remote.items()}
+    remote = {
+        (k[len(prefix) :] if k.startswith(prefix) else k.lstrip("/")): v for k, v in remote.items()
+    }
     return all(remote.get(rel) == size for rel, size in wanted["files"].items())
 
 
-def _copy(fs, db_path: str, db_url: str, local_root: Path, files: dict[str, int],
-          progress: bool) -> None:
+def _copy(
+    fs, db_path: str, db_url: str, local_root: Path, files: dict[str, int], progress: bool
+) -> None:
     from raptorx_py.storage.fs import split_url
 
     is_local = split_url(db_url)[0] == "file"  # object stores need no directories
@@ -234,11 +255,22 @@ def _copy(fs, db_path: str, db_url: str, local_root: Path, files: dict[str, int]
         with ThreadPoolExecutor(max_workers=COPY_THREADS) as pool:
             list(pool.map(put, files))
         return
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
-                               TimeRemainingColumn, TransferSpeedColumn)
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
-    columns = (TextColumn("[bold]copy to {task.fields[dest]}"), BarColumn(), DownloadColumn(),
-               TransferSpeedColumn(), TimeRemainingColumn())
+    columns = (
+        TextColumn("[bold]copy to {task.fields[dest]}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, transient=False) as bar:
         task = bar.add_task("copy", total=total, dest=db_url)
         with ThreadPoolExecutor(max_workers=COPY_THREADS) as pool:
@@ -265,21 +297,33 @@ def add_cli(subparsers) -> None:
     tpch = subparsers.add_parser("tpch", help="TPC-H data: generate, copy and register")
     tsub = tpch.add_subparsers(dest="tpch_command", required=True)
     load = tsub.add_parser(
-        "load", help="generate TPC-H with tpchgen-cli, copy it to <warehouse>/<database>.db/ "
-                     "and register its tables as EXTERNAL")
+        "load",
+        help="generate TPC-H with tpchgen-cli, copy it to <warehouse>/<database>.db/ "
+        "and register its tables as EXTERNAL",
+    )
     load.add_argument("--scale", type=float, required=True, help="scale factor, e.g. 0.01 or 1")
-    load.add_argument("--warehouse", required=True,
-                      help="warehouse URL: file:///path, a local path or s3://bucket/prefix")
+    load.add_argument(
+        "--warehouse",
+        required=True,
+        help="warehouse URL: file:///path, a local path or s3://bucket/prefix",
+    )
     load.add_argument("--database", default="tpch", help="database name (default: tpch)")
-    load.add_argument("--work-dir", help="where to generate and cache the data locally "
-                                         f"(default: {default_work_dir()})")
+    load.add_argument(
+        "--work-dir",
+        help=f"where to generate and cache the data locally (default: {default_work_dir()})",
+    )
     load.add_argument("--no-progress", action="store_true", help="no progress bar")
-    load.add_argument("--no-seal", action="store_true",
-                      help="register the partitions open (not sealed): their listings are "
-                           "then never cached")
-    load.add_argument("--managed", action="store_true",
-                      help="write MANAGED tables through the Spark write path instead (starts "
-                           "a local Spark session; use a --database of their own)")
+    load.add_argument(
+        "--no-seal",
+        action="store_true",
+        help="register the partitions open (not sealed): their listings are then never cached",
+    )
+    load.add_argument(
+        "--managed",
+        action="store_true",
+        help="write MANAGED tables through the Spark write path instead (starts "
+        "a local Spark session; use a --database of their own)",
+    )
     add_common_options(load)
     load.set_defaults(func=cmd_tpch_load)
 
@@ -291,19 +335,34 @@ def cmd_tpch_load(args) -> int:
     if args.managed:
         from raptorx_py.session import tiered_session
 
-        spark = tiered_session(conf_dir=args.conf_dir, properties=settings.properties(),
-                               app_name="raptorx-tpch-load")
+        spark = tiered_session(
+            conf_dir=args.conf_dir, properties=settings.properties(), app_name="raptorx-tpch-load"
+        )
         try:
-            urls = load_tpch_managed(spark, args.scale, settings, database=args.database,
-                                     warehouse_url=args.warehouse, work_dir=args.work_dir,
-                                     progress=not args.no_progress)
+            urls = load_tpch_managed(
+                spark,
+                args.scale,
+                settings,
+                database=args.database,
+                warehouse_url=args.warehouse,
+                work_dir=args.work_dir,
+                progress=not args.no_progress,
+            )
         finally:
             spark.stop()
     else:
-        urls = load_tpch(args.scale, args.warehouse, settings, database=args.database,
-                         work_dir=args.work_dir, progress=not args.no_progress,
-                         seal=not args.no_seal)
-    print(f"loaded TPC-H SF {format_scale(args.scale)}: "
-          + ", ".join(f"{args.database}.{t}" for t in urls)
-          + f" at {urls[TABLES[0]].rsplit('/', 1)[0]}")
+        urls = load_tpch(
+            args.scale,
+            args.warehouse,
+            settings,
+            database=args.database,
+            work_dir=args.work_dir,
+            progress=not args.no_progress,
+            seal=not args.no_seal,
+        )
+    print(
+        f"loaded TPC-H SF {format_scale(args.scale)}: "
+        + ", ".join(f"{args.database}.{t}" for t in urls)
+        + f" at {urls[TABLES[0]].rsplit('/', 1)[0]}"
+    )
     return 0

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from raptorx_py.tpch.queries import PARTITION_COLUMNS, TABLES, query_text
 
@@ -57,8 +58,10 @@ def duckdb_connection(data_dir: str, *, threads: int | None = None):
         part_col = PARTITION_COLUMNS.get(table)
         if part_col:
             pattern = str(table_dir / "*" / "*.parquet")
-            source = (f"read_parquet('{_sql_str(pattern)}', hive_partitioning = true, "
-                      f"hive_types = {{'{part_col}': VARCHAR}})")
+            source = (
+                f"read_parquet('{_sql_str(pattern)}', hive_partitioning = true, "
+                f"hive_types = {{'{part_col}': VARCHAR}})"
+            )
         else:
             pattern = str(table_dir / "*.parquet")
             source = f"read_parquet('{_sql_str(pattern)}', hive_partitioning = false)"
@@ -66,16 +69,19 @@ def duckdb_connection(data_dir: str, *, threads: int | None = None):
     return con
 
 
-def duckdb_results(data_dir: str, query_numbers: Iterable[int], scale: float, *,
-                   threads: int | None = None) -> dict[int, list[tuple]]:
+def duckdb_results(
+    data_dir: str, query_numbers: Iterable[int], scale: float, *, threads: int | None = None
+) -> dict[int, list[tuple]]:
     """Run the given TPC-H queries in DuckDB over the Hive-layout files in ``data_dir``.
 
     Returns query number -> rows as plain tuples (Decimal, float, int, str, date values).
     """
     con = duckdb_connection(data_dir, threads=threads)
     try:
-        return {n: [tuple(r) for r in con.execute(query_text(n, scale, "duckdb")).fetchall()]
-                for n in query_numbers}
+        return {
+            n: [tuple(r) for r in con.execute(query_text(n, scale, "duckdb")).fetchall()]
+            for n in query_numbers
+        }
     finally:
         con.close()
 
@@ -174,8 +180,9 @@ def _fmt(row: Sequence | None) -> str:
     return "(none)" if row is None else repr(tuple(row))
 
 
-def _multiset_difference(expected: Sequence[Sequence], actual: Sequence[Sequence]
-                         ) -> tuple[list, list]:
+def _multiset_difference(
+    expected: Sequence[Sequence], actual: Sequence[Sequence]
+) -> tuple[list, list]:
     """Rows of ``expected`` with no match in ``actual`` and vice versa (tolerant matching)."""
     exp = sorted(expected, key=_row_token)
     act = sorted(actual, key=_row_token)
@@ -186,7 +193,7 @@ def _multiset_difference(expected: Sequence[Sequence], actual: Sequence[Sequence
         for x, y in zip(exp, act):
             if not rows_equal(x, y):
                 return [x], [y]
-        return exp[len(act):], act[len(exp):]
+        return exp[len(act) :], act[len(exp) :]
     unmatched_act = list(act)
     missing = []
     for row in exp:
@@ -199,8 +206,13 @@ def _multiset_difference(expected: Sequence[Sequence], actual: Sequence[Sequence
     return missing, unmatched_act
 
 
-def compare_results(expected_rows: Sequence[Sequence], actual_rows: Sequence[Sequence], *,
-                    ordered: bool, sort_key: Sequence[int] | None = None) -> str | None:
+def compare_results(
+    expected_rows: Sequence[Sequence],
+    actual_rows: Sequence[Sequence],
+    *,
+    ordered: bool,
+    sort_key: Sequence[int] | None = None,
+) -> str | None:
     """None when ``actual_rows`` matches ``expected_rows``; otherwise what differs.
 
     See the module docstring for the value tolerances and how ``ordered`` and ``sort_key``
@@ -217,10 +229,12 @@ def compare_results(expected_rows: Sequence[Sequence], actual_rows: Sequence[Seq
         missing, extra = _multiset_difference(expected, actual)
         if not missing and not extra:
             return None
-        return (f"{head} (unordered); {len(missing)} expected rows unmatched, "
-                f"{len(extra)} actual rows unmatched; first expected unmatched: "
-                f"{_fmt(missing[0] if missing else None)}; first actual unmatched: "
-                f"{_fmt(extra[0] if extra else None)}")
+        return (
+            f"{head} (unordered); {len(missing)} expected rows unmatched, "
+            f"{len(extra)} actual rows unmatched; first expected unmatched: "
+            f"{_fmt(missing[0] if missing else None)}; first actual unmatched: "
+            f"{_fmt(extra[0] if extra else None)}"
+        )
 
     if not sort_key:
         for i, (x, y) in enumerate(zip(expected, actual)):
@@ -239,8 +253,9 @@ def compare_results(expected_rows: Sequence[Sequence], actual_rows: Sequence[Seq
 
     for i, (x, y) in enumerate(zip(expected, actual)):
         if not rows_equal(key_of(x), key_of(y)):
-            return _ordered_message(head, i, x, y, expected, actual,
-                                    what=f"sort key (columns {list(key)}) differs")
+            return _ordered_message(
+                head, i, x, y, expected, actual, what=f"sort key (columns {list(key)}) differs"
+            )
     if len(expected) != len(actual):
         i = min(len(expected), len(actual))
         return _ordered_message(head, i, _at(expected, i), _at(actual, i), expected, actual)
@@ -251,9 +266,11 @@ def compare_results(expected_rows: Sequence[Sequence], actual_rows: Sequence[Seq
             end += 1
         missing, extra = _multiset_difference(expected[start:end], actual[start:end])
         if missing or extra:
-            return (f"{head}; rows {start}..{end - 1} (equal sort keys) differ: first expected "
-                    f"unmatched {_fmt(missing[0] if missing else None)}, first actual "
-                    f"unmatched {_fmt(extra[0] if extra else None)}")
+            return (
+                f"{head}; rows {start}..{end - 1} (equal sort keys) differ: first expected "
+                f"unmatched {_fmt(missing[0] if missing else None)}, first actual "
+                f"unmatched {_fmt(extra[0] if extra else None)}"
+            )
         start = end
     return None
 

@@ -13,18 +13,27 @@ whose sort keys tie appear in either order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
-from functools import lru_cache
+from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame, SparkSession
 
 QUERY_NUMBERS = range(1, 23)
 
-TABLES: tuple[str, ...] = ("region", "nation", "supplier", "customer", "part", "partsupp",
-                           "orders", "lineitem")
+TABLES: tuple[str, ...] = (
+    "region",
+    "nation",
+    "supplier",
+    "customer",
+    "part",
+    "partsupp",
+    "orders",
+    "lineitem",
+)
 
 #: Derived Hive partition columns ('YYYY-MM' strings); the other tables are unpartitioned.
 PARTITION_COLUMNS: dict[str, str] = {"lineitem": "l_shipmonth", "orders": "o_ordermonth"}
@@ -33,9 +42,28 @@ ENGINES = ("spark", "duckdb")
 
 #: Output-column positions of each query's ORDER BY keys (direction does not matter here).
 ORDER_BY_COLUMNS: dict[int, tuple[int, ...]] = {
-    1: (0, 1), 2: (0, 2, 1, 3), 3: (1, 2), 4: (0,), 5: (1,), 6: (), 7: (0, 1, 2), 8: (0,),
-    9: (0, 1), 10: (2,), 11: (1,), 12: (0,), 13: (1, 0), 14: (), 15: (0,), 16: (3, 0, 1, 2),
-    17: (), 18: (4, 3), 19: (), 20: (0,), 21: (1, 0), 22: (0,),
+    1: (0, 1),
+    2: (0, 2, 1, 3),
+    3: (1, 2),
+    4: (0,),
+    5: (1,),
+    6: (),
+    7: (0, 1, 2),
+    8: (0,),
+    9: (0, 1),
+    10: (2,),
+    11: (1,),
+    12: (0,),
+    13: (1, 0),
+    14: (),
+    15: (0,),
+    16: (3, 0, 1, 2),
+    17: (),
+    18: (4, 3),
+    19: (),
+    20: (0,),
+    21: (1, 0),
+    22: (0,),
 }
 
 # Per-engine textual substitutions (old, new), applied after the parameters. Empty: the
@@ -48,7 +76,7 @@ def _check_number(n: int) -> None:
         raise ValueError(f"TPC-H query number must be 1..22, got {n!r}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def raw_query_text(n: int) -> str:
     """The text of ``queries/qNN.sql`` with its placeholders still in place."""
     _check_number(n)
@@ -83,7 +111,7 @@ def ordered(n: int) -> bool:
     return bool(ORDER_BY_COLUMNS[n])
 
 
-def register_views(spark: "SparkSession", reader: Callable[[str], "DataFrame"]) -> None:
+def register_views(spark: SparkSession, reader: Callable[[str], DataFrame]) -> None:
     """Register the eight TPC-H tables as temporary views named after the tables.
 
     ``reader(table)`` returns the DataFrame for one table; pass ``parquet_reader(spark, dir)``
@@ -94,7 +122,7 @@ def register_views(spark: "SparkSession", reader: Callable[[str], "DataFrame"]) 
         reader(table).createOrReplaceTempView(table)
 
 
-def parquet_reader(spark: "SparkSession", data_dir: str) -> Callable[[str], "DataFrame"]:
+def parquet_reader(spark: SparkSession, data_dir: str) -> Callable[[str], DataFrame]:
     """A ``reader`` for ``register_views`` over Hive-layout directories ``data_dir/<table>``.
 
     Partition-column type inference is turned off while each table is read (partition
@@ -105,7 +133,7 @@ def parquet_reader(spark: "SparkSession", data_dir: str) -> Callable[[str], "Dat
     key = "spark.sql.sources.partitionColumnTypeInference.enabled"
     base = str(data_dir).rstrip("/")
 
-    def read(table: str) -> "DataFrame":
+    def read(table: str) -> DataFrame:
         path = f"{base}/{table}"
         previous = spark.conf.get(key, None)
         spark.conf.set(key, "false")

@@ -31,25 +31,35 @@ def _column_data(part: int, n: int, seed: int) -> dict[str, pa.Array]:
 
     def maybe(i, v, every=7):
         return None if i % every == 0 else v
+
     return {
         "id": pa.array(ids, pa.int64()),
         "g": pa.array([maybe(i, i % 5, 11) for i in ids], pa.int32()),
         # a group whose values are all null: g2 = 9 has only null i's
         "g2": pa.array([9 if i % 10 == 0 else i % 3 for i in ids], pa.int32()),
-        "i": pa.array([None if i % 10 == 0 else maybe(i, rng.randint(-10**6, 10**6))
-                       for i in ids], pa.int32()),
-        "big": pa.array([maybe(i, rng.randint(-2**62, 2**62)) for i in ids], pa.int64()),
+        "i": pa.array(
+            [None if i % 10 == 0 else maybe(i, rng.randint(-(10**6), 10**6)) for i in ids],
+            pa.int32(),
+        ),
+        "big": pa.array([maybe(i, rng.randint(-(2**62), 2**62)) for i in ids], pa.int64()),
         "sm": pa.array([maybe(i, rng.randint(-30000, 30000)) for i in ids], pa.int16()),
-        "d15": pa.array([maybe(i, Decimal(rng.randint(-10**8, 10**8)).scaleb(-2))
-                         for i in ids], pa.decimal128(15, 2)),
+        "d15": pa.array(
+            [maybe(i, Decimal(rng.randint(-(10**8), 10**8)).scaleb(-2)) for i in ids],
+            pa.decimal128(15, 2),
+        ),
         # near decimal(18,2)'s top: any two of them overflow a partial sum of that type
-        "d18": pa.array([maybe(i, D18_TOP - Decimal(rng.randint(0, 10**6)).scaleb(-2))
-                         for i in ids], pa.decimal128(18, 2)),
-        "d38": pa.array([maybe(i, Decimal(rng.randint(-10**30, 10**30)).scaleb(-10))
-                         for i in ids], pa.decimal128(38, 10)),
+        "d18": pa.array(
+            [maybe(i, D18_TOP - Decimal(rng.randint(0, 10**6)).scaleb(-2)) for i in ids],
+            pa.decimal128(18, 2),
+        ),
+        "d38": pa.array(
+            [maybe(i, Decimal(rng.randint(-(10**30), 10**30)).scaleb(-10)) for i in ids],
+            pa.decimal128(38, 10),
+        ),
         "s": pa.array([maybe(i, f"s{rng.randint(0, 999):03d}") for i in ids], pa.string()),
-        "day": pa.array([maybe(i, rng.randint(18000, 20000)) for i in ids], pa.int32())
-        .cast(pa.date32()),
+        "day": pa.array([maybe(i, rng.randint(18000, 20000)) for i in ids], pa.int32()).cast(
+            pa.date32()
+        ),
         "b": pa.array([maybe(i, i % 3 == 0) for i in ids], pa.bool_()),
         "x": pa.array([maybe(i, rng.random() * 100) for i in ids], pa.float64()),
     }
@@ -61,14 +71,18 @@ def agg_table(env, tmp_path_factory, spark):
     for part, k in enumerate(("a", "b", "c")):
         d = os.path.join(root, f"k={k}")
         os.makedirs(d)
-        pq.write_table(pa.table(_column_data(part, ROWS, seed=part)),
-                       os.path.join(d, "part-0.parquet"), row_group_size=1000)
+        pq.write_table(
+            pa.table(_column_data(part, ROWS, seed=part)),
+            os.path.join(d, "part-0.parquet"),
+            row_group_size=1000,
+        )
     db = env.unique_db("aggpush")
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), f"{db}.t", root)
     spark.read.format("tiered_hive").load(f"{db}.t").createOrReplaceTempView("agg_on")
-    spark.read.format("tiered_hive").option(OFF, "false").load(f"{db}.t") \
-        .createOrReplaceTempView("agg_off")
+    spark.read.format("tiered_hive").option(OFF, "false").load(f"{db}.t").createOrReplaceTempView(
+        "agg_off"
+    )
     return root
 
 
@@ -77,8 +91,10 @@ def _duckdb(root: str, sql: str) -> list[tuple]:
 
     con = duckdb.connect(":memory:")
     con.execute("SET threads = 1")
-    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{root}/*/*.parquet', "
-                "hive_partitioning = true)")
+    con.execute(
+        f"CREATE VIEW t AS SELECT * FROM read_parquet('{root}/*/*.parquet', "
+        "hive_partitioning = true)"
+    )
     return [tuple(r) for r in con.execute(sql.format(t="t")).fetchall()]
 
 
@@ -95,16 +111,16 @@ def _both(spark, sql: str):
 # Queries a DuckDB answer can check exactly (integers, decimals, strings, dates, booleans).
 ORACLE_QUERIES = {
     "every_function_and_type": "SELECT g, sum(i), count(i), max(big), sum(sm), sum(d15), "
-                               "count(*), sum(d38), min(d15), max(d38), min(s), max(s), "
-                               "min(day), max(day), min(b), max(b), min(sm), count(x) "
-                               "FROM {t} GROUP BY g",
+    "count(*), sum(d38), min(d15), max(d38), min(s), max(s), "
+    "min(day), max(day), min(b), max(b), min(sm), count(x) "
+    "FROM {t} GROUP BY g",
     "expressions_after_filters": "SELECT g, sum(d15 * (1 - d15)), "
-                                 "sum((d15 - 1) * (d15 + 1) * 3), sum(i + 5), sum(i * 3 - i), "
-                                 "sum(cast(i AS bigint) * 1000000), count(d15 - 1) FROM {t} "
-                                 "WHERE k <> 'c' AND id >= 1000 AND s >= 's100' "
-                                 "AND day > date '2020-01-01' AND b IS NOT NULL GROUP BY g",
+    "sum((d15 - 1) * (d15 + 1) * 3), sum(i + 5), sum(i * 3 - i), "
+    "sum(cast(i AS bigint) * 1000000), count(d15 - 1) FROM {t} "
+    "WHERE k <> 'c' AND id >= 1000 AND s >= 's100' "
+    "AND day > date '2020-01-01' AND b IS NOT NULL GROUP BY g",
     "partition_key_and_all_null_group": "SELECT k, g2, count(*), sum(i), min(i), max(i), "
-                                        "count(i), min(s) FROM {t} GROUP BY k, g2",
+    "count(i), min(s) FROM {t} GROUP BY k, g2",
     "global": "SELECT count(*), count(s), sum(d15), min(day), max(d38) FROM {t}",
     "count_star_only": "SELECT count(*) FROM {t} WHERE k = 'b'",
     "empty_splits": "SELECT k, count(*), sum(d15) FROM {t} WHERE id < 10 GROUP BY k",
@@ -114,8 +130,7 @@ ORACLE_QUERIES = {
 
 
 @pytest.mark.parametrize("name", list(ORACLE_QUERIES))
-def test_pushed_query_equals_duckdb_and_spark_without_pushdown(name, spark, agg_table,
-                                                               counted):
+def test_pushed_query_equals_duckdb_and_spark_without_pushdown(name, spark, agg_table, counted):
     sql = ORACLE_QUERIES[name]
     on, off = _both(spark, sql)
     assert "PushedAggregates" in _plan(on), name
@@ -145,8 +160,7 @@ def test_avg_is_pushed_as_sum_and_count(spark, agg_table):
 
 
 @pytest.mark.parametrize("ansi", ["true", "false"])
-def test_partial_sums_that_overflow_their_type_behave_as_spark(ansi, spark, agg_table,
-                                                               counted):
+def test_partial_sums_that_overflow_their_type_behave_as_spark(ansi, spark, agg_table, counted):
     """Every d18 value is near decimal(18,2)'s top, so a split's sum does not fit the type
     Spark casts partial sums to; the split returns it over several rows, and the total
     (within decimal(28,2)) is Spark's. The same for smallint partial sums. Bigint sums
@@ -190,5 +204,7 @@ def test_what_spark_must_not_push_is_not_pushed_and_right(name, spark, agg_table
     sql = NOT_PUSHED[name]
     on = spark.sql(sql.format(t="agg_on"))
     assert "PushedAggregates" not in _plan(on)
-    assert oracle.compare_results(_duckdb(agg_table, sql), oracle.spark_rows(on),
-                                  ordered=False) is None
+    assert (
+        oracle.compare_results(_duckdb(agg_table, sql), oracle.spark_rows(on), ordered=False)
+        is None
+    )

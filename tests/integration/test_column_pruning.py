@@ -24,14 +24,20 @@ def wide(env, tmp_path_factory):
     for m, ids in (("1", range(0, 20)), ("2", range(20, 40))):
         d = os.path.join(root, f"m={m}")
         os.makedirs(d)
-        pq.write_table(pa.table({
-            "id": pa.array(ids, pa.int64()),
-            "qty": pa.array([i % 5 for i in ids], pa.int32()),
-            "price": pa.array([i * 1.5 for i in ids], pa.float64()),
-            "name": pa.array([f"n{i}" for i in ids], pa.string()),
-            "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in ids],
-                            pa.date32()),
-        }), os.path.join(d, "part-0.parquet"))
+        pq.write_table(
+            pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "qty": pa.array([i % 5 for i in ids], pa.int32()),
+                    "price": pa.array([i * 1.5 for i in ids], pa.float64()),
+                    "name": pa.array([f"n{i}" for i in ids], pa.string()),
+                    "day": pa.array(
+                        [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in ids], pa.date32()
+                    ),
+                }
+            ),
+            os.path.join(d, "part-0.parquet"),
+        )
     db = env.unique_db("prune")
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), f"{db}.wide", root)
@@ -47,8 +53,10 @@ def wide_root(env, wide):
 def scans(c, table):
     """(number of scans planned, {column: times requested}) from the counters."""
     prefix = f"scan.column.{table}."
-    return (c[f"scan.planned.{table}"],
-            {k[len(prefix):]: v for k, v in c.delta.items() if k.startswith(prefix)})
+    return (
+        c[f"scan.planned.{table}"],
+        {k[len(prefix) :]: v for k, v in c.delta.items() if k.startswith(prefix)},
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -63,18 +71,18 @@ CASES = [
     # aggregated in the scan (issue 13): the partition filter prunes, no column is read
     ("select count(*) from {t} where m = '2'", {}),
     ("select m, round(sum(price), 6) from {t} group by m", {"price": 1, "m": 1}),
-    ("select id, rank() over (partition by m order by day) from {t}",
-     {"id": 1, "m": 1, "day": 1}),
-    ("select a.id, b.name from {t} a join {t} b on a.id = b.qty",
-     {"id": 1, "qty": 1, "name": 1}),  # a: id; b: qty, name
+    ("select id, rank() over (partition by m order by day) from {t}", {"id": 1, "m": 1, "day": 1}),
+    (
+        "select a.id, b.name from {t} a join {t} b on a.id = b.qty",
+        {"id": 1, "qty": 1, "name": 1},
+    ),  # a: id; b: qty, name
     # aggregated in the scan: the filters' columns are decoded for the predicates only
     ("select max(day) from {t} where id > 10 and name like 'n1%'", {"day": 1}),
 ]
 
 
 @pytest.mark.parametrize("sql, expected", CASES)
-def test_reader_receives_only_referenced_columns(spark, wide, wide_root, counted, sql,
-                                                 expected):
+def test_reader_receives_only_referenced_columns(spark, wide, wide_root, counted, sql, expected):
     spark.read.format("tiered_hive").load(wide).createOrReplaceTempView("wide_view")
     query = sql.format(t="wide_view")
     expected_scans = 2 if " join " in sql else 1
@@ -119,8 +127,9 @@ def test_load_creates_the_python_source_once_for_every_scan(spark, wide, counted
         spark.read.format("tiered_hive").load(wide).createOrReplaceTempView("wide_once")
     assert c["source.created"] == 1
     with counted() as c:
-        joined = spark.sql("select a.id, b.name from wide_once a join wide_once b "
-                           "on a.id = b.qty where a.m = '1'").collect()
+        joined = spark.sql(
+            "select a.id, b.name from wide_once a join wide_once b on a.id = b.qty where a.m = '1'"
+        ).collect()
         one = spark.sql("select count(*) from wide_once where m = '2'").collect()
     assert c["source.created"] == 0
     # m: the join's a.m filter; the count(*) scan is aggregated in the scan and reads none
@@ -145,9 +154,12 @@ def dim(env, tmp_path_factory):
     """A small unpartitioned table (its metastore entry has totalSize and numRows)."""
     root = tmp_path_factory.mktemp("dim") / "dim"
     os.makedirs(root)
-    pq.write_table(pa.table({"k": pa.array(range(5), pa.int32()),
-                             "label": pa.array([f"k{i}" for i in range(5)])}),
-                   root / "part-0.parquet")
+    pq.write_table(
+        pa.table(
+            {"k": pa.array(range(5), pa.int32()), "label": pa.array([f"k{i}" for i in range(5)])}
+        ),
+        root / "part-0.parquet",
+    )
     db = env.unique_db("stats")
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), f"{db}.dim", str(root))
@@ -159,8 +171,7 @@ def plan_size(df) -> int:
     return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
 
 
-def test_an_unpartitioned_table_reports_its_size_and_a_small_one_is_broadcast(
-        spark, wide, dim):
+def test_an_unpartitioned_table_reports_its_size_and_a_small_one_is_broadcast(spark, wide, dim):
     name, size = dim
     df = spark.read.format("tiered_hive").load(name)
     assert plan_size(df) == size  # every column: the whole table
@@ -168,8 +179,10 @@ def test_an_unpartitioned_table_reports_its_size_and_a_small_one_is_broadcast(
     # The statistics travel outside the schema Spark and the user see.
     assert all(not f.metadata for f in df.schema.fields)
     # A partitioned table reports no size: Spark's default, never broadcast.
-    assert plan_size(spark.read.format("tiered_hive").load(wide)) == \
-        spark._jsparkSession.sessionState().conf().defaultSizeInBytes()
+    assert (
+        plan_size(spark.read.format("tiered_hive").load(wide))
+        == spark._jsparkSession.sessionState().conf().defaultSizeInBytes()
+    )
     facts = spark.read.format("tiered_hive").load(wide)
     joined = facts.join(df, on=facts.qty == df.k)
     plan = joined._jdf.queryExecution().executedPlan().toString()

@@ -23,7 +23,7 @@ ROWS = 2_500  # several Arrow batches per file would need more; several row grou
 def _decimals(precision, scale, n, seed):
     """The extremes, zero, a null, +-1 in the last place, then seeded random values."""
     rng = random.Random(seed)
-    top = 10 ** precision - 1
+    top = 10**precision - 1
     unscaled = [top, -top, 0, None, 1, -1] + [rng.randint(-top, top) for _ in range(n)]
     # Decimal(text) is exact; arithmetic would round to the context's 28 digits
     return [None if u is None else Decimal(f"{u}E-{scale}") for u in unscaled[:n]]
@@ -36,18 +36,27 @@ def typed_table(env, tmp_path_factory):
         d = os.path.join(root, part)
         os.makedirs(d)
         ids = list(range(offset, offset + ROWS))
-        pq.write_table(pa.table({
-            "id": pa.array(ids, pa.int64()),
-            "d15": pa.array(_decimals(15, 2, ROWS, seed=offset + 15), pa.decimal128(15, 2)),
-            "d18": pa.array(_decimals(18, 0, ROWS, seed=offset + 18), pa.decimal128(18, 0)),
-            "d7": pa.array(_decimals(7, 7, ROWS, seed=offset + 7), pa.decimal128(7, 7)),
-            "d38": pa.array(_decimals(38, 10, ROWS, seed=offset + 38), pa.decimal128(38, 10)),
-            "s": pa.array([None if i % 11 == 0 else f"v{i}" for i in ids], pa.string()),
-            "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 400) for i in ids],
-                            pa.date32()),
-            "x": pa.array([None if i % 13 == 0 else i / 8 for i in ids], pa.float64()),
-            "b": pa.array([i % 3 == 0 for i in ids], pa.bool_()),
-        }), os.path.join(d, "part-0.parquet"), row_group_size=1000)
+        pq.write_table(
+            pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "d15": pa.array(_decimals(15, 2, ROWS, seed=offset + 15), pa.decimal128(15, 2)),
+                    "d18": pa.array(_decimals(18, 0, ROWS, seed=offset + 18), pa.decimal128(18, 0)),
+                    "d7": pa.array(_decimals(7, 7, ROWS, seed=offset + 7), pa.decimal128(7, 7)),
+                    "d38": pa.array(
+                        _decimals(38, 10, ROWS, seed=offset + 38), pa.decimal128(38, 10)
+                    ),
+                    "s": pa.array([None if i % 11 == 0 else f"v{i}" for i in ids], pa.string()),
+                    "day": pa.array(
+                        [dt.date(2024, 1, 1) + dt.timedelta(days=i % 400) for i in ids], pa.date32()
+                    ),
+                    "x": pa.array([None if i % 13 == 0 else i / 8 for i in ids], pa.float64()),
+                    "b": pa.array([i % 3 == 0 for i in ids], pa.bool_()),
+                }
+            ),
+            os.path.join(d, "part-0.parquet"),
+            row_group_size=1000,
+        )
     db = env.unique_db("typed")
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), f"{db}.typed", root)
@@ -73,10 +82,13 @@ def test_aggregates_and_filters_over_columnar_batches(spark, typed_table):
     name, root = typed_table
     spark.read.format("tiered_hive").load(name).createOrReplaceTempView("typed_ours")
     spark.read.parquet(root).createOrReplaceTempView("typed_theirs")
-    query = ("SELECT k, count(*), count(d15), sum(d15), min(d18), max(d7), min(d38), max(d38), "
-             "count(s), max(day), sum(x) FROM {} WHERE id % 3 <> 1 AND d15 > -5 GROUP BY k")
-    assert _rows(spark.sql(query.format("typed_ours"))) == \
-        _rows(spark.sql(query.format("typed_theirs")))
+    query = (
+        "SELECT k, count(*), count(d15), sum(d15), min(d18), max(d7), min(d38), max(d38), "
+        "count(s), max(day), sum(x) FROM {} WHERE id % 3 <> 1 AND d15 > -5 GROUP BY k"
+    )
+    assert _rows(spark.sql(query.format("typed_ours"))) == _rows(
+        spark.sql(query.format("typed_theirs"))
+    )
     assert spark.sql("SELECT count(*) FROM typed_ours").collect()[0][0] == 2 * ROWS
 
 

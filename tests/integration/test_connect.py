@@ -39,17 +39,23 @@ def tables(env, tmp_path_factory):
     root = base / "facts"
     for m, ids in (("1", range(0, 20)), ("2", range(20, 40))):
         (root / f"m={m}").mkdir(parents=True)
-        pq.write_table(pa.table({
-            "id": pa.array(ids, pa.int64()),
-            "qty": pa.array([i % 5 for i in ids], pa.int32()),
-            # Multiples of 0.5: sums are exact whatever order a join adds them in.
-            "price": pa.array([i * 1.5 for i in ids], pa.float64()),
-            "name": pa.array([f"n{i}" for i in ids], pa.string()),
-        }), str(root / f"m={m}" / "part-0.parquet"))
+        pq.write_table(
+            pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "qty": pa.array([i % 5 for i in ids], pa.int32()),
+                    # Multiples of 0.5: sums are exact whatever order a join adds them in.
+                    "price": pa.array([i * 1.5 for i in ids], pa.float64()),
+                    "name": pa.array([f"n{i}" for i in ids], pa.string()),
+                }
+            ),
+            str(root / f"m={m}" / "part-0.parquet"),
+        )
     (base / "dims").mkdir()
-    pq.write_table(pa.table({"qty": pa.array(range(5), pa.int32()),
-                             "label": [f"q{i}" for i in range(5)]}),
-                   str(base / "dims" / "part-0.parquet"))
+    pq.write_table(
+        pa.table({"qty": pa.array(range(5), pa.int32()), "label": [f"q{i}" for i in range(5)]}),
+        str(base / "dims" / "part-0.parquet"),
+    )
     db = env.unique_db("connect")
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), f"{db}.facts", str(root))
@@ -69,11 +75,20 @@ def connect_server(tmp_path_factory, server_home):
     assert jar is not None, "build the jar first: make native"
     log = tmp_path_factory.mktemp("connect-server") / "server.log"
     server = ConnectServer(
-        free_port(), jar=jar, master="local[2]", log_path=log,
+        free_port(),
+        jar=jar,
+        master="local[2]",
+        log_path=log,
         env={**os.environ, "HOME": str(server_home)},
-        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
-              "spark.default.parallelism": "2", "spark.sql.session.timeZone": "UTC",
-              "spark.driver.memory": "1g", "spark.ui.showConsoleProgress": "false"})
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.driver.memory": "1g",
+            "spark.ui.showConsoleProgress": "false",
+        },
+    )
     try:
         server.start(timeout=240)
         yield server
@@ -85,21 +100,43 @@ def connect_server(tmp_path_factory, server_home):
 def client_run(connect_server, env, tables, tmp_path_factory):
     """The client's whole run (one process: its start-up and session cost most of it)."""
     work = tmp_path_factory.mktemp("connect-client")
-    spec = {"url": connect_server.url, "properties": env.properties, "tables": tables,
-            "write_table": f"{tables['db']}.out_connect",
-            "tilde_home": str(work / "client-home"), "tilde_table": "tilde.t",
-            "missing_provider_class": "raptorx.NoSuchProvider"}
+    spec = {
+        "url": connect_server.url,
+        "properties": env.properties,
+        "tables": tables,
+        "write_table": f"{tables['db']}.out_connect",
+        "tilde_home": str(work / "client-home"),
+        "tilde_table": "tilde.t",
+        "missing_provider_class": "raptorx.NoSuchProvider",
+    }
     (work / "spec.json").write_text(json.dumps(spec))
     done = subprocess.run(
-        [sys.executable, "-m", "tests.connect_client", str(work / "spec.json"),
-         str(work / "out.json")], cwd=ROOT, capture_output=True, text=True,
-        timeout=CLIENT_TIMEOUT, env={k: v for k, v in os.environ.items()
-                                     if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")})
-    assert done.returncode == 0 and (work / "out.json").is_file(), \
+        [
+            sys.executable,
+            "-m",
+            "tests.connect_client",
+            str(work / "spec.json"),
+            str(work / "out.json"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT,
+        env={
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
+        },
+    )
+    assert done.returncode == 0 and (work / "out.json").is_file(), (
         f"connect client failed ({done.returncode}):\n{done.stderr[-6000:]}"
+    )
     out = json.loads((work / "out.json").read_text())
-    print("connect client seconds:", out["session_seconds"],
-          {k: v["seconds"] for k, v in out.items() if isinstance(v, dict) and "seconds" in v})
+    print(
+        "connect client seconds:",
+        out["session_seconds"],
+        {k: v["seconds"] for k, v in out.items() if isinstance(v, dict) and "seconds" in v},
+    )
     return {**out, "spec": spec}
 
 
@@ -130,8 +167,10 @@ def test_reads_equal_the_classic_session(client_run, spark, counted, tables, nam
 def test_pruning_reads_only_the_columns_the_query_needs(client_run, tables):
     counts = ok(client_run["prune"])["counts"]
     prefix = f"scan.column.{tables['facts']}."
-    assert {k[len(prefix):]: v for k, v in counts.items() if k.startswith(prefix)} == \
-        {"qty": 1, "name": 1}
+    assert {k[len(prefix) :]: v for k, v in counts.items() if k.startswith(prefix)} == {
+        "qty": 1,
+        "name": 1,
+    }
 
 
 def test_write_to_a_managed_table_equals_the_classic_session(client_run, spark, counted, tables):

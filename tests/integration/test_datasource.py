@@ -20,15 +20,23 @@ def _write(root, part, ids):
     d = os.path.join(root, part) if part else root
     os.makedirs(d, exist_ok=True)
     base = dt.date(2024, 1, 1) if "01" in (part or "") else dt.date(2024, 2, 1)
-    pq.write_table(pa.table({
-        "id": pa.array(ids, pa.int64()),
-        "qty": pa.array([i % 7 for i in ids], pa.int32()),
-        "day": pa.array([base + dt.timedelta(days=i % 28) for i in ids], pa.date32()),
-        "price": pa.array([Decimal(i) / 4 for i in ids], pa.decimal128(15, 2)),
-        "ratio": pa.array([i / 3 for i in ids], pa.float64()),
-        "name": pa.array([None if i % 5 == 0 else f"n{i:03d}" for i in ids], pa.string_view()),
-        "flag": pa.array([i % 2 == 0 for i in ids], pa.bool_()),
-    }), os.path.join(d, "part-0.parquet"), row_group_size=10)
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "qty": pa.array([i % 7 for i in ids], pa.int32()),
+                "day": pa.array([base + dt.timedelta(days=i % 28) for i in ids], pa.date32()),
+                "price": pa.array([Decimal(i) / 4 for i in ids], pa.decimal128(15, 2)),
+                "ratio": pa.array([i / 3 for i in ids], pa.float64()),
+                "name": pa.array(
+                    [None if i % 5 == 0 else f"n{i:03d}" for i in ids], pa.string_view()
+                ),
+                "flag": pa.array([i % 2 == 0 for i in ids], pa.bool_()),
+            }
+        ),
+        os.path.join(d, "part-0.parquet"),
+        row_group_size=10,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +62,15 @@ def test_reads_every_row_with_partition_column(spark, table):
     name, root = table
     df = spark.read.format("tiered_hive").load(name)
     assert [f.name for f in df.schema.fields] == [
-        "id", "qty", "day", "price", "ratio", "name", "flag", "m"]
+        "id",
+        "qty",
+        "day",
+        "price",
+        "ratio",
+        "name",
+        "flag",
+        "m",
+    ]
     assert _rows(df) == _rows(_spark_parquet(spark, root))
 
 
@@ -72,13 +88,36 @@ def _spark_parquet(spark, root):
 
 
 WHERE = [
-    "id = 7", "id <=> 7", "not (id <=> 7)", "id > 80", "id >= 80", "id < 3", "id <= 3",
-    "id in (1, 31, 61, 99)", "id not in (1, 2, 3)", "name is null", "name is not null",
-    "name like 'n01%'", "name like '%5'", "name like '%02%'", "not (name like 'n0%')",
-    "day >= date '2024-02-20'", "day = date '2024-01-05'", "price > 20.5",
-    "price between 1.25 and 2.0", "ratio > 10.5", "flag = true", "qty = 3 and id > 40",
-    "m = '2024-01'", "m is null", "m in ('2024-02')", "m > '2024-01'", "not (m = '2024-01')",
-    "m like '2024%'", "id = 7 or id = 70", "name = 'nope'",
+    "id = 7",
+    "id <=> 7",
+    "not (id <=> 7)",
+    "id > 80",
+    "id >= 80",
+    "id < 3",
+    "id <= 3",
+    "id in (1, 31, 61, 99)",
+    "id not in (1, 2, 3)",
+    "name is null",
+    "name is not null",
+    "name like 'n01%'",
+    "name like '%5'",
+    "name like '%02%'",
+    "not (name like 'n0%')",
+    "day >= date '2024-02-20'",
+    "day = date '2024-01-05'",
+    "price > 20.5",
+    "price between 1.25 and 2.0",
+    "ratio > 10.5",
+    "flag = true",
+    "qty = 3 and id > 40",
+    "m = '2024-01'",
+    "m is null",
+    "m in ('2024-02')",
+    "m > '2024-01'",
+    "not (m = '2024-01')",
+    "m like '2024%'",
+    "id = 7 or id = 70",
+    "name = 'nope'",
 ]
 
 
@@ -112,8 +151,11 @@ def test_partition_value_filter_never_opens_other_partitions(spark, table, count
 
 def test_stats_pruning_can_be_switched_off(spark, table, counted):
     name, _ = table
-    df = (spark.read.format("tiered_hive")
-          .option("hive.partition-statistics-based-optimization-enabled", "false").load(name))
+    df = (
+        spark.read.format("tiered_hive")
+        .option("hive.partition-statistics-based-optimization-enabled", "false")
+        .load(name)
+    )
     with counted() as c:
         assert df.where("day >= date '2024-02-25' and id < 60").count() == 4
     assert c["planner.partitions_pruned_by_stats"] == 0 and c["reader.files_opened"] == 3
@@ -196,8 +238,10 @@ SCAN_CASES = [
     ("select (select count(*) from v) a, (select count(*) from v where id > 5) b", (90, 84)),
     ("select count(*) from v where id > 50", (39,)),
     ("select count(*) from v", (90,)),  # after a filtered query on the same view
-    ("select (select count(*) from v where id > 85) a, (select avg(id) from v where id < 3) b",
-     (4, 1.0)),
+    (
+        "select (select count(*) from v where id > 85) a, (select avg(id) from v where id < 3) b",
+        (4, 1.0),
+    ),
     ("select count(*) from v a join v b on a.id = b.id where a.id > 80 and b.id < 85", (4,)),
 ]
 
@@ -214,7 +258,9 @@ def test_scans_of_one_view_keep_their_own_filters(spark, table, counted):
     for sql, expected in SCAN_CASES:
         assert tuple(spark.sql(sql).collect()[0]) == expected, sql
     with counted() as c:  # and pushdown still prunes through the provider
-        assert spark.sql("select count(*) from v where m = '2024-01' and id < 5").collect()[0][0] == 5
+        assert (
+            spark.sql("select count(*) from v where m = '2024-01' and id < 5").collect()[0][0] == 5
+        )
     assert c["planner.partitions_pruned_by_value"] == 2 and c["reader.row_groups_pruned"] == 2
 
 
@@ -222,8 +268,9 @@ def test_without_the_jar_results_are_the_same_with_no_pushdown(spark, env, table
     from raptorx_py.datasource.source import configured_source_class
 
     name, _ = table
-    spark.dataSource.register(configured_source_class(env.settings(), name="tiered_hive_nojar",
-                                                      pushdown=False))
+    spark.dataSource.register(
+        configured_source_class(env.settings(), name="tiered_hive_nojar", pushdown=False)
+    )
     spark.read.format("tiered_hive_nojar").load(name).createOrReplaceTempView("v")
     with counted() as c:
         for sql, expected in SCAN_CASES:

@@ -17,9 +17,12 @@ BENCH_TIMEOUT = 600
 
 
 def user_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RAPTORX_CONF_DIR", "XDG_CACHE_HOME", "PYSPARK_SUBMIT_ARGS")
-           and not k.startswith("AWS_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RAPTORX_CONF_DIR", "XDG_CACHE_HOME", "PYSPARK_SUBMIT_ARGS")
+        and not k.startswith("AWS_")
+    }
     env["HOME"] = str(home)
     return env
 
@@ -36,14 +39,17 @@ def expected_returnflag_counts(generation: Path) -> dict[str, int]:
 
     rows = duckdb.sql(
         f"SELECT l_returnflag, count(*) FROM read_parquet('{generation}/lineitem/**/*.parquet',"
-        f" hive_partitioning = true) WHERE l_shipdate >= DATE '1995-03-01' GROUP BY 1").fetchall()
+        f" hive_partitioning = true) WHERE l_shipdate >= DATE '1995-03-01' GROUP BY 1"
+    ).fetchall()
     return {flag: n for flag, n in rows}
 
 
 def shown_counts(stdout: str) -> dict[str, int]:
     """``DataFrame.show()``'s ``|  A| 1139|`` rows."""
-    return {m.group(1): int(m.group(2))
-            for m in re.finditer(r"^\|\s*([A-Z])\|\s*(\d+)\|$", stdout, re.M)}
+    return {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"^\|\s*([A-Z])\|\s*(\d+)\|$", stdout, re.M)
+    }
 
 
 def test_readme_snippet_runs_after_the_benchmark(tmp_path):
@@ -52,22 +58,51 @@ def test_readme_snippet_runs_after_the_benchmark(tmp_path):
     log = tmp_path / "bench.log"
     with open(log, "w", encoding="utf-8") as out:
         bench = subprocess.run(
-            [sys.executable, "-m", "benchmarks.tpch_suite", "--scale", "0.01", "--queries", "6",
-             "--configs", "spark-parquet-local,tiered-hive-local", "--repetitions", "1",
-             "--warmup", "0", "--latency-ms", "0", "--out", str(tmp_path / "out"),
-             "--work-dir", str(tmp_path / "work")],
-            cwd=REPO, env=user_env(home), stdout=out, stderr=subprocess.STDOUT,
-            timeout=BENCH_TIMEOUT)
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.tpch_suite",
+                "--scale",
+                "0.01",
+                "--queries",
+                "6",
+                "--configs",
+                "spark-parquet-local,tiered-hive-local",
+                "--repetitions",
+                "1",
+                "--warmup",
+                "0",
+                "--latency-ms",
+                "0",
+                "--out",
+                str(tmp_path / "out"),
+                "--work-dir",
+                str(tmp_path / "work"),
+            ],
+            cwd=REPO,
+            env=user_env(home),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=BENCH_TIMEOUT,
+        )
     output = log.read_text(encoding="utf-8")
     assert bench.returncode == 0, output
 
     # The log a person reads: a line when each phase starts and ends, one per query.
-    for phase in ("generating TPC-H", "publishing TPC-H SF 0.01 as tpch.*", "starting Spark",
-                  "running 1 query"):
+    for phase in (
+        "generating TPC-H",
+        "publishing TPC-H SF 0.01 as tpch.*",
+        "starting Spark",
+        "running 1 query",
+    ):
         assert re.search(rf"^\d\d:\d\d:\d\d start: {re.escape(phase)}", output, re.M), output
         assert re.search(rf"^\d\d:\d\d:\d\d done:  {re.escape(phase)}", output, re.M), output
-    assert re.search(r"^\d\d:\d\d:\d\d Q6 +1 rows  spark-parquet-local \d+\.\d+s  "
-                     r"tiered-hive-local \d+\.\d+s \(\d+\.\d\dx of baseline\)$", output, re.M)
+    assert re.search(
+        r"^\d\d:\d\d:\d\d Q6 +1 rows  spark-parquet-local \d+\.\d+s  "
+        r"tiered-hive-local \d+\.\d+s \(\d+\.\d\dx of baseline\)$",
+        output,
+        re.M,
+    )
     assert "(lower is faster)" in output
     # No bar drawn into the file, no line cut at 80 columns, none of Spark's start-up noise.
     assert "━" not in output and "\r" not in output
@@ -81,8 +116,14 @@ def test_readme_snippet_runs_after_the_benchmark(tmp_path):
     assert (home / ".raptorx" / "metastore.db").is_file()
     script = tmp_path / "snippet.py"
     script.write_text(readme_snippet(), encoding="utf-8")
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=user_env(home),
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=user_env(home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     counts = shown_counts(run.stdout)
     assert counts == expected_returnflag_counts(tmp_path / "work" / "tpch" / "sf0.01")
@@ -92,8 +133,14 @@ def test_readme_snippet_runs_after_the_benchmark(tmp_path):
 def run_failing_script(tmp_path: Path, home: Path, body: str) -> list[str]:
     script = tmp_path / "user_script.py"
     script.write_text(textwrap.dedent(body), encoding="utf-8")
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=user_env(home),
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=user_env(home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 1, run.stderr
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     # No traceback at all (the doubled one was 59-99 lines): our line is the last one.
@@ -114,16 +161,24 @@ def test_missing_table_is_one_line(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     # The default metastore exists (a read never creates one) and holds no database.
-    with open_metastore(load_settings(overrides={
-            "hive.metastore.url": f"sqlite:///{home}/.raptorx/metastore.db"}), create=True):
+    with open_metastore(
+        load_settings(overrides={"hive.metastore.url": f"sqlite:///{home}/.raptorx/metastore.db"}),
+        create=True,
+    ):
         pass
-    lines = run_failing_script(tmp_path, home, """
+    lines = run_failing_script(
+        tmp_path,
+        home,
+        """
         from raptorx_py import tiered_session
         spark = tiered_session()
         spark.read.format("tiered_hive").load("tpch.lineitem").count()
-    """)
-    assert lines[-1] == ("raptorx_py.errors.NoSuchObjectError: database 'tpch' does not exist. "
-                         "Existing databases: (none)")
+    """,
+    )
+    assert lines[-1] == (
+        "raptorx_py.errors.NoSuchObjectError: database 'tpch' does not exist. "
+        "Existing databases: (none)"
+    )
 
 
 def test_unreachable_endpoint_is_one_line(tmp_path, free_port):
@@ -134,22 +189,31 @@ def test_unreachable_endpoint_is_one_line(tmp_path, free_port):
     home = tmp_path / "home"
     home.mkdir()
     metastore = tmp_path / "metastore.db"
-    with open_metastore(load_settings(overrides={"hive.metastore.url":
-                                                 f"sqlite:///{metastore}"}), create=True) as ms:
+    with open_metastore(
+        load_settings(overrides={"hive.metastore.url": f"sqlite:///{metastore}"}), create=True
+    ) as ms:
         ms.create_database("remote")
-        ms.create_table(Table("remote", "events", EXTERNAL_TABLE, "s3://bucket/events",
-                              (Column("a", "bigint"),)))
+        ms.create_table(
+            Table(
+                "remote", "events", EXTERNAL_TABLE, "s3://bucket/events", (Column("a", "bigint"),)
+            )
+        )
     dead = f"http://127.0.0.1:{free_port}"
     # No credentials anywhere (the temporary HOME has no ~/.aws): botocore's NoCredentialsError
     # used to hide that nothing listens at the endpoint.
-    lines = run_failing_script(tmp_path, home, f"""
+    lines = run_failing_script(
+        tmp_path,
+        home,
+        f"""
         from raptorx_py import tiered_session
         spark = tiered_session(properties={{"hive.metastore.url": "sqlite:///{metastore}",
                                             "hive.s3.endpoint": "{dead}"}})
         spark.read.format("tiered_hive").load("remote.events").show()
-    """)
-    assert lines[-1].startswith(f"raptorx_py.errors.StorageError: could not connect to {dead} "
-                                "(hive.s3.endpoint)"), lines
+    """,
+    )
+    assert lines[-1].startswith(
+        f"raptorx_py.errors.StorageError: could not connect to {dead} (hive.s3.endpoint)"
+    ), lines
 
 
 def test_a_failed_task_is_one_line(tmp_path):
@@ -173,10 +237,16 @@ def test_a_failed_task_is_one_line(tmp_path):
         register_external_table(ms, settings, "db.t", f"file://{data}")
     size = (data / "part-0.parquet").stat().st_size
     (data / "part-0.parquet").write_bytes(b"X" * size)  # same size: found by the read only
-    lines = run_failing_script(tmp_path, home, f"""
+    lines = run_failing_script(
+        tmp_path,
+        home,
+        f"""
         from raptorx_py import tiered_session
         spark = tiered_session(properties={{"hive.metastore.url": "sqlite:///{metastore}"}})
         spark.read.format("tiered_hive").load("db.t").count()
-    """)
-    assert lines[-1].startswith("raptorx_py.errors.CorruptFileError: Corrupt or truncated "
-                                f"Parquet file file://{data}/part-0.parquet"), lines
+    """,
+    )
+    assert lines[-1].startswith(
+        "raptorx_py.errors.CorruptFileError: Corrupt or truncated "
+        f"Parquet file file://{data}/part-0.parquet"
+    ), lines

@@ -58,8 +58,12 @@ def test_reader_sees_whole_commits_in_order(spark, env, tmp_path, metastore_url)
     log = open(tmp_path / "writer.log", "w")
     writer = subprocess.Popen(
         [sys.executable, str(script), json.dumps([properties, name, BATCHES, BATCH_ROWS])],
-        stdout=subprocess.PIPE, stderr=log, cwd=os.getcwd(), text=True,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        stdout=subprocess.PIPE,
+        stderr=log,
+        cwd=os.getcwd(),
+        text=True,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
     deadline = time.monotonic() + 120
     seen: list[int] = []  # batches visible, per read
     times: list[float] = []
@@ -80,8 +84,9 @@ def test_reader_sees_whole_commits_in_order(spark, env, tmp_path, metastore_url)
                 assert rest == 0, f"partial write visible: {len(ids)} rows"
                 assert ids == list(range(k * BATCH_ROWS)), "rows missing inside the batches"
                 assert not seen or k >= seen[-1], f"went backwards: {seen[-1]} -> {k}"
-                assert k >= committed, (f"{committed} commits visible in the database "
-                                        f"before the read, the read saw {k}")
+                assert k >= committed, (
+                    f"{committed} commits visible in the database before the read, the read saw {k}"
+                )
                 lagging += k > committed  # a commit landed while reading: allowed
                 seen.append(k)
                 times.append(round(time.monotonic() - started, 1))
@@ -96,8 +101,9 @@ def test_reader_sees_whole_commits_in_order(spark, env, tmp_path, metastore_url)
     assert seen[-1] == BATCHES
     assert len(set(seen)) >= 2  # the reads really interleaved with the commits
     table = spark.read.format("tiered_hive").options(**on).load(name)
-    parts = {r.part: r.c for r in table.groupBy("part").count()
-             .withColumnRenamed("count", "c").collect()}
+    parts = {
+        r.part: r.c for r in table.groupBy("part").count().withColumnRenamed("count", "c").collect()
+    }
     assert parts == {"0": 60, "1": 60, "2": 60}
 
 

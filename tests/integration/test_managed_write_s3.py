@@ -19,32 +19,46 @@ pytestmark = pytest.mark.s3
 
 
 def test_append_overwrite_and_clean_on_s3(env, s3_endpoint, s3_bucket, tmp_path):
-    settings = env.settings(**s3_endpoint.s3_properties(),
-                            **{"hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
-                               "hive.metastore.warehouse.dir": f"s3://{s3_bucket}/wh"})
+    settings = env.settings(
+        **s3_endpoint.s3_properties(),
+        **{
+            "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+            "hive.metastore.warehouse.dir": f"s3://{s3_bucket}/wh",
+        },
+    )
     clock = Clock()
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=300)
     fs, _ = filesystem_for(f"s3://{s3_bucket}", settings)
 
     def write(ids, overwrite=False):
         job = mw.begin_write(ms, settings, "db", "t", COLUMNS, overwrite, ("region",))
-        files = mw.write_task(settings, job, [batch(ids)],
-                              heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms))
+        files = mw.write_task(
+            settings,
+            job,
+            [batch(ids)],
+            heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms),
+        )
         return job, files
 
     def read_ids():
         t = ms.get_table("db", "t")
         plan = plan_scan(ms, settings, t, t.all_columns, [])
-        return sorted(i for s in plan.splits for i in
-                      pq.read_table(s.url.removeprefix("s3://"), columns=["id"],
-                                    filesystem=fs).column("id").to_pylist())
+        return sorted(
+            i
+            for s in plan.splits
+            for i in pq.read_table(s.url.removeprefix("s3://"), columns=["id"], filesystem=fs)
+            .column("id")
+            .to_pylist()
+        )
 
     for ids in (range(0, 6), range(6, 9)):
         mw.commit_write(ms, settings, *write(ids))
     assert read_ids() == list(range(9))
     root = f"{s3_bucket}/wh/db.db/t"
     assert fs.ls(f"{root}/region=EU", refresh=True) == [
-        f"{root}/region=EU/{delta_dir_name(1)}", f"{root}/region=EU/{delta_dir_name(2)}"]
+        f"{root}/region=EU/{delta_dir_name(1)}",
+        f"{root}/region=EU/{delta_dir_name(2)}",
+    ]
     assert not [p for p in fs.find(root) if "/.raptorx-staging-" in p]  # staging gone
 
     mw.commit_write(ms, settings, *write([100], overwrite=True))  # only US gets a row

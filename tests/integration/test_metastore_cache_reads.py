@@ -49,8 +49,12 @@ KEYS = (Column("k", "int"),)
 
 
 def options(url: str, **extra) -> dict[str, str]:
-    return {"hive.metastore.url": url, "hive.metastore-cache-ttl": "1h",
-            "hive.metastore-refresh-interval": "1h", **extra}
+    return {
+        "hive.metastore.url": url,
+        "hive.metastore-cache-ttl": "1h",
+        "hive.metastore-refresh-interval": "1h",
+        **extra,
+    }
 
 
 def load(spark, name: str, opts: dict[str, str]):
@@ -68,9 +72,15 @@ def write_files(root: str, k: int, write_id: int | None, ids_: range) -> None:
     if write_id is not None:
         d = os.path.join(d, f"delta_{write_id:07d}_{write_id:07d}")
     os.makedirs(d, exist_ok=True)
-    pq.write_table(pa.table({"id": pa.array(list(ids_), pa.int64()),
-                             "v": pa.array([f"v{i}" for i in ids_], pa.string())}),
-                   os.path.join(d, "part-0.parquet"))
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array(list(ids_), pa.int64()),
+                "v": pa.array([f"v{i}" for i in ids_], pa.string()),
+            }
+        ),
+        os.path.join(d, "part-0.parquet"),
+    )
 
 
 def rows_of(k: int, write_id: int = 1) -> range:
@@ -91,13 +101,13 @@ class Tables:
         # test's directory (every test's metastore starts write ids at 1 again).
         self.writer.create_database("db", f"file://{tmp_path}/warehouse/db.db")
 
-    def managed(self, name: str, keys: list[int], *, with_files=None, bulk: bool = False
-                ) -> Table:
+    def managed(self, name: str, keys: list[int], *, with_files=None, bulk: bool = False) -> Table:
         """A managed table whose partitions ``keys`` are written by one committed
         transaction (write id 1); only ``with_files`` (default: all) get a data file."""
         root = str(self.tmp / name)
-        table = self.writer.create_table(Table("db", name, MANAGED_TABLE, f"file://{root}",
-                                               COLUMNS, KEYS))
+        table = self.writer.create_table(
+            Table("db", name, MANAGED_TABLE, f"file://{root}", COLUMNS, KEYS)
+        )
         txn = self.writer.open_transaction(user="test")
         wid = self.writer.allocate_write_id(txn, "db", name)
         parts = [Partition((str(k),), f"{table.location}/k={k}") for k in keys]
@@ -105,27 +115,33 @@ class Tables:
             add_partitions_bulk(self.writer, table, parts, write_id=wid)
         else:
             self.writer.add_partitions(table, parts, write_id=wid)
-        for k in (keys if with_files is None else with_files):
+        for k in keys if with_files is None else with_files:
             write_files(root, k, wid, rows_of(k, wid))
         self.writer.commit_transaction(txn)
         return table
 
-    def commit(self, table: Table, *, add: tuple[int, ...] = (), append: tuple[int, ...] = (),
-               commit: bool = True) -> tuple[int, int]:
+    def commit(
+        self,
+        table: Table,
+        *,
+        add: tuple[int, ...] = (),
+        append: tuple[int, ...] = (),
+        commit: bool = True,
+    ) -> tuple[int, int]:
         """One transaction: new partitions ``add`` and appends to the existing partitions
         ``append``, each with a file in its ``delta_<w>_<w>/``; ``(txn, write id)``."""
         w = self.writer
         txn = w.open_transaction(user="test")
         wid = w.allocate_write_id(txn, table.database, table.name)
-        root = table.location[len("file://"):]
+        root = table.location[len("file://") :]
         for k in add + append:
             write_files(root, k, wid, rows_of(k, wid))
         if add:
-            w.add_partitions(table, [Partition((str(k),), f"{table.location}/k={k}")
-                                     for k in add], write_id=wid)
+            w.add_partitions(
+                table, [Partition((str(k),), f"{table.location}/k={k}") for k in add], write_id=wid
+            )
         for k in append:
-            w.alter_partition(table, Partition((str(k),), f"{table.location}/k={k}"),
-                              write_id=wid)
+            w.alter_partition(table, Partition((str(k),), f"{table.location}/k={k}"), write_id=wid)
         if commit:
             w.commit_transaction(txn)
         return txn, wid
@@ -209,14 +225,19 @@ def test_cache_off_reads_the_database_under_one_snapshot(spark, tables, counted)
         assert c["metastore_cache.partition_hits"] == 0
 
 
-@pytest.mark.parametrize("props, warm_trips", [
-    # Tables are not cached: each query reads its table (partitions still cached).
-    ({"hive.metastore-cache-scope": "PARTITION"}, 1 + GET_TABLE_TRIPS),
-    # Two partitions do not fit a cache of one: each query reads them (the table is cached).
-    ({"hive.metastore-cache-maximum-size": "1"}, 1 + LIST_PARTITIONS_TRIPS),
-], ids=["scope-partition", "maximum-size-1"])
-def test_scope_and_maximum_size_decide_what_a_warm_query_reads(spark, tables, counted, props,
-                                                                 warm_trips):
+@pytest.mark.parametrize(
+    "props, warm_trips",
+    [
+        # Tables are not cached: each query reads its table (partitions still cached).
+        ({"hive.metastore-cache-scope": "PARTITION"}, 1 + GET_TABLE_TRIPS),
+        # Two partitions do not fit a cache of one: each query reads them (the table is cached).
+        ({"hive.metastore-cache-maximum-size": "1"}, 1 + LIST_PARTITIONS_TRIPS),
+    ],
+    ids=["scope-partition", "maximum-size-1"],
+)
+def test_scope_and_maximum_size_decide_what_a_warm_query_reads(
+    spark, tables, counted, props, warm_trips
+):
     tables.managed("t", [1, 2])
     df = load(spark, "db.t", options(tables.url, **props))
     assert ids(df) == [*rows_of(1), *rows_of(2)]
@@ -226,15 +247,13 @@ def test_scope_and_maximum_size_decide_what_a_warm_query_reads(spark, tables, co
         assert c["metastore.round_trips"] == warm_trips, c.delta
 
 
-def test_without_partition_versioning_managed_partitions_are_served_by_age(spark, tables,
-                                                                            counted):
+def test_without_partition_versioning_managed_partitions_are_served_by_age(spark, tables, counted):
     """``hive.partition-versioning-enabled=false``: a managed table's partition list is cached
     without write ids, like an external table's: within the TTL and before a refresh, a
     commit's new partition is not listed (the table itself, still versioned, is read again
     because the snapshot moved)."""
     table = tables.managed("t", [1, 2])
-    df = load(spark, "db.t", options(tables.url,
-                                     **{"hive.partition-versioning-enabled": "false"}))
+    df = load(spark, "db.t", options(tables.url, **{"hive.partition-versioning-enabled": "false"}))
     assert ids(df) == [*rows_of(1), *rows_of(2)]
     tables.commit(table, add=(3,))
     with counted() as c:
@@ -269,8 +288,7 @@ def test_a_commit_is_seen_by_the_very_next_query(spark, tables, counted):
     assert warm_again["metastore.round_trips"] == 1, warm_again.delta
 
 
-def test_an_open_or_aborted_write_is_neither_read_nor_a_reason_to_reload(spark, tables,
-                                                                           counted):
+def test_an_open_or_aborted_write_is_neither_read_nor_a_reason_to_reload(spark, tables, counted):
     """A write id that is open, then aborted, is not in the committed set: the cached entries
     stay fresh (a warm query stays one round trip while another application writes), and
     its files (a new partition and an append, each in ``delta_<w>_<w>/``) are not read, not
@@ -349,8 +367,9 @@ def test_the_snapshot_is_taken_once_per_scan_and_rides_with_the_reader(tables, e
         tables.commit(table, add=(3,))  # after the snapshot, before partitions()
         planned = reader.partitions()
         tables.commit(table, append=(1,))  # after planning, before reading
-        got = sorted(v for p in planned for batch in shipped.read(p)
-                     for v in batch.column(0).to_pylist())
+        got = sorted(
+            v for p in planned for batch in shipped.read(p) for v in batch.column(0).to_pylist()
+        )
         assert got == [*rows_of(1), *rows_of(2)]
     finally:
         close_cached_metastores()
@@ -359,18 +378,20 @@ def test_the_snapshot_is_taken_once_per_scan_and_rides_with_the_reader(tables, e
 # -- external tables: TTL and the notification log ---------------------------------------------
 def external(tables: Tables, name: str, keys) -> Table:
     root = str(tables.tmp / name)
-    table = tables.writer.create_table(Table("db", name, EXTERNAL_TABLE, f"file://{root}",
-                                             COLUMNS, KEYS))
+    table = tables.writer.create_table(
+        Table("db", name, EXTERNAL_TABLE, f"file://{root}", COLUMNS, KEYS)
+    )
     add_external(tables, table, keys)
     return table
 
 
 def add_external(tables: Tables, table: Table, keys) -> None:
-    root = table.location[len("file://"):]
+    root = table.location[len("file://") :]
     for k in keys:
         write_files(root, k, None, rows_of(k))
-    tables.writer.add_partitions(table, [Partition((str(k),), f"{table.location}/k={k}")
-                                         for k in keys])
+    tables.writer.add_partitions(
+        table, [Partition((str(k),), f"{table.location}/k={k}") for k in keys]
+    )
 
 
 def test_an_external_table_is_served_within_its_ttl(spark, tables, counted):
@@ -417,8 +438,9 @@ def test_a_recreated_table_is_never_served_from_the_old_entry(spark, tables):
     df = load(spark, "db.t", options(tables.url))
     assert ids(df) == [*rows_of(1), *rows_of(2)]
     root = str(tables.tmp / "t2")
-    new = tables.writer.create_table(Table("db", "t", EXTERNAL_TABLE, f"file://{root}",
-                                           COLUMNS, KEYS), replace=True)
+    new = tables.writer.create_table(
+        Table("db", "t", EXTERNAL_TABLE, f"file://{root}", COLUMNS, KEYS), replace=True
+    )
     assert new.id != table.id
     add_external(tables, new, [7])
     assert ids(df) == list(rows_of(7))
@@ -433,9 +455,15 @@ def test_the_writing_application_reads_its_own_write(spark, tables, counted):
     opts = options(tables.url)
 
     def append(lo, hi):
-        (spark.range(lo, hi).selectExpr("id", "cast(id % 2 as int) as k")
-         .write.format("tiered_hive").options(**opts).option("partition_by", "k")
-         .mode("append").save("db.w"))
+        (
+            spark.range(lo, hi)
+            .selectExpr("id", "cast(id % 2 as int) as k")
+            .write.format("tiered_hive")
+            .options(**opts)
+            .option("partition_by", "k")
+            .mode("append")
+            .save("db.w")
+        )
 
     append(0, 10)
     df = load(spark, "db.w", opts)
@@ -451,8 +479,9 @@ def test_the_writing_application_reads_its_own_write(spark, tables, counted):
 
 
 # -- the cache outlives queries; its connection may not -------------------------------------
-def test_a_lost_metastore_connection_is_reopened_by_the_next_query(spark, postgres_database_url,
-                                                                   tmp_path, counted):
+def test_a_lost_metastore_connection_is_reopened_by_the_next_query(
+    spark, postgres_database_url, tmp_path, counted
+):
     """The planning worker's cache keeps one connection for many queries. When the server
     drops it (here: every other backend of the database terminated, as a restart would),
     the next query reconnects once, through a new cache, instead of failing, and so does
@@ -467,7 +496,8 @@ def test_a_lost_metastore_connection_is_reopened_by_the_next_query(spark, postgr
         assert warm["metastore.round_trips"] == 1
         killed = tables.writer._execute(
             "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()[0]
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
         assert killed >= 1  # at least the planning worker's connection
         with counted() as c:
             assert ids(df) == [*rows_of(1), *rows_of(2)]

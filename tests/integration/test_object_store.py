@@ -1,6 +1,7 @@
 """The local S3 endpoint (benchmarks/object_store.py, its server benchmarks/s3_server.py):
 counting, control API, latency bookkeeping, lifecycle, and the ranged-GET patch.
 Counts, never timings."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,9 @@ DATA = bytes(range(256)) * 40  # 10240 bytes, deterministic
 
 def _fs(endpoint: S3Endpoint) -> s3fs.S3FileSystem:
     """A fresh s3fs instance with no listing cache, so every call hits the endpoint."""
-    return s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False,
-                             **endpoint.storage_options())
+    return s3fs.S3FileSystem(
+        skip_instance_cache=True, use_listings_cache=False, **endpoint.storage_options()
+    )
 
 
 def _nonzero(counts: dict[str, int]) -> dict[str, int]:
@@ -37,25 +39,28 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-@pytest.mark.parametrize("method, path, query, rng, kind", [
-    ("GET", "/bkt", "list-type=2&prefix=a%2F&delimiter=%2F", None, "LIST"),
-    ("GET", "/bkt/", "", None, "LIST"),
-    ("GET", "/bkt", "location", None, "OTHER"),
-    ("GET", "/", "", None, "OTHER"),
-    ("HEAD", "/bkt/a/b.parquet", "", None, "HEAD"),
-    ("HEAD", "/bkt", "", None, "HEAD"),
-    ("GET", "/bkt/a/b.parquet", "x-id=GetObject", None, "GET"),
-    ("GET", "/bkt/a/b.parquet", "", "bytes=0-99", "RANGED_GET"),
-    ("GET", "/bkt/a/b.parquet", "tagging", None, "OTHER"),
-    ("PUT", "/bkt/a/b.parquet", "", None, "PUT"),
-    ("PUT", "/bkt/a/b.parquet", "partNumber=2&uploadId=xyz", None, "PUT"),
-    ("PUT", "/bkt/a/b.parquet", "acl", None, "OTHER"),
-    ("PUT", "/bkt", "", None, "OTHER"),
-    ("POST", "/bkt/a/b.parquet", "uploads", None, "OTHER"),
-    ("DELETE", "/bkt/a/b.parquet", "", None, "DELETE"),
-    ("POST", "/bkt", "delete", None, "DELETE"),
-    ("DELETE", "/bkt/a/b.parquet", "uploadId=xyz", None, "OTHER"),
-])
+@pytest.mark.parametrize(
+    "method, path, query, rng, kind",
+    [
+        ("GET", "/bkt", "list-type=2&prefix=a%2F&delimiter=%2F", None, "LIST"),
+        ("GET", "/bkt/", "", None, "LIST"),
+        ("GET", "/bkt", "location", None, "OTHER"),
+        ("GET", "/", "", None, "OTHER"),
+        ("HEAD", "/bkt/a/b.parquet", "", None, "HEAD"),
+        ("HEAD", "/bkt", "", None, "HEAD"),
+        ("GET", "/bkt/a/b.parquet", "x-id=GetObject", None, "GET"),
+        ("GET", "/bkt/a/b.parquet", "", "bytes=0-99", "RANGED_GET"),
+        ("GET", "/bkt/a/b.parquet", "tagging", None, "OTHER"),
+        ("PUT", "/bkt/a/b.parquet", "", None, "PUT"),
+        ("PUT", "/bkt/a/b.parquet", "partNumber=2&uploadId=xyz", None, "PUT"),
+        ("PUT", "/bkt/a/b.parquet", "acl", None, "OTHER"),
+        ("PUT", "/bkt", "", None, "OTHER"),
+        ("POST", "/bkt/a/b.parquet", "uploads", None, "OTHER"),
+        ("DELETE", "/bkt/a/b.parquet", "", None, "DELETE"),
+        ("POST", "/bkt", "delete", None, "DELETE"),
+        ("DELETE", "/bkt/a/b.parquet", "uploadId=xyz", None, "OTHER"),
+    ],
+)
 def test_classify_request(method, path, query, rng, kind):
     assert classify_request(method, path, query, rng) == kind
 
@@ -112,13 +117,18 @@ def test_multipart_parts_count_as_put(s3_endpoint, s3_bucket):
     upload = client.create_multipart_upload(Bucket=s3_bucket, Key=key)
     part1 = b"a" * (5 << 20)  # S3's minimum size for a non-final part
     part2 = b"b" * 100
-    etags = [client.upload_part(Bucket=s3_bucket, Key=key, UploadId=upload["UploadId"],
-                                PartNumber=n, Body=body)["ETag"]
-             for n, body in ((1, part1), (2, part2))]
+    etags = [
+        client.upload_part(
+            Bucket=s3_bucket, Key=key, UploadId=upload["UploadId"], PartNumber=n, Body=body
+        )["ETag"]
+        for n, body in ((1, part1), (2, part2))
+    ]
     client.complete_multipart_upload(
-        Bucket=s3_bucket, Key=key, UploadId=upload["UploadId"],
-        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e}
-                                   for n, e in zip((1, 2), etags)]})
+        Bucket=s3_bucket,
+        Key=key,
+        UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in zip((1, 2), etags)]},
+    )
     # create + complete are OTHER, each part is a PUT
     assert _nonzero(s3_endpoint.stats()["requests"]) == {"PUT": 2, "OTHER": 2}
     assert client.head_object(Bucket=s3_bucket, Key=key)["ContentLength"] == len(part1) + 100
@@ -213,8 +223,16 @@ def test_second_endpoint_stock_moto_matches_and_stops_cleanly(s3_endpoint, s3_bu
     """A second endpoint gets its own port and process; stock moto (no range patch)
     answers every ranged GET exactly like the patched endpoint; stop() reaps it."""
     body = DATA * 3
-    ranges = ["bytes=0-0", "bytes=100-4195", "bytes=30000-", "bytes=-17",
-              "bytes=30700-99999", "bytes=5-2", "bytes=0-1,5-6", "bytes=40000-40001"]
+    ranges = [
+        "bytes=0-0",
+        "bytes=100-4195",
+        "bytes=30000-",
+        "bytes=-17",
+        "bytes=30700-99999",
+        "bytes=5-2",
+        "bytes=0-1,5-6",
+        "bytes=40000-40001",
+    ]
     with S3Endpoint(latency_ms=0, fast_range=False) as stock:
         pid = stock.pid
         assert stock.port != s3_endpoint.port
@@ -228,15 +246,24 @@ def test_second_endpoint_stock_moto_matches_and_stops_cleanly(s3_endpoint, s3_bu
             for rng in ranges:
                 try:
                     resp = client.get_object(Bucket=s3_bucket, Key="obj", Range=rng)
-                    answers[name, rng] = (resp["ResponseMetadata"]["HTTPStatusCode"],
-                                          resp.get("ContentRange"), resp["Body"].read())
+                    answers[name, rng] = (
+                        resp["ResponseMetadata"]["HTTPStatusCode"],
+                        resp.get("ContentRange"),
+                        resp["Body"].read(),
+                    )
                 except botocore.exceptions.ClientError as exc:
-                    answers[name, rng] = (exc.response["ResponseMetadata"]["HTTPStatusCode"],
-                                          exc.response["Error"]["Code"], None)
+                    answers[name, rng] = (
+                        exc.response["ResponseMetadata"]["HTTPStatusCode"],
+                        exc.response["Error"]["Code"],
+                        None,
+                    )
         for rng in ranges:
             assert answers["fast", rng] == answers["stock", rng], rng
-        assert answers["fast", "bytes=-17"] == (206, f"bytes {len(body) - 17}-{len(body) - 1}/"
-                                                     f"{len(body)}", body[-17:])
+        assert answers["fast", "bytes=-17"] == (
+            206,
+            f"bytes {len(body) - 17}-{len(body) - 1}/{len(body)}",
+            body[-17:],
+        )
         assert answers["fast", "bytes=40000-40001"][0] == 416
         stock.stop()
         assert not _process_exists(pid)
@@ -258,8 +285,9 @@ def test_start_fails_clearly_when_server_hangs(tmp_path):
     fake.write_text("#!/bin/sh\necho 'stuck before binding'\nexec sleep 60\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     endpoint = S3Endpoint(python_executable=str(fake), start_timeout=0.5, stop_timeout=2)
-    with pytest.raises(EndpointStartError,
-                       match=r"(?s)not become healthy within 0.5 s.*stuck before binding") as err:
+    with pytest.raises(
+        EndpointStartError, match=r"(?s)not become healthy within 0.5 s.*stuck before binding"
+    ) as err:
         endpoint.start()
     assert endpoint.pid is None
     pid = int(re.search(r"\(pid (\d+)\)", str(err.value)).group(1))
@@ -272,4 +300,4 @@ def test_constructor_rejects_bad_settings():
     with pytest.raises(ValueError, match="bandwidth"):
         S3Endpoint(bandwidth=-5)
     with pytest.raises(RuntimeError, match="not started"):
-        S3Endpoint().url
+        _ = S3Endpoint().url

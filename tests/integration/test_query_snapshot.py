@@ -27,8 +27,9 @@ def append(settings, database, ids):
     with open_metastore(settings, create=True) as ms:
         job = mw.begin_write(ms, settings, database, "t", COLUMNS, False)
         batch = pa.RecordBatch.from_pydict({"id": pa.array(ids, pa.int64())})
-        files = mw.write_task(settings, job, [batch],
-                              heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms))
+        files = mw.write_task(
+            settings, job, [batch], heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms)
+        )
         mw.commit_write(ms, settings, job, files)
 
 
@@ -56,8 +57,9 @@ def hooked_source(spark, env):
 
         class Hooked(base):
             def reader(self, schema):
-                return CommittingReader(self.settings, self.database, self.table_name, schema,
-                                        pushdown=self._pushdown)
+                return CommittingReader(
+                    self.settings, self.database, self.table_name, schema, pushdown=self._pushdown
+                )
 
         spark.dataSource.register(Hooked)
 
@@ -66,8 +68,7 @@ def hooked_source(spark, env):
     cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
-def test_two_scans_of_one_table_in_one_query_read_one_snapshot(spark, env, tmp_path,
-                                                                hooked_source):
+def test_two_scans_of_one_table_in_one_query_read_one_snapshot(spark, env, tmp_path, hooked_source):
     database = env.unique_db("qs")
     append(env.settings(), database, [1, 2, 3])
     hooked_source(database, str(tmp_path / "committed"))
@@ -83,6 +84,7 @@ def test_a_spark_read_of_a_missing_metastore_fails_naming_it(spark, tmp_path):
     """Issue 10, finding 8: a typo in the SQLite path no longer reads a new empty metastore."""
     typo = tmp_path / "metastor.db"
     with pytest.raises(Exception, match=f"no SQLite metastore at {typo}"):
-        spark.read.format("tiered_hive").option("hive.metastore.url", f"sqlite:///{typo}") \
-            .load("db.t").collect()
+        spark.read.format("tiered_hive").option("hive.metastore.url", f"sqlite:///{typo}").load(
+            "db.t"
+        ).collect()
     assert not typo.exists()

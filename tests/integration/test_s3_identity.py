@@ -25,8 +25,7 @@ def test_overwritten_object_fails_the_read_by_name(env, s3_endpoint, s3_bucket):
     path = f"{s3_bucket}/t/m=1/part-0.parquet"
     _put_table(fs, path, range(100))
     with env.metastore(**s3_endpoint.s3_properties()) as ms:
-        table = register_external_table(ms, settings, f"{env.unique_db()}.t",
-                                        f"s3://{s3_bucket}/t")
+        table = register_external_table(ms, settings, f"{env.unique_db()}.t", f"s3://{s3_bucket}/t")
         plan = plan_scan(ms, settings, table, table.all_columns, [])
     (split,) = plan.splits
     assert split.etag and split.size > 0

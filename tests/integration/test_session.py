@@ -30,8 +30,11 @@ def test_conf_dir_from_spark_conf_wins_over_env(spark, env, tmp_path, monkeypatc
 
 def test_bad_conf_file_fails_at_register_naming_file_and_line(spark, env, tmp_path, restore):
     (tmp_path / "hive.properties").write_text("# ok\nhive.s3.path-style-access=maybe\n")
-    with pytest.raises(ValueError, match=r"hive.properties:2, property "
-                                         r"'hive.s3.path-style-access'"):
+    with pytest.raises(
+        ValueError,
+        match=r"hive.properties:2, property "
+        r"'hive.s3.path-style-access'",
+    ):
         register(spark, conf_dir=str(tmp_path), properties=env.properties)
 
 

@@ -28,8 +28,10 @@ from raptorx_py.scheduling.affinity import assignment, parse_executors
 from raptorx_py.table_registration import register_external_table
 
 pytest_plugins = ["tests.cluster_fixtures"]
-pytestmark = [pytest.mark.spark,
-              pytest.mark.skipif(native.jar_path() is None, reason="needs the native jar")]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.skipif(native.jar_path() is None, reason="needs the native jar"),
+]
 
 FILES, ROWS = 12, 5000
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,14 +40,18 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def small_table(tmp_path_factory):
     root = tmp_path_factory.mktemp("affinity")
-    props = {"hive.metastore.url": f"sqlite:///{root / 'metastore.db'}",
-             "hive.metastore.warehouse.dir": str(root / "warehouse"),
-             "metrics.directory": str(root / "metrics")}
+    props = {
+        "hive.metastore.url": f"sqlite:///{root / 'metastore.db'}",
+        "hive.metastore.warehouse.dir": str(root / "warehouse"),
+        "metrics.directory": str(root / "metrics"),
+    }
     data = root / "data"
     data.mkdir()
     for i in range(FILES):
-        pq.write_table(pa.table({"x": pa.array(range(i * ROWS, (i + 1) * ROWS), pa.int64())}),
-                       data / f"part-{i:03d}.parquet")
+        pq.write_table(
+            pa.table({"x": pa.array(range(i * ROWS, (i + 1) * ROWS), pa.int64())}),
+            data / f"part-{i:03d}.parquet",
+        )
     settings = load_settings(overrides=props)
     with open_metastore(settings, create=True) as ms:
         register_external_table(ms, settings, "aff.t", f"file://{data}")
@@ -53,22 +59,39 @@ def small_table(tmp_path_factory):
 
 
 def drive(cluster, props, runs, timeout=240, **spec) -> dict:
-    arg = json.dumps({"master": cluster.master_url, "executors": 2, "properties": props,
-                      "table": "aff.t", "column": "x", "runs": runs,
-                      "spark_conf": {"spark.locality.wait": "20s"}, **spec})
-    done = subprocess.run([sys.executable, "-m", "tests.cluster_driver", arg], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    arg = json.dumps(
+        {
+            "master": cluster.master_url,
+            "executors": 2,
+            "properties": props,
+            "table": "aff.t",
+            "column": "x",
+            "runs": runs,
+            "spark_conf": {"spark.locality.wait": "20s"},
+            **spec,
+        }
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.cluster_driver", arg],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, small_table):
     props, files = small_table
-    options = {"hive.node-selection-strategy": "SOFT_AFFINITY",
-               # Relative: each executor's own working directory, so its own caches.
-               "cache.base-directory": "raptorx-cache", "cache.enabled": "true",
-               "hive.parquet.metadata-cache-enabled": "true",
-               "hive.min-split-count": "4"}
+    options = {
+        "hive.node-selection-strategy": "SOFT_AFFINITY",
+        # Relative: each executor's own working directory, so its own caches.
+        "cache.base-directory": "raptorx-cache",
+        "cache.enabled": "true",
+        "hive.parquet.metadata-cache-enabled": "true",
+        "hive.min-split-count": "4",
+    }
     out = drive(standalone_cluster, props, runs=[{}, {}], options=options)
     print(json.dumps(out, indent=1, sort_keys=True))  # the figures, for -s runs
     executors = parse_executors(",".join(out["executors"]))
@@ -83,8 +106,11 @@ def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, sm
     # The locations tasks preferred are the rendezvous choice of their files.
     owners = assignment(files, executors)
     wanted = {e.location for e in owners.values()}
-    seen = {k.split(".", 2)[2] for k in warm if k.startswith(("affinity.preferred.",
-                                                              "affinity.fallback."))}
+    seen = {
+        k.split(".", 2)[2]
+        for k in warm
+        if k.startswith(("affinity.preferred.", "affinity.fallback."))
+    }
     assert seen == wanted == {e.location for e in executors}
     # Warm: the block cache serves the reads (each file was cached where it runs again).
     hits, misses = warm.get("block_cache.hits", 0), warm.get("block_cache.misses", 0)
@@ -92,8 +118,7 @@ def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, sm
     # Losing an executor moves only the files it owned.
     lost = executors[0]
     after = assignment(files, [e for e in executors if e != lost])
-    assert {f for f in files if after[f] != owners[f]} == {f for f in files
-                                                           if owners[f] == lost}
+    assert {f for f in files if after[f] != owners[f]} == {f for f in files if owners[f] == lost}
 
 
 @pytest.mark.stress
@@ -108,16 +133,30 @@ def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_tabl
     mark = tmp_path / "mid-query"
     try:
         cluster.start()
-        arg = json.dumps({
-            "master": cluster.master_url, "executors": 3, "properties": props,
-            "table": "aff.t", "column": "x",
-            "options": {"hive.node-selection-strategy": "SOFT_AFFINITY",
-                        "cache.base-directory": "raptorx-cache", "cache.enabled": "true",
-                        "hive.min-split-count": "6"},
-            "runs": [{}, {"mark": str(mark)}, {"executors": 2}],
-            "spark_conf": {"spark.locality.wait": "20s"}})
-        proc = subprocess.Popen([sys.executable, "-m", "tests.cluster_driver", arg], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        arg = json.dumps(
+            {
+                "master": cluster.master_url,
+                "executors": 3,
+                "properties": props,
+                "table": "aff.t",
+                "column": "x",
+                "options": {
+                    "hive.node-selection-strategy": "SOFT_AFFINITY",
+                    "cache.base-directory": "raptorx-cache",
+                    "cache.enabled": "true",
+                    "hive.min-split-count": "6",
+                },
+                "runs": [{}, {"mark": str(mark)}, {"executors": 2}],
+                "spark_conf": {"spark.locality.wait": "20s"},
+            }
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.cluster_driver", arg],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 240
             while not mark.exists():
@@ -146,7 +185,8 @@ def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_tabl
     assert moved == {f for f in files if owners[f] == lost}
     last = out["runs"][2]["counters"]
     assert {k.split(".", 2)[2] for k in last if k.startswith("affinity.preferred.")} == {
-        e.location for e in new_owners.values()}
+        e.location for e in new_owners.values()
+    }
     # Unmoved files are warm where they run; the moved ones were never cached by a
     # fallback, so they are the only misses.
     assert last.get("block_cache.misses", 0) <= len(moved)
@@ -157,8 +197,9 @@ def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_tabl
 
 
 @pytest.mark.stress
-def test_all_22_tpch_queries_on_the_cluster_equal_duckdb(request, tmp_path, standalone_cluster,
-                                                        tpch_sf001_dir, tpch_scale):
+def test_all_22_tpch_queries_on_the_cluster_equal_duckdb(
+    request, tmp_path, standalone_cluster, tpch_sf001_dir, tpch_scale
+):
     """TPC-H SF 0.01 from a local warehouse, every query through tiered_hive with
     SOFT_AFFINITY on the two-worker cluster, each result equal to DuckDB's."""
     import pickle
@@ -167,29 +208,62 @@ def test_all_22_tpch_queries_on_the_cluster_equal_duckdb(request, tmp_path, stan
     from raptorx_py.tpch.load import load_tpch
     from tests.tpch_fixtures import tpch_work_dir
 
-    props = {"hive.metastore.url": f"sqlite:///{tmp_path / 'metastore.db'}",
-             "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
-             "metrics.directory": str(tmp_path / "metrics")}
-    load_tpch(tpch_scale, str(tmp_path / "wh"), load_settings(overrides=props),
-              database="tpch_cluster", work_dir=str(tpch_work_dir(request)), progress=False)
+    props = {
+        "hive.metastore.url": f"sqlite:///{tmp_path / 'metastore.db'}",
+        "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+        "metrics.directory": str(tmp_path / "metrics"),
+    }
+    load_tpch(
+        tpch_scale,
+        str(tmp_path / "wh"),
+        load_settings(overrides=props),
+        database="tpch_cluster",
+        work_dir=str(tpch_work_dir(request)),
+        progress=False,
+    )
     out = tmp_path / "rows.pickle"
-    drive(standalone_cluster, props, runs=[], options={
-        "hive.node-selection-strategy": "SOFT_AFFINITY", "cache.enabled": "true",
-        "cache.base-directory": "raptorx-cache"},
-        timeout=540, spark_conf={"spark.sql.shuffle.partitions": "4"},
-        tpch={"database": "tpch_cluster", "scale": tpch_scale,
-              "queries": list(queries.QUERY_NUMBERS), "out": str(out)})
+    drive(
+        standalone_cluster,
+        props,
+        runs=[],
+        options={
+            "hive.node-selection-strategy": "SOFT_AFFINITY",
+            "cache.enabled": "true",
+            "cache.base-directory": "raptorx-cache",
+        },
+        timeout=540,
+        spark_conf={"spark.sql.shuffle.partitions": "4"},
+        tpch={
+            "database": "tpch_cluster",
+            "scale": tpch_scale,
+            "queries": list(queries.QUERY_NUMBERS),
+            "out": str(out),
+        },
+    )
     with open(out, "rb") as f:
         got = pickle.load(f)
-    expected = oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale,
-                                     threads=2)
+    expected = oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
     for n in queries.QUERY_NUMBERS:
-        diff = oracle.compare_results(expected[n], got["rows"][n], ordered=queries.ordered(n),
-                                      sort_key=queries.ORDER_BY_COLUMNS[n])
+        diff = oracle.compare_results(
+            expected[n],
+            got["rows"][n],
+            ordered=queries.ordered(n),
+            sort_key=queries.ORDER_BY_COLUMNS[n],
+        )
         assert diff is None, f"Q{n}: {diff}"
     c = got["counters"]
-    print(json.dumps({k: v for k, v in sorted(c.items()) if k.startswith(
-        ("affinity.", "planner.tasks", "block_cache.hits", "block_cache.misses"))}, indent=1))
+    print(
+        json.dumps(
+            {
+                k: v
+                for k, v in sorted(c.items())
+                if k.startswith(
+                    ("affinity.", "planner.tasks", "block_cache.hits", "block_cache.misses")
+                )
+            },
+            indent=1,
+        )
+    )
     placed = c.get("affinity.preferred", 0) + c.get("affinity.fallback", 0)
     # A planned task may run more than once (a scan executed again by a later stage).
     assert placed >= c["planner.tasks_with_preference"] > 0

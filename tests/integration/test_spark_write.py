@@ -21,12 +21,17 @@ def rows(df, cols=("id", "amount", "day", "region")):
 
 def frame(spark, lo, hi, regions=("EU", "US", "ASIA")):
     n = len(regions)
-    return (spark.range(lo, hi)
-            .withColumn("amount", (F.col("id") * 3 / 4).cast("decimal(12,2)"))
-            .withColumn("day", F.date_add(F.lit("2024-01-01").cast("date"),
-                                          (F.col("id") % 40).cast("int")))
-            .withColumn("region", F.element_at(F.array(*[F.lit(r) for r in regions]),
-                                               (F.col("id") % n + 1).cast("int"))))
+    return (
+        spark.range(lo, hi)
+        .withColumn("amount", (F.col("id") * 3 / 4).cast("decimal(12,2)"))
+        .withColumn(
+            "day", F.date_add(F.lit("2024-01-01").cast("date"), (F.col("id") % 40).cast("int"))
+        )
+        .withColumn(
+            "region",
+            F.element_at(F.array(*[F.lit(r) for r in regions]), (F.col("id") % n + 1).cast("int")),
+        )
+    )
 
 
 def read(spark, name):
@@ -54,15 +59,25 @@ def test_append_twice_then_overwrite(spark, env, tmp_path):
     first.union(second).write.parquet(str(tmp_path / "oracle"))
     oracle = spark.read.parquet(str(tmp_path / "oracle"))
     assert rows(read(spark, name)) == rows(oracle)
-    got = read(spark, name).where("region = 'US' and id >= 100").groupBy().agg(
-        F.count("*"), F.sum("amount")).collect()[0]
-    want = oracle.where("region = 'US' and id >= 100").groupBy().agg(
-        F.count("*"), F.sum("amount")).collect()[0]
+    got = (
+        read(spark, name)
+        .where("region = 'US' and id >= 100")
+        .groupBy()
+        .agg(F.count("*"), F.sum("amount"))
+        .collect()[0]
+    )
+    want = (
+        oracle.where("region = 'US' and id >= 100")
+        .groupBy()
+        .agg(F.count("*"), F.sum("amount"))
+        .collect()[0]
+    )
     assert tuple(got) == tuple(want)
 
     # overwrite: only the new rows, whatever partitions they land in
-    frame(spark, 1000, 1010, regions=("EU", "MARS")).write.format("tiered_hive") \
-        .mode("overwrite").save(name)
+    frame(spark, 1000, 1010, regions=("EU", "MARS")).write.format("tiered_hive").mode(
+        "overwrite"
+    ).save(name)
     assert rows(read(spark, name)) == rows(frame(spark, 1000, 1010, regions=("EU", "MARS")))
     assert base_dir_name(3) in os.listdir(f"{location}/region=US")  # emptied, not dropped
 
@@ -77,8 +92,10 @@ def test_partition_by_through_the_jvm_provider(spark, env):
     df.write.format("tiered_hive").partitionBy("region", "day").mode("append").save(name)
     with env.metastore() as ms:
         table = ms.get_table(*name.split("."))
-    assert [(k.name, k.type) for k in table.partition_keys] == [("region", "string"),
-                                                                ("day", "date")]
+    assert [(k.name, k.type) for k in table.partition_keys] == [
+        ("region", "string"),
+        ("day", "date"),
+    ]
     assert rows(read(spark, name)) == rows(df)
     with pytest.raises(Exception, match="partitioned by \\(region, day\\)"):
         df.write.format("tiered_hive").partitionBy("day").mode("append").save(name)
@@ -87,8 +104,9 @@ def test_partition_by_through_the_jvm_provider(spark, env):
 def test_failing_task_leaves_nothing(spark, env):
     db = env.unique_db("w")
     name = f"{db}.t"
-    frame(spark, 0, 40).write.format("tiered_hive").option("partition_by", "region") \
-        .mode("append").save(name)
+    frame(spark, 0, 40).write.format("tiered_hive").option("partition_by", "region").mode(
+        "append"
+    ).save(name)
     with env.metastore() as ms:
         table = ms.get_table(db, "t")
         before_parts = {p.values: p.parameters for p in ms.list_partitions(table)}
@@ -114,16 +132,20 @@ def test_failing_task_leaves_nothing(spark, env):
         txns = {e.txn_id for e in events if e.event_type == "OPEN_TXN"}
         assert [ms.get_transaction(t).state for t in txns] == ["aborted"]
     assert after_ids == before_ids  # no write id was even allocated
-    assert not [e for e in events if e.event_type in ("ADD_PARTITION", "ALTER_PARTITION",
-                                                      "ALLOC_WRITE_ID", "COMMIT_TXN")]
+    assert not [
+        e
+        for e in events
+        if e.event_type in ("ADD_PARTITION", "ALTER_PARTITION", "ALLOC_WRITE_ID", "COMMIT_TXN")
+    ]
     location = table.location.removeprefix("file://")
     assert not [n for n in os.listdir(location) if n.startswith(".")]  # staging removed
     assert not os.path.exists(f"{location}/region=NEW")
 
     # a new table whose first write fails is never created
     with pytest.raises(Exception, match="row 77 is poison"):
-        bad.write.format("tiered_hive").option("partition_by", "region").mode("append") \
-            .save(f"{db}.never")
+        bad.write.format("tiered_hive").option("partition_by", "region").mode("append").save(
+            f"{db}.never"
+        )
     with env.metastore() as ms:
         assert "never" not in ms.list_tables(db)
 
@@ -145,11 +167,11 @@ def test_python_source_without_the_jar_writes_too(spark, env):
     from raptorx_py.datasource.source import configured_source_class
 
     source = "tiered_hive_nojar_write"
-    spark.dataSource.register(configured_source_class(env.settings(), name=source,
-                                                      pushdown=False))
+    spark.dataSource.register(configured_source_class(env.settings(), name=source, pushdown=False))
     name = f"{env.unique_db('w')}.nojar"
-    frame(spark, 0, 30).write.format(source).option("partition_by", "region") \
-        .mode("append").save(name)
+    frame(spark, 0, 30).write.format(source).option("partition_by", "region").mode("append").save(
+        name
+    )
     frame(spark, 30, 45).write.format(source).mode("append").save(name)
     assert rows(spark.read.format(source).load(name)) == rows(frame(spark, 0, 45))
     frame(spark, 7, 9).write.format(source).mode("overwrite").save(name)

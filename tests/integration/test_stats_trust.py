@@ -19,8 +19,9 @@ def _write(path, ids):
 
 
 @pytest.mark.parametrize("partitioned", [True, False])
-def test_a_file_added_to_an_unsealed_partition_is_not_pruned(spark, env, tmp_path, counted,
-                                                            partitioned):
+def test_a_file_added_to_an_unsealed_partition_is_not_pruned(
+    spark, env, tmp_path, counted, partitioned
+):
     root = str(tmp_path / "t")
     part = os.path.join(root, "p=1") if partitioned else root
     _write(os.path.join(part, "part-0.parquet"), [1, 2, 3])

@@ -41,11 +41,13 @@ QUERIES = (1, 6, 5)
 
 def tier_options(base: Path, **extra: str) -> dict[str, str]:
     """Per-read properties that switch every storage tier on, caching under ``base``."""
-    return {"hive.file-status-cache-tables": "*",
-            "hive.parquet.metadata-cache-enabled": "true",
-            "cache.enabled": "true",
-            "cache.base-directory": str(base),
-            **extra}
+    return {
+        "hive.file-status-cache-tables": "*",
+        "hive.parquet.metadata-cache-enabled": "true",
+        "cache.enabled": "true",
+        "cache.base-directory": str(base),
+        **extra,
+    }
 
 
 def nonzero(requests: dict[str, int]) -> dict[str, int]:
@@ -59,8 +61,14 @@ def tpch(request, env, s3_endpoint, tpch_sf001_dir, tpch_scale):
     bucket = "raptorx-storage-tiers"
     s3_endpoint.create_bucket(bucket)
     props = s3_endpoint.s3_properties()
-    load_tpch(tpch_scale, f"s3://{bucket}/wh", env.settings(**props), database=DATABASE,
-              work_dir=str(tpch_work_dir(request)), progress=False)
+    load_tpch(
+        tpch_scale,
+        f"s3://{bucket}/wh",
+        env.settings(**props),
+        database=DATABASE,
+        work_dir=str(tpch_work_dir(request)),
+        progress=False,
+    )
     return props
 
 
@@ -91,16 +99,20 @@ def test_tpch_data_files_fit_in_one_block(tpch_sf001_dir):
 
 @pytest.mark.parametrize("n", QUERIES, ids=lambda n: f"q{n:02d}")
 def test_cold_run_fetches_each_block_once_and_warm_run_makes_no_request(
-        n, spark, env, tpch, tpch_scale, duckdb_expected, counted, s3_endpoint, tmp_path):
+    n, spark, env, tpch, tpch_scale, duckdb_expected, counted, s3_endpoint, tmp_path
+):
     # Each query starts from caches no other query filled: its own cache directory, and its
     # own listing cache (a process keeps one listing cache per distinct size setting).
-    options = {**tpch, **tier_options(tmp_path / "cache",
-                                      **{"hive.file-status-cache-size": str(100_000 + n)})}
+    options = {
+        **tpch,
+        **tier_options(tmp_path / "cache", **{"hive.file-status-cache-size": str(100_000 + n)}),
+    }
     register_tpch_views(spark, options)
 
     rows, c, store = run_query(spark, n, tpch_scale, counted, s3_endpoint)
-    diff = oracle.compare_results(duckdb_expected[n], rows, ordered=queries.ordered(n),
-                                  sort_key=queries.ORDER_BY_COLUMNS[n])
+    diff = oracle.compare_results(
+        duckdb_expected[n], rows, ordered=queries.ordered(n), sort_key=queries.ORDER_BY_COLUMNS[n]
+    )
     assert diff is None, f"cold Q{n}: {diff}"
     listed = c["planner.partitions_total"] - c["planner.partitions_pruned"]
     opened = c["reader.files_opened"]  # each table is scanned once: distinct files
@@ -116,8 +128,9 @@ def test_cold_run_fetches_each_block_once_and_warm_run_makes_no_request(
 
     register_tpch_views(spark, options)
     rows, c, store = run_query(spark, n, tpch_scale, counted, s3_endpoint)
-    diff = oracle.compare_results(duckdb_expected[n], rows, ordered=queries.ordered(n),
-                                  sort_key=queries.ORDER_BY_COLUMNS[n])
+    diff = oracle.compare_results(
+        duckdb_expected[n], rows, ordered=queries.ordered(n), sort_key=queries.ORDER_BY_COLUMNS[n]
+    )
     assert diff is None, f"warm Q{n}: {diff}"
     assert store["total_requests"] == 0, store["requests"]
     assert c["listing_cache.hits"] == listed and c["listing_cache.misses"] == 0
@@ -128,6 +141,7 @@ def test_cold_run_fetches_each_block_once_and_warm_run_makes_no_request(
 
 
 # --- a small table of our own: open partitions, corruption, unusable directories ----------
+
 
 def put_file(fs, path: str, ids) -> None:
     with fs.open(path, "wb") as f:
@@ -157,8 +171,9 @@ def query_events(spark, name, options, counted, s3_endpoint, sql="count(*)"):
     return value, c, s3_endpoint.stats()["requests"]
 
 
-def test_open_partitions_are_listed_by_every_query(spark, env, events, counted, s3_endpoint,
-                                                   tmp_path):
+def test_open_partitions_are_listed_by_every_query(
+    spark, env, events, counted, s3_endpoint, tmp_path
+):
     name, props, fs, bucket = events
     options = {**props, **tier_options(tmp_path / "cache")}
     with env.metastore(**props) as ms:
@@ -173,8 +188,19 @@ def test_open_partitions_are_listed_by_every_query(spark, env, events, counted, 
     assert rows == 30 and requests["LIST"] == 1  # only the open partition
     assert (c["listing_cache.hits"], c["listing_cache.skipped_unsealed"]) == (2, 1)
 
-    assert cli.main(["partition", "unseal", name, "m=1",
-                     "-p", f"hive.metastore.url={env.properties['hive.metastore.url']}"]) == 0
+    assert (
+        cli.main(
+            [
+                "partition",
+                "unseal",
+                name,
+                "m=1",
+                "-p",
+                f"hive.metastore.url={env.properties['hive.metastore.url']}",
+            ]
+        )
+        == 0
+    )
     rows, c, requests = query_events(spark, name, options, counted, s3_endpoint)
     assert rows == 30 and requests["LIST"] == 2  # m=1 and m=3
     assert (c["listing_cache.hits"], c["listing_cache.skipped_unsealed"]) == (1, 2)
@@ -197,12 +223,11 @@ def scribble(path: Path) -> None:
     """Overwrite bytes in the middle of ``path``, in place (same size)."""
     data = bytearray(path.read_bytes())
     mid = len(data) // 2
-    data[mid:mid + 16] = bytes(b ^ 0xFF for b in data[mid:mid + 16])
+    data[mid : mid + 16] = bytes(b ^ 0xFF for b in data[mid : mid + 16])
     path.write_bytes(bytes(data))
 
 
-def test_corrupt_cache_files_cost_requests_not_rows(spark, events, counted, s3_endpoint,
-                                                    tmp_path):
+def test_corrupt_cache_files_cost_requests_not_rows(spark, events, counted, s3_endpoint, tmp_path):
     name, props, _, _ = events
     base = tmp_path / "cache"
     options = {**props, **tier_options(base)}
@@ -230,8 +255,9 @@ def test_corrupt_cache_files_cost_requests_not_rows(spark, events, counted, s3_e
     assert sum(requests.values()) == 0  # the footers were read again from cached blocks
 
 
-def test_unusable_cache_directory_reads_from_the_store(spark, events, counted, s3_endpoint,
-                                                       tmp_path):
+def test_unusable_cache_directory_reads_from_the_store(
+    spark, events, counted, s3_endpoint, tmp_path
+):
     name, props, _, _ = events
     (tmp_path / "a-file").write_text("not a directory")
     options = {**props, **tier_options(tmp_path / "a-file" / "cache")}
@@ -243,6 +269,7 @@ def test_unusable_cache_directory_reads_from_the_store(spark, events, counted, s
 
 
 # --- the same composition without Spark (this process: logs and exact counts) -------------
+
 
 class Counts:
     def __init__(self):
@@ -259,9 +286,12 @@ def plan_events(env, props, name, settings):
 
 
 def read_ids(plan, table, settings) -> list[int]:
-    return sorted(i for s in plan.splits
-                  for b in read_split(s, table, table.all_columns, (), settings)
-                  for i in b.column("id").to_pylist())
+    return sorted(
+        i
+        for s in plan.splits
+        for b in read_split(s, table, table.all_columns, (), settings)
+        for i in b.column("id").to_pylist()
+    )
 
 
 def test_unusable_cache_directory_warns_once_per_tier(env, events, tmp_path, caplog):
@@ -276,8 +306,9 @@ def test_unusable_cache_directory_warns_once_per_tier(env, events, tmp_path, cap
     assert by_logger == ["raptorx_py.cache.block_store", "raptorx_py.cache.footer_cache"]
 
 
-def test_cached_bytes_that_do_not_decode_are_read_again_from_the_store(env, events, tmp_path,
-                                                                         s3_endpoint):
+def test_cached_bytes_that_do_not_decode_are_read_again_from_the_store(
+    env, events, tmp_path, s3_endpoint
+):
     name, props, _, _ = events
     settings = env.settings(**props, **tier_options(tmp_path / "cache"))
     table, plan = plan_events(env, props, name, settings)
@@ -317,11 +348,12 @@ def test_a_table_registered_again_is_listed_again(env, events, tmp_path, s3_endp
     fs.rm(f"{bucket}/events/m=1/part-0.parquet")
     put_file(fs, f"{bucket}/events/m=1/part-9.parquet", range(10, 20))  # same rows, new name
     with env.metastore(**props) as ms:
-        register_external_table(ms, settings, name, f"s3://{bucket}/events", replace=True,
-                                sealed=True)
+        register_external_table(
+            ms, settings, name, f"s3://{bucket}/events", replace=True, sealed=True
+        )
     s3_endpoint.reset_stats()
     _, plan = plan_events(env, props, name, settings)
     assert s3_endpoint.stats()["requests"]["LIST"] == 3
-    assert sorted(s.url.rsplit("/", 2)[-2] + "/" + s.url.rsplit("/", 1)[-1]
-                  for s in plan.splits) == ["m=1/part-9.parquet", "m=2/part-0.parquet",
-                                            "m=3/part-0.parquet"]
+    assert sorted(
+        s.url.rsplit("/", 2)[-2] + "/" + s.url.rsplit("/", 1)[-1] for s in plan.splits
+    ) == ["m=1/part-9.parquet", "m=2/part-0.parquet", "m=3/part-0.parquet"]

@@ -21,11 +21,18 @@ QUERIES = (1, 3, 6, 12, 18, 22)
 @pytest.fixture(scope="module")
 def managed_tpch(request, spark, env, tpch_sf001_dir, tpch_scale, tmp_path_factory):
     warehouse = str(tmp_path_factory.mktemp("managed-wh"))
-    urls = load_tpch_managed(spark, tpch_scale, env.settings(), database=DATABASE,
-                             warehouse_url=warehouse, work_dir=str(tpch_work_dir(request)),
-                             progress=False)
-    queries.register_views(spark, lambda t: spark.read.format("tiered_hive")
-                           .load(f"{DATABASE}.{t}"))
+    urls = load_tpch_managed(
+        spark,
+        tpch_scale,
+        env.settings(),
+        database=DATABASE,
+        warehouse_url=warehouse,
+        work_dir=str(tpch_work_dir(request)),
+        progress=False,
+    )
+    queries.register_views(
+        spark, lambda t: spark.read.format("tiered_hive").load(f"{DATABASE}.{t}")
+    )
     return urls
 
 
@@ -53,6 +60,7 @@ def duckdb_expected(tpch_sf001_dir, tpch_scale):
 @pytest.mark.parametrize("n", QUERIES, ids=lambda n: f"q{n:02d}")
 def test_query_matches_duckdb(n, spark, managed_tpch, duckdb_expected, tpch_scale):
     actual = oracle.spark_rows(spark.sql(queries.query_text(n, tpch_scale, "spark")))
-    diff = oracle.compare_results(duckdb_expected[n], actual, ordered=queries.ordered(n),
-                                  sort_key=queries.ORDER_BY_COLUMNS[n])
+    diff = oracle.compare_results(
+        duckdb_expected[n], actual, ordered=queries.ordered(n), sort_key=queries.ORDER_BY_COLUMNS[n]
+    )
     assert diff is None, f"Q{n} over managed tables: {diff}"

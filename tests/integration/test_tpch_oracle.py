@@ -22,14 +22,43 @@ from raptorx_py.tpch.load import LOAD_MARKER, load_tpch
 from tests.tpch_fixtures import tpch_work_dir
 
 # Row counts tpchgen-cli (like dbgen) produces at SF 0.01.
-SF001_ROWS = {"region": 5, "nation": 25, "supplier": 100, "customer": 1500, "part": 2000,
-              "partsupp": 8000, "orders": 15000, "lineitem": 60175}
+SF001_ROWS = {
+    "region": 5,
+    "nation": 25,
+    "supplier": 100,
+    "customer": 1500,
+    "part": 2000,
+    "partsupp": 8000,
+    "orders": 15000,
+    "lineitem": 60175,
+}
 
 # Result sizes at SF 0.01. No query returns zero rows at this scale; Q17 returns its single
 # aggregate row with a NULL (no BRAND#23 / MED BOX line is below 20% of its part's average).
-SF001_RESULT_ROWS = {1: 4, 2: 4, 3: 10, 4: 5, 5: 5, 6: 1, 7: 4, 8: 2, 9: 173, 10: 20, 11: 1,
-                     12: 2, 13: 33, 14: 1, 15: 1, 16: 296, 17: 1, 18: 2, 19: 1, 20: 1, 21: 1,
-                     22: 7}
+SF001_RESULT_ROWS = {
+    1: 4,
+    2: 4,
+    3: 10,
+    4: 5,
+    5: 5,
+    6: 1,
+    7: 4,
+    8: 2,
+    9: 173,
+    10: 20,
+    11: 1,
+    12: 2,
+    13: 33,
+    14: 1,
+    15: 1,
+    16: 296,
+    17: 1,
+    18: 2,
+    19: 1,
+    20: 1,
+    21: 1,
+    22: 7,
+}
 
 MONTH_DIR = re.compile(r"^(l_shipmonth|o_ordermonth)=(\d{4}-\d{2})$")
 
@@ -42,8 +71,9 @@ def test_layout_is_hive_partitioned(tpch_sf001_dir):
     marker = json.loads((root / generate.MARKER_NAME).read_text())
     assert marker["scale"] == "0.01"
     assert not (root / "_tpchgen_raw").exists()
-    assert sorted(p.name for p in root.iterdir() if not p.name.startswith("_")) == \
-        sorted(queries.TABLES)
+    assert sorted(p.name for p in root.iterdir() if not p.name.startswith("_")) == sorted(
+        queries.TABLES
+    )
 
     for table in queries.TABLES:
         table_dir = root / table
@@ -51,8 +81,9 @@ def test_layout_is_hive_partitioned(tpch_sf001_dir):
         rows = 0
         if part_col is None:
             files = sorted(table_dir.iterdir())
-            assert files and all(f.is_file() and re.fullmatch(r"part-\d+\.parquet", f.name)
-                                 for f in files), files
+            assert files and all(
+                f.is_file() and re.fullmatch(r"part-\d+\.parquet", f.name) for f in files
+            ), files
             for f in files:
                 rows += pq.ParquetFile(f).metadata.num_rows
         else:
@@ -67,8 +98,9 @@ def test_layout_is_hive_partitioned(tpch_sf001_dir):
                     t = pq.read_table(f)
                     assert part_col not in t.column_names
                     # Every row sits in the directory of its own month.
-                    assert pc.unique(pc.strftime(t[date_col], format="%Y-%m")).to_pylist() == \
-                        [m.group(2)]
+                    assert pc.unique(pc.strftime(t[date_col], format="%Y-%m")).to_pylist() == [
+                        m.group(2)
+                    ]
                     rows += t.num_rows
             # At SF 0.01 orders run 1992-01..1998-08 and their lines ship until 1998-11.
             assert months[0] == "1992-01"
@@ -92,8 +124,10 @@ def test_generation_is_deterministic_and_cached(tpch_sf001_dir, tmp_path):
     out = tmp_path / "gen"
     generate.generate_tpch(0.01, str(out))
     ours = {p.relative_to(out): p.read_bytes() for p in out.rglob("*.parquet")}
-    cached = {p.relative_to(tpch_sf001_dir): p.read_bytes()
-              for p in Path(tpch_sf001_dir).rglob("*.parquet")}
+    cached = {
+        p.relative_to(tpch_sf001_dir): p.read_bytes()
+        for p in Path(tpch_sf001_dir).rglob("*.parquet")
+    }
     assert ours.keys() == cached.keys()
     assert [k for k in ours if ours[k] != cached[k]] == []
 
@@ -142,26 +176,28 @@ def _registered_rows(settings, database="tpch"):
 def test_load_to_file_warehouse(request, tpch_sf001_dir, tmp_path):
     settings = _settings(tmp_path)
     warehouse = tmp_path / "wh"
-    urls = load_tpch(0.01, str(warehouse), settings, work_dir=str(tpch_work_dir(request)),
-                     progress=False)
+    urls = load_tpch(
+        0.01, str(warehouse), settings, work_dir=str(tpch_work_dir(request)), progress=False
+    )
     assert urls["lineitem"] == f"file://{warehouse}/tpch.db/lineitem"
     copied = sorted(p.relative_to(warehouse / "tpch.db") for p in warehouse.rglob("*.parquet"))
-    assert copied == sorted(p.relative_to(tpch_sf001_dir)
-                            for p in Path(tpch_sf001_dir).rglob("*.parquet"))
+    assert copied == sorted(
+        p.relative_to(tpch_sf001_dir) for p in Path(tpch_sf001_dir).rglob("*.parquet")
+    )
     assert _registered_rows(settings) == SF001_ROWS
 
     # A second load finds the same generation there and copies nothing.
     stamps = {p: p.stat().st_mtime_ns for p in warehouse.rglob("*") if p.is_file()}
-    load_tpch(0.01, f"file://{warehouse}/", settings, work_dir=str(tpch_work_dir(request)),
-              progress=False)
+    load_tpch(
+        0.01, f"file://{warehouse}/", settings, work_dir=str(tpch_work_dir(request)), progress=False
+    )
     assert {p: p.stat().st_mtime_ns for p in warehouse.rglob("*") if p.is_file()} == stamps
 
     # A stale file in a table directory is removed by a load that has to copy.
     (warehouse / "tpch.db" / LOAD_MARKER).unlink()
     stale = warehouse / "tpch.db" / "nation" / "part-9.parquet"
     stale.write_bytes(b"not parquet")
-    load_tpch(0.01, str(warehouse), settings, work_dir=str(tpch_work_dir(request)),
-              progress=False)
+    load_tpch(0.01, str(warehouse), settings, work_dir=str(tpch_work_dir(request)), progress=False)
     assert not stale.exists()
     assert _registered_rows(settings) == SF001_ROWS
 
@@ -169,16 +205,28 @@ def test_load_to_file_warehouse(request, tpch_sf001_dir, tmp_path):
 @pytest.mark.s3
 def test_load_to_s3_warehouse(request, tpch_sf001_dir, tmp_path, s3_endpoint, s3_bucket):
     settings = _settings(tmp_path, **s3_endpoint.s3_properties())
-    urls = load_tpch(0.01, f"s3://{s3_bucket}/wh", settings, database="tpch_s3",
-                     work_dir=str(tpch_work_dir(request)), progress=False)
+    urls = load_tpch(
+        0.01,
+        f"s3://{s3_bucket}/wh",
+        settings,
+        database="tpch_s3",
+        work_dir=str(tpch_work_dir(request)),
+        progress=False,
+    )
     assert urls["orders"] == f"s3://{s3_bucket}/wh/tpch_s3.db/orders"
     n_files = sum(1 for _ in Path(tpch_sf001_dir).rglob("*.parquet"))
     assert s3_endpoint.stats()["requests"]["PUT"] >= n_files
     assert _registered_rows(settings, "tpch_s3") == SF001_ROWS
 
     s3_endpoint.reset_stats()
-    load_tpch(0.01, f"s3://{s3_bucket}/wh", settings, database="tpch_s3",
-              work_dir=str(tpch_work_dir(request)), progress=False)
+    load_tpch(
+        0.01,
+        f"s3://{s3_bucket}/wh",
+        settings,
+        database="tpch_s3",
+        work_dir=str(tpch_work_dir(request)),
+        progress=False,
+    )
     assert s3_endpoint.stats()["requests"]["PUT"] == 0
 
 
@@ -249,8 +297,10 @@ def spark_tpch(spark_local, tpch_sf001_dir):
 
 @pytest.mark.spark
 def test_spark_reads_partition_columns_as_strings(spark_tpch):
-    row = spark_tpch.sql("select l_shipmonth, count(*) from lineitem "
-                         "where l_shipmonth = '1995-03' group by l_shipmonth").collect()
+    row = spark_tpch.sql(
+        "select l_shipmonth, count(*) from lineitem "
+        "where l_shipmonth = '1995-03' group by l_shipmonth"
+    ).collect()
     assert [tuple(r) for r in row] == [("1995-03", 769)]
     types = dict(spark_tpch.table("orders").dtypes)
     assert types["o_ordermonth"] == "string"
@@ -264,8 +314,9 @@ def test_query_matches_duckdb(n, spark_tpch, duckdb_expected, tpch_scale):
     expected = duckdb_expected[n]
     actual = oracle.spark_rows(spark_tpch.sql(queries.query_text(n, tpch_scale, "spark")))
     assert len(expected) == SF001_RESULT_ROWS[n], f"DuckDB returned {len(expected)} rows"
-    diff = oracle.compare_results(expected, actual, ordered=queries.ordered(n),
-                                  sort_key=queries.ORDER_BY_COLUMNS[n])
+    diff = oracle.compare_results(
+        expected, actual, ordered=queries.ordered(n), sort_key=queries.ORDER_BY_COLUMNS[n]
+    )
     assert diff is None, f"Q{n}: {diff}"
     if n == 17:
         assert actual == [(None,)]

@@ -27,8 +27,14 @@ def tiered_tpch(request, spark, env, s3_endpoint, tpch_sf001_dir, tpch_scale):
     bucket = "raptorx-tpch-tiered"
     s3_endpoint.create_bucket(bucket)
     props = s3_endpoint.s3_properties()
-    load_tpch(tpch_scale, f"s3://{bucket}/wh", env.settings(**props), database=DATABASE,
-              work_dir=str(tpch_work_dir(request)), progress=False)
+    load_tpch(
+        tpch_scale,
+        f"s3://{bucket}/wh",
+        env.settings(**props),
+        database=DATABASE,
+        work_dir=str(tpch_work_dir(request)),
+        progress=False,
+    )
 
     def reader(table):
         r = spark.read.format("tiered_hive")
@@ -46,11 +52,13 @@ def duckdb_expected(tpch_sf001_dir, tpch_scale):
 
 
 @pytest.mark.parametrize("n", list(queries.QUERY_NUMBERS), ids=lambda n: f"q{n:02d}")
-def test_query_through_tiered_hive_matches_duckdb(n, spark, tiered_tpch, duckdb_expected,
-                                                  tpch_scale):
+def test_query_through_tiered_hive_matches_duckdb(
+    n, spark, tiered_tpch, duckdb_expected, tpch_scale
+):
     actual = oracle.spark_rows(spark.sql(queries.query_text(n, tpch_scale, "spark")))
-    diff = oracle.compare_results(duckdb_expected[n], actual, ordered=queries.ordered(n),
-                                  sort_key=queries.ORDER_BY_COLUMNS[n])
+    diff = oracle.compare_results(
+        duckdb_expected[n], actual, ordered=queries.ordered(n), sort_key=queries.ORDER_BY_COLUMNS[n]
+    )
     assert diff is None, f"Q{n}: {diff}"
     assert len(actual) > 0
 
@@ -66,21 +74,26 @@ def _overlapping_partitions(data_dir: str, lo: dt.date, hi: dt.date) -> int:
     return n
 
 
-def test_shipdate_filter_opens_only_overlapping_partitions(spark, tiered_tpch, counted,
-                                                           s3_endpoint, tpch_sf001_dir):
+def test_shipdate_filter_opens_only_overlapping_partitions(
+    spark, tiered_tpch, counted, s3_endpoint, tpch_sf001_dir
+):
     lo, hi = dt.date(1995, 3, 1), dt.date(1995, 6, 1)
     expected = _overlapping_partitions(tpch_sf001_dir, lo, hi)
     total = len(list(Path(tpch_sf001_dir, "lineitem").iterdir()))
     assert expected == 3 and total > 80
-    df = tiered_tpch("lineitem").where(
-        f"l_shipdate >= date '{lo}' and l_shipdate < date '{hi}'")
+    df = tiered_tpch("lineitem").where(f"l_shipdate >= date '{lo}' and l_shipdate < date '{hi}'")
     s3_endpoint.reset_stats()
     with counted() as c:
         rows = df.count()
     requests = s3_endpoint.stats()["requests"]
-    duck = oracle.duckdb_connection(tpch_sf001_dir).execute(
-        f"select count(*) from lineitem where l_shipdate >= date '{lo}' "
-        f"and l_shipdate < date '{hi}'").fetchone()[0]
+    duck = (
+        oracle.duckdb_connection(tpch_sf001_dir)
+        .execute(
+            f"select count(*) from lineitem where l_shipdate >= date '{lo}' "
+            f"and l_shipdate < date '{hi}'"
+        )
+        .fetchone()[0]
+    )
     assert rows == duck
     assert c["planner.partitions_total"] == total
     assert c["planner.partitions_pruned_by_stats"] == total - expected
@@ -94,11 +107,18 @@ def test_shipdate_filter_opens_only_overlapping_partitions(spark, tiered_tpch, c
 
 def test_unreachable_endpoint_is_a_clear_error(spark, tiered_tpch, free_port):
     dead = f"http://127.0.0.1:{free_port}"
-    df = (tiered_tpch("nation").sparkSession.read.format("tiered_hive")
-          .option("hive.s3.endpoint", dead).option("hive.s3.aws-access-key", "testing")
-          .option("hive.s3.aws-secret-key", "testing").option("hive.s3.path-style-access", "true")
-          .option("hive.s3.region", "us-east-1").option("hive.s3.connect-timeout", "1s")
-          .option("hive.s3.max-error-retries", "0").load(f"{DATABASE}.nation"))
+    df = (
+        tiered_tpch("nation")
+        .sparkSession.read.format("tiered_hive")
+        .option("hive.s3.endpoint", dead)
+        .option("hive.s3.aws-access-key", "testing")
+        .option("hive.s3.aws-secret-key", "testing")
+        .option("hive.s3.path-style-access", "true")
+        .option("hive.s3.region", "us-east-1")
+        .option("hive.s3.connect-timeout", "1s")
+        .option("hive.s3.max-error-retries", "0")
+        .load(f"{DATABASE}.nation")
+    )
     with pytest.raises(Exception, match=rf"could not connect to {dead} for s3://.*nation"):
         df.collect()
 
@@ -106,14 +126,16 @@ def test_unreachable_endpoint_is_a_clear_error(spark, tiered_tpch, free_port):
 # Q1 and Q6 with their default substitution parameters, and with others (dates, discount,
 # quantity, delta), as (query, [(old, new), ...]).
 PUSHED_VARIANTS = [
-    (1, []), (6, []),
+    (1, []),
+    (6, []),
     (1, [("interval '90' day", "interval '60' day")]),
     (6, [("date '1994-01-01'", "date '1996-01-01'"), ("0.06", "0.03"), ("< 24", "< 30")]),
 ]
 
 
-def test_q1_and_q6_push_their_aggregation_into_the_scan(spark, tiered_tpch, tpch_sf001_dir,
-                                                        tpch_scale, counted):
+def test_q1_and_q6_push_their_aggregation_into_the_scan(
+    spark, tiered_tpch, tpch_sf001_dir, tpch_scale, counted
+):
     """Q1 and Q6 are pushed (the plan shows it) and each split hands Spark its groups, not
     its rows: at most Q1's 4 groups, exactly Q6's one row; results equal DuckDB's, with the
     default substitution parameters and with others."""
@@ -129,8 +151,9 @@ def test_q1_and_q6_push_their_aggregation_into_the_scan(spark, tiered_tpch, tpch
         with counted() as c:
             actual = oracle.spark_rows(df)
         expected = [tuple(r) for r in con.execute(text["duckdb"]).fetchall()]
-        diff = oracle.compare_results(expected, actual, ordered=queries.ordered(n),
-                                      sort_key=queries.ORDER_BY_COLUMNS[n])
+        diff = oracle.compare_results(
+            expected, actual, ordered=queries.ordered(n), sort_key=queries.ORDER_BY_COLUMNS[n]
+        )
         assert diff is None, f"Q{n} {changes}: {diff}"
         splits = c["aggregation.splits"]
         assert splits > 0 and c["reader.rows_to_spark"] == c["aggregation.groups_out"]

@@ -20,12 +20,18 @@ NOJAR_NAME = "tiered_hive_nojar_tpch"
 @pytest.fixture(scope="module")
 def nojar_tpch(request, spark, env, tmp_path_factory, tpch_sf001_dir, tpch_scale):
     warehouse = str(tmp_path_factory.mktemp("nojar-wh"))
-    load_tpch(tpch_scale, warehouse, env.settings(), database=DATABASE,
-              work_dir=str(tpch_work_dir(request)), progress=False)
-    spark.dataSource.register(configured_source_class(env.settings(), name=NOJAR_NAME,
-                                                      pushdown=False))
-    queries.register_views(
-        spark, lambda t: spark.read.format(NOJAR_NAME).load(f"{DATABASE}.{t}"))
+    load_tpch(
+        tpch_scale,
+        warehouse,
+        env.settings(),
+        database=DATABASE,
+        work_dir=str(tpch_work_dir(request)),
+        progress=False,
+    )
+    spark.dataSource.register(
+        configured_source_class(env.settings(), name=NOJAR_NAME, pushdown=False)
+    )
+    queries.register_views(spark, lambda t: spark.read.format(NOJAR_NAME).load(f"{DATABASE}.{t}"))
     with env.metastore() as ms:
         return {t: len(ms.get_table(DATABASE, t).all_columns) for t in queries.TABLES}
 
@@ -35,13 +41,18 @@ def duckdb_expected(tpch_sf001_dir, tpch_scale):
     return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
 
 
-def test_all_queries_match_duckdb_and_read_every_column(spark, nojar_tpch, duckdb_expected,
-                                                        tpch_scale, counted):
+def test_all_queries_match_duckdb_and_read_every_column(
+    spark, nojar_tpch, duckdb_expected, tpch_scale, counted
+):
     for n in queries.QUERY_NUMBERS:
         with counted() as c:
             actual = oracle.spark_rows(spark.sql(queries.query_text(n, tpch_scale, "spark")))
-        diff = oracle.compare_results(duckdb_expected[n], actual, ordered=queries.ordered(n),
-                                      sort_key=queries.ORDER_BY_COLUMNS[n])
+        diff = oracle.compare_results(
+            duckdb_expected[n],
+            actual,
+            ordered=queries.ordered(n),
+            sort_key=queries.ORDER_BY_COLUMNS[n],
+        )
         assert diff is None, f"Q{n} without the jar: {diff}"
         for table, width in nojar_tpch.items():
             scans = c[f"scan.planned.{DATABASE}.{table}"]

@@ -80,11 +80,15 @@ def no_stats_table(env, tmp_path_factory, tables):
     _, rows = tables
     root = str(tmp_path_factory.mktemp("nostats") / "t")
     for (pk, pd), part in data.split_rows(rows):
-        d = os.path.join(root, f"pk={'__HIVE_DEFAULT_PARTITION__' if pk is None else pk}",
-                         f"pd={pd}")
+        d = os.path.join(
+            root, f"pk={'__HIVE_DEFAULT_PARTITION__' if pk is None else pk}", f"pd={pd}"
+        )
         os.makedirs(d)
-        pq.write_table(pa.Table.from_pylist(part, schema=data.SCHEMA),
-                       os.path.join(d, "part-0.parquet"), write_statistics=False)
+        pq.write_table(
+            pa.Table.from_pylist(part, schema=data.SCHEMA),
+            os.path.join(d, "part-0.parquet"),
+            write_statistics=False,
+        )
     name = f"{env.unique_db('nostats')}.t"
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), name, root)
@@ -92,8 +96,9 @@ def no_stats_table(env, tmp_path_factory, tables):
 
 
 def _strings(df, *cols):
-    return sorted(tuple(r) for r in df.selectExpr(*(f"CAST({c} AS STRING)" for c in cols))
-                  .collect())
+    return sorted(
+        tuple(r) for r in df.selectExpr(*(f"CAST({c} AS STRING)" for c in cols)).collect()
+    )
 
 
 # -- one test per finding of issue 11 ------------------------------------------------------
@@ -105,8 +110,7 @@ def test_decimal_literals_beyond_28_digits_keep_their_rows(spark, tables, no_sta
     value must not prune (nor, without statistics, fail the query)."""
     (by_writer, _), (nostats, nostats_root) = tables, no_stats_table
     name, root = by_writer["pyarrow"]
-    wheres = [f"dec38 = {BIG}", f"dec38 IN ({BIG}, 1.5BD)", f"dec38 <=> {BIG}",
-              f"dec38 <= {BIG}"]
+    wheres = [f"dec38 = {BIG}", f"dec38 IN ({BIG}, 1.5BD)", f"dec38 <=> {BIG}", f"dec38 <= {BIG}"]
     assert spark.read.format("tiered_hive").load(name).where(wheres[0]).count() > 1
     assert _compare(spark, name, root, wheres) == []
     assert _compare(spark, nostats, nostats_root, wheres[:2]) == []
@@ -124,8 +128,9 @@ def test_timestamps_without_time_zone_read_as_wall_clock(spark, tables):
             assert dict(ours.dtypes)["ntz"] == "timestamp_ntz", writer
             got = ours.where(f"id = {first}").selectExpr("CAST(ntz AS STRING)").first()[0]
             assert got == "2020-01-01 00:00:00", writer
-            assert _compare(spark, name, root, [
-                "ntz = TIMESTAMP_NTZ '2020-01-01 00:00:00'"]) == [], writer
+            assert (
+                _compare(spark, name, root, ["ntz = TIMESTAMP_NTZ '2020-01-01 00:00:00'"]) == []
+            ), writer
 
 
 @pytest.mark.parametrize("zone", ZONES)
@@ -138,10 +143,12 @@ def test_int96_at_every_year_reads_as_spark_reads_it(spark, tables, int96_table,
         ours = spark.read.format("tiered_hive").load(name)
         assert _strings(ours, "id", "t96") == _strings(spark.read.parquet(root), "id", "t96")
         assert ("0001-01-01 00:00:00" in {r[1] for r in _strings(ours, "id", "t96")}) == (
-            zone == "UTC")
+            zone == "UTC"
+        )
         sname, sroot = by_writer["spark"]
-        assert _strings(spark.read.format("tiered_hive").load(sname), "id", "ts") == \
-            _strings(spark.read.parquet(sroot), "id", "ts")
+        assert _strings(spark.read.format("tiered_hive").load(sname), "id", "ts") == _strings(
+            spark.read.parquet(sroot), "id", "ts"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -151,15 +158,22 @@ def limits_table(env, tmp_path_factory):
     root = str(tmp_path_factory.mktemp("limits") / "t")
     os.makedirs(root)
     epoch = dt.date(1970, 1, 1)
-    days = [(d - epoch).days if d else None for d in
-            (dt.date(1, 1, 1), dt.date(9999, 12, 31), None, dt.date(2020, 1, 1))]
+    days = [
+        (d - epoch).days if d else None
+        for d in (dt.date(1, 1, 1), dt.date(9999, 12, 31), None, dt.date(2020, 1, 1))
+    ]
     days += [days[1] + 1, days[0] - 366]  # 10000-01-01 and the year 0
     micros = [d * 86_400_000_000 + 1 if d is not None else None for d in days]
-    pq.write_table(pa.table({
-        "id": pa.array(range(len(days)), pa.int64()),
-        "d": pa.array(days, pa.int32()).cast(pa.date32()),
-        "ts": pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-    }), os.path.join(root, "part-0.parquet"))
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array(range(len(days)), pa.int64()),
+                "d": pa.array(days, pa.int32()).cast(pa.date32()),
+                "ts": pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            }
+        ),
+        os.path.join(root, "part-0.parquet"),
+    )
     name = f"{env.unique_db('limits')}.t"
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), name, root)
@@ -170,15 +184,19 @@ def test_literals_beyond_pythons_datetime_run_and_match(spark, limits_table):
     """Finding 4: a date or timestamp literal Python cannot hold (or cannot hold once moved
     into the session's time zone) is not pushed; the query runs and returns Spark's rows."""
     name, root = limits_table
-    wheres = ["d < DATE '+10000-01-01'", "d > DATE '-0001-01-01'",
-              "d IN (DATE '+10000-01-01', DATE '2020-01-01')",
-              "ts < TIMESTAMP '+10000-01-01 00:00:00Z'",
-              "ts <= TIMESTAMP_NTZ '9999-12-31 23:59:59.999999'"]
+    wheres = [
+        "d < DATE '+10000-01-01'",
+        "d > DATE '-0001-01-01'",
+        "d IN (DATE '+10000-01-01', DATE '2020-01-01')",
+        "ts < TIMESTAMP '+10000-01-01 00:00:00Z'",
+        "ts <= TIMESTAMP_NTZ '9999-12-31 23:59:59.999999'",
+    ]
     with _Zone(spark, "America/Los_Angeles"):
         assert _compare(spark, name, root, wheres) == []
         ours = spark.read.format("tiered_hive").load(name)
-        assert _strings(ours, "id", "d", "ts") == _strings(spark.read.parquet(root), "id", "d",
-                                                           "ts")
+        assert _strings(ours, "id", "d", "ts") == _strings(
+            spark.read.parquet(root), "id", "d", "ts"
+        )
 
 
 def _summaries(spark, df, wheres: list[str]) -> dict[int, tuple]:
@@ -188,9 +206,14 @@ def _summaries(spark, df, wheres: list[str]) -> dict[int, tuple]:
     from pyspark.sql import functions as F
 
     cols = sorted(df.columns)
-    parts = [df.where(w).agg(F.lit(i).alias("k"), F.count(F.lit(1)).alias("n"),
-                             F.sum(F.xxhash64(*cols).cast("decimal(38,0)")).alias("h"))
-             for i, w in enumerate(wheres)]
+    parts = [
+        df.where(w).agg(
+            F.lit(i).alias("k"),
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.xxhash64(*cols).cast("decimal(38,0)")).alias("h"),
+        )
+        for i, w in enumerate(wheres)
+    ]
     unioned = reduce(lambda a, b: a.unionAll(b), parts)
     return {r.k: (r.n, r.h) for r in unioned.collect()}
 
@@ -199,19 +222,23 @@ def _compare(spark, name: str, root: str, wheres: list[str], batch: int = 40) ->
     """The WHERE clauses whose rows differ between tiered_hive and Spark's reader."""
     ours = spark.read.format("tiered_hive").load(name)
     theirs = spark.read.parquet(root)
-    assert sorted((f.name, f.dataType) for f in ours.schema.fields) == \
-        sorted((f.name, f.dataType) for f in theirs.schema.fields)
+    assert sorted((f.name, f.dataType) for f in ours.schema.fields) == sorted(
+        (f.name, f.dataType) for f in theirs.schema.fields
+    )
     differ = []
     for start in range(0, len(wheres), batch):
-        chunk = wheres[start:start + batch]
+        chunk = wheres[start : start + batch]
         # Spark's own Parquet filter pushdown prunes row groups by statistics that leave out
         # NaN (`f64 >= NaN` finds no row there, though NaN >= NaN in Spark): the oracle is
         # Spark's evaluation of the filters over everything its reader reads.
         with _Conf(spark, "spark.sql.parquet.filterPushdown", "false"):
             want = _summaries(spark, theirs, chunk)
         got = _summaries(spark, ours, chunk)
-        differ += [f"{w}: tiered_hive {got[i]} vs spark {want[i]}"
-                   for i, w in enumerate(chunk) if got[i] != want[i]]
+        differ += [
+            f"{w}: tiered_hive {got[i]} vs spark {want[i]}"
+            for i, w in enumerate(chunk)
+            if got[i] != want[i]
+        ]
     return differ
 
 
@@ -231,12 +258,15 @@ CI_FILTERS_PER_ZONE = 10
 def test_sampled_filters_agree_with_sparks_reader(spark, tables, zone):
     """A seeded sample of every filter form on every column, spread over the writers."""
     by_writer, rows = tables
-    wheres = _sample(data.filters(rows, seed=SEED, per_column=2), CI_FILTERS_PER_ZONE,
-                     seed=SEED + ZONES.index(zone))
+    wheres = _sample(
+        data.filters(rows, seed=SEED, per_column=2),
+        CI_FILTERS_PER_ZONE,
+        seed=SEED + ZONES.index(zone),
+    )
     differ = []
     with _Zone(spark, zone):
         for i, (writer, (name, root)) in enumerate(sorted(by_writer.items())):
-            share = wheres[i::len(by_writer)]
+            share = wheres[i :: len(by_writer)]
             differ += [f"[{writer}] {d}" for d in _compare(spark, name, root, share)]
     assert not differ, "\n".join(differ)
 

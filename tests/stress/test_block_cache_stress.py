@@ -24,8 +24,7 @@ READS_PER_PROCESS = 1500
 
 def _worker(directory: str, files: dict[str, int], max_size: int, seed: int) -> dict:
     counters.drain()  # what the parent or an earlier task counted is not ours
-    fs = BlockCacheFileSystem(LocalFileSystem(), directory, block_size=BLOCK,
-                              max_size=max_size)
+    fs = BlockCacheFileSystem(LocalFileSystem(), directory, block_size=BLOCK, max_size=max_size)
     rng = random.Random(seed)
     sources = {path: open(path, "rb").read() for path in files}
     paths = sorted(files)
@@ -38,7 +37,7 @@ def _worker(directory: str, files: dict[str, int], max_size: int, seed: int) -> 
         n = rng.randrange(1, 12 * BLOCK)
         with fs.open(path, "rb", size=len(data), version="v1") as f:
             f.seek(start)
-            if f.read(n) != data[start:start + n]:
+            if f.read(n) != data[start : start + n]:
                 bad.append((path, start, n))
     fs.store.close()
     return {"bad": bad, "counters": counters.drain()}
@@ -58,8 +57,9 @@ def test_processes_under_eviction_always_read_right_bytes(tmp_path):
     BlockStore(directory, max_size=max_size).close()
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(PROCESSES) as pool:
-        results = pool.starmap(_worker, [(directory, files, max_size, seed)
-                                         for seed in range(PROCESSES * 2)])
+        results = pool.starmap(
+            _worker, [(directory, files, max_size, seed) for seed in range(PROCESSES * 2)]
+        )
     assert [r["bad"] for r in results] == [[]] * (PROCESSES * 2)
     evictions = sum(r["counters"].get("block_cache.evictions", 0) for r in results)
     hits = sum(r["counters"].get("block_cache.hits", 0) for r in results)

@@ -29,22 +29,35 @@ def test_names_are_hives():
     assert base_dir_name(12345678) == "base_12345678"
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("delta_0000005_0000005", (5, 5, False)),
-    ("delta_0000003_0000009_0002", (3, 9, False)),  # statement id
-    ("delta_0000003_0000009_v0000042", (3, 9, False)),  # visibility txn id
-    ("base_0000012", (12, 12, True)),
-    ("base_0000012_v0000099", (12, 12, True)),
-    ("/warehouse/t/p=1/base_0000007/", (7, 7, True)),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("delta_0000005_0000005", (5, 5, False)),
+        ("delta_0000003_0000009_0002", (3, 9, False)),  # statement id
+        ("delta_0000003_0000009_v0000042", (3, 9, False)),  # visibility txn id
+        ("base_0000012", (12, 12, True)),
+        ("base_0000012_v0000099", (12, 12, True)),
+        ("/warehouse/t/p=1/base_0000007/", (7, 7, True)),
+    ],
+)
 def test_parse(name, expected):
     d = parse_acid_dir(name)
     assert (d.min_write_id, d.max_write_id, d.is_base) == expected
 
 
-@pytest.mark.parametrize("name", ["delete_delta_0000001_0000001", "delta_5", "base_", "p=1",
-                                  "delta_0000009_0000003", "_tmp", ".staging-1-abc",
-                                  "basement_0000001"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "delete_delta_0000001_0000001",
+        "delta_5",
+        "base_",
+        "p=1",
+        "delta_0000009_0000003",
+        "_tmp",
+        ".staging-1-abc",
+        "basement_0000001",
+    ],
+)
 def test_other_names_are_not_acid(name):
     assert parse_acid_dir(name) is None
 
@@ -55,8 +68,9 @@ def test_the_documents_example():
     expected = deltas(1, 2, 3, 4, 5, 6, 9, 10, 11)
     assert visible_directories(names, ValidWriteIdList.from_short_form("[12:7,8,12]")) == expected
     assert visible_directories(names, ValidWriteIdList.from_short_form("[11:7,8]")) == expected
-    assert visible_directories(names, ValidWriteIdList.from_short_form("[12:7,12]")) == \
-        deltas(1, 2, 3, 4, 5, 6, 8, 9, 10, 11)
+    assert visible_directories(names, ValidWriteIdList.from_short_form("[12:7,12]")) == deltas(
+        1, 2, 3, 4, 5, 6, 8, 9, 10, 11
+    )
 
 
 def test_newest_committed_base_hides_what_is_below_it():
@@ -96,8 +110,10 @@ def test_open_aborted_and_future_deltas_are_invisible():
 
 def test_compacted_delta_range():
     names = [delta_dir_name(1, 5)] + deltas(3, 6)
-    assert visible_directories(names, ValidWriteIdList("db.t", 6)) == \
-        [delta_dir_name(1, 5), delta_dir_name(6)]
+    assert visible_directories(names, ValidWriteIdList("db.t", 6)) == [
+        delta_dir_name(1, 5),
+        delta_dir_name(6),
+    ]
     # a range covering an aborted id is not read whole; its parts are
     names = [delta_dir_name(1, 3)] + deltas(1, 3)
     assert visible_directories(names, ValidWriteIdList("db.t", 3, (), {2})) == deltas(1, 3)
@@ -115,12 +131,19 @@ class F:
 
 def test_visible_files_filters_a_recursive_listing():
     root = "/w/t/p=1"
-    files = [F(f"{root}/original.parquet"), F(f"{root}/{delta_dir_name(1)}/a.parquet"),
-             F(f"{root}/{delta_dir_name(2)}/b.parquet"), F(f"{root}/{delta_dir_name(2)}/c.parquet"),
-             F(f"{root}/other/d.parquet")]
+    files = [
+        F(f"{root}/original.parquet"),
+        F(f"{root}/{delta_dir_name(1)}/a.parquet"),
+        F(f"{root}/{delta_dir_name(2)}/b.parquet"),
+        F(f"{root}/{delta_dir_name(2)}/c.parquet"),
+        F(f"{root}/other/d.parquet"),
+    ]
     got = visible_files(files, root + "/", ValidWriteIdList("db.t", 2, (), {1}))
-    assert [f.path.rsplit("/", 1)[-1] for f in got] == ["original.parquet", "b.parquet",
-                                                       "c.parquet"]
+    assert [f.path.rsplit("/", 1)[-1] for f in got] == [
+        "original.parquet",
+        "b.parquet",
+        "c.parquet",
+    ]
     files.append(F(f"{root}/{base_dir_name(2)}/e.parquet"))
     got = visible_files(files, root, ValidWriteIdList("db.t", 2))
     assert [f.path.rsplit("/", 1)[-1] for f in got] == ["e.parquet"]
@@ -134,14 +157,19 @@ def test_random_histories_match_a_model():
         ops = {w: rng.choice(["append", "append", "overwrite"]) for w in range(1, n + 1)}
         states = {w: rng.choice(["c", "c", "c", "o", "a"]) for w in ops}
         hwm = rng.randint(0, n)
-        snap = ValidWriteIdList("db.t", hwm,
-                                {w for w in ops if w <= hwm and states[w] == "o"},
-                                {w for w in ops if w <= hwm and states[w] == "a"})
-        names = [base_dir_name(w) if op == "overwrite" else delta_dir_name(w)
-                 for w, op in ops.items()]
+        snap = ValidWriteIdList(
+            "db.t",
+            hwm,
+            {w for w in ops if w <= hwm and states[w] == "o"},
+            {w for w in ops if w <= hwm and states[w] == "a"},
+        )
+        names = [
+            base_dir_name(w) if op == "overwrite" else delta_dir_name(w) for w, op in ops.items()
+        ]
         committed = [w for w in ops if snap.is_visible(w)]
         bases = [w for w in committed if ops[w] == "overwrite" and snap.is_valid_base(w)]
         floor = max(bases, default=0)
-        expected = ([base_dir_name(floor)] if bases else []) + \
-            [delta_dir_name(w) for w in committed if w > floor and ops[w] == "append"]
+        expected = ([base_dir_name(floor)] if bases else []) + [
+            delta_dir_name(w) for w in committed if w > floor and ops[w] == "append"
+        ]
         assert visible_directories(names, snap) == expected, (ops, states, snap)

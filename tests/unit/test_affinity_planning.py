@@ -30,14 +30,17 @@ def test_a_task_s_splits_share_their_preferred_executor():
     splits = files(60)
     # Two pieces of one big file: both go with the file.
     big = Split("s3://b/t/big.parquet", 200, None, None)
-    pieces = [Split(big.url, 200, None, None, (), 0, 100), Split(big.url, 200, None, None, (), 100, 100)]
-    tasks, locations = pack_by_executor(splits + pieces, EXECUTORS, max_bytes=10_000,
-                                        min_count=6)
+    pieces = [
+        Split(big.url, 200, None, None, (), 0, 100),
+        Split(big.url, 200, None, None, (), 100, 100),
+    ]
+    tasks, locations = pack_by_executor(splits + pieces, EXECUTORS, max_bytes=10_000, min_count=6)
     assert len(tasks) == len(locations)
     for task, loc in zip(tasks, locations):
         assert {preferred(s.url, EXECUTORS).location for s in task} == {loc}
     assert sorted((s.url, s.offset) for t in tasks for s in t) == sorted(
-        (s.url, s.offset) for s in splits + pieces)  # nothing lost
+        (s.url, s.offset) for s in splits + pieces
+    )  # nothing lost
     # Six slots over three executors: two tasks each, every executor used.
     assert sorted(locations) == sorted(e.location for e in EXECUTORS for _ in range(2))
 
@@ -46,14 +49,14 @@ def stamp(data: bytes, flag: str) -> bytes:
     """What the JVM's ``Affinity.stamped`` does: overwrite the mark's flag byte."""
     start = data.index(placement.MARKER.encode()) + len(placement.MARKER)
     end = data.index(b"|", start)
-    return data[:end + 1] + flag.encode() + data[end + 2:]
+    return data[: end + 1] + flag.encode() + data[end + 2 :]
 
 
 def test_the_mark_is_readable_in_the_pickle_and_its_flag_can_be_stamped():
     part = PlacedPartition(tuple(files(3)), EXECUTORS[1].location)
     data = cloudpickle.dumps(part)
     start = data.index(placement.MARKER.encode()) + len(placement.MARKER)
-    assert data[start:data.index(b"|", start)].decode() == "executor_127.0.0.1_1"
+    assert data[start : data.index(b"|", start)].decode() == "executor_127.0.0.1_1"
     assert data.index(placement.MARKER.encode()) < data.index(b"s3://b/t/part-0")
     for flag in ("P", "F"):
         back = pickle.loads(stamp(data, flag))
@@ -80,18 +83,24 @@ def test_a_fallback_read_leaves_the_block_and_footer_caches_empty(tmp_path):
     pq.write_table(pa.table({"x": list(range(1000))}), path)
     st = path.stat()
     split = Split(f"file://{path}", st.st_size, st.st_mtime, None)
-    table = SimpleNamespace(partition_keys=(), columns=(Column("x", "bigint"),),
-                            qualified_name="db.t")
-    settings = load_settings(overrides={"cache.enabled": "true",
-                                        "hive.parquet.metadata-cache-enabled": "true",
-                                        "cache.base-directory": str(tmp_path / "cache")})
+    table = SimpleNamespace(
+        partition_keys=(), columns=(Column("x", "bigint"),), qualified_name="db.t"
+    )
+    settings = load_settings(
+        overrides={
+            "cache.enabled": "true",
+            "hive.parquet.metadata-cache-enabled": "true",
+            "cache.base-directory": str(tmp_path / "cache"),
+        }
+    )
 
     def cached_files():
         base = tmp_path / "cache"
         return sorted(p for p in base.rglob("*") if p.is_file()) if base.exists() else []
 
-    rows = sum(b.num_rows for b in read_split(split, table, table.columns, (), settings,
-                                              fill_caches=False))
+    rows = sum(
+        b.num_rows for b in read_split(split, table, table.columns, (), settings, fill_caches=False)
+    )
     assert rows == 1000 and not [p for p in cached_files() if p.suffix != ".db"]
     before = len(cached_files())
     rows = sum(b.num_rows for b in read_split(split, table, table.columns, (), settings))

@@ -11,8 +11,13 @@ from benchmarks import report
 
 
 def _run(seconds, rows, requests=None, nbytes=0, metrics=None):
-    return {"seconds": seconds, "rows": rows, "requests": requests or {}, "bytes": nbytes,
-            "metrics": metrics or {}}
+    return {
+        "seconds": seconds,
+        "rows": rows,
+        "requests": requests or {},
+        "bytes": nbytes,
+        "metrics": metrics or {},
+    }
 
 
 @pytest.fixture
@@ -22,31 +27,66 @@ def results():
         "command": "python -m benchmarks.tpch_suite --scale 0.01",
         "started_at": "2025-01-02T03:04:05+00:00",
         "wall_seconds": 12.0,
-        "machine": {"platform": "Linux-test", "cpu_count": 2, "memory_bytes": 2 * 1024**3,
-                    "python": "3.11.2", "pyspark": "4.3.0"},
+        "machine": {
+            "platform": "Linux-test",
+            "cpu_count": 2,
+            "memory_bytes": 2 * 1024**3,
+            "python": "3.11.2",
+            "pyspark": "4.3.0",
+        },
         "scale": 0.01,
         "latency_ms": 20.0,
         "endpoint": {"url": "http://127.0.0.1:1234", "request_cost": 1.5},
         "warmup": 1,
         "repetitions": 3,
-        "configurations": [{"name": "local", "description": "baseline"},
-                           {"name": "remote", "description": "over S3"}],
+        "configurations": [
+            {"name": "local", "description": "baseline"},
+            {"name": "remote", "description": "over S3"},
+        ],
         "queries": {
             # keys are strings (as after a JSON round trip); "10" must sort after "6"
-            "10": {"configs": {
-                "local": {"runs": [_run(4.0, 20), _run(4.0, 20), _run(4.0, 20)]},
-                "remote": {"runs": [_run(8.0, 20, {"GET": 2}, 100),
-                                    _run(9.0, 20, {"GET": 2}, 100),
-                                    _run(8.0, 20, {"GET": 2}, 100)]}}},
-            "1": {"configs": {
-                "local": {"runs": [_run(1.0, 4), _run(3.0, 4), _run(2.0, 4)]},
-                "remote": {"runs": [
-                    _run(5.0, 4, {"LIST": 1, "RANGED_GET": 10}, 3 * 1024**2,
-                         {"reader.files_opened": 2}),
-                    _run(4.0, 4, {"LIST": 1, "RANGED_GET": 12}, 3 * 1024**2,
-                         {"reader.files_opened": 2}),
-                    _run(6.0, 4, {"LIST": 1, "RANGED_GET": 11}, 3 * 1024**2,
-                         {"reader.files_opened": 2})]}}},
+            "10": {
+                "configs": {
+                    "local": {"runs": [_run(4.0, 20), _run(4.0, 20), _run(4.0, 20)]},
+                    "remote": {
+                        "runs": [
+                            _run(8.0, 20, {"GET": 2}, 100),
+                            _run(9.0, 20, {"GET": 2}, 100),
+                            _run(8.0, 20, {"GET": 2}, 100),
+                        ]
+                    },
+                }
+            },
+            "1": {
+                "configs": {
+                    "local": {"runs": [_run(1.0, 4), _run(3.0, 4), _run(2.0, 4)]},
+                    "remote": {
+                        "runs": [
+                            _run(
+                                5.0,
+                                4,
+                                {"LIST": 1, "RANGED_GET": 10},
+                                3 * 1024**2,
+                                {"reader.files_opened": 2},
+                            ),
+                            _run(
+                                4.0,
+                                4,
+                                {"LIST": 1, "RANGED_GET": 12},
+                                3 * 1024**2,
+                                {"reader.files_opened": 2},
+                            ),
+                            _run(
+                                6.0,
+                                4,
+                                {"LIST": 1, "RANGED_GET": 11},
+                                3 * 1024**2,
+                                {"reader.files_opened": 2},
+                            ),
+                        ]
+                    },
+                }
+            },
         },
     }
 
@@ -93,15 +133,18 @@ def test_markdown_table_rows(results):
     assert "| Q1 | 4 | 2.000 | 5.000 (2.50x) |" in lines
     assert "| Q10 | 20 | 4.000 | 8.000 (2.00x) |" in lines
     assert "| **geomean** (2 queries) |  | 2.828 | 6.325 (2.24x) |" in lines
-    assert lines.index("| Q1 | 4 | 2.000 | 5.000 (2.50x) |") < \
-        lines.index("| Q10 | 20 | 4.000 | 8.000 (2.00x) |")
-    assert any("relative to the baseline local" in line and "Lower is faster" in line
-               for line in lines)
+    assert lines.index("| Q1 | 4 | 2.000 | 5.000 (2.50x) |") < lines.index(
+        "| Q10 | 20 | 4.000 | 8.000 (2.00x) |"
+    )
+    assert any(
+        "relative to the baseline local" in line and "Lower is faster" in line for line in lines
+    )
     # The chart with its caption, then the requests and bytes of the configurations that
     # read the store (the local baseline's always-empty columns are gone).
     assert "![median seconds per query](tpch_queries.png)" in lines
-    assert any(line.startswith("*Median seconds per query") and "lower is faster" in line
-               for line in lines)
+    assert any(
+        line.startswith("*Median seconds per query") and "lower is faster" in line for line in lines
+    )
     assert "| query | remote requests / bytes |" in lines
     assert "| Q1 | 12 / 3.0 MiB |" in lines and "| Q10 | 2 / 100 B |" in lines
     assert "whole 1 MiB blocks" not in md  # no block cache in these runs
@@ -115,12 +158,14 @@ def test_row_count_mismatch_and_errors_are_reported(results):
     results["queries"]["10"]["configs"]["remote"]["runs"][1]["rows"] = 19
     results["queries"]["1"]["configs"]["remote"] = {"runs": [], "error": "StorageError: boom"}
     problems = report.row_count_mismatches(results)
-    assert problems == ["Q10: configuration remote returned different row counts across "
-                        "runs: [20, 19, 20]"]
+    assert problems == [
+        "Q10: configuration remote returned different row counts across runs: [20, 19, 20]"
+    ]
     results["queries"]["10"]["configs"]["remote"]["runs"][1]["rows"] = 20
     results["queries"]["10"]["configs"]["local"]["runs"] = [_run(4.0, 21)]
     assert report.row_count_mismatches(results) == [
-        "Q10: row counts differ between configurations: local=21, remote=20"]
+        "Q10: row counts differ between configurations: local=21, remote=20"
+    ]
     md = report.render_markdown(results)
     lines = md.splitlines()
     assert "| Q1 | 4 | 2.000 | error |" in lines
@@ -153,32 +198,55 @@ def test_write_reports_writes_json_markdown_and_png(results, tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "out" / "results.md").read_text().startswith("# TPC-H benchmark")
     import json
+
     assert json.loads((tmp_path / "out" / "results.json").read_text())["scale"] == 0.01
 
 
 def test_runner_helpers_need_no_spark():
     from benchmarks import configurations, tpch_suite
 
-    before = {"requests": {"GET": 1, "LIST": 2}, "bytes": {"GET": 10, "LIST": 5},
-              "latency_ms": 20.0, "max_concurrent": 3, "pid": 7}
-    after = {"requests": {"GET": 4, "LIST": 2, "RANGED_GET": 5},
-             "bytes": {"GET": 40, "LIST": 5, "RANGED_GET": 500},
-             "latency_ms": 20.0, "max_concurrent": 4, "pid": 7}
+    before = {
+        "requests": {"GET": 1, "LIST": 2},
+        "bytes": {"GET": 10, "LIST": 5},
+        "latency_ms": 20.0,
+        "max_concurrent": 3,
+        "pid": 7,
+    }
+    after = {
+        "requests": {"GET": 4, "LIST": 2, "RANGED_GET": 5},
+        "bytes": {"GET": 40, "LIST": 5, "RANGED_GET": 500},
+        "latency_ms": 20.0,
+        "max_concurrent": 4,
+        "pid": 7,
+    }
     delta = tpch_suite.store_delta(after, before)
-    assert delta == {"requests": {"GET": 3, "RANGED_GET": 5},
-                     "bytes": {"GET": 30, "RANGED_GET": 500}}
+    assert delta == {
+        "requests": {"GET": 3, "RANGED_GET": 5},
+        "bytes": {"GET": 30, "RANGED_GET": 500},
+    }
     assert tpch_suite.split_store_stats(delta) == ({"GET": 3, "RANGED_GET": 5}, 530)
     assert tpch_suite.default_work_dir("/x/y/bench-out") == "/x/y/work-data"
     args = tpch_suite.parse_args(["--scale", "0.1", "--configs", "a,b", "--queries", "1,6"])
-    assert (args.scale, args.configs, args.queries, args.repetitions, args.warmup,
-            args.latency_ms) == (0.1, ["a", "b"], ["1", "6"], 3, 1, 20.0)
+    assert (
+        args.scale,
+        args.configs,
+        args.queries,
+        args.repetitions,
+        args.warmup,
+        args.latency_ms,
+    ) == (0.1, ["a", "b"], ["1", "6"], 3, 1, 20.0)
     names = [c.name for c in configurations.get_configurations(None)]
-    assert names == ["spark-parquet-local", "tiered-hive-s3", "tiered-hive-s3-cold",
-                     "tiered-hive-s3-warm"]
+    assert names == [
+        "spark-parquet-local",
+        "tiered-hive-s3",
+        "tiered-hive-s3-cold",
+        "tiered-hive-s3-warm",
+    ]
     registered = {c.name for c in configurations.all_configurations()}
     assert {"tiered-hive-local", "tiered-hive-local-nojar"} <= registered - set(names)
-    with pytest.raises(ValueError, match="unknown benchmark configuration.*nope.*known: "
-                                         "spark-parquet-local"):
+    with pytest.raises(
+        ValueError, match="unknown benchmark configuration.*nope.*known: spark-parquet-local"
+    ):
         configurations.get_configurations(["spark-parquet-local", "nope"])
 
 
@@ -188,8 +256,13 @@ def test_cold_prepare_hook_empties_the_named_directory(tmp_path):
     cache = tmp_path / "cache"
     (cache / "sub").mkdir(parents=True)
     (cache / "sub" / "block").write_bytes(b"x")
-    ctx = BenchContext(spark=None, database="tpch", local_data_dir="", work_dir=str(tmp_path),
-                       properties={"cache.base-directory": str(cache)})
+    ctx = BenchContext(
+        spark=None,
+        database="tpch",
+        local_data_dir="",
+        work_dir=str(tmp_path),
+        properties={"cache.base-directory": str(cache)},
+    )
     clear_directories("cache.base-directory")(ctx)
     assert cache.is_dir() and list(cache.iterdir()) == []
     with pytest.raises(ValueError, match="property fragment-result-cache.base-directory"):
@@ -204,7 +277,8 @@ def test_result_comparison_is_reported(results):
     assert report.result_differences(results) == []
     results["queries"]["1"]["configs"]["remote"]["result_difference"] = "row 0 differs"
     assert report.result_differences(results) == [
-        "Q1: remote rows differ from the baseline's: row 0 differs"]
+        "Q1: remote rows differ from the baseline's: row 0 differs"
+    ]
     text = report.render_markdown(results)
     assert "- Q1: remote rows differ from the baseline's: row 0 differs" in text
     assert "Results: on all" not in text

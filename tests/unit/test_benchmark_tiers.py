@@ -10,35 +10,68 @@ from benchmarks.configurations import BenchContext
 
 
 def _run(metrics, requests=None, nbytes=0):
-    return {"seconds": 1.0, "rows": 4, "requests": requests or {}, "bytes": nbytes,
-            "metrics": metrics}
+    return {
+        "seconds": 1.0,
+        "rows": 4,
+        "requests": requests or {},
+        "bytes": nbytes,
+        "metrics": metrics,
+    }
 
 
-COLD = {"listing_cache.misses": 80, "footer_cache.misses": 80, "block_cache.misses": 80,
-        "block_cache.bytes_from_remote": 4 * 1024**2, "block_cache.put_errors": 1}
-WARM = {"listing_cache.hits": 80, "footer_cache.hits_memory": 70, "footer_cache.hits_disk": 10,
-        "block_cache.hits": 90, "block_cache.bytes_from_cache": 4 * 1024**2,
-        "block_cache.evictions": 2, "block_cache.corrupt_blocks": 1}
+COLD = {
+    "listing_cache.misses": 80,
+    "footer_cache.misses": 80,
+    "block_cache.misses": 80,
+    "block_cache.bytes_from_remote": 4 * 1024**2,
+    "block_cache.put_errors": 1,
+}
+WARM = {
+    "listing_cache.hits": 80,
+    "footer_cache.hits_memory": 70,
+    "footer_cache.hits_disk": 10,
+    "block_cache.hits": 90,
+    "block_cache.bytes_from_cache": 4 * 1024**2,
+    "block_cache.evictions": 2,
+    "block_cache.corrupt_blocks": 1,
+}
 
 
 @pytest.fixture
 def results():
     return {
-        "scale": 0.01, "latency_ms": 20.0, "warmup": 1, "repetitions": 1,
-        "configurations": [{"name": "tiered-hive-s3"}, {"name": "tiered-hive-s3-cold"},
-                           {"name": "tiered-hive-s3-warm"}],
+        "scale": 0.01,
+        "latency_ms": 20.0,
+        "warmup": 1,
+        "repetitions": 1,
+        "configurations": [
+            {"name": "tiered-hive-s3"},
+            {"name": "tiered-hive-s3-cold"},
+            {"name": "tiered-hive-s3-warm"},
+        ],
         "queries": {
-            "1": {"configs": {
-                "tiered-hive-s3": {"runs": [_run({"reader.files_opened": 80},
-                                                 {"LIST": 80, "RANGED_GET": 160}, 5000)]},
-                "tiered-hive-s3-cold": {"runs": [_run(COLD, {"LIST": 80, "RANGED_GET": 80},
-                                                      4 * 1024**2)]},
-                "tiered-hive-s3-warm": {"runs": [_run(WARM)]}}},
-            "6": {"configs": {
-                "tiered-hive-s3": {"runs": [_run({})]},
-                "tiered-hive-s3-cold": {"runs": [_run(COLD, {"LIST": 80, "RANGED_GET": 80},
-                                                      4 * 1024**2)]},
-                "tiered-hive-s3-warm": {"runs": [_run(WARM)]}}},
+            "1": {
+                "configs": {
+                    "tiered-hive-s3": {
+                        "runs": [
+                            _run({"reader.files_opened": 80}, {"LIST": 80, "RANGED_GET": 160}, 5000)
+                        ]
+                    },
+                    "tiered-hive-s3-cold": {
+                        "runs": [_run(COLD, {"LIST": 80, "RANGED_GET": 80}, 4 * 1024**2)]
+                    },
+                    "tiered-hive-s3-warm": {"runs": [_run(WARM)]},
+                }
+            },
+            "6": {
+                "configs": {
+                    "tiered-hive-s3": {"runs": [_run({})]},
+                    "tiered-hive-s3-cold": {
+                        "runs": [_run(COLD, {"LIST": 80, "RANGED_GET": 80}, 4 * 1024**2)]
+                    },
+                    "tiered-hive-s3-warm": {"runs": [_run(WARM)]},
+                }
+            },
         },
     }
 
@@ -57,39 +90,50 @@ def test_report_shows_each_cached_configurations_tiers_per_query(results):
     assert "### tiered-hive-s3-cold" in section and "### tiered-hive-s3-warm" in section
     assert "### tiered-hive-s3\n" not in section
     cold = section.split("### tiered-hive-s3-cold", 1)[1].split("###", 1)[0]
-    assert "| Q1 | 160 | 4.0 MiB | 0 / 80 | 0 / 80 | 0 / 80 | 0 B / 4.0 MiB | 0 / 0 / 0 | 1 | 0 |" in cold
-    assert "| **total** | 320 | 8.0 MiB | 0 / 160 | 0 / 160 | 0 / 160 | 0 B / 8.0 MiB | 0 / 0 / 0 | 2 | 0 |" in cold
+    assert (
+        "| Q1 | 160 | 4.0 MiB | 0 / 80 | 0 / 80 | 0 / 80 | 0 B / 4.0 MiB | 0 / 0 / 0 | 1 | 0 |"
+        in cold
+    )
+    assert (
+        "| **total** | 320 | 8.0 MiB | 0 / 160 | 0 / 160 | 0 / 160 | 0 B / 8.0 MiB "
+        "| 0 / 0 / 0 | 2 | 0 |" in cold
+    )
     warm = section.split("### tiered-hive-s3-warm", 1)[1]
     assert "| Q6 | 0 | 0 B | 80 / 0 | 80 / 0 | 90 / 0 | 4.0 MiB / 0 B | 0 / 0 / 2 | 0 | 1 |" in warm
 
 
 def test_cache_configurations_are_registered():
     names = [c.name for c in configurations.all_configurations()]
-    assert names.index("tiered-hive-s3") < names.index("tiered-hive-s3-cold") \
+    assert (
+        names.index("tiered-hive-s3")
+        < names.index("tiered-hive-s3-cold")
         < names.index("tiered-hive-s3-warm")
+    )
 
 
 def _registered_options(config, ctx, monkeypatch):
     seen = []
-    monkeypatch.setattr(configurations, "tiered_views",
-                        lambda options: lambda _ctx: seen.append(dict(options)))
+    monkeypatch.setattr(
+        configurations, "tiered_views", lambda options: lambda _ctx: seen.append(dict(options))
+    )
     config.register_views(ctx)
     return seen[-1]
 
 
 def test_cold_runs_get_fresh_caches_and_warm_runs_keep_theirs(tmp_path, monkeypatch):
-    ctx = BenchContext(spark=None, database="tpch", local_data_dir="", properties={},
-                       work_dir=str(tmp_path))
-    cold, warm = configurations.get_configurations(["tiered-hive-s3-cold",
-                                                    "tiered-hive-s3-warm"])
+    ctx = BenchContext(
+        spark=None, database="tpch", local_data_dir="", properties={}, work_dir=str(tmp_path)
+    )
+    cold, warm = configurations.get_configurations(["tiered-hive-s3-cold", "tiered-hive-s3-warm"])
     first = _registered_options(cold, ctx, monkeypatch)
     second = _registered_options(cold, ctx, monkeypatch)
     for options in (first, second):
         assert {k: options[k] for k in configurations.ALL_TIERS} == configurations.ALL_TIERS
     assert first["cache.base-directory"] != second["cache.base-directory"]
     assert first["hive.file-status-cache-size"] != second["hive.file-status-cache-size"]
-    assert _registered_options(warm, ctx, monkeypatch) == \
-        _registered_options(warm, ctx, monkeypatch)
+    assert _registered_options(warm, ctx, monkeypatch) == _registered_options(
+        warm, ctx, monkeypatch
+    )
 
     cold_root = tmp_path / "cache" / "tiered-hive-s3-cold"
     (cold_root / "run-1" / "blocks").mkdir(parents=True)

@@ -90,8 +90,13 @@ def counted():
     delta: dict[str, int] = {}
     yield delta
     after = counters.snapshot()
-    delta.update({k: after.get(k, 0) - before.get(k, 0) for k in after
-                  if after.get(k, 0) != before.get(k, 0)})
+    delta.update(
+        {
+            k: after.get(k, 0) - before.get(k, 0)
+            for k in after
+            if after.get(k, 0) != before.get(k, 0)
+        }
+    )
 
 
 def write_file(path, size, seed=0) -> bytes:
@@ -128,6 +133,7 @@ def block_path(fs: BlockCacheFileSystem, path: str, size: int, version: str, ind
 
 # --- reads ----------------------------------------------------------------------------------
 
+
 def test_read_fetches_whole_aligned_blocks_in_one_request(target, source, tmp_path):
     path, data = source
     fs = make_cache(target, tmp_path)
@@ -138,8 +144,11 @@ def test_read_fetches_whole_aligned_blocks_in_one_request(target, source, tmp_pa
     assert target.requests == [(BS, 3 * BS)]
     assert block_indexes(fs.store) == {1, 2, 3}
     assert set(fs.store.entries().values()) == {BS + TRAILER.size}
-    assert c == {"block_cache.misses": 3, "block_cache.remote_requests": 1,
-                 "block_cache.bytes_from_remote": 3 * BS}
+    assert c == {
+        "block_cache.misses": 3,
+        "block_cache.remote_requests": 1,
+        "block_cache.bytes_from_remote": 3 * BS,
+    }
 
 
 def test_last_block_is_short_and_tail_reads_stop_at_eof(target, source, tmp_path):
@@ -162,7 +171,7 @@ def test_missing_runs_are_coalesced_one_request_each(target, source, tmp_path):
     with fs.open(path, "rb", size=len(data), version="v1") as f:
         for index in (2, 5):  # warm two single blocks
             f.seek(index * BS + 7)
-            assert f.read(1) == data[index * BS + 7:index * BS + 8]
+            assert f.read(1) == data[index * BS + 7 : index * BS + 8]
     target.requests.clear()
     with counted() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
         assert f.read() == data
@@ -186,7 +195,7 @@ def test_warm_reads_make_no_request_and_open_nothing(target, source, tmp_path):
             start = rng.randrange(len(data))
             n = rng.randrange(1, 3 * BS)
             f.seek(start)
-            assert f.read(n) == data[start:start + n]
+            assert f.read(n) == data[start : start + n]
     assert target.requests == [] and target.opens == 0
     assert c.get("block_cache.misses", 0) == 0 and c["block_cache.hits"] >= 200
 
@@ -241,7 +250,7 @@ def test_a_new_version_never_serves_or_mixes_old_bytes(target, source, tmp_path)
     fs = make_cache(target, tmp_path)
     with fs.open(path, "rb", size=len(old), version="v1") as f:
         f.seek(BS)
-        assert f.read(2 * BS) == old[BS:3 * BS]  # blocks 1, 2 of version 1 cached
+        assert f.read(2 * BS) == old[BS : 3 * BS]  # blocks 1, 2 of version 1 cached
     new = write_file(path, len(old), seed=42)
     target.requests.clear()
     with fs.open(path, "rb", size=len(new), version="v2") as f:
@@ -289,7 +298,7 @@ def test_threads_sharing_the_store(target, source, tmp_path):
             for _ in range(100):
                 start, n = rng.randrange(len(data)), rng.randrange(1, 400)
                 f.seek(start)
-                if f.read(n) != data[start:start + n]:
+                if f.read(n) != data[start : start + n]:
                     errors.append(f"thread {seed}: bytes {start}+{n} differ")
 
     threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
@@ -301,6 +310,7 @@ def test_threads_sharing_the_store(target, source, tmp_path):
 
 
 # --- checksums and damaged files ---------------------------------------------------------
+
 
 def _warm(fs, path, data, version="v1"):
     with fs.open(path, "rb", size=len(data), version=version) as f:
@@ -320,14 +330,13 @@ def test_checksum_mismatch_is_a_counted_miss_with_right_bytes(target, source, tm
     target.requests.clear()
     with counted() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
         f.seek(4 * BS)
-        assert f.read(BS) == data[4 * BS:5 * BS]
+        assert f.read(BS) == data[4 * BS : 5 * BS]
     assert c["block_cache.corrupt_blocks"] == 1 and c["block_cache.misses"] == 1
     assert target.requests == [(4 * BS, BS)]
-    assert open(block, "rb").read()[:BS] == data[4 * BS:5 * BS]  # fetched and stored again
+    assert open(block, "rb").read()[:BS] == data[4 * BS : 5 * BS]  # fetched and stored again
 
 
-def test_in_place_damage_is_found_by_a_new_process_or_verify_every_read(target, source,
-                                                                           tmp_path):
+def test_in_place_damage_is_found_by_a_new_process_or_verify_every_read(target, source, tmp_path):
     path, data = source
     fs = make_cache(target, tmp_path)
     _warm(fs, path, data)
@@ -339,7 +348,7 @@ def test_in_place_damage_is_found_by_a_new_process_or_verify_every_read(target, 
             f.write(b"\x00\x01\x02")
         with counted() as c, cache.open(path, "rb", size=len(data), version="v1") as f:
             f.seek(2 * BS)
-            assert f.read(BS) == data[2 * BS:3 * BS]
+            assert f.read(BS) == data[2 * BS : 3 * BS]
         assert c["block_cache.corrupt_blocks"] == 1 and c["block_cache.misses"] == 1
 
     damage_and_read(make_cache(target, tmp_path))  # another process verifies on first read
@@ -376,6 +385,7 @@ def test_index_row_without_file_is_a_miss_and_heals(target, source, tmp_path):
 
 # --- start-up recovery ---------------------------------------------------------------------
 
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -408,16 +418,24 @@ def test_startup_recovery_makes_index_and_disk_agree(target, source, tmp_path):
     store.close()
 
     recovered = make_cache(target, tmp_path).store
-    assert recovered.last_recovery == {"orphan_temps": 2, "partial_files": 2,
-                                       "missing_files": 1, "adopted": 1,
-                                       "foreign_files": 1, "evicted": 0}
+    assert recovered.last_recovery == {
+        "orphan_temps": 2,
+        "partial_files": 2,
+        "missing_files": 1,
+        "adopted": 1,
+        "foreign_files": 1,
+        "evicted": 0,
+    }
     assert not os.path.exists(orphan) and not os.path.exists(stray)
     assert os.path.exists(live)
     assert not os.path.exists(foreign)
     assert block_indexes(recovered) == set(range(11)) - {1, 2, 4}
     assert recovered.total_bytes() == sum(recovered.entries().values())
-    on_disk = {e for sub in os.listdir(recovered.data_dir)
-               for e in os.listdir(os.path.join(recovered.data_dir, sub))}
+    on_disk = {
+        e
+        for sub in os.listdir(recovered.data_dir)
+        for e in os.listdir(os.path.join(recovered.data_dir, sub))
+    }
     assert on_disk == set(recovered.entries())
 
 
@@ -436,6 +454,7 @@ def test_recovery_evicts_past_a_smaller_capacity(target, source, tmp_path):
 
 # --- capacity ----------------------------------------------------------------------------------
 
+
 class FakeClock:
     def __init__(self):
         self.now = 1000.0
@@ -453,7 +472,7 @@ def test_eviction_by_bytes_in_lru_order(target, source, tmp_path):
     def read_block(i):
         with fs.open(path, "rb", size=len(data), version="v1") as f:
             f.seek(i * BS)
-            assert f.read(BS) == data[i * BS:(i + 1) * BS]
+            assert f.read(BS) == data[i * BS : (i + 1) * BS]
 
     for i in (0, 1, 2):
         read_block(i)
@@ -480,14 +499,20 @@ def test_block_larger_than_capacity_is_not_stored(target, source, tmp_path):
 
 # --- faults ----------------------------------------------------------------------------------
 
-def test_unusable_directory_turns_the_cache_off_with_one_warning(target, source, tmp_path,
-                                                                 caplog):
+
+def test_unusable_directory_turns_the_cache_off_with_one_warning(target, source, tmp_path, caplog):
     path, data = source
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    settings = load_settings(overrides={"cache.enabled": "true",
-                                        "cache.base-directory": str(blocker / "cache"),
-                                        "cache.block-size": "256B"}, env={}, cwd=tmp_path)
+    settings = load_settings(
+        overrides={
+            "cache.enabled": "true",
+            "cache.base-directory": str(blocker / "cache"),
+            "cache.block-size": "256B",
+        },
+        env={},
+        cwd=tmp_path,
+    )
     with caplog.at_level(logging.WARNING, logger="raptorx_py.cache.block_store"):
         fs = block_cache_for(settings, target)
         again = block_cache_for(settings, target)
@@ -499,8 +524,9 @@ def test_unusable_directory_turns_the_cache_off_with_one_warning(target, source,
     assert len(warnings) == 1 and str(blocker) in warnings[0].getMessage()
 
 
-def test_unwritable_publish_counts_put_errors_and_reads_right(target, source, tmp_path,
-                                                              monkeypatch):
+def test_unwritable_publish_counts_put_errors_and_reads_right(
+    target, source, tmp_path, monkeypatch
+):
     path, data = source
     fs = make_cache(target, tmp_path)
 
@@ -515,8 +541,7 @@ def test_unwritable_publish_counts_put_errors_and_reads_right(target, source, tm
     assert os.listdir(fs.store.tmp_dir) == []  # no temp file left behind
 
 
-def test_full_disk_evicts_then_fails_the_put_not_the_read(target, source, tmp_path,
-                                                          monkeypatch):
+def test_full_disk_evicts_then_fails_the_put_not_the_read(target, source, tmp_path, monkeypatch):
     path, data = source
     fs = make_cache(target, tmp_path)
     other = str(tmp_path / "other.bin")
@@ -569,6 +594,7 @@ def test_a_broken_index_never_fails_a_read(target, source, tmp_path, monkeypatch
 
 # --- the filesystem's other methods and the per-process registry ------------------------
 
+
 def test_other_methods_are_the_targets(target, source, tmp_path):
     path, data = source
     fs = make_cache(target, tmp_path)
@@ -588,10 +614,16 @@ def test_other_methods_are_the_targets(target, source, tmp_path):
 def test_block_cache_for_uses_settings_and_reuses_instances(target, tmp_path):
     off = load_settings(overrides={}, env={}, cwd=tmp_path)
     assert block_cache_for(off, target) is target
-    on = load_settings(overrides={"cache.enabled": "true",
-                                  "cache.base-directory": str(tmp_path / "base"),
-                                  "cache.block-size": "64kB",
-                                  "cache.alluxio.max-cache-size": "10MB"}, env={}, cwd=tmp_path)
+    on = load_settings(
+        overrides={
+            "cache.enabled": "true",
+            "cache.base-directory": str(tmp_path / "base"),
+            "cache.block-size": "64kB",
+            "cache.alluxio.max-cache-size": "10MB",
+        },
+        env={},
+        cwd=tmp_path,
+    )
     fs = block_cache_for(on, target)
     assert isinstance(fs, BlockCacheFileSystem) and fs.enabled
     assert fs.store.directory == str(tmp_path / "base" / "blocks")
@@ -601,6 +633,7 @@ def test_block_cache_for_uses_settings_and_reuses_instances(target, tmp_path):
 
 
 # --- processes ---------------------------------------------------------------------------
+
 
 def _read_in_process(directory, path, size, seed):
     """A worker process: its own cache instance on the shared directory."""
@@ -613,7 +646,7 @@ def _read_in_process(directory, path, size, seed):
         for _ in range(150):
             start, n = rng.randrange(size), rng.randrange(1, 4 * BS)
             f.seek(start)
-            if f.read(n) != data[start:start + n]:
+            if f.read(n) != data[start : start + n]:
                 bad.append((start, n))
     fs.store.close()
     return bad
@@ -625,8 +658,9 @@ def test_processes_reading_the_same_blocks_all_get_right_bytes(source, tmp_path)
     BlockStore(directory, max_size=1 << 20).close()  # the directory exists before the race
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(3) as pool:
-        results = pool.starmap(_read_in_process,
-                               [(directory, path, len(data), seed % 2) for seed in range(6)])
+        results = pool.starmap(
+            _read_in_process, [(directory, path, len(data), seed % 2) for seed in range(6)]
+        )
     assert results == [[]] * 6
     store = BlockStore(directory, max_size=1 << 20)
     assert store.last_recovery["partial_files"] == 0
@@ -635,6 +669,7 @@ def test_processes_reading_the_same_blocks_all_get_right_bytes(source, tmp_path)
 
 
 # --- an object store as the target ----------------------------------------------------------
+
 
 @pytest.mark.s3
 def test_s3_one_ranged_get_per_run_and_overwrite_detected(s3_endpoint, s3_bucket, tmp_path):

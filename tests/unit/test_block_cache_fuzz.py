@@ -19,8 +19,7 @@ SEED = 20261122
 
 
 def _sizes(block_size: int) -> list[int]:
-    return [0, 1, block_size - 1, block_size, block_size + 1, 3 * block_size,
-            7 * block_size + 13]
+    return [0, 1, block_size - 1, block_size, block_size + 1, 3 * block_size, 7 * block_size + 13]
 
 
 def _damage_one(fs: BlockCacheFileSystem, rng: random.Random, path: str, size: int) -> str:
@@ -61,9 +60,13 @@ def test_random_reads_match_the_source(tmp_path, block_size):
     total = sum(len(d) for d in sources.values())
     # Room for about a third of the bytes: eviction runs all the time.
     ticks = itertools.count(1)  # a deterministic clock: LRU order, hence the run, repeats
-    fs = BlockCacheFileSystem(LocalFileSystem(), str(tmp_path / "cache"),
-                              block_size=block_size, max_size=max(total // 3, 4 * block_size),
-                              clock=lambda: float(next(ticks)))
+    fs = BlockCacheFileSystem(
+        LocalFileSystem(),
+        str(tmp_path / "cache"),
+        block_size=block_size,
+        max_size=max(total // 3, 4 * block_size),
+        clock=lambda: float(next(ticks)),
+    )
     before = counters.snapshot()
     operations = 0
     for _round in range(20):
@@ -75,9 +78,13 @@ def test_random_reads_match_the_source(tmp_path, block_size):
             for _ in range(250):
                 op = rng.random()
                 if op < 0.35:
-                    target = rng.choice([rng.randrange(size + 2 * block_size + 1),
-                                         rng.randrange(max(1, size // block_size) + 2)
-                                         * block_size + rng.choice([-1, 0, 1])])
+                    target = rng.choice(
+                        [
+                            rng.randrange(size + 2 * block_size + 1),
+                            rng.randrange(max(1, size // block_size) + 2) * block_size
+                            + rng.choice([-1, 0, 1]),
+                        ]
+                    )
                     target = max(0, target)
                     assert f.seek(target) == model.seek(target)
                 elif op < 0.45:
@@ -88,14 +95,15 @@ def test_random_reads_match_the_source(tmp_path, block_size):
                     if model.tell() + delta >= 0:
                         assert f.seek(delta, io.SEEK_CUR) == model.seek(delta, io.SEEK_CUR)
                 elif op < 0.85:
-                    n = rng.choice([-1, 0, 1, rng.randrange(1, 3 * block_size),
-                                    block_size, 2 * block_size + 1])
+                    n = rng.choice(
+                        [-1, 0, 1, rng.randrange(1, 3 * block_size), block_size, 2 * block_size + 1]
+                    )
                     assert f.read(n) == model.read(n), (path, model.tell(), n)
                 elif op < 0.97:
                     buf = bytearray(rng.randrange(0, 3 * block_size))
                     expected = model.read(len(buf))
                     assert f.readinto(buf) == len(expected)
-                    assert bytes(buf[:len(expected)]) == expected
+                    assert bytes(buf[: len(expected)]) == expected
                 else:
                     _damage_one(fs, rng, path, size)
                 assert f.tell() == model.tell()

@@ -48,7 +48,7 @@ def _mode(path):
 
 
 def _all_under(root):
-    for d, dirs, files in os.walk(root):
+    for d, _dirs, files in os.walk(root):
         yield d, True
         for f in files:
             yield os.path.join(d, f), False
@@ -62,8 +62,7 @@ def _read(fs, path, data):
 def _footer_cache_with_entry(tmp_path, **kwargs):
     fpath = str(tmp_path / "t.parquet")
     pq.write_table(pa.table({"x": [1, 2, 3]}), fpath)
-    cache = FooterCache(str(tmp_path / "cache" / "footers"), max_bytes=1 << 20, ttl=3600,
-                        **kwargs)
+    cache = FooterCache(str(tmp_path / "cache" / "footers"), max_bytes=1 << 20, ttl=3600, **kwargs)
     ident = FileIdentity.of(fpath, os.path.getsize(fpath), mtime=1.0)
     cache.get_or_load(ident, lambda: pq.read_metadata(fpath))
     return cache, ident, fpath
@@ -71,8 +70,7 @@ def _footer_cache_with_entry(tmp_path, **kwargs):
 
 def test_cache_directories_and_files_are_private_by_default(tmp_path, wide_umask):
     path, data = _source(tmp_path)
-    fs = BlockCacheFileSystem(LocalFileSystem(), str(tmp_path / "cache" / "blocks"),
-                              block_size=BS)
+    fs = BlockCacheFileSystem(LocalFileSystem(), str(tmp_path / "cache" / "blocks"), block_size=BS)
     assert _read(fs, path, data) == data
     fs.store.flush_touches()
     _footer_cache_with_entry(tmp_path)
@@ -114,14 +112,13 @@ def test_a_block_with_a_recomputed_plain_checksum_is_rejected(tmp_path):
     # What someone who can write the cache but not read its secret can do: new bytes with
     # the unkeyed checksum the trailer used to hold, as a new file (so it is verified again).
     with open(block + ".x", "wb") as f:
-        f.write(forged + TRAILER.pack(MAGIC, FORMAT_VERSION, BS,
-                                      xxhash.xxh3_64_intdigest(forged)))
+        f.write(forged + TRAILER.pack(MAGIC, FORMAT_VERSION, BS, xxhash.xxh3_64_intdigest(forged)))
     os.replace(block + ".x", block)
     before = counters.snapshot()
     assert _read(fs, path, data) == data  # the right bytes, from the store
     assert _delta(before, "block_cache.corrupt_blocks") == 1
     assert _delta(before, "block_cache.misses") == 1
-    assert open(block, "rb").read()[:BS] == data[BS:2 * BS]  # deleted, then stored again
+    assert open(block, "rb").read()[:BS] == data[BS : 2 * BS]  # deleted, then stored again
 
 
 def test_a_valid_block_copied_under_another_name_is_rejected(tmp_path):
@@ -144,7 +141,7 @@ def test_a_footer_entry_with_a_recomputed_plain_checksum_is_rejected(tmp_path):
     cache, ident, fpath = _footer_cache_with_entry(tmp_path)
     entry = cache._path(ident)
     raw = open(entry, "rb").read()
-    body = raw[:-fc._TRAILER.size]
+    body = raw[: -fc._TRAILER.size]
     with open(entry, "wb") as f:
         f.write(body + fc._TRAILER.pack(xxhash.xxh64_intdigest(body)))
     cache.clear_memory()
@@ -154,8 +151,9 @@ def test_a_footer_entry_with_a_recomputed_plain_checksum_is_rejected(tmp_path):
     assert _delta(before, "footer_cache.corrupt_entries") == 1
 
 
-def test_a_full_cache_disk_names_the_cache_path_and_the_read_succeeds(tmp_path, monkeypatch,
-                                                                     caplog):
+def test_a_full_cache_disk_names_the_cache_path_and_the_read_succeeds(
+    tmp_path, monkeypatch, caplog
+):
     path, data = _source(tmp_path)
     root = str(tmp_path / "cache")
     fs = BlockCacheFileSystem(LocalFileSystem(), root, block_size=BS)

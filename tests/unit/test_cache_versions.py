@@ -37,8 +37,9 @@ def test_a_same_size_rewrite_after_partial_eviction_is_never_a_torn_read(tmp_pat
     old, new = bytes([1]) * (4 * BS), bytes([2]) * (4 * BS)
     _write(path, old, 1_700_000_000.25)
     version = _listed_version(path)
-    fs = BlockCacheFileSystem(LocalFileSystem(), str(tmp_path / "cache"), block_size=BS,
-                              max_size=1 << 20)
+    fs = BlockCacheFileSystem(
+        LocalFileSystem(), str(tmp_path / "cache"), block_size=BS, max_size=1 << 20
+    )
     with fs.open(path, "rb", size=len(old), version=version) as f:
         assert f.read() == old
     key = fs.block_key(path, len(old), version)
@@ -54,8 +55,11 @@ def test_a_same_size_rewrite_after_partial_eviction_is_never_a_torn_read(tmp_pat
         with fs.open(path, "rb", size=len(old), version=version) as f:
             f.read()
     assert _key_blocks(fs, key) == set()  # the old version's blocks are gone with it
-    assert counters.snapshot().get("block_cache.version_mismatches", 0) \
-        - before.get("block_cache.version_mismatches", 0) == 1
+    assert (
+        counters.snapshot().get("block_cache.version_mismatches", 0)
+        - before.get("block_cache.version_mismatches", 0)
+        == 1
+    )
     # Listed again, the new version reads whole.
     with fs.open(path, "rb", size=len(new), version=_listed_version(path)) as f:
         assert f.read() == new
@@ -66,8 +70,9 @@ def test_a_file_changed_before_its_first_fetch_is_not_cached(tmp_path):
     _write(path, b"a" * (2 * BS), 1_700_000_000.0)
     version = _listed_version(path)
     _write(path, b"b" * (2 * BS), 1_700_000_001.0)
-    fs = BlockCacheFileSystem(LocalFileSystem(), str(tmp_path / "cache"), block_size=BS,
-                              max_size=1 << 20)
+    fs = BlockCacheFileSystem(
+        LocalFileSystem(), str(tmp_path / "cache"), block_size=BS, max_size=1 << 20
+    )
     with pytest.raises(FileChangedError):
         with fs.open(path, "rb", size=2 * BS, version=version) as f:
             f.read()
@@ -75,8 +80,9 @@ def test_a_file_changed_before_its_first_fetch_is_not_cached(tmp_path):
 
 
 @pytest.mark.s3
-def test_s3_rewrite_after_partial_eviction_fails_and_drops_the_blocks(s3_endpoint, s3_bucket,
-                                                                       tmp_path):
+def test_s3_rewrite_after_partial_eviction_fails_and_drops_the_blocks(
+    s3_endpoint, s3_bucket, tmp_path
+):
     from raptorx_py.config import load_settings
     from raptorx_py.storage.fs import filesystem_for
 
@@ -116,8 +122,12 @@ def test_a_cached_footer_is_never_used_with_another_versions_data(tmp_path):
     path = str(tmp_path / "t.parquet")
 
     def write(values, mtime):
-        pq.write_table(pa.table({"v": pa.array(values, pa.int64())}), path,
-                       use_dictionary=False, compression="none")
+        pq.write_table(
+            pa.table({"v": pa.array(values, pa.int64())}),
+            path,
+            use_dictionary=False,
+            compression="none",
+        )
         os.utime(path, (mtime, mtime))
 
     write(list(range(100)), 1_700_000_000.0)
@@ -125,12 +135,14 @@ def test_a_cached_footer_is_never_used_with_another_versions_data(tmp_path):
     cache = FooterCache(str(tmp_path / "footers"), max_bytes=1 << 20, ttl=3600)
     ident = FileIdentity.of(path, size, mtime=float(version))
     fs = LocalFileSystem()
-    pf = open_parquet(fs, path, size=size, version=version,
-                      footer=functools.partial(cache.get_or_load, ident))
+    pf = open_parquet(
+        fs, path, size=size, version=version, footer=functools.partial(cache.get_or_load, ident)
+    )
     assert sum(pf.read().column("v").to_pylist()) == sum(range(100))
     pf.close()
     write(list(range(1000, 1100)), 1_700_000_050.0)
     assert os.path.getsize(path) == size
     with pytest.raises(FileChangedError, match="changed after it was listed"):
-        open_parquet(fs, path, size=size, version=version,
-                     footer=functools.partial(cache.get_or_load, ident)).read()
+        open_parquet(
+            fs, path, size=size, version=version, footer=functools.partial(cache.get_or_load, ident)
+        ).read()

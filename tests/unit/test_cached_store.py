@@ -15,7 +15,6 @@ import pytest
 from raptorx_py.config import build_settings
 from raptorx_py.errors import MetastoreError
 from raptorx_py.metastore import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
-from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.bulk import add_partitions_bulk
 from raptorx_py.metastore.cache_events import mark_committed
 from raptorx_py.metastore.cached_store import (
@@ -25,6 +24,7 @@ from raptorx_py.metastore.cached_store import (
     close_cached_metastores,
 )
 from raptorx_py.metastore.notifications import NotificationEvent
+from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.transactions import TableSnapshot
 from raptorx_py.metrics import counters
 from tests.unit.txn_helpers import FakeClock, managed_table, open_ms, partition
@@ -50,8 +50,9 @@ class Trips:
 
     def __exit__(self, *exc):
         after = counters.snapshot()
-        self.delta = {k: v - self._before.get(k, 0) for k, v in after.items()
-                      if v != self._before.get(k, 0)}
+        self.delta = {
+            k: v - self._before.get(k, 0) for k, v in after.items() if v != self._before.get(k, 0)
+        }
 
     @property
     def n(self) -> int:
@@ -123,14 +124,33 @@ def values_of(partitions) -> list[str]:
 
 # -- the key acceptance test: counted round trips on a large table ------------------------------
 def test_warm_query_on_10000_partitions_is_exactly_one_round_trip(writer, make_cache):
-    table = writer.create_table(Table("db", "big", "MANAGED_TABLE", "file:///w/db.db/big",
-                                      (Column("id", "bigint"),), (Column("p", "int"),)))
+    table = writer.create_table(
+        Table(
+            "db",
+            "big",
+            "MANAGED_TABLE",
+            "file:///w/db.db/big",
+            (Column("id", "bigint"),),
+            (Column("p", "int"),),
+        )
+    )
     txn = writer.open_transaction(user="test")
     wid = writer.allocate_write_id(txn, "db", "big")
     with Trips() as build:
-        add_partitions_bulk(writer, table, [
-            Partition((str(i),), f"{table.location}/p={i}", {"numRows": "10"},
-                      {"id": ColumnStats(0, i, i + 9)}) for i in range(10_000)], write_id=wid)
+        add_partitions_bulk(
+            writer,
+            table,
+            [
+                Partition(
+                    (str(i),),
+                    f"{table.location}/p={i}",
+                    {"numRows": "10"},
+                    {"id": ColumnStats(0, i, i + 9)},
+                )
+                for i in range(10_000)
+            ],
+            write_id=wid,
+        )
     writer.commit_transaction(txn)
     assert build.n < 20  # bulk: a handful of statements, not four per partition
     cache = make_cache()
@@ -154,8 +174,7 @@ def test_bulk_add_matches_add_partitions(writer):
     table = writer.create_table(managed_table("db", "t"))
     txn = writer.open_transaction(user="test")
     wid = writer.allocate_write_id(txn, "db", "t")
-    add_partitions_bulk(writer, table, [partition("a", table), partition("b", table)],
-                        write_id=wid)
+    add_partitions_bulk(writer, table, [partition("a", table), partition("b", table)], write_id=wid)
     writer.add_partitions(table, [partition("c", table)], write_id=wid)
     parts = writer.list_partitions(table)
     assert [p.parameters for p in parts] == [{"numRows": "1", "writeId": str(wid)}] * 3
@@ -240,25 +259,57 @@ def test_fed_events_publish_only_on_commit(writer, make_cache):
     base = before["db.t"]
     wid = base.write_ids.high_watermark + 1
     # The snapshot of a reader after that commit (built here: the commit is only fed).
-    after = QuerySnapshot({"db.t": TableSnapshot("db.t", table.id, table.table_type,
-                                                 mark_committed(base.write_ids, wid))})
+    after = QuerySnapshot(
+        {
+            "db.t": TableSnapshot(
+                "db.t", table.id, table.table_type, mark_committed(base.write_ids, wid)
+            )
+        }
+    )
     n = cache.last_event_id
 
     def event(i, kind, **kw):
-        return NotificationEvent(n + i, 0, kind, kw.pop("db", "db"), kw.pop("tbl", "t"),
-                                 kw.pop("txn", 99), kw.pop("wid", None), kw)
+        return NotificationEvent(
+            n + i,
+            0,
+            kind,
+            kw.pop("db", "db"),
+            kw.pop("tbl", "t"),
+            kw.pop("txn", 99),
+            kw.pop("wid", None),
+            kw,
+        )
 
-    cache.apply_events([
-        event(1, "OPEN_TXN", db=None, tbl=None),
-        event(2, "ADD_PARTITION", wid=wid, tableId=table.id, partitions=[
-            {"partId": 999, "values": ["c"], "location": "file:///c", "writeId": wid}]),
-    ])
+    cache.apply_events(
+        [
+            event(1, "OPEN_TXN", db=None, tbl=None),
+            event(
+                2,
+                "ADD_PARTITION",
+                wid=wid,
+                tableId=table.id,
+                partitions=[
+                    {"partId": 999, "values": ["c"], "location": "file:///c", "writeId": wid}
+                ],
+            ),
+        ]
+    )
     with Trips() as t:
         parts = cache.list_partitions(table, snapshot=before)
     assert t.n == 0 and values_of(parts) == ["a", "b"]  # staged: not readable yet
     assert cache.stats()["staged_transactions"] == 1
-    cache.apply_events([event(3, "COMMIT_TXN", db=None, tbl=None, txnId=99,
-                              writeIds=[{"db": "db", "table": "t", "writeId": wid}])])
+    cache.apply_events(
+        [
+            event(
+                3,
+                "COMMIT_TXN",
+                db=None,
+                tbl=None,
+                txnId=99,
+                writeIds=[{"db": "db", "table": "t", "writeId": wid}],
+            )
+        ]
+    )
     with Trips() as t:
         parts = cache.list_partitions(table, snapshot=after)
     assert t.n == 0 and values_of(parts) == ["a", "b", "c"]  # published, never read from the db
@@ -289,8 +340,20 @@ def test_a_gap_in_event_ids_reloads_everything(writer, make_cache):
     query(cache, "db.u")
     skipped = cache.last_event_id + 2
     with Trips() as t:
-        cache.apply_events([NotificationEvent(skipped, 0, "ALTER_DATABASE", "db", None, None,
-                                              None, {"dbId": 1, "location": None})])
+        cache.apply_events(
+            [
+                NotificationEvent(
+                    skipped,
+                    0,
+                    "ALTER_DATABASE",
+                    "db",
+                    None,
+                    None,
+                    None,
+                    {"dbId": 1, "location": None},
+                )
+            ]
+        )
     assert t["log_gaps"] == 1 and cache.last_event_id == skipped
     assert cache.stats()["tables"] == cache.stats()["partition_lists"] == 0
     with Trips() as t:
@@ -299,8 +362,7 @@ def test_a_gap_in_event_ids_reloads_everything(writer, make_cache):
     assert t.n == 2 * COLD
 
 
-def test_a_transaction_begun_before_the_cache_invalidates_instead_of_publishing(
-        writer, make_cache):
+def test_a_transaction_begun_before_the_cache_invalidates_instead_of_publishing(writer, make_cache):
     table = new_table(writer)
     txn, _ = commit_partitions(writer, table, ["c"], commit=False)
     cache = make_cache()  # never sees this transaction's OPEN_TXN nor its write
@@ -354,8 +416,17 @@ def test_a_snapshot_must_cover_the_table(writer, make_cache):
 def test_prewarm_loads_everything_then_queries_are_warm(writer, make_cache):
     new_table(writer)
     new_table(writer, "u", ("x",))
-    writer.create_table(Table("db", "ext", EXTERNAL_TABLE, "file:///e", (Column("id", "int"),),
-                              (Column("p", "string"),)), [partition("e")])
+    writer.create_table(
+        Table(
+            "db",
+            "ext",
+            EXTERNAL_TABLE,
+            "file:///e",
+            (Column("id", "int"),),
+            (Column("p", "string"),),
+        ),
+        [partition("e")],
+    )
     cache = make_cache()
     assert cache.prewarm() == 6
     for name in ("db.t", "db.u", "db.ext"):
@@ -377,11 +448,18 @@ def test_prewarm_stays_within_the_maximum_size(writer, make_cache):
 
 
 # -- external tables, TTL, scope, versioning, size --------------------------------------------
-def test_an_external_table_is_served_for_the_ttl_and_refreshed_by_events(
-        writer, make_cache, clock):
-    ext = writer.create_table(Table("db", "ext", EXTERNAL_TABLE, "file:///e",
-                                    (Column("id", "int"),), (Column("p", "string"),)),
-                              [partition("a")])
+def test_an_external_table_is_served_for_the_ttl_and_refreshed_by_events(writer, make_cache, clock):
+    ext = writer.create_table(
+        Table(
+            "db",
+            "ext",
+            EXTERNAL_TABLE,
+            "file:///e",
+            (Column("id", "int"),),
+            (Column("p", "string"),),
+        ),
+        [partition("a")],
+    )
     cache = make_cache(**{"hive.metastore-cache-ttl": "10s"})
     query(cache, "db.ext")
     clock.advance(9)
@@ -422,11 +500,11 @@ def test_scope_partition_caches_partitions_only(writer, make_cache):
     assert t.n == 1 + GET_TABLE_TRIPS and t["partition_hits"] == 1
 
 
-def test_without_partition_versioning_managed_partitions_live_by_ttl(
-        writer, make_cache, clock):
+def test_without_partition_versioning_managed_partitions_live_by_ttl(writer, make_cache, clock):
     table = new_table(writer)
-    cache = make_cache(**{"hive.partition-versioning-enabled": "false",
-                          "hive.metastore-cache-ttl": "10s"})
+    cache = make_cache(
+        **{"hive.partition-versioning-enabled": "false", "hive.metastore-cache-ttl": "10s"}
+    )
     query(cache)
     commit_partitions(writer, table, ["c"])
     with Trips() as t:
@@ -528,8 +606,7 @@ def test_one_cache_per_process_per_metastore(metastore_url, tmp_path, writer):
         a = cached_metastore_for(settings_for(metastore_url), start=False)
         assert cached_metastore_for(settings_for(metastore_url), start=False) is a
         Metastore(SqliteBackend(f"{tmp_path}/other.db")).close()  # a read creates none
-        other = cached_metastore_for(settings_for(f"sqlite:///{tmp_path}/other.db"),
-                                     start=False)
+        other = cached_metastore_for(settings_for(f"sqlite:///{tmp_path}/other.db"), start=False)
         assert other is not a
     finally:
         close_cached_metastores()
@@ -568,7 +645,8 @@ def test_a_failed_connection_is_replaced_once_and_other_errors_are_not(metastore
         caches.append(cache)
         if len(caches) == 1:
             raise MetastoreError("metastore query failed: gone") from sqlite3.OperationalError(
-                "disk I/O error")
+                "disk I/O error"
+            )
         return query(cache)
 
     try:
@@ -618,10 +696,11 @@ def test_the_background_refresher_counts_its_round_trips_apart(writer, make_cach
         assert cache.refreshed.wait_for(lambda: cache.refreshes >= 3, timeout=30)
     cache.stop()
     after = counters.snapshot()
-    trips = {k: after.get(k, 0) - before.get(k, 0)
-             for k in ("metastore.round_trips", "metastore.refresh_round_trips")}
-    assert trips == {"metastore.round_trips": 0,
-                     "metastore.refresh_round_trips": cache.refreshes}
+    trips = {
+        k: after.get(k, 0) - before.get(k, 0)
+        for k in ("metastore.round_trips", "metastore.refresh_round_trips")
+    }
+    assert trips == {"metastore.round_trips": 0, "metastore.refresh_round_trips": cache.refreshes}
     with Trips() as t:
         cache.refresh()  # called directly, it is counted like any statement
     assert t.n == 1
@@ -643,16 +722,20 @@ def test_random_commits_refreshes_and_queries_never_read_stale(writer, make_cach
 def run(rng, writer, cache, table, names):
     for step in range(40):
         op = rng.choice(["add", "alter", "drop", "abort", "params", "refresh", "refresh"])
-        txn = writer.open_transaction(user="test") if op in ("add", "alter", "drop",
-                                                               "abort") else None
+        txn = (
+            writer.open_transaction(user="test")
+            if op in ("add", "alter", "drop", "abort")
+            else None
+        )
         wid = writer.allocate_write_id(txn, "db", "t") if txn is not None else None
         if op == "add":
             names.append(f"p{step + 1}")
             writer.add_partitions(table, [partition(names[-1], table)], write_id=wid)
         elif op == "alter" and names:
             victim = rng.choice(names)
-            writer.alter_partition(table, Partition((victim,), f"file:///moved/{step}"),
-                                   write_id=wid)
+            writer.alter_partition(
+                table, Partition((victim,), f"file:///moved/{step}"), write_id=wid
+            )
         elif op == "drop" and len(names) > 1:
             victim = names.pop(rng.randrange(len(names)))
             writer.drop_partitions(table, [[victim]], write_id=wid)
@@ -669,7 +752,11 @@ def run(rng, writer, cache, table, names):
             cache.refresh()  # published from the log before the next query, or not
         _, parts = query(cache)
         truth = writer.list_partitions(table)
-        assert [(p.values, p.location) for p in parts] == \
-            [(p.values, p.location) for p in truth], (step, op)
-        assert [p.parameters.get("k") for p in parts] == \
-            [p.parameters.get("k") for p in truth], (step, op)
+        assert [(p.values, p.location) for p in parts] == [(p.values, p.location) for p in truth], (
+            step,
+            op,
+        )
+        assert [p.parameters.get("k") for p in parts] == [p.parameters.get("k") for p in truth], (
+            step,
+            op,
+        )

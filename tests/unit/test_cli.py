@@ -15,8 +15,9 @@ def table_dir(tmp_path):
     root = tmp_path / "sales"
     for m, ids in (("2024-01", [1, 2]), ("2024-02", [3])):
         (root / f"m={m}").mkdir(parents=True)
-        pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}),
-                       root / f"m={m}" / "part-0.parquet")
+        pq.write_table(
+            pa.table({"id": pa.array(ids, pa.int64())}), root / f"m={m}" / "part-0.parquet"
+        )
     return root
 
 
@@ -34,7 +35,9 @@ def test_register_list_show(env, table_dir, capsys):
     assert capsys.readouterr().out.split() == [f"{db}.sales"]
     assert main(["table", "show", f"{db}.sales", "--partitions", *_args(env)]) == 0
     out = capsys.readouterr().out
-    assert "id bigint" in out and "m string (partition key)" in out and "2 partitions, 3 rows" in out
+    assert (
+        "id bigint" in out and "m string (partition key)" in out and "2 partitions, 3 rows" in out
+    )
     assert "2024-02  rows=1" in out
 
 
@@ -76,17 +79,22 @@ def test_config_show_names_its_files_and_the_metastore(tmp_path, monkeypatch, ca
     conf = tmp_path / "mine"
     conf.mkdir()
     (conf / "hive.properties").write_text(
-        "hive.metastore.url=postgresql://meta:s3cret@db.example/hive\n")
+        "hive.metastore.url=postgresql://meta:s3cret@db.example/hive\n"
+    )
     monkeypatch.chdir(tmp_path)  # no ./conf here
     monkeypatch.delenv("RAPTORX_CONF_DIR", raising=False)
     assert main(["config", "show", "--sources", "--conf-dir", str(conf)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"files read (later ones win): {conf / 'hive.properties'}",
-                   "metastore: postgresql://meta:***@db.example/hive"]
+    assert out == [
+        f"files read (later ones win): {conf / 'hive.properties'}",
+        "metastore: postgresql://meta:***@db.example/hive",
+    ]
     assert main(["config", "show"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("files read (later ones win): none, defaults only\n"
-                          "metastore: sqlite:///~/.raptorx/metastore.db\n")
+    assert out.startswith(
+        "files read (later ones win): none, defaults only\n"
+        "metastore: sqlite:///~/.raptorx/metastore.db\n"
+    )
 
 
 def test_table_list_on_an_empty_metastore_names_it(tmp_path, capsys):
@@ -99,7 +107,8 @@ def test_table_list_on_an_empty_metastore_names_it(tmp_path, capsys):
 def test_cli_errors_name_the_option_and_the_flag(env, table_dir, capsys):
     assert main(["config", "show", "-p", "cache.enabled=maybe"]) == 2
     assert capsys.readouterr().err.startswith(
-        "raptorx: error: -p/--property, property 'cache.enabled': invalid value 'maybe'")
+        "raptorx: error: -p/--property, property 'cache.enabled': invalid value 'maybe'"
+    )
     db = env.unique_db("cli")
     assert main(["table", "register", f"{db}.t", f"file://{table_dir}", *_args(env)]) == 0
     capsys.readouterr()

@@ -3,7 +3,7 @@
 import pytest
 
 from raptorx_py.cli import main
-from raptorx_py.metastore.locks import SR, SW, X, LockComponent
+from raptorx_py.metastore.locks import SR, SW, LockComponent, X
 from tests.unit.txn_helpers import open_ms
 
 
@@ -26,16 +26,28 @@ def _rows(lines):
 def test_no_locks(capsys, url):
     code, lines, _ = run(capsys, url)
     assert code == 0
-    assert lines[0].split() == ["LOCK_ID", "DATABASE", "TABLE", "PARTITION", "STATE", "TYPE",
-                                "TXN_ID"]
+    assert lines[0].split() == [
+        "LOCK_ID",
+        "DATABASE",
+        "TABLE",
+        "PARTITION",
+        "STATE",
+        "TYPE",
+        "TXN_ID",
+    ]
     assert lines[1:] == ["(no locks)"]
 
 
 def test_all_locks_then_filtered_by_table_and_partition(capsys, url):
     with open_ms(url) as ms:
         txn = ms.open_transaction()
-        a = ms.try_lock([LockComponent(SW, "db", "t", "p=1")], txn_id=txn, user="alice",
-                        host="box1", agent_info="loader")
+        a = ms.try_lock(
+            [LockComponent(SW, "db", "t", "p=1")],
+            txn_id=txn,
+            user="alice",
+            host="box1",
+            agent_info="loader",
+        )
         b = ms.try_lock([LockComponent(X, "db", "u")], user="bob", host="box2")
     code, lines, _ = run(capsys, url)
     assert code == 0
@@ -44,13 +56,15 @@ def test_all_locks_then_filtered_by_table_and_partition(capsys, url):
         [str(a.lock_id), "db", "t", "ACQUIRED", "SHARED_READ", str(txn)],
         [str(a.lock_id), "db", "t", "p=1", "ACQUIRED", "SHARED_WRITE", str(txn)],
         [str(b.lock_id), "db", "ACQUIRED", "SHARED_READ"],
-        [str(b.lock_id), "db", "u", "ACQUIRED", "EXCLUSIVE"]]
+        [str(b.lock_id), "db", "u", "ACQUIRED", "EXCLUSIVE"],
+    ]
     _, lines, _ = run(capsys, url, "db.t")
-    assert [r[-3:] for r in _rows(lines)] == [["ACQUIRED", "SHARED_READ", str(txn)],
-                                              ["ACQUIRED", "SHARED_WRITE", str(txn)]]
+    assert [r[-3:] for r in _rows(lines)] == [
+        ["ACQUIRED", "SHARED_READ", str(txn)],
+        ["ACQUIRED", "SHARED_WRITE", str(txn)],
+    ]
     _, lines, _ = run(capsys, url, "db.t", "--partition", "p=1", "--extended")
-    assert lines[0].split()[-5:] == ["ACQUIRED_AT", "LAST_HEARTBEAT", "USER", "HOST",
-                                     "AGENT_INFO"]
+    assert lines[0].split()[-5:] == ["ACQUIRED_AT", "LAST_HEARTBEAT", "USER", "HOST", "AGENT_INFO"]
     [row] = _rows(lines)
     assert row[:7] == [str(a.lock_id), "db", "t", "p=1", "ACQUIRED", "SHARED_WRITE", str(txn)]
     assert row[-3:] == ["alice", "box1", "loader"]

@@ -70,10 +70,18 @@ EXPECTED_DEFAULTS = {
 NON_DEFAULTS = {
     # The one connector, by its other name.
     "connector.name": ("hive", "hive", "connector_name", "hive-hadoop2"),
-    "hive.metastore.url": ("hive", "sqlite:////srv/meta.db", "metastore_url",
-                           "sqlite:////srv/meta.db"),
-    "hive.metastore.warehouse.dir": ("hive", "s3://bucket/warehouse", "warehouse_dir",
-                                     "s3://bucket/warehouse"),
+    "hive.metastore.url": (
+        "hive",
+        "sqlite:////srv/meta.db",
+        "metastore_url",
+        "sqlite:////srv/meta.db",
+    ),
+    "hive.metastore.warehouse.dir": (
+        "hive",
+        "s3://bucket/warehouse",
+        "warehouse_dir",
+        "s3://bucket/warehouse",
+    ),
     "hive.metastore-cache-ttl": ("hive", "10m", "metastore_cache_ttl", 600.0),
     "hive.metastore-refresh-interval": ("hive", "250ms", "metastore_refresh_interval", 0.25),
     "hive.metastore-cache-maximum-size": ("hive", "500", "metastore_cache_maximum_size", 500),
@@ -86,22 +94,31 @@ NON_DEFAULTS = {
     "hive.txn.timeout": ("hive", "30s", "txn_timeout", 30.0),
     "hive.max-split-size": ("hive", "256MB", "max_split_size", 256 * 2**20),
     "hive.min-split-count": ("hive", "2", "min_split_count", 2),
-    "hive.node-selection-strategy": ("hive", "soft_affinity", "node_selection_strategy",
-                                     "SOFT_AFFINITY"),
+    "hive.node-selection-strategy": (
+        "hive",
+        "soft_affinity",
+        "node_selection_strategy",
+        "SOFT_AFFINITY",
+    ),
     "hive.file-status-cache-tables": ("hive", "tpch.*", "file_status_cache_tables", "tpch.*"),
     "hive.file-status-cache-size": ("hive", "5000", "file_status_cache_size", 5000),
-    "hive.file-status-cache-expire-time": ("hive", "1h", "file_status_cache_expire_time",
-                                           3600.0),
-    "hive.parquet.metadata-cache-enabled": ("hive", "true", "parquet_metadata_cache_enabled",
-                                            True),
-    "hive.parquet.metadata-cache-size": ("hive", "8MB", "parquet_metadata_cache_size",
-                                         8 * 2**20),
-    "hive.parquet.metadata-cache-ttl-since-last-access": ("hive", "30m",
-                                                          "parquet_metadata_cache_ttl", 1800.0),
+    "hive.file-status-cache-expire-time": ("hive", "1h", "file_status_cache_expire_time", 3600.0),
+    "hive.parquet.metadata-cache-enabled": ("hive", "true", "parquet_metadata_cache_enabled", True),
+    "hive.parquet.metadata-cache-size": ("hive", "8MB", "parquet_metadata_cache_size", 8 * 2**20),
+    "hive.parquet.metadata-cache-ttl-since-last-access": (
+        "hive",
+        "30m",
+        "parquet_metadata_cache_ttl",
+        1800.0,
+    ),
     "cache.enabled": ("hive", "true", "cache_enabled", True),
     "cache.type": ("hive", "ALLUXIO", "cache_type", "LOCAL"),
-    "cache.base-directory": ("hive", "/mnt/flash/cache", "cache_base_directory",
-                             "/mnt/flash/cache"),
+    "cache.base-directory": (
+        "hive",
+        "/mnt/flash/cache",
+        "cache_base_directory",
+        "/mnt/flash/cache",
+    ),
     "cache.block-size": ("hive", "256kB", "cache_block_size", 256 * 1024),
     "cache.group-shared": ("hive", "true", "cache_group_shared", True),
     "cache.alluxio.max-cache-size": ("hive", "10GB", "cache_max_size", 10 * 2**30),
@@ -113,12 +130,19 @@ NON_DEFAULTS = {
     "hive.s3.connect-timeout": ("hive", "1500ms", "s3_connect_timeout", 1.5),
     "hive.s3.socket-timeout": ("hive", "2m", "s3_socket_timeout", 120.0),
     "hive.s3.max-error-retries": ("hive", "7", "s3_max_error_retries", 7),
-    "hive.partition-statistics-based-optimization-enabled": ("hive", "false",
-                                                            "stats_pruning_enabled", False),
-    "hive.aggregation-pushdown-enabled": ("hive", "false", "aggregation_pushdown_enabled",
-                                          False),
-    "metrics.directory": ("config", "/tmp/raptorx-metrics", "metrics_directory",
-                          "/tmp/raptorx-metrics"),
+    "hive.partition-statistics-based-optimization-enabled": (
+        "hive",
+        "false",
+        "stats_pruning_enabled",
+        False,
+    ),
+    "hive.aggregation-pushdown-enabled": ("hive", "false", "aggregation_pushdown_enabled", False),
+    "metrics.directory": (
+        "config",
+        "/tmp/raptorx-metrics",
+        "metrics_directory",
+        "/tmp/raptorx-metrics",
+    ),
 }
 
 # Properties with a single canonical value (their test value is an alias of the default).
@@ -205,7 +229,7 @@ def test_every_property_maps_to_its_field(tmp_path, empty_cwd):
         lines = [f"{name}={text}" for name, (f, text, _, _) in NON_DEFAULTS.items() if f == file]
         write(conf, f"{file}.properties", "\n".join(lines) + "\n")
     settings = load_settings(conf_dir=conf, env={}, cwd=empty_cwd)
-    for name, (file, text, field, value) in NON_DEFAULTS.items():
+    for name, (file, _text, field, value) in NON_DEFAULTS.items():
         assert PROPERTIES_BY_NAME[name].file == file, name
         assert PROPERTIES_BY_NAME[name].field == field, name
         assert getattr(settings, field) == value, name
@@ -215,34 +239,45 @@ def test_every_property_maps_to_its_field(tmp_path, empty_cwd):
 
 
 def test_precedence_defaults_cwd_conf_env_dir_overrides(tmp_path, empty_cwd):
-    write(empty_cwd / "conf", "config.properties",
-          "hive.s3.region=from-cwd-config\nhive.s3.endpoint=http://cwd-config\n"
-          "hive.s3.max-error-retries=5\nmetrics.directory=/cwd/metrics\n")
-    write(empty_cwd / "conf", "hive.properties",
-          "hive.s3.region=from-cwd-hive\nhive.s3.connect-timeout=11s\n")
+    write(
+        empty_cwd / "conf",
+        "config.properties",
+        "hive.s3.region=from-cwd-config\nhive.s3.endpoint=http://cwd-config\n"
+        "hive.s3.max-error-retries=5\nmetrics.directory=/cwd/metrics\n",
+    )
+    write(
+        empty_cwd / "conf",
+        "hive.properties",
+        "hive.s3.region=from-cwd-hive\nhive.s3.connect-timeout=11s\n",
+    )
     env_dir = tmp_path / "env-conf"
-    write(env_dir, "config.properties",
-          "hive.s3.region=from-env-config\nhive.s3.connect-timeout=22s\n")
+    write(
+        env_dir,
+        "config.properties",
+        "hive.s3.region=from-env-config\nhive.s3.connect-timeout=22s\n",
+    )
     write(env_dir, "hive.properties", "hive.s3.region=from-env-hive\nhive.s3.socket-timeout=1m\n")
 
     only_cwd = load_settings(env={}, cwd=empty_cwd)
-    assert only_cwd.s3_region == "from-cwd-hive"          # cwd hive.properties > config.properties
+    assert only_cwd.s3_region == "from-cwd-hive"  # cwd hive.properties > config.properties
     assert only_cwd.s3_endpoint == "http://cwd-config"
     assert only_cwd.s3_connect_timeout == 11.0
-    assert only_cwd.s3_socket_timeout == 30.0             # default
+    assert only_cwd.s3_socket_timeout == 30.0  # default
 
     with_env = load_settings(env={"RAPTORX_CONF_DIR": str(env_dir)}, cwd=empty_cwd)
-    assert with_env.s3_region == "from-env-hive"          # env dir hive > env dir config > cwd
-    assert with_env.s3_connect_timeout == 22.0            # env dir config.properties > cwd hive
+    assert with_env.s3_region == "from-env-hive"  # env dir hive > env dir config > cwd
+    assert with_env.s3_connect_timeout == 22.0  # env dir config.properties > cwd hive
     assert with_env.s3_socket_timeout == 60.0
-    assert with_env.s3_endpoint == "http://cwd-config"    # untouched by the env dir
+    assert with_env.s3_endpoint == "http://cwd-config"  # untouched by the env dir
     assert with_env.s3_max_error_retries == 5
     assert with_env.metrics_directory == "/cwd/metrics"
-    assert with_env.s3_path_style_access is False         # default
+    assert with_env.s3_path_style_access is False  # default
 
-    overridden = load_settings(env={"RAPTORX_CONF_DIR": str(env_dir)}, cwd=empty_cwd,
-                               overrides={"hive.s3.region": "from-option",
-                                          "hive.s3.path-style-access": "true"})
+    overridden = load_settings(
+        env={"RAPTORX_CONF_DIR": str(env_dir)},
+        cwd=empty_cwd,
+        overrides={"hive.s3.region": "from-option", "hive.s3.path-style-access": "true"},
+    )
     assert overridden.s3_region == "from-option"
     assert overridden.s3_path_style_access is True
     assert overridden.s3_socket_timeout == 60.0
@@ -254,10 +289,10 @@ def test_conf_dir_argument_wins_over_env(tmp_path, empty_cwd, monkeypatch):
     write(env_dir, "hive.properties", "hive.s3.region=from-env\nhive.s3.endpoint=http://env\n")
     monkeypatch.setenv("RAPTORX_CONF_DIR", str(env_dir))
     monkeypatch.chdir(empty_cwd)
-    assert load_settings().s3_region == "from-env"                 # os.environ and Path.cwd()
+    assert load_settings().s3_region == "from-env"  # os.environ and Path.cwd()
     from_arg = load_settings(conf_dir=arg_dir)
     assert from_arg.s3_region == "from-arg"
-    assert from_arg.s3_endpoint == ""                              # env dir not read at all
+    assert from_arg.s3_endpoint == ""  # env dir not read at all
 
 
 def test_relative_conf_dir_is_relative_to_cwd(empty_cwd):
@@ -271,9 +306,15 @@ def test_empty_env_var_is_unset(empty_cwd):
 
 
 def test_overrides_accept_python_bools_and_ints(empty_cwd):
-    settings = load_settings(env={}, cwd=empty_cwd, overrides={
-        "hive.s3.path-style-access": True, "hive.s3.max-error-retries": 0,
-        "hive.s3.region": "  padded  "})
+    settings = load_settings(
+        env={},
+        cwd=empty_cwd,
+        overrides={
+            "hive.s3.path-style-access": True,
+            "hive.s3.max-error-retries": 0,
+            "hive.s3.region": "  padded  ",
+        },
+    )
     assert settings.s3_path_style_access is True
     assert settings.s3_max_error_retries == 0
     assert settings.s3_region == "padded"
@@ -296,27 +337,37 @@ def test_unknown_property_names_file_line_key_and_suggestion(tmp_path, empty_cwd
     path = write(conf, "hive.properties", "# c\nhive.s3.region=x\n\nhive.s3.conect-timeout=5s\n")
     with pytest.raises(ConfigError) as info:
         load_settings(conf_dir=conf, env={}, cwd=empty_cwd)
-    assert str(info.value) == (f"{path}:4, property 'hive.s3.conect-timeout': unknown property; "
-                               "did you mean 'hive.s3.connect-timeout'?")
+    assert str(info.value) == (
+        f"{path}:4, property 'hive.s3.conect-timeout': unknown property; "
+        "did you mean 'hive.s3.connect-timeout'?"
+    )
     assert (info.value.source, info.value.line, info.value.key) == (
-        str(path), 4, "hive.s3.conect-timeout")
+        str(path),
+        4,
+        "hive.s3.conect-timeout",
+    )
 
 
 def test_unknown_property_without_close_match(empty_cwd):
     with pytest.raises(ConfigError) as info:
         load_settings(env={}, cwd=empty_cwd, overrides={"zzz": "1"})
-    assert str(info.value) == ("option, property 'zzz': unknown property; "
-                               "see docs/configuration.md for the list of properties")
+    assert str(info.value) == (
+        "option, property 'zzz': unknown property; "
+        "see docs/configuration.md for the list of properties"
+    )
 
 
-@pytest.mark.parametrize("line, form", [
-    ("hive.s3.connect-timeout=5", "expected a duration such as 500ms, 30s or 6h"),
-    ("hive.s3.path-style-access=yes", "expected a boolean, true or false"),
-    ("hive.s3.max-error-retries=two", "expected an integer"),
-    ("hive.lock.numretries=-1", "expected a non-negative integer"),
-    ("cache.type=FILE_MERGE", "expected one of LOCAL, ALLUXIO, got 'FILE_MERGE'"),
-    ("hive.metastore-cache-scope=TABLE", "expected one of ALL, PARTITION"),
-])
+@pytest.mark.parametrize(
+    "line, form",
+    [
+        ("hive.s3.connect-timeout=5", "expected a duration such as 500ms, 30s or 6h"),
+        ("hive.s3.path-style-access=yes", "expected a boolean, true or false"),
+        ("hive.s3.max-error-retries=two", "expected an integer"),
+        ("hive.lock.numretries=-1", "expected a non-negative integer"),
+        ("cache.type=FILE_MERGE", "expected one of LOCAL, ALLUXIO, got 'FILE_MERGE'"),
+        ("hive.metastore-cache-scope=TABLE", "expected one of ALL, PARTITION"),
+    ],
+)
 def test_bad_value_names_file_line_key_and_form(tmp_path, empty_cwd, line, form):
     conf = tmp_path / "conf"
     path = write(conf, "hive.properties", "hive.s3.region=x\n" + line + "\n")
@@ -353,18 +404,22 @@ def test_conf_dir_without_files_or_not_a_directory(tmp_path, empty_cwd):
     write(empty, "catalog.properties", "hive.s3.region=x\n")
     with pytest.raises(ConfigError) as info:
         load_settings(conf_dir=empty, env={}, cwd=empty_cwd)
-    assert str(info.value) == (f"{empty}: configuration directory holds neither "
-                               "config.properties nor hive.properties")
+    assert str(info.value) == (
+        f"{empty}: configuration directory holds neither config.properties nor hive.properties"
+    )
     a_file = empty / "catalog.properties"
     with pytest.raises(ConfigError, match="configuration directory is not a directory"):
         load_settings(conf_dir=a_file, env={}, cwd=empty_cwd)
 
 
-@pytest.mark.parametrize("text, line, fragment", [
-    ("hive.s3.region=x\n=true\n", 2, "line has no property name"),
-    ("hive.s3.region=x\nhive.s3.endpoint=\\u12zz\n", 2, "malformed \\uXXXX escape"),
-    ("hive.s3.region=x\n\nhive.s3.region=y\n", 3, "set on line 1 and again on line 3"),
-])
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        ("hive.s3.region=x\n=true\n", 2, "line has no property name"),
+        ("hive.s3.region=x\nhive.s3.endpoint=\\u12zz\n", 2, "malformed \\uXXXX escape"),
+        ("hive.s3.region=x\n\nhive.s3.region=y\n", 3, "set on line 1 and again on line 3"),
+    ],
+)
 def test_malformed_file(tmp_path, empty_cwd, text, line, fragment):
     conf = tmp_path / "conf"
     path = write(conf, "config.properties", text)
@@ -385,7 +440,8 @@ def test_committed_conf_files_are_generated(file):
     committed = (REPO / "conf" / f"{file}.properties").read_text(encoding="utf-8")
     assert committed == render_conf_file(file), (
         "conf files are stale; regenerate with "
-        "python -c \"from raptorx_py.config.loader import main; main(['--write'])\"")
+        "python -c \"from raptorx_py.config.loader import main; main(['--write'])\""
+    )
 
 
 def test_conf_files_hold_every_property_at_its_default(empty_cwd):
@@ -406,13 +462,16 @@ def test_docs_list_every_property():
     docs = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
     for name in EXPECTED_NAMES:
         assert f"`{name}`" in docs, name
-    block = docs[docs.index(DOCS_BEGIN):docs.index(DOCS_END) + len(DOCS_END)]
+    block = docs[docs.index(DOCS_BEGIN) : docs.index(DOCS_END) + len(DOCS_END)]
     assert block == render_property_docs(), "docs/configuration.md property list is stale"
 
 
 def test_describe_settings(empty_cwd):
-    settings = load_settings(env={}, cwd=empty_cwd, overrides={
-        "hive.s3.aws-secret-key": "s3cr3t", "hive.s3.region": "eu-west-1"})
+    settings = load_settings(
+        env={},
+        cwd=empty_cwd,
+        overrides={"hive.s3.aws-secret-key": "s3cr3t", "hive.s3.region": "eu-west-1"},
+    )
     text = describe_settings(settings)
     lines = text.splitlines()
     assert lines[0].split() == ["name", "value", "default"]
@@ -436,10 +495,18 @@ def test_describe_settings(empty_cwd):
 
 def test_describe_settings_marks_only_values_that_differ(empty_cwd):
     """``cache.type=local`` is the default ``LOCAL`` written otherwise: not marked."""
-    text = describe_settings(load_settings(env={}, cwd=empty_cwd, overrides={
-        "cache.type": "local", "connector.name": "hive", "cache.block-size": "2MB"}))
-    rows = {line.split()[0]: line.split() for line in text.splitlines()
-            if line and not line.startswith(" ")}
+    text = describe_settings(
+        load_settings(
+            env={},
+            cwd=empty_cwd,
+            overrides={"cache.type": "local", "connector.name": "hive", "cache.block-size": "2MB"},
+        )
+    )
+    rows = {
+        line.split()[0]: line.split()
+        for line in text.splitlines()
+        if line and not line.startswith(" ")
+    }
     assert rows["cache.type"][1] == "local" and rows["connector.name"][1] == "hive"
     assert rows["cache.block-size"][1] == "2MB*"
 
@@ -452,13 +519,20 @@ def test_a_presto_catalog_file_is_accepted_as_it_is(tmp_path):
     (conf / "hive.properties").write_text("connector.name=hive-hadoop2\ncache.type=ALLUXIO\n")
     assert load_settings(conf_dir=conf, env={}, cwd=tmp_path).connector_name == "hive-hadoop2"
     (conf / "hive.properties").write_text("connector.name=iceberg\n")
-    with pytest.raises(ConfigError, match=r"hive.properties:1, property 'connector.name': "
-                                          r"invalid value 'iceberg': raptorx_py implements only "
-                                          r"the Hive connector"):
+    with pytest.raises(
+        ConfigError,
+        match=r"hive.properties:1, property 'connector.name': "
+        r"invalid value 'iceberg': raptorx_py implements only "
+        r"the Hive connector",
+    ):
         load_settings(conf_dir=conf, env={}, cwd=tmp_path)
-    (conf / "hive.properties").write_text("connector.name=hive-hadoop2\n"
-                                          "hive.metastore.uri=thrift://metastore:9083\n")
-    with pytest.raises(ConfigError, match=r"hive.properties:2, property 'hive.metastore.uri': "
-                                          r"a Thrift metastore .* is not read .*set "
-                                          r"hive.metastore.url"):
+    (conf / "hive.properties").write_text(
+        "connector.name=hive-hadoop2\nhive.metastore.uri=thrift://metastore:9083\n"
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"hive.properties:2, property 'hive.metastore.uri': "
+        r"a Thrift metastore .* is not read .*set "
+        r"hive.metastore.url",
+    ):
         load_settings(conf_dir=conf, env={}, cwd=tmp_path)

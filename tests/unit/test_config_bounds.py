@@ -26,18 +26,23 @@ def test_every_numeric_property_has_a_lower_bound_checked_at_load(prop, tmp_path
     settings = load_settings(overrides={prop.name: prop.lower_bound}, env={}, cwd=tmp_path)
     assert getattr(settings, prop.field) == PARSERS[prop.kind](prop.lower_bound)
     with pytest.raises(ConfigError, match=f"property '{prop.name}'"):
-        load_settings(overrides={prop.name: below(prop.kind, prop.lower_bound)}, env={},
-                      cwd=tmp_path)
+        load_settings(
+            overrides={prop.name: below(prop.kind, prop.lower_bound)}, env={}, cwd=tmp_path
+        )
 
 
-@pytest.mark.parametrize("name, value, bound", [
-    ("cache.block-size", "0", "at least 1B"),
-    ("hive.s3.max-error-retries", "-7", "at least 0"),
-    ("hive.txn.timeout", "0s", "at least 1s"),
-    ("hive.max-split-size", "0B", "at least 1B"),
-])
-def test_the_values_the_issue_found_are_refused_naming_property_and_bound(name, value, bound,
-                                                                          tmp_path):
+@pytest.mark.parametrize(
+    "name, value, bound",
+    [
+        ("cache.block-size", "0", "at least 1B"),
+        ("hive.s3.max-error-retries", "-7", "at least 0"),
+        ("hive.txn.timeout", "0s", "at least 1s"),
+        ("hive.max-split-size", "0B", "at least 1B"),
+    ],
+)
+def test_the_values_the_issue_found_are_refused_naming_property_and_bound(
+    name, value, bound, tmp_path
+):
     with pytest.raises(ConfigError) as e:
         load_settings(overrides={name: value}, env={}, cwd=tmp_path)
     assert f"property '{name}'" in str(e.value) and bound in str(e.value)

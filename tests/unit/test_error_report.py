@@ -1,6 +1,7 @@
 """How our errors reach a person (``raptorx_py.error_report``), the S3 credentials and
 endpoint check before the first request, and the TPC-H load that replaces only its own
-tables. The end-to-end view (a user's script, its stderr) is tests/integration/test_first_hour.py."""
+tables. The end-to-end view (a user's script, its stderr) is
+tests/integration/test_first_hour.py."""
 
 from __future__ import annotations
 
@@ -50,9 +51,10 @@ def test_in_a_spark_worker_our_error_leaves_as_one_line_and_the_log_keeps_it(hom
         assert text.splitlines()[-2:] == [
             "raptorx_py.errors.NoSuchObjectError: table 'db.t' does not exist. "
             "Existing tables: db.u",
-            f"(full traceback in {home / '.raptorx' / 'logs' / 'errors.log'})"]
+            f"(full traceback in {home / '.raptorx' / 'logs' / 'errors.log'})",
+        ]
     log = (home / ".raptorx" / "logs" / "errors.log").read_text()
-    assert log.count("KeyError: \"the metastore's own error\"") == 2  # the cause, each time
+    assert log.count('KeyError: "the metastore\'s own error"') == 2  # the cause, each time
     assert log.count("The above exception was the direct cause") == 2
 
 
@@ -69,28 +71,37 @@ def test_concise_message_finds_our_error_in_a_pyspark_exception():
     ours = NoSuchObjectError("database", "tpch", [])
     assert error_report.concise_message(ours) == (
         "raptorx_py.errors.NoSuchObjectError: database 'tpch' does not exist. "
-        "Existing databases: (none)")
+        "Existing databases: (none)"
+    )
     fake = type("AnalysisException", (Exception,), {"__module__": "pyspark.errors.fake"})
-    wrapped = fake("[PYTHON_DATA_SOURCE_ERROR] Failed: Traceback (most recent call last):\n"
-                   "  File \"x.py\", line 1, in f\n"
-                   "raptorx_py.errors.StorageError: could not connect to http://h:1\n"
-                   "(full traceback in /l)\n SQLSTATE: 38000")
+    wrapped = fake(
+        "[PYTHON_DATA_SOURCE_ERROR] Failed: Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\n'
+        "raptorx_py.errors.StorageError: could not connect to http://h:1\n"
+        "(full traceback in /l)\n SQLSTATE: 38000"
+    )
     assert error_report.concise_message(wrapped) == (
-        "raptorx_py.errors.StorageError: could not connect to http://h:1")
+        "raptorx_py.errors.StorageError: could not connect to http://h:1"
+    )
     assert error_report.concise_message(fake("no error of ours")) is None
     assert error_report.concise_message(ValueError("raptorx_py.errors.X: y")) is None
 
 
 @pytest.fixture
 def no_aws_credentials(home, monkeypatch):
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                 "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata lookup
 
 
-def test_no_credentials_and_a_dead_endpoint_says_could_not_connect(no_aws_credentials,
-                                                                   free_port):
+def test_no_credentials_and_a_dead_endpoint_says_could_not_connect(no_aws_credentials, free_port):
     from raptorx_py.storage.fs import check_s3_reachable
 
     dead = f"http://127.0.0.1:{free_port}"
@@ -118,21 +129,41 @@ def test_tpch_load_replaces_only_its_own_tables(tmp_path, tpch_sf001_dir):
     warehouse = tmp_path / "warehouse"
     with open_metastore(settings, create=True) as ms:
         ms.create_database("tpch")
-        ms.create_table(Table("tpch", "mine", EXTERNAL_TABLE, "file:///elsewhere/mine",
-                              (Column("a", "bigint"),)))
-    urls = load_tpch(0.01, str(warehouse), settings, work_dir=work, progress=False,
-                     only_own_tables=True)
+        ms.create_table(
+            Table(
+                "tpch", "mine", EXTERNAL_TABLE, "file:///elsewhere/mine", (Column("a", "bigint"),)
+            )
+        )
+    urls = load_tpch(
+        0.01, str(warehouse), settings, work_dir=work, progress=False, only_own_tables=True
+    )
     # A second load replaces what the first registered; 'mine' is never touched.
-    assert load_tpch(0.01, str(warehouse), settings, work_dir=work, progress=False,
-                     only_own_tables=True) == urls
+    assert (
+        load_tpch(
+            0.01, str(warehouse), settings, work_dir=work, progress=False, only_own_tables=True
+        )
+        == urls
+    )
     with open_metastore(settings) as ms:
         assert ms.get_table("tpch", "mine").location == "file:///elsewhere/mine"
-        ms.create_table(Table("tpch", "nation", EXTERNAL_TABLE, "file:///elsewhere/nation",
-                              (Column("n", "bigint"),)), replace=True)
-    with pytest.raises(AlreadyExistsError, match=r"table tpch.nation already exists at "
-                                                 r"file:///elsewhere/nation .* left alone"):
-        load_tpch(0.01, str(warehouse), settings, work_dir=work, progress=False,
-                  only_own_tables=True)
+        ms.create_table(
+            Table(
+                "tpch",
+                "nation",
+                EXTERNAL_TABLE,
+                "file:///elsewhere/nation",
+                (Column("n", "bigint"),),
+            ),
+            replace=True,
+        )
+    with pytest.raises(
+        AlreadyExistsError,
+        match=r"table tpch.nation already exists at "
+        r"file:///elsewhere/nation .* left alone",
+    ):
+        load_tpch(
+            0.01, str(warehouse), settings, work_dir=work, progress=False, only_own_tables=True
+        )
     with open_metastore(settings) as ms:
         assert ms.get_table("tpch", "nation").location == "file:///elsewhere/nation"
         assert ms.get_table("tpch", "lineitem").location == urls["lineitem"]

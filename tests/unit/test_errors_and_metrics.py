@@ -7,15 +7,32 @@ from raptorx_py import errors
 from raptorx_py.metrics import Counters, MetricsSink, counters, diff, flush
 
 
-@pytest.mark.parametrize("exc,cls,builtin,text", [
-    (FileNotFoundError("gone"), errors.StorageNotFoundError, FileNotFoundError, "does not exist"),
-    (OSError(errno.ENOENT, "x"), errors.StorageNotFoundError, FileNotFoundError, "does not exist"),
-    (PermissionError("no"), errors.StoragePermissionError, PermissionError, "denied"),
-    (ConnectionRefusedError("refused"), errors.StorageError, OSError, "could not connect to"),
-    (type("EndpointConnectionError", (Exception,), {})("x"), errors.StorageError, OSError,
-     "could not connect to"),
-    (RuntimeError("odd"), errors.StorageError, OSError, "RuntimeError: odd"),
-])
+@pytest.mark.parametrize(
+    "exc,cls,builtin,text",
+    [
+        (
+            FileNotFoundError("gone"),
+            errors.StorageNotFoundError,
+            FileNotFoundError,
+            "does not exist",
+        ),
+        (
+            OSError(errno.ENOENT, "x"),
+            errors.StorageNotFoundError,
+            FileNotFoundError,
+            "does not exist",
+        ),
+        (PermissionError("no"), errors.StoragePermissionError, PermissionError, "denied"),
+        (ConnectionRefusedError("refused"), errors.StorageError, OSError, "could not connect to"),
+        (
+            type("EndpointConnectionError", (Exception,), {})("x"),
+            errors.StorageError,
+            OSError,
+            "could not connect to",
+        ),
+        (RuntimeError("odd"), errors.StorageError, OSError, "RuntimeError: odd"),
+    ],
+)
 def test_storage_error_table(exc, cls, builtin, text):
     out = errors.translate_storage_error(exc, "s3://b/k")
     assert type(out) is cls and isinstance(out, builtin)
@@ -93,14 +110,17 @@ def test_unwritable_sink_never_raises_and_keeps_counts(tmp_path):
     counters.drain()
 
 
-@pytest.mark.parametrize("exc,expected", [
-    (ConnectionRefusedError("refused"), True),
-    (TimeoutError("slow"), True),
-    (type("EndpointConnectionError", (Exception,), {})("x"), True),
-    (type("ClientError", (Exception,), {})("403"), True),
-    (type("FileExpired", (OSError,), {})("etag"), True),
-    (ValueError("Parquet magic bytes not found"), False),
-    (EOFError("short read"), False),
-])
+@pytest.mark.parametrize(
+    "exc,expected",
+    [
+        (ConnectionRefusedError("refused"), True),
+        (TimeoutError("slow"), True),
+        (type("EndpointConnectionError", (Exception,), {})("x"), True),
+        (type("ClientError", (Exception,), {})("403"), True),
+        (type("FileExpired", (OSError,), {})("etag"), True),
+        (ValueError("Parquet magic bytes not found"), False),
+        (EOFError("short read"), False),
+    ],
+)
 def test_storage_failures_are_told_from_bad_bytes(exc, expected):
     assert errors.is_storage_failure(exc) is expected

@@ -23,8 +23,10 @@ def whole(size, name="f"):
 
 def test_a_big_file_is_cut_into_ranges_that_tile_it():
     pieces = cut_files([whole(43 * MB)], piece_bytes([whole(43 * MB)], 64 * MB, 2))
-    assert [(p.offset, p.length) for p in pieces] == [(0, 43 * MB // 2), (43 * MB // 2,
-                                                                           43 * MB // 2)]
+    assert [(p.offset, p.length) for p in pieces] == [
+        (0, 43 * MB // 2),
+        (43 * MB // 2, 43 * MB // 2),
+    ]
     assert all(p.size == 43 * MB and p.url == "file:///t/f" for p in pieces)
     # Two pieces on two slots: one wave of one piece each.
     assert [len(t) for t in pack_splits(pieces, 64 * MB, 2)] == [1, 1]
@@ -43,15 +45,17 @@ def test_ranges_cover_every_byte_once(seed):
         if len(mine) == 1:
             assert mine[0] == f and f.size <= piece * planner.PIECE_SLOP
             continue
-        assert [p.offset for p in mine] == [sum(p.length for p in mine[:i])
-                                            for i in range(len(mine))]
+        assert [p.offset for p in mine] == [
+            sum(p.length for p in mine[:i]) for i in range(len(mine))
+        ]
         assert sum(p.length for p in mine) == f.size
         assert max(p.length for p in mine) <= piece
 
 
 def piece_in_bounds(piece, max_bytes):
-    return piece >= planner.MIN_PIECE_BYTES and (piece <= max_bytes
-                                                 or piece == planner.MIN_PIECE_BYTES)
+    return piece >= planner.MIN_PIECE_BYTES and (
+        piece <= max_bytes or piece == planner.MIN_PIECE_BYTES
+    )
 
 
 def test_small_files_and_a_file_near_the_piece_size_stay_whole():
@@ -65,16 +69,26 @@ def many_row_groups(tmp_path):
     """A file of 20 row groups of 50 rows (ids 0..999), with a dictionary-encoded column."""
     path = tmp_path / "t" / "part-0.parquet"
     os.makedirs(path.parent)
-    pq.write_table(pa.table({"id": pa.array(range(1000), pa.int64()),
-                             "tag": pa.array([f"t{i % 7}" for i in range(1000)])}),
-                   path, row_group_size=50)
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array(range(1000), pa.int64()),
+                "tag": pa.array([f"t{i % 7}" for i in range(1000)]),
+            }
+        ),
+        path,
+        row_group_size=50,
+    )
     assert pq.ParquetFile(path).metadata.num_row_groups == 20
     return path
 
 
 def read_ids(split, table, settings):
-    return [i for b in read_split(split, table, table.columns, (), settings)
-            for i in b.column("id").to_pylist()]
+    return [
+        i
+        for b in read_split(split, table, table.columns, (), settings)
+        for i in b.column("id").to_pylist()
+    ]
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -89,8 +103,10 @@ def test_the_readers_of_the_ranges_read_every_row_once(env, many_row_groups, see
     cuts = sorted(rng.sample(range(1, size), rng.randint(1, 12)))
     bounds = [0, *cuts, size]
     f = Split(many_row_groups.as_uri(), size, many_row_groups.stat().st_mtime, None)
-    parts = [read_ids(Split(f.url, size, f.mtime, None, (), a, b - a), table, settings)
-             for a, b in zip(bounds, bounds[1:])]
+    parts = [
+        read_ids(Split(f.url, size, f.mtime, None, (), a, b - a), table, settings)
+        for a, b in zip(bounds, bounds[1:])
+    ]
     assert sorted(i for p in parts for i in p) == list(range(1000))
     assert all(p == sorted(p) for p in parts)  # whole row groups, in file order
 

@@ -58,8 +58,9 @@ class Loader:
 
     def __call__(self):
         self.calls += 1
-        return read_metadata(LOCAL, self.path, size=os.path.getsize(self.path),
-                             url=f"file://{self.path}")
+        return read_metadata(
+            LOCAL, self.path, size=os.path.getsize(self.path), url=f"file://{self.path}"
+        )
 
 
 def refuse():
@@ -67,8 +68,12 @@ def refuse():
 
 
 def disk_entries(directory):
-    return sorted(os.path.join(d, f) for d, _, files in os.walk(directory)
-                  for f in files if f.endswith(".footer"))
+    return sorted(
+        os.path.join(d, f)
+        for d, _, files in os.walk(directory)
+        for f in files
+        if f.endswith(".footer")
+    )
 
 
 def test_memory_hit_returns_the_same_footer_without_reading(tmp_path):
@@ -86,8 +91,9 @@ def test_memory_hit_returns_the_same_footer_without_reading(tmp_path):
 def test_disk_hit_from_another_instance(tmp_path):
     path = write_file(tmp_path / "a.parquet")
     d = tmp_path / "footers"
-    original = FooterCache(str(d), max_bytes=1 << 20, ttl=60).get_or_load(identity(path),
-                                                                          Loader(path))
+    original = FooterCache(str(d), max_bytes=1 << 20, ttl=60).get_or_load(
+        identity(path), Loader(path)
+    )
     assert len(disk_entries(d)) == 1
     c = Counts()
     other = FooterCache(str(d), max_bytes=1 << 20, ttl=60)  # another process's cache
@@ -113,8 +119,14 @@ ident = FileIdentity.of({f"file://{path}"!r}, {st.st_size}, mtime={st.st_mtime!r
 md = FooterCache({str(d)!r}, max_bytes=1 << 20, ttl=60).get_or_load(ident, refuse)
 print(json.dumps({{"rows": md.num_rows, **counters.snapshot()}}))
 """
-    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
-                         text=True, check=True, timeout=120).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
     result = json.loads(out.strip().splitlines()[-1])
     assert result["rows"] == 5 and result["footer_cache.hits_disk"] == 1
     assert "footer_cache.misses" not in result
@@ -126,9 +138,11 @@ def test_identity_change_is_a_miss(tmp_path, change):
     cache, load = FooterCache(str(tmp_path / "f"), max_bytes=1 << 20, ttl=60), Loader(path)
     size = os.path.getsize(path)
     before = FileIdentity.of("s3://b/a.parquet", size, etag="e1", mtime=1.0)
-    after = {"etag": FileIdentity.of("s3://b/a.parquet", size, etag="e2", mtime=1.0),
-             "mtime": FileIdentity.of("s3://b/a.parquet", size, mtime=2.0),
-             "size": FileIdentity.of("s3://b/a.parquet", size + 1, etag="e1")}[change]
+    after = {
+        "etag": FileIdentity.of("s3://b/a.parquet", size, etag="e2", mtime=1.0),
+        "mtime": FileIdentity.of("s3://b/a.parquet", size, mtime=2.0),
+        "size": FileIdentity.of("s3://b/a.parquet", size + 1, etag="e1"),
+    }[change]
     c = Counts()
     cache.get_or_load(before, load)
     cache.get_or_load(after, load)
@@ -199,13 +213,14 @@ def _corrupt_files(tmp_path):
         "bad_magic": good[:-4] + b"PARX",
         "length_past_end": good[:-8] + (len(good) * 4).to_bytes(4, "little") + b"PAR1",
         "garbage": bytes(range(256)) * 4,
-        "truncated": good[:len(good) // 2],
-        "garbage_footer": good[:-8 - 40] + b"\x07" * 40 + (40).to_bytes(4, "little") + b"PAR1",
+        "truncated": good[: len(good) // 2],
+        "garbage_footer": good[: -8 - 40] + b"\x07" * 40 + (40).to_bytes(4, "little") + b"PAR1",
     }
 
 
-@pytest.mark.parametrize("kind", ["bad_magic", "length_past_end", "garbage", "truncated",
-                                  "garbage_footer"])
+@pytest.mark.parametrize(
+    "kind", ["bad_magic", "length_past_end", "garbage", "truncated", "garbage_footer"]
+)
 def test_corrupt_file_fails_naming_it_and_is_not_cached(tmp_path, kind):
     path = tmp_path / f"{kind}.parquet"
     path.write_bytes(_corrupt_files(tmp_path)[kind])
@@ -245,12 +260,14 @@ def test_missing_file_is_not_called_corrupt(tmp_path):
     cache = FooterCache(None, max_bytes=1 << 20, ttl=60)
     missing = str(tmp_path / "gone.parquet")
     with pytest.raises(StorageNotFoundError, match="gone.parquet"):
-        cache.get_or_load(FileIdentity.of(missing, 100, etag="x"),
-                          lambda: pq.read_metadata(missing))
+        cache.get_or_load(
+            FileIdentity.of(missing, 100, etag="x"), lambda: pq.read_metadata(missing)
+        )
 
 
-@pytest.mark.parametrize("damage", ["garbage", "half_written", "flipped_byte", "empty",
-                                    "other_identity"])
+@pytest.mark.parametrize(
+    "damage", ["garbage", "half_written", "flipped_byte", "empty", "other_identity"]
+)
 def test_corrupt_disk_entry_is_a_counted_miss(tmp_path, damage):
     path = write_file(tmp_path / "a.parquet")
     other = write_file(tmp_path / "b.parquet", n=7)
@@ -263,10 +280,12 @@ def test_corrupt_disk_entry_is_a_counted_miss(tmp_path, damage):
         [other_entry] = [e for e in disk_entries(d) if e != entry]
         bad = open(other_entry, "rb").read()
     else:
-        bad = {"garbage": bytes([0x5A]) * len(data),
-               "half_written": data[:len(data) // 2],
-               "flipped_byte": data[:40] + bytes([data[40] ^ 0xFF]) + data[41:],
-               "empty": b""}[damage]
+        bad = {
+            "garbage": bytes([0x5A]) * len(data),
+            "half_written": data[: len(data) // 2],
+            "flipped_byte": data[:40] + bytes([data[40] ^ 0xFF]) + data[41:],
+            "empty": b"",
+        }[damage]
     with open(entry, "wb") as f:
         f.write(bad)
     load, c = Loader(path), Counts()
@@ -274,8 +293,10 @@ def test_corrupt_disk_entry_is_a_counted_miss(tmp_path, damage):
     assert md.num_rows == 3 and load.calls == 1
     assert (c["footer_cache.corrupt_entries"], c["footer_cache.misses"]) == (1, 1)
     # The reload replaced the bad entry with a good one.
-    assert FooterCache(str(d), max_bytes=1 << 20, ttl=60).get_or_load(
-        identity(path), refuse).num_rows == 3
+    assert (
+        FooterCache(str(d), max_bytes=1 << 20, ttl=60).get_or_load(identity(path), refuse).num_rows
+        == 3
+    )
 
 
 def test_unwritable_directory_means_memory_only_with_one_warning(tmp_path, caplog):
@@ -310,8 +331,7 @@ def test_disk_fault_after_start_is_counted_not_raised(tmp_path, caplog):
 def test_disk_size_is_bounded_least_recently_used_first(tmp_path):
     paths = [write_file(tmp_path / f"{i}.parquet") for i in range(8)]
     d = tmp_path / "footers"
-    FooterCache(str(d), max_bytes=1 << 20, ttl=60).get_or_load(identity(paths[0]),
-                                                              Loader(paths[0]))
+    FooterCache(str(d), max_bytes=1 << 20, ttl=60).get_or_load(identity(paths[0]), Loader(paths[0]))
     one = os.path.getsize(disk_entries(d)[0])
     bound = int(one * 3.5)
     cache, c = FooterCache(str(d), max_bytes=1 << 20, ttl=60, max_disk_bytes=bound), Counts()
@@ -332,13 +352,20 @@ def test_disk_size_is_bounded_least_recently_used_first(tmp_path):
 
 def test_footer_cache_for_settings(tmp_path):
     def settings(**props):
-        return load_settings(overrides={"cache.base-directory": str(tmp_path / "base"), **props},
-                             env={}, cwd=tmp_path)
+        return load_settings(
+            overrides={"cache.base-directory": str(tmp_path / "base"), **props},
+            env={},
+            cwd=tmp_path,
+        )
 
     assert footer_cache_for(settings()) is None  # off by default
-    on = settings(**{"hive.parquet.metadata-cache-enabled": "true",
-                     "hive.parquet.metadata-cache-size": "1MB",
-                     "hive.parquet.metadata-cache-ttl-since-last-access": "10m"})
+    on = settings(
+        **{
+            "hive.parquet.metadata-cache-enabled": "true",
+            "hive.parquet.metadata-cache-size": "1MB",
+            "hive.parquet.metadata-cache-ttl-since-last-access": "10m",
+        }
+    )
     cache = footer_cache_for(on)
     assert cache is footer_cache_for(on)  # one per process
     assert cache.directory == str(tmp_path / "base" / "footers")

@@ -11,16 +11,19 @@ from raptorx_py.storage.hive_layout import (
 )
 
 
-@pytest.mark.parametrize("value,escaped", [
-    ("2024-01", "2024-01"),
-    ("a/b", "a%2Fb"),
-    ("x=y", "x%3Dy"),
-    ("50%", "50%25"),
-    ("a b", "a b"),
-    ("ü", "ü"),
-    ("", "__HIVE_DEFAULT_PARTITION__"),
-    (None, "__HIVE_DEFAULT_PARTITION__"),
-])
+@pytest.mark.parametrize(
+    "value,escaped",
+    [
+        ("2024-01", "2024-01"),
+        ("a/b", "a%2Fb"),
+        ("x=y", "x%3Dy"),
+        ("50%", "50%25"),
+        ("a b", "a b"),
+        ("ü", "ü"),
+        ("", "__HIVE_DEFAULT_PARTITION__"),
+        (None, "__HIVE_DEFAULT_PARTITION__"),
+    ],
+)
 def test_escape_matches_hive(value, escaped):
     assert escape_partition_value(value) == escaped
     assert unescape_partition_value(escaped) == (value or None)
@@ -60,7 +63,8 @@ def test_walk_partitioned_two_levels_skips_hidden(tmp_path, env):
     keys, parts = walk_table(fs, path)
     assert keys == ["y", "m"]
     assert sorted((p.values for p in parts), key=str) == sorted(
-        [("2024", "01"), ("2024", "02"), (None, "a/b")], key=str)
+        [("2024", "01"), ("2024", "02"), (None, "a/b")], key=str
+    )
     assert sum(len(p.files) for p in parts) == 3
 
 

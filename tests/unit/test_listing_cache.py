@@ -54,28 +54,36 @@ SEALED = {"sealed": "true", "transient_lastDdlTime": "100"}
 
 
 def cache(**kw):
-    return ListingCache(kw.pop("patterns", "*"), max_files=kw.pop("max_files", 1000),
-                        expire_seconds=kw.pop("expire_seconds", 3600), **kw)
+    return ListingCache(
+        kw.pop("patterns", "*"),
+        max_files=kw.pop("max_files", 1000),
+        expire_seconds=kw.pop("expire_seconds", 3600),
+        **kw,
+    )
 
 
 def get(c, location, lister, params=SEALED, table="db.t", **kw):
-    return c.get_or_list(table, location, partition_version(location, params),
-                         is_sealed(params), lister, **kw)
+    return c.get_or_list(
+        table, location, partition_version(location, params), is_sealed(params), lister, **kw
+    )
 
 
-@pytest.mark.parametrize("patterns, table, expected", [
-    ("*", "tpch.lineitem", True),
-    ("tpch.*", "tpch.lineitem", True),
-    ("tpch.*", "tpch2.lineitem", False),
-    ("TPCH.LineItem", "tpch.lineitem", True),
-    ("db.table", "DB.Table", True),
-    ("db.table", "db.table2", False),
-    ("sales.*, tpch.lineitem", "tpch.lineitem", True),
-    ("sales.*, tpch.lineitem", "tpch.orders", False),
-    (" , ", "tpch.orders", False),
-    ("", "tpch.orders", False),
-    (["db.?"], "db.x", True),
-])
+@pytest.mark.parametrize(
+    "patterns, table, expected",
+    [
+        ("*", "tpch.lineitem", True),
+        ("tpch.*", "tpch.lineitem", True),
+        ("tpch.*", "tpch2.lineitem", False),
+        ("TPCH.LineItem", "tpch.lineitem", True),
+        ("db.table", "DB.Table", True),
+        ("db.table", "db.table2", False),
+        ("sales.*, tpch.lineitem", "tpch.lineitem", True),
+        ("sales.*, tpch.lineitem", "tpch.orders", False),
+        (" , ", "tpch.orders", False),
+        ("", "tpch.orders", False),
+        (["db.?"], "db.x", True),
+    ],
+)
 def test_table_patterns(patterns, table, expected):
     assert table_matches(patterns, table) is expected
 
@@ -92,12 +100,18 @@ def test_sealed_partition_hits_open_partition_is_listed_every_time():
     c, n = cache(), Counts()
     sealed, open_ = Lister("s3://b/t/p=1"), Lister("s3://b/t/p=2")
     for _ in range(3):
-        assert get(c, sealed.location, sealed) == ("s3://b/t/p=1/f0.parquet",
-                                                   "s3://b/t/p=1/f1.parquet")
+        assert get(c, sealed.location, sealed) == (
+            "s3://b/t/p=1/f0.parquet",
+            "s3://b/t/p=1/f1.parquet",
+        )
         get(c, open_.location, open_, params={"transient_lastDdlTime": "100"})
     assert (sealed.calls, open_.calls) == (1, 3)
-    assert (n["listing_cache.misses"], n["listing_cache.hits"], n["listing_cache.stores"],
-            n["listing_cache.skipped_unsealed"]) == (1, 2, 1, 3)
+    assert (
+        n["listing_cache.misses"],
+        n["listing_cache.hits"],
+        n["listing_cache.stores"],
+        n["listing_cache.skipped_unsealed"],
+    ) == (1, 2, 1, 3)
     assert len(c) == 1 and c.file_count == 2
 
 
@@ -147,9 +161,11 @@ def test_explicit_invalidation():
 def test_listing_invalidated_while_built_is_never_stored(how):
     c, n = cache(), Counts()
     location = "s3://b/t/p=1"
-    invalidate = {"location": lambda: c.invalidate(location),
-                  "table": lambda: c.invalidate_table("db.t"),
-                  "clear": c.clear}[how]
+    invalidate = {
+        "location": lambda: c.invalidate(location),
+        "table": lambda: c.invalidate_table("db.t"),
+        "clear": c.clear,
+    }[how]
     racing = Lister(location, during=invalidate)
     assert len(get(c, location, racing)) == 2  # the caller still gets its listing
     assert len(c) == 0 and n["listing_cache.discarded_stale"] == 1
@@ -249,9 +265,13 @@ def test_listing_cache_for_settings(tmp_path):
         return load_settings(overrides=props, env={}, cwd=tmp_path)
 
     assert listing_cache_for(settings()) is None
-    s = settings(**{"hive.file-status-cache-tables": "tpch.*, sales.events",
-                    "hive.file-status-cache-size": "500",
-                    "hive.file-status-cache-expire-time": "1h"})
+    s = settings(
+        **{
+            "hive.file-status-cache-tables": "tpch.*, sales.events",
+            "hive.file-status-cache-size": "500",
+            "hive.file-status-cache-expire-time": "1h",
+        }
+    )
     c = listing_cache_for(s)
     assert c is listing_cache_for(s)
     assert (c.patterns, c.max_files, c.expire_seconds) == (("tpch.*", "sales.events"), 500, 3600)
@@ -265,8 +285,9 @@ def registered(tmp_path):
     root = tmp_path / "sales"
     for m in ("2024-01", "2024-02"):
         (root / f"m={m}").mkdir(parents=True)
-        pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}),
-                       root / f"m={m}" / "part-0.parquet")
+        pq.write_table(
+            pa.table({"id": pa.array([1, 2], pa.int64())}), root / f"m={m}" / "part-0.parquet"
+        )
     url = f"sqlite:///{tmp_path / 'metastore.db'}"
     args = ["-p", f"hive.metastore.url={url}"]
     assert main(["table", "register", "db.sales", f"file://{root}", *args]) == 0
@@ -313,9 +334,13 @@ def test_sealing_drives_the_listing_cache_end_to_end(registered):
     def plan():
         for p in partitions(settings).values():
             path = p.location.removeprefix("file://")
-            files = c.get_or_list("db.sales", p.location,
-                                  partition_version(p.location, p.parameters),
-                                  is_sealed(p.parameters), lambda: list_data_files(fs, path))
+            files = c.get_or_list(
+                "db.sales",
+                p.location,
+                partition_version(p.location, p.parameters),
+                is_sealed(p.parameters),
+                lambda path=path: list_data_files(fs, path),
+            )
             assert [f.path.rsplit("/", 1)[-1] for f in files] == ["part-0.parquet"]
 
     plan()

@@ -11,7 +11,6 @@ from raptorx_py.metastore.locks import (
     COMPATIBLE,
     SR,
     SW,
-    X,
     LockComponent,
     LockError,
     LockManager,
@@ -19,6 +18,7 @@ from raptorx_py.metastore.locks import (
     LockType,
     NoSuchLockError,
     Operation,
+    X,
     expand,
     lock_components,
 )
@@ -41,9 +41,13 @@ def ms(metastore_url, clock):
 
 
 def settings(retries=3, sleep="2s", concurrency=True):
-    return build_settings({"hive.lock.numretries": (str(retries), "test", None),
-                           "hive.lock.sleep.between.retries": (sleep, "test", None),
-                           "hive.support.concurrency": (str(concurrency).lower(), "test", None)})
+    return build_settings(
+        {
+            "hive.lock.numretries": (str(retries), "test", None),
+            "hive.lock.sleep.between.retries": (sleep, "test", None),
+            "hive.support.concurrency": (str(concurrency).lower(), "test", None),
+        }
+    )
 
 
 def take(ms, *components, txn_id=None, user="holder"):
@@ -60,9 +64,15 @@ def C(lock_type, obj):
 # -- the compatibility matrix -------------------------------------------------------------------
 #: The documents' matrix, Hive 3's types: (requested, held) -> granted.
 MATRIX = [
-    (SR, SR, True), (SR, SW, True), (SR, X, False),
-    (SW, SR, True), (SW, SW, False), (SW, X, False),
-    (X, SR, False), (X, SW, False), (X, X, False),
+    (SR, SR, True),
+    (SR, SW, True),
+    (SR, X, False),
+    (SW, SR, True),
+    (SW, SW, False),
+    (SW, X, False),
+    (X, SR, False),
+    (X, SW, False),
+    (X, X, False),
 ]
 
 
@@ -71,8 +81,9 @@ def test_the_matrix_table_is_the_documents():
 
 
 @pytest.mark.parametrize("obj", ["db", "db.t", "db.t/p=1"])
-@pytest.mark.parametrize("requested, held, granted", MATRIX,
-                         ids=[f"{r.name}-vs-held-{h.name}" for r, h, _ in MATRIX])
+@pytest.mark.parametrize(
+    "requested, held, granted", MATRIX, ids=[f"{r.name}-vs-held-{h.name}" for r, h, _ in MATRIX]
+)
 def test_every_cell_of_the_matrix_at_every_level(ms, obj, requested, held, granted):
     first = take(ms, C(held, obj))
     assert first.acquired
@@ -105,8 +116,7 @@ HIERARCHY = [
 ]
 
 
-@pytest.mark.parametrize("held, requested, granted, why", HIERARCHY,
-                         ids=[h[3] for h in HIERARCHY])
+@pytest.mark.parametrize("held, requested, granted, why", HIERARCHY, ids=[h[3] for h in HIERARCHY])
 def test_hierarchy(ms, held, requested, granted, why):
     assert take(ms, *held).acquired
     assert take(ms, *requested, user="requester").acquired == granted, why
@@ -116,18 +126,34 @@ def test_a_partition_lock_also_holds_s_on_its_parents(ms):
     got = take(ms, C(SW, "db.t/a=1/b=2"))
     rows = ms.show_locks()
     assert [(r.object_name, r.lock_type, r.component_id) for r in rows] == [
-        ("db", SR, 1), ("db.t", SR, 2), ("db.t/a=1", SR, 3), ("db.t/a=1/b=2", SW, 4)]
+        ("db", SR, 1),
+        ("db.t", SR, 2),
+        ("db.t/a=1", SR, 3),
+        ("db.t/a=1/b=2", SW, 4),
+    ]
     assert {r.lock_id for r in rows} == {got.lock_id}
-    assert got.components == tuple(C(t, o) for o, t, _ in (
-        ("db", SR, 1), ("db.t", SR, 2), ("db.t/a=1", SR, 3), ("db.t/a=1/b=2", SW, 4)))
+    assert got.components == tuple(
+        C(t, o)
+        for o, t, _ in (
+            ("db", SR, 1),
+            ("db.t", SR, 2),
+            ("db.t/a=1", SR, 3),
+            ("db.t/a=1/b=2", SW, 4),
+        )
+    )
 
 
 def test_a_request_is_taken_in_lexicographic_order_one_component_per_object():
-    got = expand([C(SR, "db.u/p=2"), C(X, "db.t"), C(SR, "a.t"), C(SR, "db.u/p=1"),
-                  C(SW, "db.u")])
+    got = expand([C(SR, "db.u/p=2"), C(X, "db.t"), C(SR, "a.t"), C(SR, "db.u/p=1"), C(SW, "db.u")])
     assert [(c.object_name, c.lock_type) for c in got] == [
-        ("a", SR), ("a.t", SR), ("db", SR), ("db.t", X), ("db.u", SW), ("db.u/p=1", SR),
-        ("db.u/p=2", SR)]
+        ("a", SR),
+        ("a.t", SR),
+        ("db", SR),
+        ("db.t", X),
+        ("db.u", SW),
+        ("db.u/p=1", SR),
+        ("db.u/p=2", SR),
+    ]
 
 
 def test_a_refused_request_takes_nothing_and_names_its_first_conflict(ms):
@@ -148,24 +174,28 @@ def test_locks_of_one_transaction_never_conflict_with_each_other(ms):
 
 
 # -- which operation takes which lock ------------------------------------------------------------
-@pytest.mark.parametrize("operation, table, partitions, managed, expected", [
-    (Operation.SELECT, "t", ["p=1"], True, [(SR, "db.t/p=1")]),
-    (Operation.SELECT, "t", [], True, [(SR, "db.t")]),
-    (Operation.INSERT, "t", ["p=1"], True, [(SW, "db.t/p=1")]),
-    (Operation.INSERT, "t", [], True, [(SW, "db.t")]),  # dynamic partitions: the table
-    (Operation.INSERT, "t", ["p=1"], False, [(X, "db.t/p=1")]),
-    (Operation.INSERT_OVERWRITE, "t", ["p=1"], True, [(X, "db.t/p=1")]),
-    (Operation.INSERT_OVERWRITE, "t", [], True, [(X, "db.t")]),
-    (Operation.ADD_PARTITION, "t", ["p=1"], True, [(X, "db.t/p=1")]),
-    (Operation.DROP_PARTITION, "t", ["p=1", "p=2"], True, [(X, "db.t/p=1"), (X, "db.t/p=2")]),
-    (Operation.ALTER_PARTITION, "t", ["p=1"], False, [(X, "db.t/p=1")]),
-    (Operation.ALTER_TABLE, "t", [], True, [(X, "db.t")]),
-    (Operation.DROP_TABLE, "t", [], False, [(X, "db.t")]),
-    (Operation.CREATE_TABLE, None, [], True, [(SR, "db")]),
-    (Operation.DROP_DATABASE, None, [], True, [(X, "db")]),
-])
-def test_operation_locks_follow_the_documents_table(operation, table, partitions, managed,
-                                                   expected):
+@pytest.mark.parametrize(
+    "operation, table, partitions, managed, expected",
+    [
+        (Operation.SELECT, "t", ["p=1"], True, [(SR, "db.t/p=1")]),
+        (Operation.SELECT, "t", [], True, [(SR, "db.t")]),
+        (Operation.INSERT, "t", ["p=1"], True, [(SW, "db.t/p=1")]),
+        (Operation.INSERT, "t", [], True, [(SW, "db.t")]),  # dynamic partitions: the table
+        (Operation.INSERT, "t", ["p=1"], False, [(X, "db.t/p=1")]),
+        (Operation.INSERT_OVERWRITE, "t", ["p=1"], True, [(X, "db.t/p=1")]),
+        (Operation.INSERT_OVERWRITE, "t", [], True, [(X, "db.t")]),
+        (Operation.ADD_PARTITION, "t", ["p=1"], True, [(X, "db.t/p=1")]),
+        (Operation.DROP_PARTITION, "t", ["p=1", "p=2"], True, [(X, "db.t/p=1"), (X, "db.t/p=2")]),
+        (Operation.ALTER_PARTITION, "t", ["p=1"], False, [(X, "db.t/p=1")]),
+        (Operation.ALTER_TABLE, "t", [], True, [(X, "db.t")]),
+        (Operation.DROP_TABLE, "t", [], False, [(X, "db.t")]),
+        (Operation.CREATE_TABLE, None, [], True, [(SR, "db")]),
+        (Operation.DROP_DATABASE, None, [], True, [(X, "db")]),
+    ],
+)
+def test_operation_locks_follow_the_documents_table(
+    operation, table, partitions, managed, expected
+):
     got = lock_components(operation, "db", table, partitions, managed=managed)
     assert got == [C(t, o) for t, o in expected]
 
@@ -210,8 +240,9 @@ def test_a_refused_lock_is_retried_after_the_sleep(ms):
 
 def test_after_the_last_retry_the_error_names_the_holder(ms, clock):
     txn = ms.open_transaction(user="alice", host="box1")
-    holder = ms.try_lock([C(X, "db.t/p=1")], txn_id=txn, user="alice", host="box1",
-                         agent_info="nightly load")
+    holder = ms.try_lock(
+        [C(X, "db.t/p=1")], txn_id=txn, user="alice", host="box1", agent_info="nightly load"
+    )
     sleeps, attempts = [], []
     real = ms.try_lock
 
@@ -225,12 +256,16 @@ def test_after_the_last_retry_the_error_names_the_holder(ms, clock):
         lm.acquire([C(SR, "db.t/p=1")])
     assert len(attempts) == 4 and sleeps == [0.5, 0.5, 0.5]
     message = str(info.value)
-    assert message.startswith("cannot take SHARED_READ on db.t/p=1: refused 4 times, 0.5s "
-                              "apart (hive.lock.numretries=3, "
-                              "hive.lock.sleep.between.retries=0.5s); held by ")
-    assert (f"held by lock {holder.lock_id} (EXCLUSIVE on db.t/p=1, transaction {txn}, user "
-            f"alice on host box1, agent nightly load, acquired 2023-11-14T22:13:20Z, last "
-            f"heartbeat 2023-11-14T22:13:20Z)") in message
+    assert message.startswith(
+        "cannot take SHARED_READ on db.t/p=1: refused 4 times, 0.5s "
+        "apart (hive.lock.numretries=3, "
+        "hive.lock.sleep.between.retries=0.5s); held by "
+    )
+    assert (
+        f"held by lock {holder.lock_id} (EXCLUSIVE on db.t/p=1, transaction {txn}, user "
+        f"alice on host box1, agent nightly load, acquired 2023-11-14T22:13:20Z, last "
+        f"heartbeat 2023-11-14T22:13:20Z)"
+    ) in message
     assert info.value.holder.lock_id == holder.lock_id
     assert info.value.requested == C(SR, "db.t/p=1")
 
@@ -269,7 +304,10 @@ def test_a_transactions_locks_are_not_unlocked_one_by_one(ms):
 def test_a_lock_needs_an_open_transaction(ms):
     txn = ms.open_transaction()
     ms.abort_transaction(txn)
-    with pytest.raises(TxnAbortedError, match=f"transaction {txn} is aborted \\(aborted by its client\\); cannot take locks"):
+    with pytest.raises(
+        TxnAbortedError,
+        match=f"transaction {txn} is aborted \\(aborted by its client\\); cannot take locks",
+    ):
         take(ms, C(SR, "db.t"), txn_id=txn)
     with pytest.raises(TxnError, match="transaction 999 does not exist"):
         take(ms, C(SR, "db.t"), txn_id=999)
@@ -326,7 +364,8 @@ def test_show_locks_filters_and_details(ms, clock):
     b = take(ms, C(X, "db.u"))
     c = take(ms, C(SR, "other.t"))
     assert [r.lock_id for r in ms.show_locks()] == [a.lock_id] * 3 + [b.lock_id] * 2 + [
-        c.lock_id] * 2
+        c.lock_id
+    ] * 2
     assert [r.object_name for r in ms.show_locks("db", "t")] == ["db.t", "db.t/p=1"]
     assert [r.object_name for r in ms.show_locks("db", "t", "p=1")] == ["db.t/p=1"]
     assert {r.object_name for r in ms.show_locks("db")} == {"db", "db.t", "db.t/p=1", "db.u"}

@@ -23,8 +23,12 @@ from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.transactions import TxnAbortedError
 from raptorx_py.storage.acid_layout import delta_dir_name
 
-COLUMNS = [Column("id", "bigint"), Column("amount", "decimal(10,2)"), Column("day", "date"),
-           Column("region", "string")]
+COLUMNS = [
+    Column("id", "bigint"),
+    Column("amount", "decimal(10,2)"),
+    Column("day", "date"),
+    Column("region", "string"),
+]
 
 
 class Clock:
@@ -37,11 +41,15 @@ class Clock:
 
 @pytest.fixture
 def setup(tmp_path):
-    settings = load_settings(overrides={
-        "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
-        "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
-        "hive.lock.numretries": "2", "hive.lock.sleep.between.retries": "5s",
-        "hive.txn.timeout": "60s"})
+    settings = load_settings(
+        overrides={
+            "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+            "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+            "hive.lock.numretries": "2",
+            "hive.lock.sleep.between.retries": "5s",
+            "hive.txn.timeout": "60s",
+        }
+    )
     clock = Clock()
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=60)
     yield settings, ms, clock, tmp_path
@@ -50,19 +58,23 @@ def setup(tmp_path):
 
 def batch(ids, region_of=lambda i: "EU" if i % 2 else "US"):
     ids = list(ids)
-    return pa.RecordBatch.from_pydict({
-        "id": pa.array(ids, pa.int64()),
-        "amount": pa.array([None if i % 7 == 0 else f"{i}.25" for i in ids]).cast(
-            pa.decimal128(10, 2)),
-        "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 30) for i in ids]),
-        "region": pa.array([region_of(i) for i in ids], pa.string()),
-    })
+    return pa.RecordBatch.from_pydict(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "amount": pa.array([None if i % 7 == 0 else f"{i}.25" for i in ids]).cast(
+                pa.decimal128(10, 2)
+            ),
+            "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 30) for i in ids]),
+            "region": pa.array([region_of(i) for i in ids], pa.string()),
+        }
+    )
 
 
 def write(settings, ms, batches, *, overwrite=False, table="t", partition_by=("region",)):
     job = mw.begin_write(ms, settings, "db", table, COLUMNS, overwrite, partition_by)
-    files = mw.write_task(settings, job, batches,
-                          heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms))
+    files = mw.write_task(
+        settings, job, batches, heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms)
+    )
     return job, files
 
 
@@ -117,8 +129,9 @@ def test_partition_values_split_exactly(setup):
     ids = list(range(300))
     rng.shuffle(ids)
     region_of = {i: rng.choice(regions) for i in ids}
-    job, files = write(settings, ms, [batch(ids[:150], region_of.get),
-                                      batch(ids[150:], region_of.get)])
+    job, files = write(
+        settings, ms, [batch(ids[:150], region_of.get), batch(ids[150:], region_of.get)]
+    )
     mw.commit_write(ms, settings, job, files)
     t = ms.get_table("db", "t")
     got = {}
@@ -158,8 +171,10 @@ def test_uncommitted_write_is_invisible_to_a_concurrent_snapshot(setup):
     for f in files:
         dest = f"{t.location}/region={f.values[0]}/{delta_dir_name(wid)}"
         os.makedirs(dest.removeprefix("file://"), exist_ok=True)
-        os.rename(f.url.removeprefix("file://"),
-                  f"{dest.removeprefix('file://')}/{f.url.rsplit('/', 1)[-1]}")
+        os.rename(
+            f.url.removeprefix("file://"),
+            f"{dest.removeprefix('file://')}/{f.url.rsplit('/', 1)[-1]}",
+        )
     assert read_ids(settings, ms) == [0, 1, 2, 3]
 
 
@@ -221,8 +236,11 @@ def test_overwrite_refused_while_an_appender_holds_shared_write(setup):
     mw.commit_write(ms, settings, job, files)
     other = ms.open_transaction(user="alice", host="etl-1")
     LockManager(ms, settings).acquire(
-        lock_components(Operation.INSERT, "db", "t", ["region=EU"]), txn_id=other,
-        user="alice", host="etl-1")
+        lock_components(Operation.INSERT, "db", "t", ["region=EU"]),
+        txn_id=other,
+        user="alice",
+        host="etl-1",
+    )
     job, files = write(settings, ms, [batch(range(50, 52))], overwrite=True)
     sleeps = []
     with pytest.raises(LockRefusedError) as err:
@@ -246,11 +264,14 @@ def test_a_commit_that_dies_records_no_partition_metadata(setup, monkeypatch):
     job, files = write(settings, ms, [batch(range(4))])
     mw.commit_write(ms, settings, job, files)
     table = ms.get_table("db", "t")
-    before = {p.values: (p.parameters.get("numRows"), p.parameters.get("writeId"))
-              for p in ms.list_partitions(table)}
+    before = {
+        p.values: (p.parameters.get("numRows"), p.parameters.get("writeId"))
+        for p in ms.list_partitions(table)
+    }
     assert set(before) == {("EU",), ("US",)}
-    job, files = write(settings, ms, [batch(range(4, 10),
-                                            region_of=lambda i: "APAC" if i > 7 else "EU")])
+    job, files = write(
+        settings, ms, [batch(range(4, 10), region_of=lambda i: "APAC" if i > 7 else "EU")]
+    )
     real_commit = ms.commit_transaction
 
     def dies_after_recording(txn_id):
@@ -262,8 +283,10 @@ def test_a_commit_that_dies_records_no_partition_metadata(setup, monkeypatch):
         mw.commit_write(ms, settings, job, files)
     monkeypatch.undo()
     assert ms.get_transaction(job.txn_id).state == "aborted"
-    after = {p.values: (p.parameters.get("numRows"), p.parameters.get("writeId"))
-             for p in ms.list_partitions(table)}
+    after = {
+        p.values: (p.parameters.get("numRows"), p.parameters.get("writeId"))
+        for p in ms.list_partitions(table)
+    }
     assert after == before
     assert read_ids(settings, ms) == [0, 1, 2, 3]
 
@@ -277,8 +300,12 @@ def test_abort_removes_staging_and_task_needs_an_open_txn(setup):
     assert not os.path.exists(job.staging_url[7:])
     assert "db" not in ms.list_databases()  # the table is created by the commit only
     with pytest.raises(TxnAbortedError):
-        mw.write_task(settings, job, [batch([1])],
-                      heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms))
+        mw.write_task(
+            settings,
+            job,
+            [batch([1])],
+            heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms),
+        )
 
 
 def test_schema_and_table_kind_are_checked(setup):
@@ -327,18 +354,21 @@ def test_cli_clean(setup, capsys):
 def test_waiting_for_a_lock_keeps_the_writer_alive(tmp_path):
     """The holder dies (stops heartbeating); the waiting writer heartbeats while it waits, so
     it outlives the holder, whose expiry releases the lock."""
-    settings = load_settings(overrides={
-        "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
-        "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
-        "hive.lock.numretries": "5", "hive.lock.sleep.between.retries": "50s",
-        "hive.txn.timeout": "60s"})
+    settings = load_settings(
+        overrides={
+            "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+            "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+            "hive.lock.numretries": "5",
+            "hive.lock.sleep.between.retries": "50s",
+            "hive.txn.timeout": "60s",
+        }
+    )
     clock = Clock()
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=60)
     job, files = write(settings, ms, [batch(range(4))])
     mw.commit_write(ms, settings, job, files)
     holder = ms.open_transaction()
-    LockManager(ms, settings).acquire(lock_components(Operation.INSERT, "db", "t"),
-                                      txn_id=holder)
+    LockManager(ms, settings).acquire(lock_components(Operation.INSERT, "db", "t"), txn_id=holder)
     job, files = write(settings, ms, [batch([5])], overwrite=True)
     slept = []
 
@@ -361,10 +391,13 @@ def test_listing_cache_keeps_raw_managed_listings_and_filters_by_snapshot(tmp_pa
     from raptorx_py.metastore.cached_store import QuerySnapshot
     from raptorx_py.metrics import counters
 
-    settings = load_settings(overrides={
-        "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
-        "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
-        "hive.file-status-cache-tables": f"db.cached_{tmp_path.name[-8:]}"})
+    settings = load_settings(
+        overrides={
+            "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+            "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+            "hive.file-status-cache-tables": f"db.cached_{tmp_path.name[-8:]}",
+        }
+    )
     name = f"cached_{tmp_path.name[-8:]}"
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"))
     job, files = write(settings, ms, [batch(range(4))], table=name)
@@ -373,8 +406,11 @@ def test_listing_cache_keeps_raw_managed_listings_and_filters_by_snapshot(tmp_pa
     def plan(snapshot=None):
         t = ms.get_table("db", name)
         p = plan_scan(ms, settings, t, t.all_columns, [], snapshot=snapshot)
-        return sorted(i for s in p.splits
-                      for i in pq.read_table(s.url[7:], columns=["id"]).column("id").to_pylist())
+        return sorted(
+            i
+            for s in p.splits
+            for i in pq.read_table(s.url[7:], columns=["id"]).column("id").to_pylist()
+        )
 
     old = QuerySnapshot(ms.get_table_snapshots([f"db.{name}"]))
     assert plan() == [0, 1, 2, 3]
@@ -406,8 +442,11 @@ def test_statistics_of_an_unseen_overwrite_never_prune_an_older_snapshot(setup):
     wanted = [preds.Comparison(">", "id", 30)]
 
     def ids_of(plan):
-        return sorted(i for s in plan.splits
-                      for i in pq.read_table(s.url[7:], columns=["id"]).column("id").to_pylist())
+        return sorted(
+            i
+            for s in plan.splits
+            for i in pq.read_table(s.url[7:], columns=["id"]).column("id").to_pylist()
+        )
 
     now = plan_scan(ms, settings, t, t.all_columns, wanted)
     assert now.partitions_pruned_by_stats == 1 and ids_of(now) == []
@@ -437,6 +476,7 @@ def test_a_writers_transaction_and_locks_name_its_user_and_host(setup, monkeypat
 
 
 # --- issue 10, finding 2: which statistics may prune ----------------------------------------
+
 
 def test_external_statistics_prune_only_sealed_partitions():
     from raptorx_py.datasource.planner import _stats_describe_snapshot

@@ -28,26 +28,51 @@ def _table_names(ms) -> set[str]:
     if isinstance(ms.backend, SqliteBackend):
         sql = "SELECT name FROM sqlite_master WHERE type='table'"
     else:
-        sql = ("SELECT upper(table_name) FROM information_schema.tables "
-               "WHERE table_schema = current_schema()")
+        sql = (
+            "SELECT upper(table_name) FROM information_schema.tables "
+            "WHERE table_schema = current_schema()"
+        )
     return {r[0] for r in ms._conn.execute(sql)}
 
 
 def _table(db="db", name="t", keys=(Column("m", "string"),)):
-    return Table(db, name, EXTERNAL_TABLE, "file:///x",
-                 (Column("id", "bigint"), Column("d", "date"), Column("p", "decimal(15,2)")),
-                 tuple(keys), {"EXTERNAL": "TRUE"})
+    return Table(
+        db,
+        name,
+        EXTERNAL_TABLE,
+        "file:///x",
+        (Column("id", "bigint"), Column("d", "date"), Column("p", "decimal(15,2)")),
+        tuple(keys),
+        {"EXTERNAL": "TRUE"},
+    )
 
 
 def _partition(m, lo=1, hi=9):
-    return Partition((m,), f"file:///x/m={m}", {"numRows": "10"}, {
-        "id": ColumnStats(0, lo, hi),
-        "d": ColumnStats(1, dt.date(2024, 1, 1), dt.date(2024, 1, 31)),
-        "p": ColumnStats(0, Decimal("0.05"), Decimal("10.00"))})
+    return Partition(
+        (m,),
+        f"file:///x/m={m}",
+        {"numRows": "10"},
+        {
+            "id": ColumnStats(0, lo, hi),
+            "d": ColumnStats(1, dt.date(2024, 1, 1), dt.date(2024, 1, 31)),
+            "p": ColumnStats(0, Decimal("0.05"), Decimal("10.00")),
+        },
+    )
 
 
-HMS_TABLES = {"DBS", "TBLS", "COLUMNS_V2", "PARTITION_KEYS", "PARTITIONS", "PARTITION_KEY_VALS",
-              "PARTITION_PARAMS", "TABLE_PARAMS", "PART_COL_STATS", "TAB_COL_STATS", "VERSION"}
+HMS_TABLES = {
+    "DBS",
+    "TBLS",
+    "COLUMNS_V2",
+    "PARTITION_KEYS",
+    "PARTITIONS",
+    "PARTITION_KEY_VALS",
+    "PARTITION_PARAMS",
+    "TABLE_PARAMS",
+    "PART_COL_STATS",
+    "TAB_COL_STATS",
+    "VERSION",
+}
 
 
 def test_created_on_first_use_with_hms_tables(ms):
@@ -57,8 +82,9 @@ def test_created_on_first_use_with_hms_tables(ms):
 def test_sqlite_file_and_its_directory_created_on_first_use(tmp_path):
     with Metastore(SqliteBackend(str(tmp_path / "sub" / "ms.db"))) as ms:
         assert (tmp_path / "sub" / "ms.db").exists()
-        names = {r[0] for r in ms._conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table'")}
+        names = {
+            r[0] for r in ms._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
         assert HMS_TABLES <= names
 
 
@@ -80,8 +106,11 @@ def test_unknown_names_list_what_exists(ms):
     ms.create_database("db")
     ms.create_table(_table(name="alpha"))
     ms.create_table(_table(name="beta"))
-    with pytest.raises(NoSuchObjectError, match=r"table 'db.gamma' does not exist.*db.alpha, "
-                                                 r"db.beta"):
+    with pytest.raises(
+        NoSuchObjectError,
+        match=r"table 'db.gamma' does not exist.*db.alpha, "
+        r"db.beta",
+    ):
         ms.get_table("db", "gamma")
     with pytest.raises(NoSuchObjectError, match=r"database 'nodb' does not exist.*: db"):
         ms.get_table("nodb", "alpha")

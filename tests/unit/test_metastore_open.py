@@ -12,7 +12,7 @@ from raptorx_py.cli import main
 from raptorx_py.config import load_settings
 from raptorx_py.errors import MetastoreError, MetastoreNotFoundError
 from raptorx_py.metastore import open_metastore
-from raptorx_py.metastore.cached_store import close_cached_metastores, cached_metastore_for
+from raptorx_py.metastore.cached_store import cached_metastore_for, close_cached_metastores
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.transactions import TxnAbortedError
 from raptorx_py.metrics import counters
@@ -22,8 +22,10 @@ from tests.unit.txn_helpers import FakeClock, managed_table, open_ms
 # -- finding 6: the timeout belongs to the transaction ----------------------------------------
 def test_a_short_timeout_client_never_expires_another_clients_live_transaction(metastore_url):
     clock = FakeClock()
-    with open_ms(metastore_url, clock=clock, txn_timeout=300) as writer, \
-            open_ms(metastore_url, clock=clock, txn_timeout=2) as cleaner:
+    with (
+        open_ms(metastore_url, clock=clock, txn_timeout=300) as writer,
+        open_ms(metastore_url, clock=clock, txn_timeout=2) as cleaner,
+    ):
         writer.create_database("db")
         writer.create_table(managed_table())
         live = writer.open_transaction()
@@ -74,22 +76,28 @@ def test_open_and_read_succeed_while_another_connection_holds_the_write_lock(hel
 
 def test_a_write_that_waits_says_what_for(held_write_lock):
     with Metastore(SqliteBackend(held_write_lock, busy_timeout=0.05)) as ms:
-        with pytest.raises(MetastoreError, match=r"waiting 0\.05s for the write lock of the "
-                                                 r"SQLite metastore .*ms\.db: another connection"):
+        with pytest.raises(
+            MetastoreError,
+            match=r"waiting 0\.05s for the write lock of the "
+            r"SQLite metastore .*ms\.db: another connection",
+        ):
             ms.open_transaction()
 
 
 def test_cli_show_while_a_writer_holds_the_database(held_write_lock, capsys):
-    assert main(["table", "show", "db.t", "-p",
-                 f"hive.metastore.url=sqlite:///{held_write_lock}"]) == 0
+    assert (
+        main(["table", "show", "db.t", "-p", f"hive.metastore.url=sqlite:///{held_write_lock}"])
+        == 0
+    )
     assert "db.t" in capsys.readouterr().out
 
 
 # -- finding 8: a reader never creates a metastore --------------------------------------------
 def test_a_typo_in_the_metastore_path_fails_naming_it_and_creates_nothing(tmp_path, capsys):
     typo = tmp_path / "metastor.db"
-    settings = load_settings(overrides={"hive.metastore.url": f"sqlite:///{typo}"}, env={},
-                             cwd=tmp_path)
+    settings = load_settings(
+        overrides={"hive.metastore.url": f"sqlite:///{typo}"}, env={}, cwd=tmp_path
+    )
     with pytest.raises(MetastoreNotFoundError, match=f"no SQLite metastore at {typo}"):
         open_metastore(settings)
     try:

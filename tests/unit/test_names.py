@@ -66,8 +66,10 @@ def test_registration_and_cli_refuse_bad_names(setup, capsys):  # noqa: F811
     with pytest.raises(InvalidNameError, match="invalid table name 'e/x'"):
         register_external_table(ms, settings, "db.e/x", f"file://{root}")
     url = settings.metastore_url
-    assert main(["table", "register", "db.e\nx", f"file://{root}",
-                 "-p", f"hive.metastore.url={url}"]) == 2
+    assert (
+        main(["table", "register", "db.e\nx", f"file://{root}", "-p", f"hive.metastore.url={url}"])
+        == 2
+    )
     assert "invalid table name 'e\\nx'" in capsys.readouterr().err
     assert main(["table", "show", "db.t/x", "-p", f"hive.metastore.url={url}"]) == 2
     assert "letters" in capsys.readouterr().err

@@ -39,9 +39,17 @@ def test_database_and_table_changes_append_events_in_order(ms):
     ms.drop_table("db", "t")
     ms.drop_database("db")
     events = ms.get_notifications()
-    assert _types(events) == ["CREATE_DATABASE", "ALTER_DATABASE", "CREATE_TABLE",
-                              "ADD_PARTITION", "DROP_TABLE", "CREATE_TABLE", "ALTER_TABLE",
-                              "DROP_TABLE", "DROP_DATABASE"]
+    assert _types(events) == [
+        "CREATE_DATABASE",
+        "ALTER_DATABASE",
+        "CREATE_TABLE",
+        "ADD_PARTITION",
+        "DROP_TABLE",
+        "CREATE_TABLE",
+        "ALTER_TABLE",
+        "DROP_TABLE",
+        "DROP_DATABASE",
+    ]
     assert [e.event_id for e in events] == list(range(1, 10))
     assert ms.current_notification_id() == 9
     assert events[1].message["location"] == "file:///w2"
@@ -91,13 +99,17 @@ def test_transaction_events_carry_txn_and_write_ids(ms):
     aborted = ms.open_transaction(user="bob", host="h")
     ms.abort_transaction(aborted)
     events = ms.get_notifications(start)
-    assert _types(events) == ["OPEN_TXN", "ALLOC_WRITE_ID", "ADD_PARTITION", "COMMIT_TXN",
-                              "OPEN_TXN", "ABORT_TXN"]
+    assert _types(events) == [
+        "OPEN_TXN",
+        "ALLOC_WRITE_ID",
+        "ADD_PARTITION",
+        "COMMIT_TXN",
+        "OPEN_TXN",
+        "ABORT_TXN",
+    ]
     opened, alloc, add, commit, _, abort = events
-    assert opened.txn_id == txn and opened.message == {"txnId": txn, "user": "alice",
-                                                       "host": "h"}
-    assert (alloc.txn_id, alloc.write_id, alloc.db_name, alloc.table_name) == (txn, wid, "db",
-                                                                             "t")
+    assert opened.txn_id == txn and opened.message == {"txnId": txn, "user": "alice", "host": "h"}
+    assert (alloc.txn_id, alloc.write_id, alloc.db_name, alloc.table_name) == (txn, wid, "db", "t")
     assert alloc.message["tableId"] == table.id
     # the write is staged under its write id; the commit event makes it visible
     assert (add.txn_id, add.write_id) == (txn, wid)
@@ -148,9 +160,21 @@ def test_external_tables_have_events_but_no_write_ids(ms):
 
 
 def test_every_event_type_is_documented_and_unknown_types_are_refused(ms):
-    assert {"CREATE_DATABASE", "ALTER_DATABASE", "DROP_DATABASE", "CREATE_TABLE",
-            "ALTER_TABLE", "DROP_TABLE", "ADD_PARTITION", "ALTER_PARTITION", "DROP_PARTITION",
-            "OPEN_TXN", "COMMIT_TXN", "ABORT_TXN", "ALLOC_WRITE_ID"} == set(EVENT_TYPES)
+    assert {
+        "CREATE_DATABASE",
+        "ALTER_DATABASE",
+        "DROP_DATABASE",
+        "CREATE_TABLE",
+        "ALTER_TABLE",
+        "DROP_TABLE",
+        "ADD_PARTITION",
+        "ALTER_PARTITION",
+        "DROP_PARTITION",
+        "OPEN_TXN",
+        "COMMIT_TXN",
+        "ABORT_TXN",
+        "ALLOC_WRITE_ID",
+    } == set(EVENT_TYPES)
     with pytest.raises(ValueError, match="unknown notification event type 'NOPE'"):
         with ms._transaction():
             append_event(ms, "NOPE")

@@ -24,11 +24,17 @@ from tests.postgres_fixtures import PASSWORD, find_bindir
 
 
 def test_url_fields_are_parsed_and_percent_decoded():
-    b = backend_for_url("postgresql://meta%40user:pa%3Ass%2Fw@db.example:6543/hive_ms"
-                        "?sslmode=require")
+    b = backend_for_url(
+        "postgresql://meta%40user:pa%3Ass%2Fw@db.example:6543/hive_ms?sslmode=require"
+    )
     assert isinstance(b, PostgresBackend)
     assert (b.host, b.port, b.dbname, b.user, b.password) == (
-        "db.example", 6543, "hive_ms", "meta@user", "pa:ss/w")
+        "db.example",
+        6543,
+        "hive_ms",
+        "meta@user",
+        "pa:ss/w",
+    )
     assert b.options == {"sslmode": "require"}
 
 
@@ -43,18 +49,21 @@ def test_describe_masks_the_password():
     assert "topsecret" not in b.describe()
 
 
-@pytest.mark.parametrize("url, why", [
-    ("postgresql://u:topsecret@/d", "no host"),
-    ("postgresql://u:topsecret@h:5432", "exactly one database name"),
-    ("postgresql://u:topsecret@h:5432/", "exactly one database name"),
-    ("postgresql://u:topsecret@h:5432/a/b", "exactly one database name"),
-    ("postgresql://u:topsecret@h:port/d", "port is not a number"),
-    ("postgresql://u:topsecret@h:99999/d", "port is not a number"),
-    ("postgresql://u:topsecret@h:0/d", "port 0"),
-    ("postgresql://u@h/d?password=topsecret", "password in the user:password@ part"),
-    ("postgresql://u:topsecret@h/d?host=other", "host must be given in the URL itself"),
-    ("postgresql://u:top#secret@h/d", "fragment"),
-])
+@pytest.mark.parametrize(
+    "url, why",
+    [
+        ("postgresql://u:topsecret@/d", "no host"),
+        ("postgresql://u:topsecret@h:5432", "exactly one database name"),
+        ("postgresql://u:topsecret@h:5432/", "exactly one database name"),
+        ("postgresql://u:topsecret@h:5432/a/b", "exactly one database name"),
+        ("postgresql://u:topsecret@h:port/d", "port is not a number"),
+        ("postgresql://u:topsecret@h:99999/d", "port is not a number"),
+        ("postgresql://u:topsecret@h:0/d", "port 0"),
+        ("postgresql://u@h/d?password=topsecret", "password in the user:password@ part"),
+        ("postgresql://u:topsecret@h/d?host=other", "host must be given in the URL itself"),
+        ("postgresql://u:top#secret@h/d", "fragment"),
+    ],
+)
 def test_bad_urls_say_what_is_wrong_without_the_password(url, why):
     with pytest.raises(MetastoreError, match="bad PostgreSQL metastore URL") as info:
         backend_for_url(url)
@@ -75,8 +84,8 @@ def test_unencoded_at_in_password_is_masked_whole():
 
 def test_placeholders_become_psycopg_ones_and_quoted_text_is_kept():
     assert translate_placeholders(
-        "SELECT a FROM t WHERE x = ? AND y = 'it''s' AND \"Col\" = ? -- done") == (
-        "SELECT a FROM t WHERE x = %s AND y = 'it''s' AND \"Col\" = %s -- done")
+        "SELECT a FROM t WHERE x = ? AND y = 'it''s' AND \"Col\" = ? -- done"
+    ) == ("SELECT a FROM t WHERE x = %s AND y = 'it''s' AND \"Col\" = %s -- done")
 
 
 def test_translation_is_cached_per_sql_string():
@@ -87,18 +96,21 @@ def test_translation_is_cached_per_sql_string():
     assert translate_placeholders.cache_info().hits == hits + 1
 
 
-@pytest.mark.parametrize("sql, why", [
-    ("SELECT '?' WHERE a = ?", "inside the quoted text"),
-    ('SELECT "a?" FROM t', "inside the quoted text"),
-    ("SELECT a FROM t -- why?\nWHERE b = ?", "inside the quoted text or comment"),
-    ("SELECT a FROM t /* ? */", "inside the quoted text or comment"),
-    ("SELECT a FROM t WHERE b LIKE 'x%'", "inside the quoted text"),
-    ("SELECT a % 2 FROM t", "'%'"),
-    ("SELECT $1", "'$'"),
-    ("SELECT $$?$$", "'$'"),
-    ("SELECT E'\\'?' FROM t", "'\\'"),
-    ("SELECT 'open FROM t WHERE a = ?", "unterminated '"),
-])
+@pytest.mark.parametrize(
+    "sql, why",
+    [
+        ("SELECT '?' WHERE a = ?", "inside the quoted text"),
+        ('SELECT "a?" FROM t', "inside the quoted text"),
+        ("SELECT a FROM t -- why?\nWHERE b = ?", "inside the quoted text or comment"),
+        ("SELECT a FROM t /* ? */", "inside the quoted text or comment"),
+        ("SELECT a FROM t WHERE b LIKE 'x%'", "inside the quoted text"),
+        ("SELECT a % 2 FROM t", "'%'"),
+        ("SELECT $1", "'$'"),
+        ("SELECT $$?$$", "'$'"),
+        ("SELECT E'\\'?' FROM t", "'\\'"),
+        ("SELECT 'open FROM t WHERE a = ?", "unterminated '"),
+    ],
+)
 def test_sql_that_cannot_be_translated_safely_is_refused(sql, why):
     with pytest.raises(MetastoreError, match="cannot translate SQL for PostgreSQL") as info:
         translate_placeholders(sql)
@@ -110,8 +122,11 @@ def test_sql_that_cannot_be_translated_safely_is_refused(sql, why):
 
 def test_connection_refused_names_host_port_and_database_not_password(free_port):
     backend = PostgresBackend.from_url(f"postgresql://u:topsecret@127.0.0.1:{free_port}/meta")
-    with pytest.raises(MetastoreError, match=rf"cannot connect to the PostgreSQL metastore at "
-                                             rf"127\.0\.0\.1:{free_port}/meta as user 'u'") as e:
+    with pytest.raises(
+        MetastoreError,
+        match=rf"cannot connect to the PostgreSQL metastore at "
+        rf"127\.0\.0\.1:{free_port}/meta as user 'u'",
+    ) as e:
         backend.connect()
     assert "topsecret" not in str(e.value)
     assert isinstance(e.value.__cause__, psycopg.OperationalError)
@@ -129,8 +144,12 @@ def test_the_suite_really_runs_on_a_postgresql_server(postgres_database_url):
         assert isinstance(ms._conn, PostgresConnection)
         assert "PostgreSQL" in ms._conn.execute("SELECT version()").fetchone()[0]
         # The schema landed in this database, through the translated, parameterised path.
-        assert ms._conn.execute("SELECT COUNT(*) FROM information_schema.tables "
-                                "WHERE table_name = ?", ("tbls",)).fetchone()[0] == 1
+        assert (
+            ms._conn.execute(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = ?", ("tbls",)
+            ).fetchone()[0]
+            == 1
+        )
 
 
 def test_missing_server_binaries_say_how_to_install(monkeypatch, tmp_path):
@@ -143,8 +162,9 @@ def test_missing_server_binaries_say_how_to_install(monkeypatch, tmp_path):
 
 
 def _table(name: str) -> Table:
-    return Table("shared", name, EXTERNAL_TABLE, f"file:///x/{name}",
-                 (Column("id", "bigint"),), (), {})
+    return Table(
+        "shared", name, EXTERNAL_TABLE, f"file:///x/{name}", (Column("id", "bigint"),), (), {}
+    )
 
 
 def test_concurrent_writers_serialise_without_errors_or_duplicate_ids(postgres_database_url):
@@ -192,7 +212,8 @@ def _waiting_for_write_lock(conn: psycopg.Connection) -> int:
     return conn.execute(
         "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
         "AND classid = %s AND objid = %s",
-        (WRITE_LOCK_KEY >> 32, WRITE_LOCK_KEY & 0xFFFFFFFF)).fetchone()[0]
+        (WRITE_LOCK_KEY >> 32, WRITE_LOCK_KEY & 0xFFFFFFFF),
+    ).fetchone()[0]
 
 
 def test_a_writer_waits_for_the_write_lock(postgres_server, postgres_database_url):
@@ -221,8 +242,9 @@ def test_a_writer_waits_for_the_write_lock(postgres_server, postgres_database_ur
         ms.close()
 
 
-def test_lock_timeout_is_an_error_and_leaves_the_connection_usable(postgres_server,
-                                                                   postgres_database_url):
+def test_lock_timeout_is_an_error_and_leaves_the_connection_usable(
+    postgres_server, postgres_database_url
+):
     impatient = postgres_database_url + "?options=" + quote("-c lock_timeout=1", safe="")
     dbname = postgres_database_url.rsplit("/", 1)[1]
     ms = Metastore(backend_for_url(impatient))

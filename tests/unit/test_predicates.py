@@ -13,13 +13,24 @@ import pytest
 from raptorx_py import predicates as P
 from raptorx_py.metastore.model import ColumnStats
 
-DATA = pa.table({
-    "i": pa.array([1, 2, None, 4, 5, 2], pa.int64()),
-    "s": pa.array(["apple", "banana", None, "cherry", "apricot", ""], pa.string()),
-    "d": pa.array([dt.date(2024, 1, k) for k in (1, 5, 9, 13, 17)] + [None], pa.date32()),
-    "x": pa.array([Decimal("0.05"), Decimal("0.06"), None, Decimal("0.07"), Decimal("0.10"),
-                   Decimal("0.06")], pa.decimal128(15, 2)),
-})
+DATA = pa.table(
+    {
+        "i": pa.array([1, 2, None, 4, 5, 2], pa.int64()),
+        "s": pa.array(["apple", "banana", None, "cherry", "apricot", ""], pa.string()),
+        "d": pa.array([dt.date(2024, 1, k) for k in (1, 5, 9, 13, 17)] + [None], pa.date32()),
+        "x": pa.array(
+            [
+                Decimal("0.05"),
+                Decimal("0.06"),
+                None,
+                Decimal("0.07"),
+                Decimal("0.10"),
+                Decimal("0.06"),
+            ],
+            pa.decimal128(15, 2),
+        ),
+    }
+)
 
 CASES = [
     (P.Comparison("=", "i", 2), "i = 2"),
@@ -72,16 +83,26 @@ def test_stats_pruning_is_sound(seed):
         n = rnd.randint(1, 6)
         values = [rnd.choice([None, *range(10)]) for _ in range(n)]
         present = [v for v in values if v is not None]
-        stats = {"i": ColumnStats(values.count(None), min(present) if present else None,
-                                  max(present) if present else None)}
+        stats = {
+            "i": ColumnStats(
+                values.count(None),
+                min(present) if present else None,
+                max(present) if present else None,
+            )
+        }
         v = rnd.randint(-1, 11)
-        pred = rnd.choice([
-            P.Comparison(rnd.choice(["=", "<", "<=", ">", ">=", "<=>"]), "i", v),
-            P.Comparison("<=>", "i", None),
-            P.InList("i", (v, rnd.randint(0, 9))),
-            P.IsNull("i"), P.IsNotNull("i"),
-            P.Not(P.Comparison("=", "i", v)), P.Not(P.IsNull("i")), P.Not(P.IsNotNull("i")),
-        ])
+        pred = rnd.choice(
+            [
+                P.Comparison(rnd.choice(["=", "<", "<=", ">", ">=", "<=>"]), "i", v),
+                P.Comparison("<=>", "i", None),
+                P.InList("i", (v, rnd.randint(0, 9))),
+                P.IsNull("i"),
+                P.IsNotNull("i"),
+                P.Not(P.Comparison("=", "i", v)),
+                P.Not(P.IsNull("i")),
+                P.Not(P.IsNotNull("i")),
+            ]
+        )
         any_match = any(P.evaluate(pred, {"i": x}) is True for x in values)
         if any_match:
             assert P.may_match(pred, stats, n), (pred, values, stats)
@@ -103,10 +124,10 @@ def test_from_spark_filter_and_exactness():
 
     types = {"a": "bigint", "f": "double", "k": "string"}
     assert P.from_spark_filter(ds.EqualTo(("a",), 1), types) == P.Comparison("=", "a", 1)
-    assert P.from_spark_filter(ds.Not(ds.In(("a",), (1, 2))), types) == P.Not(
-        P.InList("a", (1, 2)))
+    assert P.from_spark_filter(ds.Not(ds.In(("a",), (1, 2))), types) == P.Not(P.InList("a", (1, 2)))
     assert P.from_spark_filter(ds.StringStartsWith(("k",), "x"), types) == P.StringMatch(
-        "starts", "k", "x")
+        "starts", "k", "x"
+    )
     assert P.from_spark_filter(ds.EqualTo(("a", "nested"), 1), types) is None
     assert P.from_spark_filter(ds.In(("a",), (1, None)), types) is None
     with pytest.raises(ValueError, match="column 'nope', which does not exist"):

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pyspark.sql.types import LongType, StructField, StructType
 
-from raptorx_py.datasource.query_snapshots import MAX_AGE, TOKEN_KEY, query_token, \
-    snapshot_for_query
+from raptorx_py.datasource.query_snapshots import (
+    MAX_AGE,
+    TOKEN_KEY,
+    query_token,
+    snapshot_for_query,
+)
 
 
 def test_first_scan_of_a_table_in_a_query_wins(tmp_path):

@@ -17,20 +17,27 @@ def shape(tasks):
     return [[int(s.url.rsplit("f", 1)[1]) for s in t] for t in tasks]
 
 
-@pytest.mark.parametrize("sizes, max_bytes, min_count, expected", [
-    ((10,) * 8, 1000, 1, [list(range(8))]),                  # all fit in one task
-    ((10,) * 8, 1000, 4, [[0, 1], [2, 3], [4, 5], [6, 7]]),   # the minimum count wins
-    ((10,) * 8, 30, 1, [[0, 1, 2], [3, 4, 5], [6, 7]]),       # the byte bound wins
-    ((100, 1, 1, 100), 50, 1, [[0], [1, 2], [3]]),            # big files stand alone
-    ((10, 10), 1000, 8, [[0], [1]]),                          # fewer files than the minimum
-    ((0, 0, 0), 1000, 2, [[0, 1, 2]]),                        # empty files cost nothing
-    # TPC-H Q6 at SF 1: 12 monthly files on 2 slots are one wave of 2 tasks (a target of half
-    # the bytes, filled greedily, made 6 + 5 + 1 files: a second wave for one file).
-    ((2988, 2732, 3027, 2936, 3012, 2919, 3004, 3001, 2938, 2991, 2922, 2995), 64000, 2,
-     [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]]),
-    ((30, 30, 30, 30, 5), 60, 2, [[0], [1], [2], [3, 4]]),    # 3 tasks needed: 2 waves of 2
-    ((), 1000, 8, []),
-])
+@pytest.mark.parametrize(
+    "sizes, max_bytes, min_count, expected",
+    [
+        ((10,) * 8, 1000, 1, [list(range(8))]),  # all fit in one task
+        ((10,) * 8, 1000, 4, [[0, 1], [2, 3], [4, 5], [6, 7]]),  # the minimum count wins
+        ((10,) * 8, 30, 1, [[0, 1, 2], [3, 4, 5], [6, 7]]),  # the byte bound wins
+        ((100, 1, 1, 100), 50, 1, [[0], [1, 2], [3]]),  # big files stand alone
+        ((10, 10), 1000, 8, [[0], [1]]),  # fewer files than the minimum
+        ((0, 0, 0), 1000, 2, [[0, 1, 2]]),  # empty files cost nothing
+        # TPC-H Q6 at SF 1: 12 monthly files on 2 slots are one wave of 2 tasks (a target of half
+        # the bytes, filled greedily, made 6 + 5 + 1 files: a second wave for one file).
+        (
+            (2988, 2732, 3027, 2936, 3012, 2919, 3004, 3001, 2938, 2991, 2922, 2995),
+            64000,
+            2,
+            [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]],
+        ),
+        ((30, 30, 30, 30, 5), 60, 2, [[0], [1], [2], [3, 4]]),  # 3 tasks needed: 2 waves of 2
+        ((), 1000, 8, []),
+    ],
+)
 def test_pack_splits(sizes, max_bytes, min_count, expected):
     tasks = pack_splits(splits(*sizes), max_bytes, min_count)
     assert shape(tasks) == expected

@@ -19,7 +19,9 @@ from raptorx_py.sqlite_wal import LOCK_SUFFIX, connect_wal
 PROCESSES = 4
 ROUNDS = 40
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY); INSERT OR IGNORE INTO t VALUES (1);"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY); INSERT OR IGNORE INTO t VALUES (1);"
+)
 
 
 def _open_wal(path, start, results):
@@ -61,8 +63,7 @@ def _race(target, make_path):
     for round_ in range(ROUNDS):
         path = make_path(round_)
         start, results = ctx.Event(), ctx.Queue()
-        procs = [ctx.Process(target=target, args=(path, start, results))
-                 for _ in range(PROCESSES)]
+        procs = [ctx.Process(target=target, args=(path, start, results)) for _ in range(PROCESSES)]
         for p in procs:
             p.start()
         start.set()

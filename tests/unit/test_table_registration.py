@@ -11,16 +11,19 @@ from raptorx_py.metastore import ColumnStats
 from raptorx_py.table_registration import parse_table_name, register_external_table
 
 
-def write_partition(root, name, ids, day0=dt.date(2024, 1, 1), file="part-0.parquet",
-                    row_group_size=None):
+def write_partition(
+    root, name, ids, day0=dt.date(2024, 1, 1), file="part-0.parquet", row_group_size=None
+):
     d = os.path.join(root, name) if name else root
     os.makedirs(d, exist_ok=True)
-    t = pa.table({
-        "id": pa.array(ids, pa.int64()),
-        "day": pa.array([day0 + dt.timedelta(days=i) for i in range(len(ids))], pa.date32()),
-        "price": pa.array([Decimal(i) / 4 for i in ids], pa.decimal128(15, 2)),
-        "tag": pa.array([None if i % 3 == 0 else f"t{i}" for i in ids], pa.string_view()),
-    })
+    t = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "day": pa.array([day0 + dt.timedelta(days=i) for i in range(len(ids))], pa.date32()),
+            "price": pa.array([Decimal(i) / 4 for i in ids], pa.decimal128(15, 2)),
+            "tag": pa.array([None if i % 3 == 0 else f"t{i}" for i in ids], pa.string_view()),
+        }
+    )
     pq.write_table(t, os.path.join(d, file), row_group_size=row_group_size)
     return os.path.join(d, file)
 
@@ -42,7 +45,11 @@ def test_registers_partitions_types_and_stats(tmp_path, env, ms):
     t = register_external_table(ms, env.settings(), f"{db}.t", f"file://{root}")
     assert t.table_type == "EXTERNAL_TABLE"
     assert [(c.name, c.type) for c in t.columns] == [
-        ("id", "bigint"), ("day", "date"), ("price", "decimal(15,2)"), ("tag", "string")]
+        ("id", "bigint"),
+        ("day", "date"),
+        ("price", "decimal(15,2)"),
+        ("tag", "string"),
+    ]
     assert [(k.name, k.type) for k in t.partition_keys] == [("m", "string")]
     parts = {p.values: p for p in ms.list_partitions(t)}
     assert set(parts) == {("2024-01",), ("2024-02",), (None,), ("a/b",)}
@@ -79,8 +86,12 @@ def test_corrupt_file_names_the_file_and_changes_nothing(tmp_path, env, ms, dama
     write_partition(root, "m=1", [1, 2])
     bad = write_partition(root, "m=2", list(range(100)))
     data = open(bad, "rb").read()
-    damaged = {"garbage": b"not parquet at all" * 10, "truncated": data[: len(data) // 2],
-               "bad_magic": data[:-4] + b"XXXX", "empty": b""}[damage]
+    damaged = {
+        "garbage": b"not parquet at all" * 10,
+        "truncated": data[: len(data) // 2],
+        "bad_magic": data[:-4] + b"XXXX",
+        "empty": b"",
+    }[damage]
     open(bad, "wb").write(damaged)
     db = env.unique_db()
     before = ms.list_databases()
@@ -111,8 +122,9 @@ def test_bad_layout_and_empty_locations(tmp_path, env, ms):
     with pytest.raises(LayoutError, match="not_a_partition"):
         register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root)
     with pytest.raises(EmptyTableLocationError, match="does not exist"):
-        register_external_table(ms, env.settings(), f"{env.unique_db()}.t",
-                                str(tmp_path / "missing"))
+        register_external_table(
+            ms, env.settings(), f"{env.unique_db()}.t", str(tmp_path / "missing")
+        )
 
 
 def test_replace_and_refuse(tmp_path, env, ms):

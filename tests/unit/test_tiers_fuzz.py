@@ -58,14 +58,21 @@ class Run:
         self.rng = random.Random(seed)
         self.seed = seed
         self.log: list[str] = []
-        self.settings = load_settings(overrides={
-            "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
-            "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
-            "cache.enabled": "true", "cache.base-directory": str(tmp_path / "cache"),
-            "cache.block-size": "1kB", "cache.alluxio.max-cache-size": "64kB",
-            "hive.parquet.metadata-cache-enabled": "true",
-            "hive.file-status-cache-tables": "*",
-            "hive.max-split-size": "64kB"}, env={}, cwd=tmp_path)
+        self.settings = load_settings(
+            overrides={
+                "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+                "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+                "cache.enabled": "true",
+                "cache.base-directory": str(tmp_path / "cache"),
+                "cache.block-size": "1kB",
+                "cache.alluxio.max-cache-size": "64kB",
+                "hive.parquet.metadata-cache-enabled": "true",
+                "hive.file-status-cache-tables": "*",
+                "hive.max-split-size": "64kB",
+            },
+            env={},
+            cwd=tmp_path,
+        )
         self.ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"))
         self.cache_dir = str(tmp_path / "cache")
         self.mtime = 1_700_000_000.0
@@ -78,10 +85,10 @@ class Run:
         self.part_of: dict[str, str] = {}
         for part in ("1", "2"):
             for i in range(2):
-                self._write_ext(os.path.join(self.ext_root, f"p={part}", f"f{i}.parquet"),
-                                part)
-        self.ext = register_external_table(self.ms, self.settings, "db.e",
-                                           f"file://{self.ext_root}")
+                self._write_ext(os.path.join(self.ext_root, f"p={part}", f"f{i}.parquet"), part)
+        self.ext = register_external_table(
+            self.ms, self.settings, "db.e", f"file://{self.ext_root}"
+        )
         self.ms.set_partition_parameters(self.ext, ("1",), {"sealed": "true"})
         self.plans: list[tuple] = []
         self.faults = Counter()
@@ -94,9 +101,16 @@ class Run:
         rows = rows or self._rows(EXT_ROWS, 0, 100)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
-        pq.write_table(pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
-                                 "v": pa.array([r[1] for r in rows], pa.int64())}), tmp,
-                       row_group_size=10)
+        pq.write_table(
+            pa.table(
+                {
+                    "id": pa.array([r[0] for r in rows], pa.int64()),
+                    "v": pa.array([r[1] for r in rows], pa.int64()),
+                }
+            ),
+            tmp,
+            row_group_size=10,
+        )
         os.replace(tmp, path)  # a reader sees a whole file, old or new
         self.mtime += 1.5
         os.utime(path, (self.mtime, self.mtime))  # a new version is a new mtime
@@ -120,11 +134,16 @@ class Run:
         n = self.rng.randrange(1, 30)
         ids = range(self.next_id, self.next_id + n)
         self.next_id += n
-        rows = [(i, self.rng.randrange(1 << 40), self.rng.choice(["EU", "US", "ASIA"]))
-                for i in ids]
-        b = pa.RecordBatch.from_pydict({"id": pa.array([r[0] for r in rows], pa.int64()),
-                                        "v": pa.array([r[1] for r in rows], pa.int64()),
-                                        "region": [r[2] for r in rows]})
+        rows = [
+            (i, self.rng.randrange(1 << 40), self.rng.choice(["EU", "US", "ASIA"])) for i in ids
+        ]
+        b = pa.RecordBatch.from_pydict(
+            {
+                "id": pa.array([r[0] for r in rows], pa.int64()),
+                "v": pa.array([r[1] for r in rows], pa.int64()),
+                "region": [r[2] for r in rows],
+            }
+        )
         job = mw.begin_write(self.ms, self.settings, "db", "m", COLUMNS, overwrite, ("region",))
         files = mw.write_task(self.settings, job, [b])
         mw.commit_write(self.ms, self.settings, job, files)
@@ -150,16 +169,16 @@ class Run:
         return f"plan #{len(self.plans) - 1} of db.{self.plans[-1][0]} where id > {k}"
 
     def read(self):
-        i = self.rng.randrange(len(self.plans)) if self.rng.random() < 0.4 \
-            else len(self.plans) - 1
+        i = self.rng.randrange(len(self.plans)) if self.rng.random() < 0.4 else len(self.plans) - 1
         kind, plan, k, model = self.plans[i]
         self.log.append(f"read plan #{i}")
         match = (lambda r: True) if k is None else (lambda r: r[0] > k)
         if kind == "m":
             got = Counter()
             for split in plan.splits:
-                for b in read_split(split, plan.table, plan.columns, plan.data_predicates,
-                                    self.settings):
+                for b in read_split(
+                    split, plan.table, plan.columns, plan.data_predicates, self.settings
+                ):
                     got.update(zip(*(b.column(c).to_pylist() for c in ("id", "v", "region"))))
             want = Counter({r: c for r, c in model.items() if match(r)})
             assert got == want, self._fail(f"plan #{i}: managed rows differ from its snapshot")
@@ -172,28 +191,35 @@ class Run:
             assert version, self._fail(f"{path}: planned version {split.mtime} never existed")
             try:
                 got = []
-                for b in read_split(split, plan.table, plan.columns, plan.data_predicates,
-                                    self.settings):
+                for b in read_split(
+                    split, plan.table, plan.columns, plan.data_predicates, self.settings
+                ):
                     got += zip(b.column("id").to_pylist(), b.column("v").to_pylist())
             except FileChangedError:
                 current = self.versions[path][-1][0]
                 assert current != split.mtime, self._fail(
-                    f"{path}: FileChangedError, but its version {split.mtime} is current")
+                    f"{path}: FileChangedError, but its version {split.mtime} is current"
+                )
                 self.faults["file_changed"] += 1
                 continue
             assert sorted(got) == sorted(r for r in version[0] if match(r)), self._fail(
-                f"{path}: rows are not those of version {split.mtime}")
-        for path, (mtime, rows) in model.items():
+                f"{path}: rows are not those of version {split.mtime}"
+            )
+        for path, (_mtime, rows) in model.items():
             if path not in planned:
                 assert not [r for r in rows if match(r)], self._fail(
-                    f"plan #{i} left out {path}, which holds rows with id > {k}")
+                    f"plan #{i} left out {path}, which holds rows with id > {k}"
+                )
 
     # --- cache faults ------------------------------------------------------------------
     def _cache_files(self):
         out = []
         for d, _, files in os.walk(self.cache_dir):
-            out += [os.path.join(d, f) for f in files
-                    if "/data/" in os.path.join(d, f) or f.endswith(".footer")]
+            out += [
+                os.path.join(d, f)
+                for f in files
+                if "/data/" in os.path.join(d, f) or f.endswith(".footer")
+            ]
         return sorted(out)
 
     def corrupt(self):
@@ -225,12 +251,20 @@ class Run:
         return "evict"
 
     def _fail(self, what: str) -> str:
-        return (f"{what}\nseed={self.seed} (RAPTORX_FUZZ_SEED={self.seed} to replay); "
-                f"operations:\n  " + "\n  ".join(self.log[-200:]))
+        return (
+            f"{what}\nseed={self.seed} (RAPTORX_FUZZ_SEED={self.seed} to replay); "
+            f"operations:\n  " + "\n  ".join(self.log[-200:])
+        )
 
     def step(self):
-        ops = [(self.managed_write, 2), (self.rewrite_external, 2), (self.add_external, 0.5),
-               (self.plan, 3), (self.corrupt, 2), (self.evict, 1)]
+        ops = [
+            (self.managed_write, 2),
+            (self.rewrite_external, 2),
+            (self.add_external, 0.5),
+            (self.plan, 3),
+            (self.corrupt, 2),
+            (self.evict, 1),
+        ]
         if self.plans:
             ops.append((self.read, 5))
         op = self.rng.choices([o for o, _ in ops], [w for _, w in ops])[0]
@@ -239,8 +273,7 @@ class Run:
         except AssertionError:
             raise
         except Exception as e:  # any other error is a failure of the system under test
-            raise AssertionError(self._fail(f"{op.__name__} raised {type(e).__name__}: {e}")
-                                 ) from e
+            raise AssertionError(self._fail(f"{op.__name__} raised {type(e).__name__}: {e}")) from e
         if what:
             self.log.append(what)
 
@@ -262,8 +295,7 @@ def test_fuzz_reads_match_the_model(tmp_path):
     d = run.delta
     # The run met what it is meant to: hits, faults and evictions, and survived them.
     assert d.get("block_cache.hits", 0) > 0 and d.get("block_cache.misses", 0) > 0, d
-    assert d.get("block_cache.corrupt_blocks", 0) + d.get("footer_cache.corrupt_entries", 0) \
-        > 0, d
+    assert d.get("block_cache.corrupt_blocks", 0) + d.get("footer_cache.corrupt_entries", 0) > 0, d
     assert d.get("block_cache.evictions", 0) > 0, d
 
 

@@ -8,8 +8,7 @@ import threading
 import pytest
 
 from raptorx_py.errors import InvalidNameError, MetastoreError, NoSuchObjectError
-from raptorx_py.metastore import EXTERNAL_TABLE, Column, Table
-from raptorx_py.metastore import schema
+from raptorx_py.metastore import EXTERNAL_TABLE, Column, Table, schema
 from raptorx_py.metastore.store import WRITE_ID_PARAM, backend_for_url
 from raptorx_py.metastore.transactions import NoSuchTxnError, TxnAbortedError, TxnError
 from raptorx_py.metastore.write_ids import ValidWriteIdList
@@ -67,21 +66,40 @@ def test_user_and_host_default_to_this_process(ms):
     assert info.host == socket.gethostname() and info.user
 
 
-@pytest.mark.parametrize("first, then, error, message", [
-    ("commit", "commit", TxnError, "is already committed; cannot commit"),
-    ("commit", "abort", TxnError, "is already committed; cannot abort"),
-    ("abort", "commit", TxnAbortedError, "is aborted \\(aborted by its client\\); cannot commit"),
-    ("abort", "heartbeat", TxnAbortedError, "is aborted \\(aborted by its client\\); cannot heartbeat"),
-    ("commit", "allocate", TxnError,
-     "is already committed; cannot allocate a write id for db.t"),
-])
+@pytest.mark.parametrize(
+    "first, then, error, message",
+    [
+        ("commit", "commit", TxnError, "is already committed; cannot commit"),
+        ("commit", "abort", TxnError, "is already committed; cannot abort"),
+        (
+            "abort",
+            "commit",
+            TxnAbortedError,
+            "is aborted \\(aborted by its client\\); cannot commit",
+        ),
+        (
+            "abort",
+            "heartbeat",
+            TxnAbortedError,
+            "is aborted \\(aborted by its client\\); cannot heartbeat",
+        ),
+        (
+            "commit",
+            "allocate",
+            TxnError,
+            "is already committed; cannot allocate a write id for db.t",
+        ),
+    ],
+)
 def test_a_finished_transaction_refuses_more(ms, first, then, error, message):
     txn = ms.open_transaction()
     getattr(ms, f"{first}_transaction")(txn)
-    action = {"commit": lambda: ms.commit_transaction(txn),
-              "abort": lambda: ms.abort_transaction(txn),
-              "heartbeat": lambda: ms.heartbeat(txn_id=txn),
-              "allocate": lambda: ms.allocate_write_id(txn, "db", "t")}[then]
+    action = {
+        "commit": lambda: ms.commit_transaction(txn),
+        "abort": lambda: ms.abort_transaction(txn),
+        "heartbeat": lambda: ms.heartbeat(txn_id=txn),
+        "allocate": lambda: ms.allocate_write_id(txn, "db", "t"),
+    }[then]
     with pytest.raises(error, match=f"transaction {txn} {message}"):
         action()
 
@@ -214,14 +232,24 @@ def test_writing_under_a_finished_or_foreign_write_id_is_refused(ms):
     txn = ms.open_transaction()
     wid = ms.allocate_write_id(txn, "db", "t")
     ms.commit_transaction(txn)
-    with pytest.raises(TxnError, match=f"transaction {txn} is already committed; cannot "
-                                       f"write db.t under write id {wid}"):
+    with pytest.raises(
+        TxnError,
+        match=f"transaction {txn} is already committed; cannot write db.t under write id {wid}",
+    ):
         ms.add_partitions(table, [partition("a", table)], write_id=wid)
     with pytest.raises(TxnError, match="write id 7 was never allocated for db.t"):
         ms.add_partitions(table, [partition("a", table)], write_id=7)
     assert ms.list_partitions(table) == []  # nothing half-done
-    ext = ms.create_table(Table("db", "ext", EXTERNAL_TABLE, "file:///x", (Column("a", "int"),),
-                                (Column("p", "string"),)))
+    ext = ms.create_table(
+        Table(
+            "db",
+            "ext",
+            EXTERNAL_TABLE,
+            "file:///x",
+            (Column("a", "int"),),
+            (Column("p", "string"),),
+        )
+    )
     with pytest.raises(MetastoreError, match="db.ext is an EXTERNAL table: it has no write ids"):
         ms.add_partitions(ext, [partition("a")], write_id=wid)
 
@@ -235,8 +263,11 @@ def test_a_transaction_without_heartbeat_expires(ms, clock):
     alive = ms.open_transaction()  # any transactional write does
     assert ms.get_transaction(dead).state == "aborted"
     assert ms.get_valid_write_ids(["db.t"])["db.t"].aborted_write_ids == {wid}
-    with pytest.raises(TxnAbortedError, match=f"transaction {dead} is aborted \\(expired by "
-                       f".*more than its own timeout of 300s.*\\); cannot commit"):
+    with pytest.raises(
+        TxnAbortedError,
+        match=f"transaction {dead} is aborted \\(expired by "
+        f".*more than its own timeout of 300s.*\\); cannot commit",
+    ):
         ms.commit_transaction(dead)
     ms.commit_transaction(alive)
     abort = [e for e in ms.get_notifications() if e.event_type == "ABORT_TXN"]
@@ -276,8 +307,9 @@ def test_a_version_1_database_upgrades_in_place(metastore_url):
     conn = backend.connect()
     for ddl in schema.DDL_V1:
         conn.execute(ddl.format(id=backend.id_type))
-    conn.execute("INSERT INTO VERSION (VER_ID, SCHEMA_VERSION, VERSION_COMMENT) "
-                 "VALUES (1, 1, 'v1')")
+    conn.execute(
+        "INSERT INTO VERSION (VER_ID, SCHEMA_VERSION, VERSION_COMMENT) VALUES (1, 1, 'v1')"
+    )
     conn.execute("INSERT INTO DBS (NAME, CREATE_TIME) VALUES ('old', 0)")
     conn.close()
     with open_ms(metastore_url) as ms:
@@ -289,7 +321,11 @@ def test_a_version_1_database_upgrades_in_place(metastore_url):
         assert ms.allocate_write_id(txn, "old", "t") == 1
         ms.commit_transaction(txn)
         assert [e.event_type for e in ms.get_notifications()] == [
-            "CREATE_TABLE", "OPEN_TXN", "ALLOC_WRITE_ID", "COMMIT_TXN"]
+            "CREATE_TABLE",
+            "OPEN_TXN",
+            "ALLOC_WRITE_ID",
+            "COMMIT_TXN",
+        ]
         assert ms.get_notifications()[0].event_id == 1
     with open_ms(metastore_url) as ms:  # opening again changes nothing
         assert ms.current_notification_id() == 4
@@ -344,8 +380,10 @@ def test_two_processes_allocating_concurrently_no_duplicates_no_event_gaps(metas
         first_event = setup.current_notification_id() + 1
     ctx = multiprocessing.get_context("spawn")
     start, results = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=allocate_in_process, args=(metastore_url, "db.t", 20, start,
-                                                           results)) for _ in range(2)]
+    procs = [
+        ctx.Process(target=allocate_in_process, args=(metastore_url, "db.t", 20, start, results))
+        for _ in range(2)
+    ]
     for p in procs:
         p.start()
     start.set()

@@ -41,21 +41,34 @@ def _types(t):
 def test_timestamp_kinds_are_typed_as_sparks_reader_types_them(tmp_path, env, ms):
     root = str(tmp_path / "t")
     naive = [dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)]
-    _write(root, None, pa.table({
-        "naive_us": pa.array(naive, pa.timestamp("us")),
-        "naive_ms": pa.array([dt.datetime(2020, 1, 1)] * 2, pa.timestamp("ms")),
-        "utc_us": pa.array(naive, pa.timestamp("us", tz="UTC")),
-        "la_us": pa.array(naive, pa.timestamp("us", tz="America/Los_Angeles")),
-    }))
-    _write(str(tmp_path / "i96"), None, pa.table({"t96": pa.array(naive, pa.timestamp("us"))}),
-           use_deprecated_int96_timestamps=True)
+    _write(
+        root,
+        None,
+        pa.table(
+            {
+                "naive_us": pa.array(naive, pa.timestamp("us")),
+                "naive_ms": pa.array([dt.datetime(2020, 1, 1)] * 2, pa.timestamp("ms")),
+                "utc_us": pa.array(naive, pa.timestamp("us", tz="UTC")),
+                "la_us": pa.array(naive, pa.timestamp("us", tz="America/Los_Angeles")),
+            }
+        ),
+    )
+    _write(
+        str(tmp_path / "i96"),
+        None,
+        pa.table({"t96": pa.array(naive, pa.timestamp("us"))}),
+        use_deprecated_int96_timestamps=True,
+    )
     t = register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root)
     # isAdjustedToUTC=false is Spark's timestamp_ntz; true is timestamp.
-    assert _types(t) == {"naive_us": "timestamp_ntz", "naive_ms": "timestamp_ntz",
-                         "utc_us": "timestamp", "la_us": "timestamp"}
+    assert _types(t) == {
+        "naive_us": "timestamp_ntz",
+        "naive_ms": "timestamp_ntz",
+        "utc_us": "timestamp",
+        "la_us": "timestamp",
+    }
     assert t.stats["naive_us"].low == dt.datetime(1, 1, 1)
-    t96 = register_external_table(ms, env.settings(), f"{env.unique_db()}.t",
-                                  str(tmp_path / "i96"))
+    t96 = register_external_table(ms, env.settings(), f"{env.unique_db()}.t", str(tmp_path / "i96"))
     # INT96 (pyarrow shows it as a naive timestamp[ns]) is Spark's timestamp.
     assert _types(t96) == {"t96": "timestamp"}
 
@@ -83,28 +96,40 @@ def test_empty_and_default_partition_value_are_both_null(tmp_path, env, ms):
     assert sorted((p.values for p in ms.list_partitions(t)), key=repr) == [("1",), (None,)]
 
     _write(root, "pk=__HIVE_DEFAULT_PARTITION__", _ids())
-    with pytest.raises(LayoutError, match=r"pk=.*pk=__HIVE_DEFAULT_PARTITION__.* same "
-                                          r"partition \(pk=null\)"):
+    with pytest.raises(
+        LayoutError,
+        match=r"pk=.*pk=__HIVE_DEFAULT_PARTITION__.* same "
+        r"partition \(pk=null\)",
+    ):
         register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root)
 
 
 def test_values_python_cannot_hold_register_with_unknown_bounds(tmp_path, env, ms):
     root = str(tmp_path / "t")
     far = pa.array([dt.date(2020, 1, 1).toordinal() - 719163, 3_000_000], pa.int32())
-    _write(root, None, pa.table({"d": far.cast(pa.date32()),
-                                 "ts": pa.array([0, 2 ** 62], pa.timestamp("us"))}))
+    _write(
+        root,
+        None,
+        pa.table({"d": far.cast(pa.date32()), "ts": pa.array([0, 2**62], pa.timestamp("us"))}),
+    )
     t = register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root)
     assert _types(t) == {"d": "date", "ts": "timestamp_ntz"}
     assert t.stats["d"].low is None and t.stats["d"].num_nulls == 0
 
 
-@pytest.mark.parametrize("column, match", [
-    (pa.array([dt.datetime(2020, 1, 1)], pa.timestamp("ns")),
-     "column 'c' holds nanosecond timestamps"),
-    (pa.array([Decimal("1.5")], pa.decimal256(40, 5)), "column 'c' has Arrow type decimal256"),
-])
-def test_types_spark_does_not_read_are_refused_naming_file_and_column(tmp_path, env, ms,
-                                                                       column, match):
+@pytest.mark.parametrize(
+    "column, match",
+    [
+        (
+            pa.array([dt.datetime(2020, 1, 1)], pa.timestamp("ns")),
+            "column 'c' holds nanosecond timestamps",
+        ),
+        (pa.array([Decimal("1.5")], pa.decimal256(40, 5)), "column 'c' has Arrow type decimal256"),
+    ],
+)
+def test_types_spark_does_not_read_are_refused_naming_file_and_column(
+    tmp_path, env, ms, column, match
+):
     root = str(tmp_path / "t")
     _write(root, None, pa.table({"c": column}))
     with pytest.raises(SchemaError, match=f"file .*part-0.parquet: {match}"):
@@ -121,19 +146,22 @@ def test_cli_refusals_are_one_line_not_tracebacks(tmp_path, env, capsys):
 
 
 # -- finding 6: partition types as Spark infers them, or as given ------------------------------
-@pytest.mark.parametrize("values, expected", [
-    (["1", "-2"], "int"),
-    (["1", "3000000000"], "bigint"),
-    (["12345678901234567890"], "decimal(20,0)"),
-    (["1", "12345678901234567890"], "decimal(20,0)"),
-    (["1.50", "2"], "double"),
-    (["2020-01-01", None], "date"),
-    (["2020-01-01", "1"], "string"),
-    (["2020-02-30"], "string"),
-    (["2020-01-01 00:00:00"], "string"),
-    (["a", "1"], "string"),
-    ([None], "string"),
-])
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        (["1", "-2"], "int"),
+        (["1", "3000000000"], "bigint"),
+        (["12345678901234567890"], "decimal(20,0)"),
+        (["1", "12345678901234567890"], "decimal(20,0)"),
+        (["1.50", "2"], "double"),
+        (["2020-01-01", None], "date"),
+        (["2020-01-01", "1"], "string"),
+        (["2020-02-30"], "string"),
+        (["2020-01-01 00:00:00"], "string"),
+        (["a", "1"], "string"),
+        ([None], "string"),
+    ],
+)
 def test_partition_types_are_inferred_as_spark_infers_them(values, expected):
     assert infer_partition_key_type(values) == expected
     assert infer_partition_key_type(values, inference=False) == "string"
@@ -141,33 +169,47 @@ def test_partition_types_are_inferred_as_spark_infers_them(values, expected):
 
 def test_inferred_and_given_partition_types(tmp_path, env, ms):
     root = str(tmp_path / "t")
-    for part in ("pdec=1.50/pd=2020-01-01/pn=7", "pdec=2/pd=2021-06-30/pn=08",
-                 "pdec=__HIVE_DEFAULT_PARTITION__/pd=2020-01-01/pn=9"):
+    for part in (
+        "pdec=1.50/pd=2020-01-01/pn=7",
+        "pdec=2/pd=2021-06-30/pn=08",
+        "pdec=__HIVE_DEFAULT_PARTITION__/pd=2020-01-01/pn=9",
+    ):
         _write(root, part, _ids())
     t = register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root)
     assert _types(t) == {"id": "bigint", "pdec": "double", "pd": "date", "pn": "int"}
-    assert sorted(typed_partition_values(t, p) for p in ms.list_partitions(t)
-                  if p.values[0] is not None) == [(1.5, dt.date(2020, 1, 1), 7),
-                                                  (2.0, dt.date(2021, 6, 30), 8)]
+    assert sorted(
+        typed_partition_values(t, p) for p in ms.list_partitions(t) if p.values[0] is not None
+    ) == [(1.5, dt.date(2020, 1, 1), 7), (2.0, dt.date(2021, 6, 30), 8)]
 
-    given = register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root,
-                                    partition_types={"pdec": "decimal(4,2)", "pn": "string"})
-    assert _types(given) == {"id": "bigint", "pdec": "decimal(4,2)", "pd": "date",
-                             "pn": "string"}
-    off = register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root,
-                                  infer_partition_types=False)
+    given = register_external_table(
+        ms,
+        env.settings(),
+        f"{env.unique_db()}.t",
+        root,
+        partition_types={"pdec": "decimal(4,2)", "pn": "string"},
+    )
+    assert _types(given) == {"id": "bigint", "pdec": "decimal(4,2)", "pd": "date", "pn": "string"}
+    off = register_external_table(
+        ms, env.settings(), f"{env.unique_db()}.t", root, infer_partition_types=False
+    )
     assert {k.type for k in off.partition_keys} == {"string"}
 
-    with pytest.raises(SchemaError, match=r"pd=2020-01-01.*value '2020-01-01' of key 'pd' is "
-                                          r"not a int"):
-        register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root,
-                                partition_types={"pd": "int"})
+    with pytest.raises(
+        SchemaError,
+        match=r"pd=2020-01-01.*value '2020-01-01' of key 'pd' is "
+        r"not a int",
+    ):
+        register_external_table(
+            ms, env.settings(), f"{env.unique_db()}.t", root, partition_types={"pd": "int"}
+        )
     with pytest.raises(SchemaError, match="partition key 'pd' cannot have type 'map<"):
-        register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root,
-                                partition_types={"pd": "map<int,int>"})
+        register_external_table(
+            ms, env.settings(), f"{env.unique_db()}.t", root, partition_types={"pd": "map<int,int>"}
+        )
     with pytest.raises(SchemaError, match=r"\['nope'\], which are not partition keys"):
-        register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root,
-                                partition_types={"nope": "int"})
+        register_external_table(
+            ms, env.settings(), f"{env.unique_db()}.t", root, partition_types={"nope": "int"}
+        )
 
 
 def test_cli_partition_type(tmp_path, env, capsys):
@@ -177,11 +219,9 @@ def test_cli_partition_type(tmp_path, env, capsys):
     db = env.unique_db()
     assert main(["table", "register", f"{db}.a", root, *args]) == 0
     assert "partition keys: k date" in capsys.readouterr().out
-    assert main(["table", "register", f"{db}.b", root, "--partition-type", "k=string",
-                 *args]) == 0
+    assert main(["table", "register", f"{db}.b", root, "--partition-type", "k=string", *args]) == 0
     assert "partition keys: k string" in capsys.readouterr().out
-    assert main(["table", "register", f"{db}.c", root, "--no-partition-type-inference",
-                 *args]) == 0
+    assert main(["table", "register", f"{db}.c", root, "--no-partition-type-inference", *args]) == 0
     assert "partition keys: k string" in capsys.readouterr().out
 
 
@@ -196,11 +236,17 @@ def test_which_partition_key_and_column_filters_are_evaluated_here():
     # No time zone is involved in timestamp_ntz: compared exactly, here as in Spark.
     assert preds.is_exact(preds.Comparison("<", "n", dt.datetime(2020, 1, 1)), types, keys)
     assert not preds.is_exact(preds.Comparison("<", "t", dt.datetime(2020, 1, 1)), types, keys)
-    batch = pa.record_batch({"n": pa.array([dt.datetime(1, 1, 1), None,
-                                            dt.datetime(9999, 12, 31, 23, 59, 59, 999999)],
-                                           pa.timestamp("us"))})
-    expr = preds.to_arrow(preds.Comparison("<=>", "n", dt.datetime(9999, 12, 31, 23, 59, 59,
-                                                                   999999)))
+    batch = pa.record_batch(
+        {
+            "n": pa.array(
+                [dt.datetime(1, 1, 1), None, dt.datetime(9999, 12, 31, 23, 59, 59, 999999)],
+                pa.timestamp("us"),
+            )
+        }
+    )
+    expr = preds.to_arrow(
+        preds.Comparison("<=>", "n", dt.datetime(9999, 12, 31, 23, 59, 59, 999999))
+    )
     assert batch.filter(expr).num_rows == 1
 
 
@@ -221,16 +267,22 @@ def _read_int96(env, root):
         t = register_external_table(ms, settings, f"{env.unique_db()}.t", root)
     path = os.path.join(root, "part-0.parquet")
     split = Split(f"file://{path}", os.path.getsize(path), None, None)
-    return [v for b in read_split(split, t, t.columns, (), settings)
-            for v in b.column("t96").to_pylist()]
+    return [
+        v
+        for b in read_split(split, t, t.columns, (), settings)
+        for v in b.column("t96").to_pylist()
+    ]
 
 
 def test_int96_reads_years_1_to_9999_at_microseconds(tmp_path, env):
     from raptorx_py.errors import UnsupportedValueError
 
-    utc = dt.timezone.utc
-    far = [dt.datetime(1, 1, 1), dt.datetime(1850, 1, 1),
-           dt.datetime(9999, 12, 31, 23, 59, 59, 999999)]
+    utc = dt.UTC
+    far = [
+        dt.datetime(1, 1, 1),
+        dt.datetime(1850, 1, 1),
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+    ]
     root = str(tmp_path / "pyarrow")
     os.makedirs(root)
     # No Spark version: Spark 4 reads it as written (int96RebaseModeInRead CORRECTED).
@@ -239,8 +291,7 @@ def test_int96_reads_years_1_to_9999_at_microseconds(tmp_path, env):
 
     new = str(tmp_path / "spark4")
     os.makedirs(new)
-    _int96_file(os.path.join(new, "part-0.parquet"), far,
-                {"org.apache.spark.version": "4.0.0"})
+    _int96_file(os.path.join(new, "part-0.parquet"), far, {"org.apache.spark.version": "4.0.0"})
     assert _read_int96(env, new) == [v.replace(tzinfo=utc) for v in far]
 
     # Spark before 3.1 wrote INT96 in the hybrid calendar, which Spark rebases: refused
@@ -248,14 +299,20 @@ def test_int96_reads_years_1_to_9999_at_microseconds(tmp_path, env):
     legacy = str(tmp_path / "spark2")
     os.makedirs(legacy)
     _int96_file(os.path.join(legacy, "part-0.parquet"), far, {"org.apache.spark.version": "2.4.8"})
-    with pytest.raises(UnsupportedValueError, match=r"spark2/part-0.parquet: column 't96' "
-                                                    r"holds timestamp\[us\] values before 1900"):
+    with pytest.raises(
+        UnsupportedValueError,
+        match=r"spark2/part-0.parquet: column 't96' "
+        r"holds timestamp\[us\] values before 1900",
+    ):
         _read_int96(env, legacy)
     marked = str(tmp_path / "marked")
     os.makedirs(marked)
     recent = [dt.datetime(1900, 1, 1), dt.datetime(9999, 12, 31)]
-    _int96_file(os.path.join(marked, "part-0.parquet"), recent,
-                {"org.apache.spark.version": "3.5.0", "org.apache.spark.legacyINT96": ""})
+    _int96_file(
+        os.path.join(marked, "part-0.parquet"),
+        recent,
+        {"org.apache.spark.version": "3.5.0", "org.apache.spark.legacyINT96": ""},
+    )
     assert _read_int96(env, marked) == [v.replace(tzinfo=utc) for v in recent]
 
 
@@ -276,8 +333,11 @@ def test_dates_of_a_legacy_spark_file_before_the_gregorian_switch_are_refused(tm
         with env.metastore() as ms:
             table = register_external_table(ms, settings, f"{env.unique_db()}.t", root)
         split = Split(f"file://{path}", os.path.getsize(path), None, None)
-        return [v for b in read_split(split, table, table.columns, (), settings)
-                for v in b.column("d").to_pylist()]
+        return [
+            v
+            for b in read_split(split, table, table.columns, (), settings)
+            for v in b.column("d").to_pylist()
+        ]
 
     old = [dt.date(1500, 1, 1), dt.date(2020, 1, 1)]
     assert read(old, "3.0.0") == old

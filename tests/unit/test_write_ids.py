@@ -30,21 +30,24 @@ def test_document_example_committed_write_ids():
 
 
 # -- more freshness cases --------------------------------------------------------------------
-@pytest.mark.parametrize("a, b, expected", [
-    ("[5:]", "[5:]", 0),
-    ("[5:]", "[6:]", -1),                 # 6 committed in b
-    ("[6:]", "[5:]", 1),
-    ("[5:]", "[8:6,7,8]", 0),             # 6..8 allocated in b, none committed
-    ("[5:]", "[8:6,8]", -1),              # 7 committed in b
-    ("[0:]", "[3:1,2,3]", 0),             # nothing ever committed
-    ("[0:]", "[3:1,2]", -1),
-    ("[5:1,2,3,4,5]", "[8:1,2,3,4,5,6,7,8]", 0),
-    ("[5:1,2,3,4,5]", "[8:2,3,4,5,6,7,8]", -1),   # 1 committed in b
-    ("[5:1,2,3,4,5]", "[8:1,2,3,4,6,7,8]", -1),   # 5 committed in b
-    ("[5:1,2,3,4,5]", "[8:1,2,3,4,6,7]", -1),     # 5 and 8 committed in b
-    ("[5:]", "[105:100,101,105]", -1),
-    ("[12:7,8]", "[12:8,7]", 0),          # order of exceptions is irrelevant
-])
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        ("[5:]", "[5:]", 0),
+        ("[5:]", "[6:]", -1),  # 6 committed in b
+        ("[6:]", "[5:]", 1),
+        ("[5:]", "[8:6,7,8]", 0),  # 6..8 allocated in b, none committed
+        ("[5:]", "[8:6,8]", -1),  # 7 committed in b
+        ("[0:]", "[3:1,2,3]", 0),  # nothing ever committed
+        ("[0:]", "[3:1,2]", -1),
+        ("[5:1,2,3,4,5]", "[8:1,2,3,4,5,6,7,8]", 0),
+        ("[5:1,2,3,4,5]", "[8:2,3,4,5,6,7,8]", -1),  # 1 committed in b
+        ("[5:1,2,3,4,5]", "[8:1,2,3,4,6,7,8]", -1),  # 5 committed in b
+        ("[5:1,2,3,4,5]", "[8:1,2,3,4,6,7]", -1),  # 5 and 8 committed in b
+        ("[5:]", "[105:100,101,105]", -1),
+        ("[12:7,8]", "[12:8,7]", 0),  # order of exceptions is irrelevant
+    ],
+)
 def test_compare(a, b, expected):
     x, y = S(a, "db.t"), S(b, "db.t")
     assert x.compare(y) == expected
@@ -100,13 +103,18 @@ def test_valid_base_must_be_below_the_lowest_open_write_id():
     assert nothing_open.is_valid_base(10) and not nothing_open.is_valid_base(11)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"high_watermark": -1}, "negative"),
-    ({"high_watermark": 3, "open_write_ids": {4}}, r"exceptions \[4\] outside 1..3"),
-    ({"high_watermark": 3, "aborted_write_ids": {0}}, "outside"),
-    ({"high_watermark": 3, "open_write_ids": {2}, "aborted_write_ids": {2}},
-     "both open and aborted"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"high_watermark": -1}, "negative"),
+        ({"high_watermark": 3, "open_write_ids": {4}}, r"exceptions \[4\] outside 1..3"),
+        ({"high_watermark": 3, "aborted_write_ids": {0}}, "outside"),
+        (
+            {"high_watermark": 3, "open_write_ids": {2}, "aborted_write_ids": {2}},
+            "both open and aborted",
+        ),
+    ],
+)
 def test_ill_formed_lists_are_refused_naming_the_table(kwargs, message):
     with pytest.raises(ValueError, match=message) as info:
         ValidWriteIdList("db.t", **kwargs)
@@ -114,13 +122,16 @@ def test_ill_formed_lists_are_refused_naming_the_table(kwargs, message):
 
 
 # -- string forms ---------------------------------------------------------------------------
-@pytest.mark.parametrize("text", [
-    "sales.events:12:8:8:7,12",
-    "sales.events:12:9223372036854775807::7,8",
-    "sales.events:5:9223372036854775807::",
-    "null:0:9223372036854775807::",
-    "db.t:20:3:3,11,19:1,2",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sales.events:12:8:8:7,12",
+        "sales.events:12:9223372036854775807::7,8",
+        "sales.events:5:9223372036854775807::",
+        "null:0:9223372036854775807::",
+        "db.t:20:3:3,11,19:1,2",
+    ],
+)
 def test_hive_form_round_trips_exactly(text):
     v = ValidWriteIdList.from_string(text)
     assert v.to_string() == text == str(v)

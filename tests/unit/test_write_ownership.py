@@ -13,7 +13,7 @@ from raptorx_py.config import load_settings
 from raptorx_py.errors import LocationInUseError
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.storage.acid_layout import base_dir_name
-from tests.unit.test_managed_write import COLUMNS, batch, read_ids, write
+from tests.unit.test_managed_write import batch, read_ids, write
 
 
 @pytest.fixture
@@ -21,10 +21,14 @@ def two_metastores(tmp_path):
     """Two metastore files, one warehouse directory."""
     out = []
     for name in ("first", "second"):
-        settings = load_settings(overrides={
-            "hive.metastore.url": f"sqlite:///{tmp_path}/{name}.db",
-            "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
-            "hive.lock.numretries": "2", "hive.lock.sleep.between.retries": "5s"})
+        settings = load_settings(
+            overrides={
+                "hive.metastore.url": f"sqlite:///{tmp_path}/{name}.db",
+                "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+                "hive.lock.numretries": "2",
+                "hive.lock.sleep.between.retries": "5s",
+            }
+        )
         out.append((settings, Metastore(SqliteBackend(f"{tmp_path}/{name}.db"))))
     yield out, tmp_path / "warehouse" / "db.db" / "t"
     for _, ms in out:
@@ -46,8 +50,7 @@ def test_a_new_table_never_adopts_a_directory_holding_another_tables_data(two_me
     assert read_ids(s1, ms1) == [0, 1, 2, 3]
 
 
-def test_a_failed_commit_never_deletes_a_directory_it_did_not_create(two_metastores,
-                                                                      monkeypatch):
+def test_a_failed_commit_never_deletes_a_directory_it_did_not_create(two_metastores, monkeypatch):
     """Both metastores created their table while the directory was empty (an append of
     nothing creates it); the first overwrote it (base_0000001). The second's overwrite gets
     write id 1 of its own metastore: before, it wrote into the first's base_0000001 and its
@@ -71,8 +74,7 @@ def test_a_failed_commit_never_deletes_a_directory_it_did_not_create(two_metasto
     assert base_dir_name(1) in str(failure.value)
     assert ms2.get_transaction(job.txn_id).state == "aborted"
     assert read_ids(s1, ms1) == [0, 1, 2, 3]
-    assert sorted(os.listdir(next(table_dir.glob("region=*")) / base_dir_name(1))) \
-        == committed
+    assert sorted(os.listdir(next(table_dir.glob("region=*")) / base_dir_name(1))) == committed
 
 
 def test_a_rollback_removes_only_the_files_it_placed(two_metastores, monkeypatch):

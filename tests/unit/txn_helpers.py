@@ -25,8 +25,14 @@ def open_ms(url: str, **kwargs) -> Metastore:
 
 
 def managed_table(db: str = "db", name: str = "t", keys=(Column("p", "string"),)) -> Table:
-    return Table(db, name, MANAGED_TABLE, f"file:///warehouse/{db}.db/{name}",
-                 (Column("id", "bigint"),), tuple(keys))
+    return Table(
+        db,
+        name,
+        MANAGED_TABLE,
+        f"file:///warehouse/{db}.db/{name}",
+        (Column("id", "bigint"),),
+        tuple(keys),
+    )
 
 
 def partition(value: str, table: Table | None = None, rows: int = 1) -> Partition:

@@ -1,0 +1,28 @@
+"""The project's quality gates, run as tests so that `make test` (and CI) runs them: ruff's
+lint and its formatter, configured in pyproject.toml. A failure prints the tool's own report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+
+
+def test_ruff_lint_passes():
+    done = _run("ruff", "check", "--no-cache", ".")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_format_leaves_the_tree_unchanged():
+    done = _run("ruff", "format", "--no-cache", "--check", ".")
+    assert done.returncode == 0, (
+        "run `.venv/bin/ruff format .`; these files are not formatted:\n" + done.stdout
+    )
