@@ -5,7 +5,9 @@ Counting is process-local and cheap: ``counters.add("reader.files_opened")``. Sp
 planning and reading in Python worker processes, so a process's counts reach the tests
 and the benchmark through a :class:`MetricsSink`: an append-only SQLite file in a directory
 named by the ``metrics.directory`` property. ``flush`` writes the counts accumulated since
-the previous flush in one transaction; ``MetricsSink.totals`` sums every process's rows.
+the previous flush in one transaction; ``MetricsSink.totals`` sums every process's rows,
+and ``MetricsSink.totals_by_source`` keeps them apart by the Spark process that counted them
+(``process_source``: which executor), for per-executor reports on a cluster.
 
 Contract and limits:
 - Names are dotted, ``<tier>.<what>``; values are integers.
@@ -20,8 +22,9 @@ import os
 import sqlite3
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping
+from functools import cache
 
 from raptorx_py.sqlite_wal import connect_wal
 
@@ -52,8 +55,28 @@ class Counters:
 counters = Counters()
 
 
+@cache
+def process_source() -> str:
+    """The Spark process this one counts for: ``executor <id>`` in a standalone executor's
+    Python workers, ``driver`` anywhere else (the driver, local mode's tasks, plain Python).
+
+    A standalone worker starts each executor in ``<work dir>/<app id>/<executor id>``
+    (Spark's ``ExecutorRunner``) and the executor's Python workers inherit that directory,
+    which is also what a relative cache directory is resolved against: the name follows the
+    caches. Other cluster managers are reported as ``driver`` (a limit, documented)."""
+    cwd = os.getcwd()
+    parent = os.path.basename(os.path.dirname(cwd))
+    if parent.startswith("app-"):
+        return f"executor {os.path.basename(cwd)}"
+    return "driver"
+
+
 class MetricsSink:
-    """Append-only, process-safe store of counter deltas in ``<directory>/metrics.db``."""
+    """Append-only, process-safe store of counter deltas in ``<directory>/metrics.db``, each
+    row tagged with the process and the Spark process (``process_source``) that counted it.
+
+    The table is ``deltas``; a file from before the source column (table ``counts``) is
+    left as it is and not read: these are scratch counts, read between queries."""
 
     FILE_NAME = "metrics.db"
 
@@ -66,8 +89,8 @@ class MetricsSink:
         return connect_wal(
             self.path,
             timeout=60,
-            schema="CREATE TABLE IF NOT EXISTS counts (pid INTEGER, at REAL, name TEXT, "
-            "value INTEGER)",
+            schema="CREATE TABLE IF NOT EXISTS deltas (pid INTEGER, source TEXT, at REAL, "
+            "name TEXT, value INTEGER)",
         )
 
     def write(self, deltas: Mapping[str, int]) -> None:
@@ -75,11 +98,11 @@ class MetricsSink:
             return
         conn = self._connect()
         try:
-            now, pid = time.time(), os.getpid()
+            now, pid, source = time.time(), os.getpid(), process_source()
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(
-                "INSERT INTO counts VALUES (?, ?, ?, ?)",
-                [(pid, now, k, int(v)) for k, v in deltas.items()],
+                "INSERT INTO deltas VALUES (?, ?, ?, ?, ?)",
+                [(pid, source, now, k, int(v)) for k, v in deltas.items()],
             )
             conn.execute("COMMIT")
         finally:
@@ -87,20 +110,37 @@ class MetricsSink:
 
     def totals(self) -> dict[str, int]:
         """Sum of every delta written so far, by counter name."""
+        return {
+            name: total
+            for (_, name), total in self._sums(
+                "SELECT '', name, SUM(value) FROM deltas GROUP BY name"
+            )
+        }
+
+    def totals_by_source(self) -> dict[str, dict[str, int]]:
+        """``totals`` per Spark process (``process_source``): ``{"executor 0": {...}, ...}``."""
+        out: dict[str, dict[str, int]] = defaultdict(dict)
+        for (source, name), total in self._sums(
+            "SELECT source, name, SUM(value) FROM deltas GROUP BY source, name"
+        ):
+            out[source][name] = total
+        return dict(out)
+
+    def _sums(self, sql: str) -> list[tuple[tuple[str, str], int]]:
         if not os.path.exists(self.path):
-            return {}
+            return []
         conn = self._connect()
         try:
-            rows = conn.execute("SELECT name, SUM(value) FROM counts GROUP BY name").fetchall()
+            rows = conn.execute(sql).fetchall()
         finally:
             conn.close()
-        return {name: int(total) for name, total in rows}
+        return [((source, name), int(total)) for source, name, total in rows]
 
     def clear(self) -> None:
         if os.path.exists(self.path):
             conn = self._connect()
             try:
-                conn.execute("DELETE FROM counts")
+                conn.execute("DELETE FROM deltas")
             finally:
                 conn.close()
 

@@ -1,10 +1,11 @@
 import errno
 import multiprocessing
+import os
 
 import pytest
 
 from raptorx_py import errors
-from raptorx_py.metrics import Counters, MetricsSink, counters, diff, flush
+from raptorx_py.metrics import Counters, MetricsSink, counters, diff, flush, process_source
 
 
 @pytest.mark.parametrize(
@@ -71,6 +72,35 @@ def _child(directory):
     counters.drain()
     counters.add("child.count", 3)
     flush(directory)
+
+
+def _executor_child(directory, cwd):
+    os.chdir(cwd)  # where a standalone worker starts executor 3 of an application
+    counters.drain()
+    counters.add("child.count", 5)
+    flush(directory)
+
+
+def test_sink_keeps_each_spark_process_apart(tmp_path):
+    """An executor's Python worker (working directory ``<work>/app-*/<id>``) counts as
+    ``executor <id>``; any other process as ``driver``; ``totals`` sums them all."""
+    sink = MetricsSink(str(tmp_path / "m"))
+    executor_dir = tmp_path / "work" / "app-20261124001122-0000" / "3"
+    executor_dir.mkdir(parents=True)
+    counters.drain()
+    counters.add("child.count", 2)
+    flush(sink.directory)
+    ctx = multiprocessing.get_context("spawn")
+    p = ctx.Process(target=_executor_child, args=(sink.directory, str(executor_dir)))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0
+    assert process_source() == "driver"
+    assert sink.totals_by_source() == {
+        "driver": {"child.count": 2},
+        "executor 3": {"child.count": 5},
+    }
+    assert sink.totals() == {"child.count": 7}
 
 
 def test_sink_sums_across_processes(tmp_path):
