@@ -13,7 +13,7 @@ BENCH_ARGS ?=
 JAR     := native/target/raptorx-native.jar
 NATIVE_SRC := $(shell find native/src -type f)
 
-.PHONY: test bench stress venv native postgres clean
+.PHONY: test bench bench-affinity stress venv native postgres clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,13 @@ stress: $(STAMP) $(JAR)
 # queries"); BENCH_ARGS passes more options, e.g. BENCH_ARGS=--no-publish.
 bench: $(STAMP) $(JAR)
 	$(PY) -m benchmarks.tpch_suite --scale $(SCALE) --out $(BENCH_OUT) $(BENCH_ARGS)
+
+# Soft affinity on a standalone cluster of 2 workers on loopback (benchmarks/cluster_affinity.py):
+# SOFT_AFFINITY against NO_PREFERENCE, warm, per executor. AFFINITY_ARGS passes more options.
+AFFINITY_SCALE ?= 0.1
+AFFINITY_ARGS ?=
+bench-affinity: $(STAMP) $(JAR)
+	$(PY) -m benchmarks.cluster_affinity --scale $(AFFINITY_SCALE) --out $(BENCH_OUT)/affinity $(AFFINITY_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_OUT) .pytest_cache native/target

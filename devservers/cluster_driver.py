@@ -1,5 +1,5 @@
 """A driver for ``tests/cluster_fixtures.StandaloneCluster``, run in its own process (one
-SparkContext per process): ``python -m tests.cluster_driver '<json>'`` with ``master``,
+SparkContext per process): ``python -m devservers.cluster_driver '<json>'`` with ``master``,
 ``executors`` (how many to wait for), ``properties``, ``options`` (per read), ``table``,
 ``column`` and ``runs``: per run, ``options`` over the common ones, optionally ``executors``
 (wait until exactly that many are live first) and ``mark`` (a file touched as the read
@@ -86,9 +86,12 @@ def main(arg: str) -> None:
 
 
 def run_tpch(spark, spec) -> None:
-    """``spec["tpch"]``: ``database``, ``scale``, ``queries``, ``out`` (a pickle file). Every
-    query's rows (``oracle.spark_rows``) and the counters of the whole suite are pickled to
-    ``out``."""
+    """``spec["tpch"]``: ``database``, ``scale``, ``queries``, ``out`` (a pickle file), and
+    optionally ``passes`` (names; default one pass ``"run"``): every pass runs every query
+    once. Pickled to ``out``: per pass, every query's rows (``oracle.spark_rows``) and
+    seconds (monotonic clock), and the counters the pass added, in total (``counters``) and
+    per Spark process (``by_source``: ``metrics.process_source``); the first pass's rows and
+    counters are also at the top level (``rows``, ``counters``)."""
     import pickle
 
     from raptorx_py.metrics import MetricsSink, diff, flush
@@ -96,6 +99,7 @@ def run_tpch(spark, spec) -> None:
 
     t = spec["tpch"]
     metrics_dir = spec["properties"]["metrics.directory"]
+    sink = MetricsSink(metrics_dir)
 
     def reader(table):
         return (
@@ -105,16 +109,29 @@ def run_tpch(spark, spec) -> None:
         )
 
     queries.register_views(spark, reader)
-    flush(metrics_dir)
-    before = MetricsSink(metrics_dir).totals()
-    rows = {
-        n: oracle.spark_rows(spark.sql(queries.query_text(n, t["scale"], "spark")))
-        for n in t["queries"]
-    }
-    flush(metrics_dir)
+    passes = {}
+    for name in t.get("passes", ["run"]):
+        flush(metrics_dir)
+        before, before_by_source = sink.totals(), sink.totals_by_source()
+        rows, seconds = {}, {}
+        for n in t["queries"]:
+            started = time.monotonic()
+            rows[n] = oracle.spark_rows(spark.sql(queries.query_text(n, t["scale"], "spark")))
+            seconds[n] = time.monotonic() - started
+        flush(metrics_dir)
+        after_by_source = sink.totals_by_source()
+        passes[name] = {
+            "rows": rows,
+            "seconds": seconds,
+            "counters": diff(sink.totals(), before),
+            "by_source": {
+                s: diff(after_by_source[s], before_by_source.get(s, {})) for s in after_by_source
+            },
+        }
+    first = next(iter(passes.values()))
     with open(t["out"], "wb") as f:
-        pickle.dump({"rows": rows, "counters": diff(MetricsSink(metrics_dir).totals(), before)}, f)
-    print(json.dumps({"queries": len(rows)}))
+        pickle.dump({"rows": first["rows"], "counters": first["counters"], "passes": passes}, f)
+    print(json.dumps({"queries": len(t["queries"]), "passes": list(passes)}))
 
 
 if __name__ == "__main__":

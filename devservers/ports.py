@@ -1,4 +1,4 @@
-"""Free loopback ports for the servers the tests start (never fixed ports)."""
+"""Free loopback ports for the servers the tests and benchmarks start (never fixed ports)."""
 
 from __future__ import annotations
 

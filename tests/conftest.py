@@ -109,7 +109,7 @@ class Counted:
 @pytest.fixture
 def free_port() -> int:
     """A port nothing listens on (bound, then released, by the OS)."""
-    from tests.ports import free_port as free
+    from devservers.ports import free_port as free
 
     return free()
 

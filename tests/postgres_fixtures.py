@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.ports import free_port
+from devservers.ports import free_port
 
 SUPERUSER = "raptorx"
 #: Deliberately contains URL-reserved characters: the backend must percent-decode it.

@@ -18,13 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from devservers.ports import free_port
 from raptorx_py.config import load_settings
 from raptorx_py.connect import ConnectServer
 from raptorx_py.metastore import open_metastore
 from raptorx_py.native import jar_path
 from raptorx_py.table_registration import register_external_table
 from tests import connect_client
-from tests.ports import free_port
 
 pytestmark = pytest.mark.spark
 

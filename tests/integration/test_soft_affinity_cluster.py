@@ -72,7 +72,7 @@ def drive(cluster, props, runs, timeout=240, **spec) -> dict:
         }
     )
     done = subprocess.run(
-        [sys.executable, "-m", "tests.cluster_driver", arg],
+        [sys.executable, "-m", "devservers.cluster_driver", arg],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -126,7 +126,7 @@ def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_tabl
     """Three workers; a worker's process group is killed as a read starts: the read returns
     the right sum, the next plans over the two survivors, and only the lost executor's files
     changed owner: they are the next read's only block-cache misses."""
-    from tests.cluster_fixtures import StandaloneCluster
+    from devservers.standalone_cluster import StandaloneCluster
 
     props, files = small_table
     cluster = StandaloneCluster(tmp_path / "cluster", workers=3)
@@ -151,7 +151,7 @@ def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_tabl
             }
         )
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.cluster_driver", arg],
+            [sys.executable, "-m", "devservers.cluster_driver", arg],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
