@@ -78,8 +78,9 @@ class StandaloneCluster:
     def alive_workers(self) -> int:
         try:
             return sum(1 for w in self.status().get("workers", []) if w.get("state") == "ALIVE")
-        except OSError:
-            return -1  # the master's UI is not up yet
+        except (OSError, ValueError):
+            # Not up yet: no listener, or (seen while it starts) an empty or partial body.
+            return -1
 
     def wait_for(self, workers: int, deadline_s: float = REGISTRATION_DEADLINE_S) -> None:
         deadline = time.monotonic() + deadline_s
