@@ -177,7 +177,7 @@ def parse_partition_spec(table, spec: str) -> tuple[str | None, ...]:
     """``"k1=v1/k2=v2"`` (a Hive partition name, values escaped as in directory names) ->
     the partition's values in ``table``'s key order. Every key must be named exactly once."""
     from raptorx_py.errors import SchemaError
-    from raptorx_py.storage.hive_layout import unescape_partition_value
+    from raptorx_py.metastore.partition_names import unescape_partition_value
 
     given: dict[str, str | None] = {}
     for part in spec.strip("/").split("/"):
@@ -365,14 +365,93 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_partition_cli(sub)
 
-    from raptorx_py.tpch.load import add_cli as add_tpch_cli
-
     add_tpch_cli(sub)
     add_locks_cli(sub)
     from raptorx_py.connect import add_cli as add_connect_cli
 
     add_connect_cli(sub)
     return parser
+
+
+def add_tpch_cli(subparsers) -> None:
+    """Add ``tpch load --scale S --warehouse URL [--database D] [--work-dir DIR]
+    [--conf-dir DIR] [-p name=value]`` to the ``raptorx`` command's subparsers."""
+    from raptorx_py.config.paths import default_tpch_work_dir
+
+    tpch = subparsers.add_parser("tpch", help="TPC-H data: generate, copy and register")
+    tsub = tpch.add_subparsers(dest="tpch_command", required=True)
+    load = tsub.add_parser(
+        "load",
+        help="generate TPC-H with tpchgen-cli, copy it to <warehouse>/<database>.db/ "
+        "and register its tables as EXTERNAL",
+    )
+    load.add_argument("--scale", type=float, required=True, help="scale factor, e.g. 0.01 or 1")
+    load.add_argument(
+        "--warehouse",
+        required=True,
+        help="warehouse URL: file:///path, a local path or s3://bucket/prefix",
+    )
+    load.add_argument("--database", default="tpch", help="database name (default: tpch)")
+    load.add_argument(
+        "--work-dir",
+        help=f"where to generate and cache the data locally (default: {default_tpch_work_dir()})",
+    )
+    load.add_argument("--no-progress", action="store_true", help="no progress bar")
+    load.add_argument(
+        "--no-seal",
+        action="store_true",
+        help="register the partitions open (not sealed): their listings are then never cached",
+    )
+    load.add_argument(
+        "--managed",
+        action="store_true",
+        help="write MANAGED tables through the Spark write path instead (starts "
+        "a local Spark session; use a --database of their own)",
+    )
+    add_common_options(load)
+    load.set_defaults(func=cmd_tpch_load)
+
+
+def cmd_tpch_load(args) -> int:
+    from raptorx_py.tpch.generate import format_scale
+    from raptorx_py.tpch.load import load_tpch, load_tpch_managed
+    from raptorx_py.tpch.queries import TABLES
+
+    settings = settings_from_args(args)
+    if args.managed:
+        from raptorx_py.session import tiered_session
+
+        spark = tiered_session(
+            conf_dir=args.conf_dir, properties=settings.properties(), app_name="raptorx-tpch-load"
+        )
+        try:
+            urls = load_tpch_managed(
+                spark,
+                args.scale,
+                settings,
+                database=args.database,
+                warehouse_url=args.warehouse,
+                work_dir=args.work_dir,
+                progress=not args.no_progress,
+            )
+        finally:
+            spark.stop()
+    else:
+        urls = load_tpch(
+            args.scale,
+            args.warehouse,
+            settings,
+            database=args.database,
+            work_dir=args.work_dir,
+            progress=not args.no_progress,
+            seal=not args.no_seal,
+        )
+    print(
+        f"loaded TPC-H SF {format_scale(args.scale)}: "
+        + ", ".join(f"{args.database}.{t}" for t in urls)
+        + f" at {urls[TABLES[0]].rsplit('/', 1)[0]}"
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,24 @@ class MetastoreError(RaptorxError):
     """The metastore database could not be opened or answered with an error."""
 
 
+class LockError(MetastoreError):
+    """A lock could not be taken or released."""
+
+
+class NoSuchLockError(LockError, LookupError):
+    """No lock request has that id (released, or expired)."""
+
+
+class LockRefusedError(LockError):
+    """A lock request was refused after every retry. ``requested`` is the component that
+    conflicted (``metastore.locks.LockComponent``) and ``holder`` the lock that held it
+    (``metastore.locks.LockInfo``)."""
+
+    def __init__(self, message: str, requested: object, holder: object):
+        super().__init__(message)
+        self.requested, self.holder = requested, holder
+
+
 class MetastoreNotFoundError(MetastoreError, FileNotFoundError):
     """The metastore named by ``hive.metastore.url`` does not exist, and the caller only
     reads it (only commands that create tables create a metastore). Names the path."""

@@ -83,7 +83,8 @@ from raptorx_py.metastore.model import (
     Partition,
     Table,
 )
-from raptorx_py.metastore.store import WRITE_ID_PARAM, partition_name
+from raptorx_py.metastore.partition_names import partition_name
+from raptorx_py.metastore.store import WRITE_ID_PARAM, open_metastore
 from raptorx_py.metrics import counters
 from raptorx_py.names import check_name
 from raptorx_py.storage.acid_layout import base_dir_name, delta_dir_name
@@ -344,8 +345,6 @@ class TxnHeartbeat:
         if self.metastore is not None:
             self.metastore.heartbeat(txn_id=self.txn_id)
         else:
-            from raptorx_py.metastore import open_metastore
-
             with open_metastore(self.settings) as ms:
                 ms.heartbeat(txn_id=self.txn_id)
         self._last = now

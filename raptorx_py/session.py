@@ -39,6 +39,8 @@ def register(
     ``RAPTORX_CONF_DIR``; ``properties`` override single properties. On a Spark Connect
     session, raises ``ConnectServerError`` when the server cannot load the JVM provider.
     """
+    # Deferred, not a cycle: these import pyspark's data source API, and ``import raptorx_py``
+    # stays light until a session is registered.
     from raptorx_py.datasource.source import configured_source_class
     from raptorx_py.error_report import install_excepthook
 

@@ -24,6 +24,13 @@ from fsspec.spec import AbstractBufferedFile
 from raptorx_py.cache.block_store import BlockStore
 from raptorx_py.errors import FileChangedError, translate_storage_error
 from raptorx_py.metrics import counters
+from raptorx_py.storage.file_versions import (
+    comparable,
+    listed_version,
+    observed_version,
+    reported_etag,
+    reported_mtime,
+)
 
 DEFAULT_BLOCK_SIZE = 1 << 20
 DEFAULT_MAX_SIZE = 2 << 30
@@ -143,16 +150,16 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
             return open_remote(self.target, path, size, etag, **kwargs)
         return BlockCacheFile(self, path, size, str(version), etag=etag, remote_kwargs=kwargs)
 
+    def open_listed(self, path: str, *, size: int | None, version: str | None, etag: str | None):
+        """``open`` of the version planning listed (``storage.parquet_files`` opens a file
+        through any filesystem that has this method, without knowing this class)."""
+        return self.open(path, "rb", size=size, version=version, etag=etag)
+
     def _identity(self, path, size, version, etag):
         info = self.target.info(path)
-        found_etag = info.get("ETag") or info.get("etag")
-        if isinstance(found_etag, str):
-            found_etag = found_etag.strip('"')
-        mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
-        if hasattr(mtime, "timestamp"):
-            mtime = mtime.timestamp()
+        found_etag = reported_etag(info)
         if version is None:
-            version = found_etag or (repr(float(mtime)) if mtime is not None else "")
+            version = listed_version(found_etag, reported_mtime(info, "created")) or ""
         if etag is None and version == found_etag:
             etag = found_etag
         return (int(info["size"]) if size is None else int(size)), str(version), etag
@@ -405,14 +412,14 @@ class BlockCacheFile(io.RawIOBase):
         except FileNotFoundError as e:
             self._drop_version(f"it no longer exists ({e})", start)
             return
-        found = _observed_version(info)
+        found = observed_version(info)
         size = info.get("size")
         changed = None
         if size is not None and int(size) != self.size:
             changed = f"its size is now {size}"
         elif (
             found is not None
-            and _comparable(self.version, found)
+            and comparable(self.version, found)
             and found.removeprefix("etag:") != self.version
         ):
             changed = f"its version is now {found.removeprefix('etag:')}"
@@ -427,30 +434,6 @@ class BlockCacheFile(io.RawIOBase):
             f"{self.size}) as listed, but {why}; the file changed after it was listed, its "
             f"{dropped} cached block(s) were dropped and nothing read was cached"
         )
-
-
-def _observed_version(info: dict) -> str | None:
-    """The version the target reports in ``info``, as ``BlockCacheFileSystem._identity``
-    derives it: the ETag without quotes, else ``repr`` of the mtime."""
-    etag = info.get("ETag") or info.get("etag")
-    if isinstance(etag, str) and etag:
-        return "etag:" + etag.strip('"')
-    mtime = info.get("mtime") or info.get("LastModified")
-    if hasattr(mtime, "timestamp"):
-        mtime = mtime.timestamp()
-    return None if mtime is None else repr(float(mtime))
-
-
-def _comparable(version: str, found: str) -> bool:
-    """Whether the key's ``version`` is of the kind ``found`` is (an mtime literal or an
-    ETag), so that inequality means another version of the file."""
-    if found.startswith("etag:"):
-        return True
-    try:
-        float(version)
-    except ValueError:
-        return False
-    return True
 
 
 def _assembled(n: int, fill: Callable[[memoryview], None]) -> bytes:

@@ -1,6 +1,6 @@
 """Configuration: properties files, Airlift units, and the typed Settings they build."""
 
-from raptorx_py.config.loader import build_settings, load_settings
+from raptorx_py.config.loader import build_settings, load_settings, with_overrides
 from raptorx_py.config.settings import PROPERTIES, PROPERTIES_BY_NAME, Property, Settings
 
 __all__ = [
@@ -10,4 +10,5 @@ __all__ = [
     "Settings",
     "build_settings",
     "load_settings",
+    "with_overrides",
 ]

@@ -386,3 +386,13 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def with_overrides(
+    settings: Settings, overrides: dict[str, str], origin: str = "option"
+) -> Settings:
+    """``settings`` with ``overrides`` applied over the properties they were built from,
+    checked as at load (``origin`` is what an error names as their source)."""
+    merged = settings.properties()
+    merged.update(overrides)
+    return build_settings({k: (v, origin, None) for k, v in merged.items()})

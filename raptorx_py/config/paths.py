@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlparse
 
+from raptorx_py.config.loader import with_overrides
 from raptorx_py.config.settings import Settings
 
 SQLITE_PREFIX = "sqlite:///"
@@ -73,4 +75,11 @@ def absolute_paths(settings: Settings, home: str | None = None, cwd: str | None 
         resolved = resolve(value, home, cwd)
         if resolved != value:
             changed[name] = resolved
-    return settings.with_overrides(changed, origin="register()") if changed else settings
+    return with_overrides(settings, changed, origin="register()") if changed else settings
+
+
+def default_tpch_work_dir() -> Path:
+    """Where TPC-H generations are cached: ``$XDG_CACHE_HOME/raptorx/tpch``
+    (``~/.cache/raptorx/tpch``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "raptorx" / "tpch"

@@ -483,12 +483,5 @@ class Settings:
     def properties(self) -> dict[str, str]:
         return dict(self.source)
 
-    def with_overrides(self, overrides: dict[str, str], origin: str = "option") -> Settings:
-        from raptorx_py.config.loader import build_settings
-
-        merged = self.properties()
-        merged.update(overrides)
-        return build_settings({k: (v, origin, None) for k, v in merged.items()})
-
 
 SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(Settings) if f.name != "source")

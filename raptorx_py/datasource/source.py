@@ -29,6 +29,7 @@ from raptorx_py.datasource.placement import FALLBACK, PREFERRED, PlacedPartition
 from raptorx_py.datasource.planner import plan_scan, split_predicates
 from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_query
 from raptorx_py.datasource.scan import read_split
+from raptorx_py.datasource.writer import TieredHiveWriter
 from raptorx_py.error_report import short_worker_errors
 from raptorx_py.errors import ConfigError, SchemaError
 from raptorx_py.hive_types import spark_struct, spark_type
@@ -154,8 +155,6 @@ class TieredHiveDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool):
         """A write job (``datasource/writer.py``): append, or overwrite the whole table."""
-        from raptorx_py.datasource.writer import TieredHiveWriter
-
         return TieredHiveWriter(
             self.settings,
             self.database,

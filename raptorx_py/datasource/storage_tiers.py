@@ -18,16 +18,15 @@ from typing import Any
 from raptorx_py.cache.block_cache import block_cache_for
 from raptorx_py.cache.footer_cache import FileIdentity, footer_cache_for
 from raptorx_py.metrics import counters
+from raptorx_py.storage.file_versions import listed_version
 
 log = logging.getLogger(__name__)
 
 
 def file_version(split) -> str | None:
-    """The version the block cache keys a file's blocks by: its ETag, else its mtime (as
-    ``BlockCacheFileSystem`` itself derives it), else None (the cache then asks the store)."""
-    if split.etag:
-        return split.etag
-    return repr(float(split.mtime)) if split.mtime is not None else None
+    """The version the block cache keys a split's file by (``storage.file_versions``); None:
+    the cache asks the store."""
+    return listed_version(split.etag, split.mtime)
 
 
 @dataclass(frozen=True)

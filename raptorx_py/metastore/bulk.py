@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from raptorx_py.errors import AlreadyExistsError, MetastoreError
 from raptorx_py.metastore.model import Partition, Table
 from raptorx_py.metastore.notifications import append_event, partition_message, table_message
-from raptorx_py.metastore.store import WRITE_ID_PARAM, Metastore, _encode_stats, partition_name
+from raptorx_py.metastore.partition_names import partition_name
+from raptorx_py.metastore.store import WRITE_ID_PARAM, Metastore, _encode_stats
 
 
 def add_partitions_bulk(

@@ -79,6 +79,7 @@ from raptorx_py.metastore.store import (
     backend_for_url,
     check_snapshot_table,
     counting_as,
+    open_metastore,
 )
 from raptorx_py.metastore.transactions import TableSnapshot, split_table_name
 from raptorx_py.metrics import counters
@@ -514,8 +515,6 @@ def cached_metastore_for(settings, *, start: bool = True) -> CachedMetastore:
     Module state on purpose: Spark reuses the driver's Python worker from query to query, so
     the cache outlives a query. A forked child builds its own."""
     global _registry_pid
-    from raptorx_py.metastore.store import open_metastore
-
     key = (
         settings.metastore_url,
         settings.metastore_cache_ttl,

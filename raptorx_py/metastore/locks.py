@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from raptorx_py.errors import MetastoreError
+from raptorx_py.errors import LockError, LockRefusedError, NoSuchLockError
 from raptorx_py.metastore.transactions import (
     default_host,
     default_user,
@@ -89,23 +89,6 @@ _STRENGTH = {SR: 0, SW: 1, X: 2}
 
 def compatible(requested: LockType, held: LockType) -> bool:
     return COMPATIBLE[(requested, held)]
-
-
-class LockError(MetastoreError):
-    """A lock could not be taken or released."""
-
-
-class NoSuchLockError(LockError, LookupError):
-    """No lock request has that id (released, or expired)."""
-
-
-class LockRefusedError(LockError):
-    """A lock request was refused after every retry. ``requested`` is the component that
-    conflicted and ``holder`` the lock that held it (a ``LockInfo``)."""
-
-    def __init__(self, message: str, requested: LockComponent, holder: LockInfo):
-        super().__init__(message)
-        self.requested, self.holder = requested, holder
 
 
 @dataclass(frozen=True)

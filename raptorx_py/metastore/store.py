@@ -53,6 +53,7 @@ from raptorx_py.metastore.model import (
     Table,
 )
 from raptorx_py.metastore.notifications import append_event, partition_message, table_message
+from raptorx_py.metastore.partition_names import partition_name
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
 from raptorx_py.names import check_name
@@ -913,13 +914,6 @@ def _encode_stats(s: ColumnStats, hive_type: str) -> tuple:
         None if s.low is None else encode_value(s.low, hive_type),
         None if s.high is None else encode_value(s.high, hive_type),
     )
-
-
-def partition_name(keys: Sequence[Column], values: Sequence[str | None]) -> str:
-    """Hive's partition name, ``k1=v1/k2=v2`` with escaped values."""
-    from raptorx_py.storage.hive_layout import escape_partition_value
-
-    return "/".join(f"{k.name}={escape_partition_value(v)}" for k, v in zip(keys, values))
 
 
 ROUND_TRIPS = "metastore.round_trips"

@@ -43,7 +43,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from raptorx_py.errors import MetastoreError
+from raptorx_py.errors import MetastoreError, NoSuchLockError
 from raptorx_py.metastore.model import EXTERNAL_TABLE
 from raptorx_py.metastore.notifications import append_event
 from raptorx_py.metastore.write_ids import ValidWriteIdList
@@ -270,8 +270,6 @@ def heartbeat(ms, txn_id: int | None = None, lock_id: int | None = None) -> None
     have just been expired) and for a lock that no longer exists."""
     if txn_id is None and lock_id is None:
         raise ValueError("heartbeat needs a txn_id or a lock_id")
-    from raptorx_py.metastore.locks import NoSuchLockError
-
     with ms._transaction():
         expire_timed_out(ms)
         now = now_ms(ms)

@@ -15,38 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raptorx_py.errors import EmptyTableLocationError, LayoutError, translate_storage_error
-from raptorx_py.metastore.model import HIVE_DEFAULT_PARTITION
+from raptorx_py.metastore.partition_names import unescape_partition_value
 from raptorx_py.metrics import counters
 
+
 # Hive's FileUtils.charToEscape: control characters and these.
-_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(0x20)}
-
-
-def escape_partition_value(value: str | None) -> str:
-    if value is None or value == "":
-        return HIVE_DEFAULT_PARTITION
-    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in value)
-
-
-def unescape_partition_value(text: str) -> str | None:
-    if text == HIVE_DEFAULT_PARTITION or text == "":
-        return None
-    out, i = [], 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "%" and _is_hex(text[i + 1 : i + 3]):
-            out.append(chr(int(text[i + 1 : i + 3], 16)))
-            i += 3
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-def _is_hex(s: str) -> bool:
-    return len(s) == 2 and all(c in "0123456789abcdefABCDEF" for c in s)
-
-
 def is_hidden(name: str) -> bool:
     return (
         (name.startswith("_") and "=" not in name)

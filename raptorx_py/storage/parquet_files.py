@@ -8,12 +8,12 @@ Parquet bytes goes through ``open_parquet``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.spec import AbstractBufferedFile
 
-from raptorx_py.cache.block_cache import BlockCacheFileSystem
 from raptorx_py.errors import (
     CorruptFileError,
     FileChangedError,
@@ -23,10 +23,25 @@ from raptorx_py.errors import (
 )
 from raptorx_py.metastore.model import ColumnStats
 from raptorx_py.metrics import counters
+from raptorx_py.storage.file_versions import comparable, observed_version
 from raptorx_py.storage.fs import CountingFile
 
 #: Errors pyarrow raises for bytes that are not valid Parquet.
 _PARQUET_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError, ValueError)
+
+
+@runtime_checkable
+class OpensListedVersions(Protocol):
+    """A filesystem that opens a file as the version planning listed, checking what it reads
+    against that identity (the block cache). ``enabled`` False: it caches nothing now, and
+    its ``target`` is the store's own filesystem."""
+
+    enabled: bool
+    target: Any
+
+    def open_listed(
+        self, path: str, *, size: int | None, version: str | None, etag: str | None
+    ) -> Any: ...
 
 
 def open_parquet(
@@ -48,7 +63,8 @@ def open_parquet(
     of mixing old and new bytes.
 
     The storage tiers plug in here:
-    - ``fs`` may be a block cache (``cache.block_cache.BlockCacheFileSystem``); it is given
+    - ``fs`` may be a block cache (``OpensListedVersions``, which the cache layer's
+      ``BlockCacheFileSystem`` is: storage does not import the cache); it is given
       the identity (``size``, ``version``: the ETag or the mtime, and ``etag``) that its
       blocks are keyed by.
     - ``footer``, when given, is asked for the footer with a loader that reads it from this
@@ -57,8 +73,8 @@ def open_parquet(
     """
     url = url or path
     try:
-        if isinstance(fs, BlockCacheFileSystem):
-            raw = fs.open(path, "rb", size=size, version=version, etag=etag)
+        if isinstance(fs, OpensListedVersions):
+            raw = fs.open_listed(path, size=size, version=version, etag=etag)
             if not fs.enabled and etag is None and version is not None and footer is not None:
                 # No blocks to check fetches against: the target's own file, as below.
                 _check_opened_version(fs.target, path, raw, url, size, version)
@@ -103,14 +119,12 @@ def _check_opened_version(fs, path, raw, url, size, version) -> None:
     ETag check (local files) may be another version by now, and its data decoded with the
     old footer would be a torn read. So the opened file must still be the listed version
     (size, and mtime or ETag as the target reports it); else ``FileChangedError``."""
-    from raptorx_py.cache.block_cache import _comparable, _observed_version
-
     info = fs.info(path)
-    found = _observed_version(info)
+    found = observed_version(info)
     changed = (
         size is not None and info.get("size") is not None and int(info["size"]) != int(size)
     ) or (
-        found is not None and _comparable(version, found) and found.removeprefix("etag:") != version
+        found is not None and comparable(version, found) and found.removeprefix("etag:") != version
     )
     if changed:
         raw.close()

@@ -26,18 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse
 
+from raptorx_py.config.paths import default_tpch_work_dir
 from raptorx_py.errors import translate_storage_error
 from raptorx_py.tpch.generate import format_scale, generate_tpch, read_marker
 from raptorx_py.tpch.queries import TABLES
 
 LOAD_MARKER = "_tpch_load.json"
 COPY_THREADS = 8
-
-
-def default_work_dir() -> Path:
-    """Where generations are cached: ``$XDG_CACHE_HOME/raptorx/tpch`` (``~/.cache/...``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "raptorx" / "tpch"
 
 
 def _normalise_url(url: str) -> str:
@@ -60,8 +55,8 @@ def load_tpch(
 ) -> dict[str, str]:
     """Generate TPC-H at ``scale``, copy it under ``warehouse_url``, register it; table -> URL.
 
-    - ``work_dir``: where to generate (``<work_dir>/sf<scale>``); default ``default_work_dir()``.
-      A complete generation already there is reused.
+    - ``work_dir``: where to generate (``<work_dir>/sf<scale>``); default
+      ``config.paths.default_tpch_work_dir()``. A complete generation already there is reused.
     - ``warehouse_url``: ``file:///...``, a local path, or ``s3://bucket/prefix``. Tables land in
       ``<warehouse_url>/<database>.db/<table>/`` (Hive layout, see ``generate``).
     - Every table is registered with ``register_external_table(..., replace=True)`` as
@@ -83,7 +78,7 @@ def load_tpch(
     from raptorx_py.table_registration import register_external_table
 
     say = _printer(progress)
-    local_root = Path(work_dir or default_work_dir()).expanduser() / f"sf{format_scale(scale)}"
+    local_root = Path(work_dir or default_tpch_work_dir()).expanduser() / f"sf{format_scale(scale)}"
     generate_tpch(scale, str(local_root), progress=say)
     generation = read_marker(str(local_root))
 
@@ -169,7 +164,7 @@ def load_tpch_managed(
     from raptorx_py.tpch.queries import PARTITION_COLUMNS, parquet_reader
 
     say = _printer(progress)
-    local_root = Path(work_dir or default_work_dir()).expanduser() / f"sf{format_scale(scale)}"
+    local_root = Path(work_dir or default_tpch_work_dir()).expanduser() / f"sf{format_scale(scale)}"
     generate_tpch(scale, str(local_root), progress=say)
     with open_metastore(settings, create=True) as ms:
         if warehouse_url is not None and database not in ms.list_databases():
@@ -284,85 +279,3 @@ def _write_json(fs, path: str, url: str, obj: dict) -> None:
             f.write(json.dumps(obj, indent=2, sort_keys=True).encode())
     except Exception as e:  # noqa: BLE001 - translated and re-raised
         raise translate_storage_error(e, url) from e
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def add_cli(subparsers) -> None:
-    """Add ``tpch load --scale S --warehouse URL [--database D] [--work-dir DIR]
-    [--conf-dir DIR] [-p name=value]`` to the ``raptorx`` command's subparsers."""
-    from raptorx_py.cli import add_common_options
-
-    tpch = subparsers.add_parser("tpch", help="TPC-H data: generate, copy and register")
-    tsub = tpch.add_subparsers(dest="tpch_command", required=True)
-    load = tsub.add_parser(
-        "load",
-        help="generate TPC-H with tpchgen-cli, copy it to <warehouse>/<database>.db/ "
-        "and register its tables as EXTERNAL",
-    )
-    load.add_argument("--scale", type=float, required=True, help="scale factor, e.g. 0.01 or 1")
-    load.add_argument(
-        "--warehouse",
-        required=True,
-        help="warehouse URL: file:///path, a local path or s3://bucket/prefix",
-    )
-    load.add_argument("--database", default="tpch", help="database name (default: tpch)")
-    load.add_argument(
-        "--work-dir",
-        help=f"where to generate and cache the data locally (default: {default_work_dir()})",
-    )
-    load.add_argument("--no-progress", action="store_true", help="no progress bar")
-    load.add_argument(
-        "--no-seal",
-        action="store_true",
-        help="register the partitions open (not sealed): their listings are then never cached",
-    )
-    load.add_argument(
-        "--managed",
-        action="store_true",
-        help="write MANAGED tables through the Spark write path instead (starts "
-        "a local Spark session; use a --database of their own)",
-    )
-    add_common_options(load)
-    load.set_defaults(func=cmd_tpch_load)
-
-
-def cmd_tpch_load(args) -> int:
-    from raptorx_py.cli import settings_from_args
-
-    settings = settings_from_args(args)
-    if args.managed:
-        from raptorx_py.session import tiered_session
-
-        spark = tiered_session(
-            conf_dir=args.conf_dir, properties=settings.properties(), app_name="raptorx-tpch-load"
-        )
-        try:
-            urls = load_tpch_managed(
-                spark,
-                args.scale,
-                settings,
-                database=args.database,
-                warehouse_url=args.warehouse,
-                work_dir=args.work_dir,
-                progress=not args.no_progress,
-            )
-        finally:
-            spark.stop()
-    else:
-        urls = load_tpch(
-            args.scale,
-            args.warehouse,
-            settings,
-            database=args.database,
-            work_dir=args.work_dir,
-            progress=not args.no_progress,
-            seal=not args.no_seal,
-        )
-    print(
-        f"loaded TPC-H SF {format_scale(args.scale)}: "
-        + ", ".join(f"{args.database}.{t}" for t in urls)
-        + f" at {urls[TABLES[0]].rsplit('/', 1)[0]}"
-    )
-    return 0

@@ -18,6 +18,7 @@ from raptorx_py.config.loader import (
     describe_settings,
     render_conf_file,
     render_property_docs,
+    with_overrides,
 )
 from raptorx_py.config.settings import SETTINGS_FIELDS, Settings
 from raptorx_py.errors import ConfigError
@@ -323,13 +324,13 @@ def test_overrides_accept_python_bools_and_ints(empty_cwd):
 
 def test_with_overrides_rebuilds_from_source(empty_cwd):
     base = load_settings(env={}, cwd=empty_cwd, overrides={"hive.s3.region": "r1"})
-    changed = base.with_overrides({"hive.s3.connect-timeout": "250ms"})
+    changed = with_overrides(base, {"hive.s3.connect-timeout": "250ms"})
     assert changed.s3_region == "r1"
     assert changed.s3_connect_timeout == 0.25
     assert base.s3_connect_timeout == 5.0
     assert build_settings({k: (v, "worker", None) for k, v in changed.source}) == changed
     with pytest.raises(ConfigError, match=r"^option, property 'hive.s3.connect-timeout': "):
-        base.with_overrides({"hive.s3.connect-timeout": "soon"})
+        with_overrides(base, {"hive.s3.connect-timeout": "soon"})
 
 
 def test_unknown_property_names_file_line_key_and_suggestion(tmp_path, empty_cwd):

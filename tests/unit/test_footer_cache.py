@@ -12,6 +12,7 @@ import pytest
 
 from raptorx_py.cache.footer_cache import FileIdentity, FooterCache, footer_cache_for
 from raptorx_py.config import load_settings
+from raptorx_py.config.loader import with_overrides
 from raptorx_py.errors import CorruptFileError
 from raptorx_py.metrics import counters
 from raptorx_py.storage.parquet_files import open_parquet, read_metadata
@@ -370,5 +371,5 @@ def test_footer_cache_for_settings(tmp_path):
     assert cache is footer_cache_for(on)  # one per process
     assert cache.directory == str(tmp_path / "base" / "footers")
     assert (cache.max_bytes, cache.ttl, cache.disk_enabled) == (1 << 20, 600.0, True)
-    resized = footer_cache_for(on.with_overrides({"hive.parquet.metadata-cache-size": "2MB"}))
+    resized = footer_cache_for(with_overrides(on, {"hive.parquet.metadata-cache-size": "2MB"}))
     assert resized is not cache and resized.max_bytes == 2 << 20

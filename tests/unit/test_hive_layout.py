@@ -1,14 +1,9 @@
 import pytest
 
 from raptorx_py.errors import EmptyTableLocationError, LayoutError
+from raptorx_py.metastore.partition_names import escape_partition_value, unescape_partition_value
 from raptorx_py.storage.fs import filesystem_for, split_url
-from raptorx_py.storage.hive_layout import (
-    escape_partition_value,
-    is_hidden,
-    parse_partition_dir,
-    unescape_partition_value,
-    walk_table,
-)
+from raptorx_py.storage.hive_layout import is_hidden, parse_partition_dir, walk_table
 
 
 @pytest.mark.parametrize(

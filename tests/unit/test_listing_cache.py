@@ -16,6 +16,7 @@ from raptorx_py.cache.listing_cache import (
 )
 from raptorx_py.cli import main
 from raptorx_py.config import load_settings
+from raptorx_py.config.loader import with_overrides
 from raptorx_py.metastore import open_metastore
 from raptorx_py.metrics import counters
 from raptorx_py.storage.hive_layout import list_data_files
@@ -276,7 +277,7 @@ def test_listing_cache_for_settings(tmp_path):
     assert c is listing_cache_for(s)
     assert (c.patterns, c.max_files, c.expire_seconds) == (("tpch.*", "sales.events"), 500, 3600)
     assert c.eligible("tpch.lineitem") and not c.eligible("tpch2.lineitem")
-    assert listing_cache_for(s.with_overrides({"hive.file-status-cache-size": "10"})) is not c
+    assert listing_cache_for(with_overrides(s, {"hive.file-status-cache-size": "10"})) is not c
 
 
 # -- sealing through the CLI, against a real SQLite metastore ---------------------------------

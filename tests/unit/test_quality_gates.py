@@ -1,5 +1,6 @@
 """The project's quality gates, run as tests so that `make test` (and CI) runs them: ruff's
-lint and its formatter, configured in pyproject.toml. A failure prints the tool's own report."""
+lint and its formatter, and the import contracts (import-linter: the layers of
+docs/architecture.md), configured in pyproject.toml. A failure prints the tool's own report."""
 
 from __future__ import annotations
 
@@ -26,3 +27,16 @@ def test_ruff_format_leaves_the_tree_unchanged():
     assert done.returncode == 0, (
         "run `.venv/bin/ruff format .`; these files are not formatted:\n" + done.stdout
     )
+
+
+def test_imports_follow_the_layers():
+    """A module importing from a layer above its own (docs/architecture.md, "Layers") fails
+    here, naming the import and its line."""
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr
