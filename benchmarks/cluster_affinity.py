@@ -56,6 +56,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="spark.locality.wait: how long Spark waits for a task's preferred executor "
         "(default 3s, Spark's own default)",
     )
+    p.add_argument(
+        "--cache-share",
+        type=float,
+        default=0.65,
+        help="each executor's cache size (cache.alluxio.max-cache-size) as a share of the "
+        "table data's bytes (default 0.65: room for the half of the files an executor owns "
+        "under soft affinity, not for all of them); 0: the property's default",
+    )
     p.add_argument("--out", default="bench-out/affinity", help="report directory")
     p.add_argument("--work-dir", default=None, help="generated data (default: work-data/)")
     return p.parse_args(argv)
@@ -88,11 +96,29 @@ def load(scale: float, work: Path) -> tuple[dict[str, str], str]:
     return props, str(work / "tpch" / f"sf{scale:g}")
 
 
+def data_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def executor_dirs(cluster) -> set[Path]:
+    """The working directories of every executor the cluster's workers ever started
+    (``<worker dir>/<app id>/<executor id>``)."""
+    return {p for p in cluster.root.glob("worker*/app-*/*") if p.is_dir()}
+
+
 def run_strategy(
-    cluster, props: dict[str, str], strategy: str, args, queries: list[int], out: Path
-) -> dict[str, Any]:
-    """One application on the cluster: a cold pass, then the measured warm pass."""
+    cluster,
+    props: dict[str, str],
+    strategy: str,
+    args,
+    queries: list[int],
+    out: Path,
+    cache_size: int | None,
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """One application on the cluster: a cold pass, then the measured warm pass; its passes
+    and the bytes each of its executors holds in its caches afterwards."""
     result_file = out / f"{strategy.lower()}.pickle"
+    before = executor_dirs(cluster)
     spec = {
         "master": cluster.master_url,
         "executors": args.workers,
@@ -103,6 +129,7 @@ def run_strategy(
             "hive.parquet.metadata-cache-enabled": "true",
             # Relative: each executor's own working directory, so its own caches.
             "cache.base-directory": "raptorx-cache",
+            **({"cache.alluxio.max-cache-size": f"{cache_size}B"} if cache_size else {}),
         },
         "spark_conf": {
             "spark.locality.wait": args.locality_wait,
@@ -127,7 +154,13 @@ def run_strategy(
     if done.returncode != 0:
         raise RuntimeError(f"{strategy}: the driver failed:\n{done.stderr[-4000:]}")
     with open(result_file, "rb") as f:
-        return pickle.load(f)["passes"]
+        passes = pickle.load(f)["passes"]
+    cached = {
+        f"executor {d.name}": data_bytes(d / "raptorx-cache")
+        for d in sorted(executor_dirs(cluster) - before)
+        if (d / "raptorx-cache").is_dir()
+    }
+    return passes, cached
 
 
 def ratio(hits: int, total: int) -> float | None:
@@ -172,20 +205,24 @@ def report(results: dict[str, Any], out: Path) -> str:
         f"- Machine: {results['machine']}",
         f"- Started {results['started']}, {results['workers']} workers × 1 core on loopback, "
         f"TPC-H SF {results['scale']:g}, spark.locality.wait={results['locality_wait']}",
+        f"- Table data: {results['data_bytes'] / 2**20:.1f} MiB; each executor's cache "
+        f"limit: {results['cache_limit']}",
         f"- Results equal DuckDB's: {results['equal_duckdb']}",
         "",
         "## Warm pass, all executors",
         "",
         "| strategy | warm s (sum) | tasks on preferred / fallback | preferred share | "
-        "block cache hits / misses | block hit ratio | footer hit ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "block cache hits / misses | block hit ratio | footer hit ratio | cached MiB per "
+        "executor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s, r in results["strategies"].items():
         f = r["warm_total"]
+        cached = " + ".join(f"{b / 2**20:.1f}" for _, b in sorted(r["cached_bytes"].items()))
         lines.append(
             f"| {s} | {r['warm_seconds']:.2f} | {f['tasks_preferred']} / {f['tasks_fallback']} | "
             f"{pct(f['preferred_share'])} | {f['block_hits']} / {f['block_misses']} | "
-            f"{pct(f['block_hit_ratio'])} | {pct(f['footer_hit_ratio'])} |"
+            f"{pct(f['block_hit_ratio'])} | {pct(f['footer_hit_ratio'])} | {cached or '–'} |"
         )
     for s, r in results["strategies"].items():
         lines += [
@@ -241,12 +278,21 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"loading TPC-H SF {args.scale:g} under {work}", flush=True)
     props, data_dir = load(args.scale, work)
-    passes = {}
+    results["data_bytes"] = data_bytes(work / "affinity" / "warehouse")
+    cache_size = int(args.cache_share * results["data_bytes"]) if args.cache_share > 0 else None
+    results["cache_limit"] = (
+        f"{cache_size / 2**20:.1f} MiB ({args.cache_share:g} of the data)"
+        if cache_size
+        else "the default (cache.alluxio.max-cache-size)"
+    )
+    passes, cached = {}, {}
     cluster = StandaloneCluster(work / "affinity" / "cluster", workers=args.workers)
     try:
         cluster.start()
         for strategy in STRATEGIES:
-            passes[strategy] = run_strategy(cluster, props, strategy, args, numbers, out)
+            passes[strategy], cached[strategy] = run_strategy(
+                cluster, props, strategy, args, numbers, out, cache_size
+            )
     finally:
         cluster.stop()
     expected = oracle.duckdb_results(data_dir, numbers, args.scale, threads=2)
@@ -269,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             "warm_total": executor_figures(warm["counters"]),
             "warm_by_source": {s: executor_figures(c) for s, c in warm["by_source"].items()},
             "cold_total": executor_figures(p["cold"]["counters"]),
+            "cached_bytes": cached[strategy],
         }
     results["equal_duckdb"] = "yes, every query" if not wrong else "NO: " + "; ".join(wrong)
     print(report(results, out))

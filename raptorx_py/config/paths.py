@@ -58,6 +58,7 @@ PATH_PROPERTIES: dict[str, Callable[[str, str | None, str | None], str]] = {
     "hive.metastore.url": _metastore_url,
     "hive.metastore.warehouse.dir": _dir_or_file_url,
     "cache.base-directory": _dir_or_file_url,
+    "fragment-result-cache.base-directory": _dir_or_file_url,
     "metrics.directory": _dir_or_file_url,
 }
 

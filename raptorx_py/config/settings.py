@@ -419,6 +419,60 @@ PROPERTIES: tuple[Property, ...] = (
         "copies of table files); true: directories 2770 and files 0660, shared by the "
         "users of the cache directory's group.",
     ),
+    # --- fragment result cache (RaptorX's names; node configuration) -------------------
+    Property(
+        "fragment-result-cache.enabled",
+        "fragment_cache_enabled",
+        "false",
+        "bool",
+        "config",
+        "Keep each split's result (rows after filters, or its partial aggregation) on the "
+        "node's local disk and answer the same split read the same way from it.",
+    ),
+    Property(
+        "fragment-result-cache.base-directory",
+        "fragment_cache_base_directory",
+        "~/.raptorx/fragment-cache",
+        "str",
+        "config",
+        "Local directory of the fragment result cache (one per node, shared by its processes).",
+    ),
+    Property(
+        "fragment-result-cache.max-cached-entries",
+        "fragment_cache_max_entries",
+        "10000",
+        "int",
+        "config",
+        "Entries the fragment result cache holds; when full, new results are not stored "
+        "until eviction or expiry makes room.",
+        "1",
+    ),
+    Property(
+        "fragment-result-cache.cache-ttl",
+        "fragment_cache_ttl",
+        "2d",
+        "duration",
+        "config",
+        "How long a fragment result is kept after it is stored; 0s: until evicted.",
+    ),
+    Property(
+        "fragment-result-cache.max-cache-size",
+        "fragment_cache_max_size",
+        "2GB",
+        "size",
+        "config",
+        "Bytes the fragment result cache may hold on disk; least recently used entries are "
+        "evicted.",
+        "1MB",
+    ),
+    Property(
+        "fragment-result-cache.max-single-cached-entry-size",
+        "fragment_cache_max_entry_size",
+        "64MB",
+        "size",
+        "config",
+        "The largest result stored; a bigger one is computed and not stored.",
+    ),
     # --- engine-wide -------------------------------------------------------------------
     Property(
         "metrics.directory",
@@ -475,6 +529,12 @@ class Settings:
     cache_block_size: int  # bytes
     cache_max_size: int  # bytes
     cache_group_shared: bool
+    fragment_cache_enabled: bool
+    fragment_cache_base_directory: str
+    fragment_cache_max_entries: int
+    fragment_cache_ttl: float  # seconds
+    fragment_cache_max_size: int  # bytes
+    fragment_cache_max_entry_size: int  # bytes
     metrics_directory: str
     #: The property strings these settings were built from (name -> value), so that the
     #: exact configuration can be shipped to Spark's Python workers and rebuilt there.

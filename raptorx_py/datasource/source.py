@@ -22,9 +22,11 @@ from pyspark.sql.types import StructField, StructType
 
 from raptorx_py import metrics
 from raptorx_py import predicates as preds
+from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
 from raptorx_py.config.settings import Settings
 from raptorx_py.datasource import aggregation
+from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.placement import FALLBACK, PREFERRED, PlacedPartition
 from raptorx_py.datasource.planner import plan_scan, split_predicates
 from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_query
@@ -32,7 +34,7 @@ from raptorx_py.datasource.scan import read_split
 from raptorx_py.datasource.writer import TieredHiveWriter
 from raptorx_py.error_report import short_worker_errors
 from raptorx_py.errors import ConfigError, SchemaError
-from raptorx_py.hive_types import spark_struct, spark_type
+from raptorx_py.hive_types import arrow_schema_for_spark, spark_struct, spark_type
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metastore.model import Column, Table
 from raptorx_py.metrics import counters
@@ -216,6 +218,7 @@ class TieredHiveReader(DataSourceReader):
         self.aggregation = aggregation.from_schema(schema) if pushdown else None
         if self.aggregation is None:
             self.columns = columns_for_schema(self.table, schema)
+            self.row_schema = arrow_schema_for_spark(self.columns)
         else:
             wanted = self.aggregation.input_columns()
             for name in wanted:
@@ -314,25 +317,55 @@ class TieredHiveReader(DataSourceReader):
             # so only what pushFilters stored is visible here.
             _, data_predicates = split_predicates(self.table, self.predicates)
             fill = count_placement(partition)
+            fragments = fragment_cache_for(self.settings)
             for split in task:
-                batches = read_split(
-                    split,
-                    self.table,
-                    self.columns,
-                    data_predicates,
-                    self.settings,
-                    fill_caches=fill,
-                )
-                if self.aggregation is not None:
-                    out = aggregation.aggregate_batches(
-                        self.aggregation, batches, self.output_schema
-                    )
-                    batches = [out] if out is not None else []
-                for batch in batches:
+                for batch in self._split_result(split, data_predicates, fill, fragments):
                     counters.add("reader.rows_to_spark", batch.num_rows)
                     yield batch
         finally:
             metrics.flush(self.settings.metrics_directory)
+
+    def _split_result(self, split, data_predicates, fill: bool, fragments):
+        """The batches ``split`` hands to Spark: from the fragment result cache when it holds
+        them, else computed (read, filtered, aggregated when an aggregation is pushed) and,
+        once complete and unless this task runs away from its preferred executor
+        (``fill``), stored."""
+        schema = self.output_schema if self.aggregation is not None else self.row_schema
+        key = None
+        if fragments is not None:
+            key = fragment_key(
+                self.table, split, self.columns, data_predicates, self.aggregation, schema
+            )
+            cached = fragments.get(key) if key is not None else None
+            if cached is not None:
+                yield from cached
+                return
+        counters.add("reader.fragments_computed")
+        batches = read_split(
+            split, self.table, self.columns, data_predicates, self.settings, fill_caches=fill
+        )
+        if self.aggregation is not None:
+            out = aggregation.aggregate_batches(self.aggregation, batches, self.output_schema)
+            batches = iter([out] if out is not None else [])
+        if key is None or not fill:
+            yield from batches
+            return
+        kept: list = []
+        size, keeping = 0, True
+        for batch in batches:
+            if keeping:
+                size += batch.nbytes
+                # Past the largest entry: keep nothing more (the result will not be stored).
+                keeping = size <= fragments.max_entry_bytes
+                if keeping:
+                    kept.append(batch)
+                else:
+                    kept.clear()
+            yield batch
+        if keeping:
+            fragments.put(key, schema, kept)
+        else:
+            counters.add("fragment_cache.too_large")
 
 
 def count_placement(partition) -> bool:

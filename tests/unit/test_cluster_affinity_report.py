@@ -37,6 +37,8 @@ def test_report_lists_each_strategy_and_executor(tmp_path):
         "scale": 0.1,
         "workers": 2,
         "locality_wait": "3s",
+        "data_bytes": 10 * 2**20,
+        "cache_limit": "6.5 MiB (0.65 of the data)",
         "queries": [1],
         "equal_duckdb": "yes, every query",
         "strategies": {
@@ -45,11 +47,13 @@ def test_report_lists_each_strategy_and_executor(tmp_path):
                 "warm_query_seconds": {"1": 1.5},
                 "warm_total": warm,
                 "warm_by_source": {"executor 0": warm, "executor 1": executor_figures({})},
+                "cached_bytes": {"executor 0": 3 * 2**20, "executor 1": 2**20},
             }
         },
     }
     text = report(results, tmp_path)
-    assert "| SOFT_AFFINITY | 1.50 | 2 / 0 | 100.0% | 4 / 0 | 100.0% | – |" in text
+    assert "| SOFT_AFFINITY | 1.50 | 2 / 0 | 100.0% | 4 / 0 | 100.0% | – | 3.0 + 1.0 |" in text
+    assert "each executor's cache limit: 6.5 MiB" in text
     assert "| executor 0 | 2 / 0 | 4 / 0 | 100.0% |" in text
     assert "| executor 1 | 0 / 0 | 0 / 0 | – |" in text
     assert (tmp_path / "results.json").exists() and (tmp_path / "results.md").read_text() == text

@@ -64,6 +64,12 @@ EXPECTED_DEFAULTS = {
     "cache_block_size": 2**20,
     "cache_max_size": 2 * 2**30,
     "cache_group_shared": False,
+    "fragment_cache_enabled": False,
+    "fragment_cache_base_directory": "~/.raptorx/fragment-cache",
+    "fragment_cache_max_entries": 10000,
+    "fragment_cache_ttl": 2 * 86400.0,
+    "fragment_cache_max_size": 2 * 2**30,
+    "fragment_cache_max_entry_size": 64 * 2**20,
     "metrics_directory": "",
 }
 
@@ -138,6 +144,32 @@ NON_DEFAULTS = {
         False,
     ),
     "hive.aggregation-pushdown-enabled": ("hive", "false", "aggregation_pushdown_enabled", False),
+    "fragment-result-cache.enabled": ("config", "true", "fragment_cache_enabled", True),
+    "fragment-result-cache.base-directory": (
+        "config",
+        "/srv/fragments",
+        "fragment_cache_base_directory",
+        "/srv/fragments",
+    ),
+    "fragment-result-cache.max-cached-entries": (
+        "config",
+        "500",
+        "fragment_cache_max_entries",
+        500,
+    ),
+    "fragment-result-cache.cache-ttl": ("config", "1h", "fragment_cache_ttl", 3600.0),
+    "fragment-result-cache.max-cache-size": (
+        "config",
+        "10GB",
+        "fragment_cache_max_size",
+        10 * 2**30,
+    ),
+    "fragment-result-cache.max-single-cached-entry-size": (
+        "config",
+        "1MB",
+        "fragment_cache_max_entry_size",
+        2**20,
+    ),
     "metrics.directory": (
         "config",
         "/tmp/raptorx-metrics",
@@ -151,6 +183,12 @@ ONE_CANONICAL_VALUE = {"cache.type", "connector.name"}
 
 EXPECTED_NAMES = {
     "connector.name",
+    "fragment-result-cache.enabled",
+    "fragment-result-cache.base-directory",
+    "fragment-result-cache.max-cached-entries",
+    "fragment-result-cache.cache-ttl",
+    "fragment-result-cache.max-cache-size",
+    "fragment-result-cache.max-single-cached-entry-size",
     "cache.group-shared",
     "hive.metastore.url",
     "hive.metastore.warehouse.dir",

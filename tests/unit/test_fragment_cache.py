@@ -1,0 +1,213 @@
+"""The fragment result cache tier (cache/fragment_cache.py) and its keys
+(datasource/fragment_keys.py), without Spark: round trips, corrupt and truncated entries,
+limits, an unusable directory, two processes on one directory, and what a key names."""
+
+from __future__ import annotations
+
+import datetime as dt
+import multiprocessing
+import os
+
+import pyarrow as pa
+import pytest
+
+from raptorx_py.cache.fragment_cache import FragmentCache, fragment_cache_for
+from raptorx_py.config import load_settings
+from raptorx_py.datasource.aggregation import Aggregate, PushedAggregation
+from raptorx_py.datasource.fragment_keys import fragment_key
+from raptorx_py.datasource.planner import Split
+from raptorx_py.metastore.model import Column, Table
+from raptorx_py.metrics import counters
+from raptorx_py.predicates import Comparison
+
+SCHEMA = pa.schema([pa.field("x", pa.int64()), pa.field("s", pa.string())])
+KEY = b"k" * 20
+OTHER = b"o" * 20
+
+
+def batches(n: int = 10_000) -> list[pa.RecordBatch]:
+    # Over diskcache's 32 KiB: stored as a value file, as real results mostly are.
+    return [
+        pa.record_batch([pa.array(range(n)), pa.array([f"v{i}" for i in range(n)])], SCHEMA),
+        pa.record_batch([pa.array([1]), pa.array([None], pa.string())], SCHEMA),
+    ]
+
+
+def cache(tmp_path, **kw) -> FragmentCache:
+    args = dict(max_bytes=2**30, max_entries=100, max_entry_bytes=2**26, ttl=None)
+    return FragmentCache(str(tmp_path / "fragments"), **{**args, **kw})
+
+
+def delta(before: dict[str, int]) -> dict[str, int]:
+    now = counters.snapshot()
+    return {k: now.get(k, 0) - before.get(k, 0) for k in now if now.get(k, 0) != before.get(k, 0)}
+
+
+def test_a_stored_result_comes_back_equal(tmp_path):
+    c = cache(tmp_path)
+    before = counters.snapshot()
+    assert c.get(KEY) is None
+    assert c.put(KEY, SCHEMA, batches())
+    got = c.get(KEY)
+    assert pa.Table.from_batches(got) == pa.Table.from_batches(batches())
+    d = delta(before)
+    assert (d["fragment_cache.misses"], d["fragment_cache.stores"], d["fragment_cache.hits"]) == (
+        1,
+        1,
+        1,
+    )
+
+
+def test_an_empty_result_is_a_hit_with_no_rows(tmp_path):
+    c = cache(tmp_path)
+    assert c.put(KEY, SCHEMA, [])
+    assert c.get(KEY) == []
+
+
+def _value_files(root) -> list[str]:
+    return [
+        os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f.endswith(".val")
+    ]
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_a_damaged_entry_is_a_miss_deleted_and_counted(tmp_path, damage):
+    c = cache(tmp_path)
+    c.put(KEY, SCHEMA, batches())
+    (path,) = _value_files(c.directory)
+    with open(path, "r+b") as f:
+        if damage == "flip":
+            f.seek(500)
+            byte = f.read(1)
+            f.seek(500)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        else:
+            f.truncate(os.path.getsize(path) // 2)
+    before = counters.snapshot()
+    assert c.get(KEY) is None
+    assert delta(before)["fragment_cache.corrupt"] == 1
+    assert len(c) == 0  # deleted: the next read recomputes and may store it again
+    assert c.put(KEY, SCHEMA, batches()) and c.get(KEY) is not None
+
+
+def test_an_entry_under_another_key_is_not_served(tmp_path):
+    """A value copied under another key's name fails the keyed checksum."""
+    c = cache(tmp_path)
+    c.put(KEY, SCHEMA, batches())
+    c._cache.set(OTHER.hex(), c._cache.get(KEY.hex()))
+    before = counters.snapshot()
+    assert c.get(OTHER) is None
+    assert delta(before)["fragment_cache.corrupt"] == 1
+
+
+def test_a_result_over_the_entry_limit_is_not_stored(tmp_path):
+    c = cache(tmp_path, max_entry_bytes=1000)
+    before = counters.snapshot()
+    assert not c.put(KEY, SCHEMA, batches())
+    assert delta(before)["fragment_cache.too_large"] == 1 and len(c) == 0
+
+
+def test_a_full_cache_stores_nothing_more(tmp_path):
+    c = cache(tmp_path, max_entries=2)
+    assert c.put(b"a" * 20, SCHEMA, batches(10)) and c.put(b"b" * 20, SCHEMA, batches(10))
+    before = counters.snapshot()
+    assert not c.put(b"c" * 20, SCHEMA, batches(10))
+    assert delta(before)["fragment_cache.full"] == 1 and len(c) == 2
+
+
+def test_the_size_limit_evicts_least_recently_used(tmp_path):
+    c = cache(tmp_path, max_bytes=600_000)
+    for i in range(8):  # ~150 KB each
+        c.put(bytes([i]) * 20, SCHEMA, batches())
+    assert 2 <= len(c) < 8 and c._cache.volume() < 800_000
+    assert c.get(bytes([7]) * 20) is not None  # the newest stays
+    assert c.get(bytes([0]) * 20) is None  # the least recently used went first
+
+
+def test_files_are_private_by_default(tmp_path):
+    c = cache(tmp_path)
+    assert os.stat(c.directory).st_mode & 0o777 == 0o700
+    assert os.stat(os.path.join(c.directory, "cache.secret")).st_mode & 0o777 == 0o600
+
+
+def test_an_unusable_directory_turns_the_tier_off_without_failing(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    settings = load_settings(
+        overrides={
+            "fragment-result-cache.enabled": "true",
+            "fragment-result-cache.base-directory": str(blocker / "fragments"),
+        }
+    )
+    before = counters.snapshot()
+    assert fragment_cache_for(settings) is None
+    assert delta(before)["fragment_cache.unavailable"] == 1
+
+
+def test_off_by_default():
+    assert fragment_cache_for(load_settings(overrides={})) is None
+
+
+def _store_in_child(directory: str) -> None:
+    FragmentCache(directory, max_bytes=2**30, max_entries=100, max_entry_bytes=2**26, ttl=None).put(
+        KEY, SCHEMA, batches()
+    )
+
+
+def test_two_processes_share_one_directory(tmp_path):
+    c = cache(tmp_path)
+    ctx = multiprocessing.get_context("spawn")
+    p = ctx.Process(target=_store_in_child, args=(c.directory,))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0
+    assert pa.Table.from_batches(c.get(KEY)) == pa.Table.from_batches(batches())
+
+
+# --- keys ------------------------------------------------------------------------------------
+
+TABLE = Table("db", "t", "EXTERNAL_TABLE", "file:///t", (Column("x", "bigint"),), id=7)
+COLUMNS = TABLE.columns
+SPLIT = Split("file:///t/ds=1/f.parquet", 1000, 1700000000.5, None, ("1",))
+P1 = Comparison("x", ">", 5)
+P2 = Comparison("x", "<", 50)
+
+
+def key(split=SPLIT, preds=(P1, P2), table=TABLE, agg=None, schema=SCHEMA):
+    return fragment_key(table, split, COLUMNS, preds, agg, schema)
+
+
+def test_a_key_ignores_the_order_of_predicates():
+    assert key(preds=(P1, P2)) == key(preds=(P2, P1))
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"split": Split(SPLIT.url, 1001, SPLIT.mtime, None, ("1",))},  # size
+        {"split": Split(SPLIT.url, 1000, 1700000000.500001, None, ("1",))},  # mtime
+        {"split": Split(SPLIT.url, 1000, SPLIT.mtime, "etag-2", ("1",))},  # an ETag
+        {"split": Split(SPLIT.url, 1000, SPLIT.mtime, None, ("1",), 0, 500)},  # a piece
+        {"split": Split("file:///t/ds=2/f.parquet", 1000, SPLIT.mtime, None, ("2",))},
+        {"preds": (P1,)},
+        {"preds": (P1, Comparison("x", "<", 51))},
+        {"table": Table("db", "t", "EXTERNAL_TABLE", "file:///t", COLUMNS, id=8)},  # recreated
+        {"agg": PushedAggregation((), (Aggregate("count_star", "bigint", None),))},
+        {"schema": pa.schema([pa.field("x", pa.int32())])},
+        {"preds": (P1, Comparison("d", "<", dt.date(2024, 1, 2)))},
+    ],
+)
+def test_a_key_changes_with_what_the_result_depends_on(changed):
+    assert key(**changed) != key()
+
+
+def test_a_file_without_a_version_has_no_key():
+    assert key(split=Split(SPLIT.url, 1000, None, None, ("1",))) is None
+
+
+def test_an_aggregation_s_partition_filters_are_not_in_the_key():
+    """The provider sends an aggregated scan's filters with the aggregation; those on the
+    partition key chose the splits and must not change a split's key."""
+    count = (Aggregate("count_star", "bigint", None),)
+    day = Comparison("ds", ">=", dt.date(2021, 1, 1))
+    assert key(agg=PushedAggregation((), count, (day,))) == key(agg=PushedAggregation((), count))
