@@ -15,7 +15,8 @@ Contract:
   visible only once its row commits; a value file without a row is never served), its
   total size is bounded (``fragment-result-cache.max-cache-size``) with least-recently-used
   eviction (one entry per store: a store larger than the entry it evicts can leave the cache
-  above the bound until the next stores), entries expire after ``fragment-result-cache.cache-ttl``. A result bigger than
+  above the bound until the next stores), entries expire after
+  ``fragment-result-cache.cache-ttl``. A result bigger than
   ``fragment-result-cache.max-single-cached-entry-size`` is computed and not stored
   (``fragment_cache.too_large``); when ``fragment-result-cache.max-cached-entries`` entries
   are held, new results are not stored until eviction or expiry makes room
