@@ -213,6 +213,71 @@ def _may_match(p: Predicate, stats: dict[str, ColumnStats], row_count: int | Non
     return True
 
 
+def always_true(p: Predicate, stats: dict[str, ColumnStats], row_count: int | None) -> bool:
+    """True only if every row described by ``stats`` satisfies ``p`` (is TRUE for it, not
+    null): the predicate can then be dropped from the work on those rows. Unknown statistics,
+    floating point bounds or values that do not compare: False (keep the predicate)."""
+    try:
+        return _always_true(p, stats, row_count)
+    except TypeError:
+        return False
+
+
+def _all_null(s: ColumnStats, row_count: int | None) -> bool:
+    return s.num_nulls is not None and row_count is not None and s.num_nulls >= row_count
+
+
+def _always_true(p: Predicate, stats: dict[str, ColumnStats], row_count: int | None) -> bool:
+    if isinstance(p, Not):
+        child = p.child
+        if isinstance(child, IsNull):
+            return _always_true(IsNotNull(child.column), stats, row_count)
+        if isinstance(child, IsNotNull):
+            return _always_true(IsNull(child.column), stats, row_count)
+        s = stats.get(child.column)
+        # NOT c is TRUE where c is FALSE: c must be false (not null) on every row.
+        return (
+            s is not None
+            and s.num_nulls == 0
+            and not isinstance(s.low, float)
+            and not _may_match(child, stats, row_count)
+        )
+    s = stats.get(p.column)
+    if s is None:
+        return False
+    if isinstance(p, IsNull) or (isinstance(p, Comparison) and p.op == "<=>" and p.value is None):
+        return _all_null(s, row_count)
+    if isinstance(p, IsNotNull):
+        return s.num_nulls == 0
+    lo, hi = s.low, s.high
+    if s.num_nulls != 0 or lo is None or hi is None or isinstance(lo, float):
+        return False
+    if isinstance(p, Comparison):
+        v = p.value
+        return {
+            "=": lo == hi == v,
+            "<=>": lo == hi == v,
+            "<": hi < v,
+            "<=": hi <= v,
+            ">": lo > v,
+            ">=": lo >= v,
+        }[p.op]
+    if isinstance(p, InList):
+        return lo == hi and lo in p.values
+    if isinstance(p, StringMatch) and p.kind == "starts" and isinstance(lo, str):
+        # Every string between two that start with the prefix starts with it too.
+        return lo.startswith(p.value) and hi.startswith(p.value)
+    return False
+
+
+def residual(
+    predicates, stats: dict[str, ColumnStats], row_count: int | None
+) -> tuple[Predicate, ...]:
+    """``predicates`` less those the statistics make always true, in a canonical order (by
+    their text), so two queries that differ only in what was dropped ask for the same work."""
+    return tuple(sorted((p for p in predicates if not always_true(p, stats, row_count)), key=repr))
+
+
 # -- as Arrow -------------------------------------------------------------------------------
 def to_arrow(p: Predicate) -> pc.Expression:
     """An Arrow expression with Spark's null semantics (null where Spark gives null)."""

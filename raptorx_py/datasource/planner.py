@@ -66,6 +66,10 @@ class Split:
     partition_values: tuple = ()  # typed values, one per partition key
     offset: int = 0
     length: int | None = None
+    #: The data predicates this split evaluates when its partition's trusted statistics made
+    #: some of the scan's always true there (``predicates.residual``: canonical order);
+    #: None: the scan's data predicates.
+    predicates: tuple | None = None
 
     @property
     def bytes(self) -> int:
@@ -127,20 +131,19 @@ def plan_scan(
                 kept.append(p)
         by_value = total - len(kept)
         untrusted = 0
-        if settings.stats_pruning_enabled:
-            survivors = []
-            for p in kept:
-                if data_preds and not _stats_describe_snapshot(p, write_ids):
-                    untrusted += 1
-                    survivors.append(p)
-                elif all(preds.may_match(dp, p.stats, p.row_count) for dp in data_preds):
-                    survivors.append(p)
-        else:
-            survivors = kept
+        survivors: list[tuple[Partition, tuple | None]] = []
+        for p in kept:
+            if not settings.stats_pruning_enabled:
+                survivors.append((p, None))
+            elif data_preds and not _stats_describe_snapshot(p, write_ids):
+                untrusted += 1
+                survivors.append((p, None))
+            elif all(preds.may_match(dp, p.stats, p.row_count) for dp in data_preds):
+                survivors.append((p, _simplified(data_preds, p.stats, p.row_count)))
         by_stats = len(kept) - len(survivors)
         locations = [
-            _Location(p.location, typed_partition_values(table, p), p.parameters, p.id)
-            for p in survivors
+            _Location(p.location, typed_partition_values(table, p), p.parameters, p.id, rest)
+            for p, rest in survivors
         ]
     else:
         total, by_value = 1, 0
@@ -156,13 +159,24 @@ def plan_scan(
             )
         )
         by_stats = 0 if matches else 1
+        rest = (
+            _simplified(data_preds, table.stats, int(rows) if rows else None)
+            if matches and trusted and settings.stats_pruning_enabled
+            else None
+        )
         # An unpartitioned table is its one partition: its parameters seal it.
-        locations = [_Location(table.location, (), table.parameters, table.id)] if matches else []
+        locations = (
+            [_Location(table.location, (), table.parameters, table.id, rest)] if matches else []
+        )
 
     splits = _list_splits(settings, table.qualified_name, locations, write_ids)
-    pieces = cut_files(
-        splits, piece_bytes(splits, settings.max_split_size, settings.min_split_count)
-    )
+    if settings.fragment_cache_enabled:
+        # Cached results are per split: a file must be cut the same way whatever else the
+        # query reads, so the piece size may depend on the settings only.
+        piece = fixed_piece_bytes(settings.max_split_size, settings.min_split_count)
+    else:
+        piece = piece_bytes(splits, settings.max_split_size, settings.min_split_count)
+    pieces = cut_files(splits, piece)
     locations: tuple = ()
     if settings.node_selection_strategy == affinity.SOFT_AFFINITY and executors:
         tasks, locations = pack_by_executor(
@@ -224,6 +238,26 @@ def piece_bytes(splits, max_bytes: int, slots: int) -> int:
     ``MIN_PIECE_BYTES``."""
     total = sum(s.bytes for s in splits)
     return max(MIN_PIECE_BYTES, min(max_bytes, -(-total // max(1, slots))))
+
+
+def fixed_piece_bytes(max_bytes: int, slots: int) -> int:
+    """A piece size that depends on the settings alone (``hive.max-split-size`` shared by the
+    ``hive.min-split-count`` task slots), so a file is cut the same way in every query: the
+    fragment result cache's entries are per piece."""
+    return max(MIN_PIECE_BYTES, max_bytes // max(1, slots))
+
+
+def _simplified(data_preds, stats, row_count: int | None) -> tuple | None:
+    """The data predicates left for a partition's splits once its trusted statistics drop
+    those always true there (counted per partition in ``planner.predicates_dropped_by_stats``);
+    None when none is dropped."""
+    if not data_preds:
+        return None
+    rest = preds.residual(data_preds, stats, row_count)
+    if len(rest) == len(data_preds):
+        return None
+    counters.add("planner.predicates_dropped_by_stats", len(data_preds) - len(rest))
+    return rest
 
 
 def cut_files(splits, piece: int, slop: float = PIECE_SLOP) -> list[Split]:
@@ -294,6 +328,7 @@ class _Location:
     values: tuple
     parameters: Mapping[str, str]
     object_id: int | None
+    predicates: tuple | None = None  # what its splits evaluate (Split.predicates)
 
     @property
     def version(self) -> str:
@@ -329,7 +364,17 @@ def _list_splits(
         )
         if write_ids is not None:
             files = visible_files(files, path, write_ids)
-        return [Split(join_url(scheme, f.path), f.size, f.mtime, f.etag, loc.values) for f in files]
+        return [
+            Split(
+                join_url(scheme, f.path),
+                f.size,
+                f.mtime,
+                f.etag,
+                loc.values,
+                predicates=loc.predicates,
+            )
+            for f in files
+        ]
 
     if not locations:
         return []

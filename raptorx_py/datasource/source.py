@@ -319,7 +319,9 @@ class TieredHiveReader(DataSourceReader):
             fill = count_placement(partition)
             fragments = fragment_cache_for(self.settings)
             for split in task:
-                for batch in self._split_result(split, data_predicates, fill, fragments):
+                # Statistics may have dropped predicates that are always true in its partition.
+                evaluated = data_predicates if split.predicates is None else split.predicates
+                for batch in self._split_result(split, evaluated, fill, fragments):
                     counters.add("reader.rows_to_spark", batch.num_rows)
                     yield batch
         finally:

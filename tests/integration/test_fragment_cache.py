@@ -32,21 +32,41 @@ def _write_day(root: str, day: str, offset: int) -> str:
     return path
 
 
-@pytest.fixture
-def daily(env, tmp_path, spark):
-    """An external table of five daily partitions, and readers with the cache on and off."""
+def _daily_table(env, tmp_path, spark, sealed: bool = False):
     root = str(tmp_path / "t")
     for i, day in enumerate(DAYS):
         _write_day(root, day, i * ROWS)
     db = env.unique_db("frag")
     with env.metastore() as ms:
-        register_external_table(ms, env.settings(), f"{db}.t", root)
+        register_external_table(ms, env.settings(), f"{db}.t", root, sealed=sealed)
     cache_dir = str(tmp_path / "fragments")
     spark.read.format("tiered_hive").option("fragment-result-cache.enabled", "true").option(
         "fragment-result-cache.base-directory", cache_dir
     ).load(f"{db}.t").createOrReplaceTempView("frag_on")
     spark.read.format("tiered_hive").load(f"{db}.t").createOrReplaceTempView("frag_off")
     return root, cache_dir
+
+
+@pytest.fixture
+def daily(env, tmp_path, spark):
+    """An external table of five daily partitions, and readers with the cache on and off."""
+    return _daily_table(env, tmp_path, spark)
+
+
+def test_a_moving_lower_bound_before_a_partitions_rows_still_hits(spark, env, tmp_path, counted):
+    """Sealed partitions (trusted statistics): ``x >= 10`` and then ``x >= 20`` are always
+    true on the days whose rows all lie above 20, so those days' splits evaluate no
+    predicate and share their entries; only the first day, where the bound cuts its rows,
+    is computed again."""
+    _daily_table(env, tmp_path, spark, sealed=True)
+    sql = "SELECT sum(x), count(*) FROM {{t}} WHERE x >= {lo}"
+    first = both(spark, sql.format(lo=10), counted)
+    # x >= 10 on four days, and Spark's own IsNotNull(x) on all five (no nulls)
+    assert first["planner.predicates_dropped_by_stats"] == 4 + 5
+    assert first["fragment_cache.stores"] == 5
+    moved = both(spark, sql.format(lo=20), counted)
+    assert (moved["fragment_cache.hits"], moved["fragment_cache.misses"]) == (4, 1)
+    assert moved["reader.rows_read"] == ROWS  # the first day's only
 
 
 def both(spark, sql: str, counted):

@@ -23,6 +23,7 @@ def test_tilde_and_relative_paths_become_absolute_in_the_client():
     assert out.metastore_url == "sqlite:////home/client/.raptorx/metastore.db"
     assert out.warehouse_dir == "/work/dir/wh"
     assert out.cache_base_directory == "/home/client/.raptorx/cache"
+    assert out.fragment_cache_base_directory == "/home/client/.raptorx/fragment-cache"
     assert out.metrics_directory == "/home/client/m"
     # And they travel as such: the strings shipped to the workers are the absolute ones.
     assert out.properties()["hive.metastore.url"] == "sqlite:////home/client/.raptorx/metastore.db"
@@ -33,6 +34,7 @@ def test_urls_empty_values_and_absolute_paths_are_left_alone():
         "hive.metastore.url": "postgresql://u:p@db:5432/hms",
         "hive.metastore.warehouse.dir": "s3://bucket/wh",
         "cache.base-directory": "/var/cache/raptorx",
+        "fragment-result-cache.base-directory": "/var/cache/raptorx-fragments",
         "metrics.directory": "",
     }
     settings = load_settings(overrides=given)
