@@ -475,6 +475,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     lines += _chart_section(results, s)
     lines += _remote_section(s)
     lines += _decoding_section(s)
+    lines += _fragments_section(s)
     lines += _tiers_section(s)
     lines += _totals_section(s)
     problems = row_count_mismatches(results) + result_differences(results)
@@ -542,6 +543,53 @@ def _decoding_section(s: Mapping[str, Any]) -> list[str]:
                 format_count(columns_read(m)),
                 format_bytes(m.get("reader.bytes_decoded", 0)),
                 format_count(m.get("reader.rows_to_spark", 0)),
+            ]
+        rows.append(cells)
+    lines += _table(header, rows)
+    lines.append("")
+    return lines
+
+
+def _fragments_section(s: Mapping[str, Any]) -> list[str]:
+    """Per query and configuration with the fragment result cache on: the splits computed
+    and served from the cache, and what the statistics did (partitions pruned, predicates
+    dropped as always true)."""
+    configs = [
+        c
+        for c in s["configs"]
+        if any(
+            any(k.startswith("fragment_cache.") for k in per[c]["metrics"])
+            for per in s["queries"].values()
+        )
+    ]
+    if not configs:
+        return []
+    lines = [
+        "## Fragment result cache per query",
+        "",
+        "Computed: splits read and computed (`reader.fragments_computed`). Served: splits "
+        "answered from the cache (`fragment_cache.hits`). Pruned: partitions never read, "
+        "their statistics excluding every row (`planner.partitions_pruned_by_stats`). "
+        "Simplified: predicates dropped from partitions whose statistics make them always "
+        "true (`planner.predicates_dropped_by_stats`).",
+        "",
+    ]
+    header = ["query"] + [
+        f"{c} {what}" for c in configs for what in ("computed", "served", "pruned", "simplified")
+    ]
+    rows = []
+    for q, per in s["queries"].items():
+        cells = [f"Q{q}"]
+        for c in configs:
+            m = per[c]["metrics"]
+            cells += [
+                format_count(m.get(name, 0))
+                for name in (
+                    "reader.fragments_computed",
+                    "fragment_cache.hits",
+                    "planner.partitions_pruned_by_stats",
+                    "planner.predicates_dropped_by_stats",
+                )
             ]
         rows.append(cells)
     lines += _table(header, rows)

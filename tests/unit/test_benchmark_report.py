@@ -282,3 +282,23 @@ def test_result_comparison_is_reported(results):
     text = report.render_markdown(results)
     assert "- Q1: remote rows differ from the baseline's: row 0 differs" in text
     assert "Results: on all" not in text
+
+
+def test_fragment_cache_counts_per_query(results):
+    """A configuration with the fragment result cache on gets its per-query table:
+    computed, served, pruned and simplified; the others do not appear in it."""
+    for run in results["queries"]["1"]["configs"]["remote"]["runs"]:
+        run["metrics"].update(
+            {
+                "reader.fragments_computed": 2,
+                "fragment_cache.hits": 7,
+                "planner.partitions_pruned_by_stats": 3,
+                "planner.predicates_dropped_by_stats": 5,
+            }
+        )
+    md = report.render_markdown(results)
+    assert "## Fragment result cache per query" in md
+    lines = md.splitlines()
+    header = next(line for line in lines if line.startswith("| query | remote computed"))
+    assert "local" not in header
+    assert any(line.startswith("| Q1 | 2 | 7 | 3 | 5 |") for line in lines), md
