@@ -37,7 +37,7 @@ import json
 import math
 import os
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -511,90 +511,73 @@ def columns_read(metrics: Mapping[str, float]) -> int:
     return int(sum(v for k, v in metrics.items() if k.startswith("scan.column.")))
 
 
-def _decoding_section(s: Mapping[str, Any]) -> list[str]:
-    """Per query and tiered configuration: the columns its scans read and the bytes the
-    reader decoded (what column pruning saves), next to the seconds."""
+def _per_query_section(
+    s: Mapping[str, Any],
+    title: str,
+    legend: str,
+    shown: Callable[[Mapping[str, float]], bool],
+    columns: Sequence[tuple[str, Callable[[Mapping[str, Any]], str]]],
+) -> list[str]:
+    """A table with a row per query and, for every configuration some query's counters
+    are ``shown`` for, one cell per ``columns`` entry (its name, and its text from the
+    configuration's summary of that query)."""
     configs = [
-        c
-        for c in s["configs"]
-        if any("reader.bytes_decoded" in per[c]["metrics"] for per in s["queries"].values())
+        c for c in s["configs"] if any(shown(per[c]["metrics"]) for per in s["queries"].values())
     ]
     if not configs:
         return []
-    lines = [
-        "## Columns read and bytes decoded per query",
-        "",
+    header = ["query"] + [f"{c} {name}" for c in configs for name, _ in columns]
+    rows = [
+        [f"Q{q}"] + [cell(per[c]) for c in configs for _, cell in columns]
+        for q, per in s["queries"].items()
+    ]
+    return [f"## {title}", "", legend, "", *_table(header, rows), ""]
+
+
+def _counter(name: str) -> Callable[[Mapping[str, Any]], str]:
+    return lambda per: format_count(per["metrics"].get(name, 0))
+
+
+def _decoding_section(s: Mapping[str, Any]) -> list[str]:
+    """Per query and tiered configuration: the columns its scans read and the bytes the
+    reader decoded (what column pruning saves), next to the seconds."""
+    return _per_query_section(
+        s,
+        "Columns read and bytes decoded per query",
         "Columns: the columns the query's scans asked the reader for, summed over its "
         "scans (`scan.column.*`). Decoded: Arrow bytes the reader decoded "
         "(`reader.bytes_decoded`). Rows to Spark: rows the scans handed the JVM "
         "(`reader.rows_to_spark`; with aggregation pushdown, the partial groups).",
-        "",
-    ]
-    header = ["query"] + [
-        f"{c} {what}" for c in configs for what in ("s", "columns", "decoded", "rows to Spark")
-    ]
-    rows = []
-    for q, per in s["queries"].items():
-        cells = [f"Q{q}"]
-        for c in configs:
-            m = per[c]["metrics"]
-            cells += [
-                format_seconds(per[c]["median_s"]),
-                format_count(columns_read(m)),
-                format_bytes(m.get("reader.bytes_decoded", 0)),
-                format_count(m.get("reader.rows_to_spark", 0)),
-            ]
-        rows.append(cells)
-    lines += _table(header, rows)
-    lines.append("")
-    return lines
+        lambda m: "reader.bytes_decoded" in m,
+        [
+            ("s", lambda per: format_seconds(per["median_s"])),
+            ("columns", lambda per: format_count(columns_read(per["metrics"]))),
+            ("decoded", lambda per: format_bytes(per["metrics"].get("reader.bytes_decoded", 0))),
+            ("rows to Spark", _counter("reader.rows_to_spark")),
+        ],
+    )
 
 
 def _fragments_section(s: Mapping[str, Any]) -> list[str]:
     """Per query and configuration with the fragment result cache on: the splits computed
     and served from the cache, and what the statistics did (partitions pruned, predicates
     dropped as always true)."""
-    configs = [
-        c
-        for c in s["configs"]
-        if any(
-            any(k.startswith("fragment_cache.") for k in per[c]["metrics"])
-            for per in s["queries"].values()
-        )
-    ]
-    if not configs:
-        return []
-    lines = [
-        "## Fragment result cache per query",
-        "",
+    return _per_query_section(
+        s,
+        "Fragment result cache per query",
         "Computed: splits read and computed (`reader.fragments_computed`). Served: splits "
         "answered from the cache (`fragment_cache.hits`). Pruned: partitions never read, "
         "their statistics excluding every row (`planner.partitions_pruned_by_stats`). "
         "Simplified: predicates dropped from partitions whose statistics make them always "
         "true (`planner.predicates_dropped_by_stats`).",
-        "",
-    ]
-    header = ["query"] + [
-        f"{c} {what}" for c in configs for what in ("computed", "served", "pruned", "simplified")
-    ]
-    rows = []
-    for q, per in s["queries"].items():
-        cells = [f"Q{q}"]
-        for c in configs:
-            m = per[c]["metrics"]
-            cells += [
-                format_count(m.get(name, 0))
-                for name in (
-                    "reader.fragments_computed",
-                    "fragment_cache.hits",
-                    "planner.partitions_pruned_by_stats",
-                    "planner.predicates_dropped_by_stats",
-                )
-            ]
-        rows.append(cells)
-    lines += _table(header, rows)
-    lines.append("")
-    return lines
+        lambda m: any(k.startswith("fragment_cache.") for k in m),
+        [
+            ("computed", _counter("reader.fragments_computed")),
+            ("served", _counter("fragment_cache.hits")),
+            ("pruned", _counter("planner.partitions_pruned_by_stats")),
+            ("simplified", _counter("planner.predicates_dropped_by_stats")),
+        ],
+    )
 
 
 #: Counter prefixes of the storage tiers (``raptorx_py.cache``).
