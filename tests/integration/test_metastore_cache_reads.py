@@ -375,6 +375,51 @@ def test_the_snapshot_is_taken_once_per_scan_and_rides_with_the_reader(tables, e
         close_cached_metastores()
 
 
+def test_a_snapshot_never_reads_a_fragment_computed_from_a_later_commit(
+    tables, env, tmp_path, counted
+):
+    """Issue 14: with the fragment result cache on, a scan planned before a commit, read
+    after a newer scan has computed and stored the fragments of that commit, returns its own
+    snapshot's rows. The entries it is served are those of the files its snapshot lists (the
+    same bytes, so the same results); the later commit's entries are never looked up."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from raptorx_py.datasource.source import TieredHiveReader
+    from raptorx_py.metastore.cached_store import close_cached_metastores
+
+    table = tables.managed("t", [1, 2])
+    settings = env.settings(
+        **options(
+            tables.url,
+            **{
+                "fragment-result-cache.enabled": "true",
+                "fragment-result-cache.base-directory": str(tmp_path / "fragments"),
+            },
+        )
+    )
+    schema = StructType([StructField("id", LongType())])
+
+    def read_all(reader, planned):
+        return sorted(v for p in planned for b in reader.read(p) for v in b.column(0).to_pylist())
+
+    try:
+        old = TieredHiveReader(settings, "db", "t", schema)
+        old_planned = old.partitions()
+        _, wid = tables.commit(table, append=(1,), add=(3,))  # write 2: two more files
+        new = TieredHiveReader(settings, "db", "t", schema)
+        with counted() as later:
+            newer = read_all(new, new.partitions())
+        assert later["fragment_cache.stores"] == 4  # the two files of write 1, two of write 2
+        assert newer == sorted([*rows_of(1), *rows_of(2), *rows_of(1, wid), *rows_of(3, wid)])
+        with counted() as c:
+            got = read_all(old, old_planned)
+        assert got == sorted([*rows_of(1), *rows_of(2)])
+        assert (c["fragment_cache.hits"], c["fragment_cache.misses"]) == (2, 0)
+        assert c["reader.fragments_computed"] == 0
+    finally:
+        close_cached_metastores()
+
+
 # -- external tables: TTL and the notification log ---------------------------------------------
 def external(tables: Tables, name: str, keys) -> Table:
     root = str(tables.tmp / name)

@@ -5,8 +5,10 @@ limits, an unusable directory, two processes on one directory, and what a key na
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import multiprocessing
 import os
+import subprocess
 
 import pyarrow as pa
 import pytest
@@ -211,3 +213,73 @@ def test_an_aggregation_s_partition_filters_are_not_in_the_key():
     count = (Aggregate("count_star", "bigint", None),)
     day = Comparison("ds", ">=", dt.date(2021, 1, 1))
     assert key(agg=PushedAggregation((), count, (day,))) == key(agg=PushedAggregation((), count))
+
+
+# --- a full disk -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 1 MiB tmpfs of its own (a real ENOSPC, from the kernel, for files and SQLite alike);
+    skipped where this process may not mount one."""
+    point = tmp_path / "tiny"
+    point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(point)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", "-l", str(point)], check=True)
+
+
+def _fill(directory) -> None:
+    """Take every byte left on the file system of ``directory``."""
+    with open(os.path.join(directory, "filler"), "wb", buffering=0) as f:
+        with pytest.raises(OSError) as full:
+            while True:
+                f.write(b"\0" * 4096)
+    assert full.value.errno == errno.ENOSPC
+
+
+def test_a_full_disk_stores_nothing_and_fails_nothing(tiny_disk):
+    c = FragmentCache(
+        str(tiny_disk / "fragments"),
+        max_bytes=2**30,
+        max_entries=100,
+        max_entry_bytes=2**26,
+        ttl=None,
+    )
+    assert c.put(KEY, SCHEMA, batches(100))  # small: inside the SQLite index
+    _fill(tiny_disk)
+    before = counters.snapshot()
+    assert not c.put(OTHER, SCHEMA, batches())  # a value file: ENOSPC
+    assert not c.put(b"s" * 20, SCHEMA, batches(100))  # a row: SQLite's "disk is full"
+    # diskcache records a hit's access time (least-recently-used), so on a full disk a hit
+    # fails too: computed instead, counted, never an exception; an absent key is a plain miss
+    assert c.get(KEY) is None and c.get(OTHER) is None
+    d = delta(before)
+    assert (d["fragment_cache.errors"], d["fragment_cache.misses"]) == (3, 1)
+    assert "fragment_cache.stores" not in d
+    # nothing stored before is lost: with room again it is served
+    os.remove(tiny_disk / "filler")
+    assert pa.Table.from_batches(c.get(KEY)) == pa.Table.from_batches(batches(100))
+    assert c.get(OTHER) is None and len(c) == 1
+
+
+def test_a_full_disk_before_the_cache_opens_turns_the_tier_off(tiny_disk):
+    _fill(tiny_disk)
+    settings = load_settings(
+        overrides={
+            "fragment-result-cache.enabled": "true",
+            "fragment-result-cache.base-directory": str(tiny_disk / "fragments"),
+        }
+    )
+    before = counters.snapshot()
+    assert fragment_cache_for(settings) is None
+    assert delta(before)["fragment_cache.unavailable"] == 1
