@@ -132,18 +132,23 @@ def test_files_are_private_by_default(tmp_path):
     assert os.stat(os.path.join(c.directory, "cache.secret")).st_mode & 0o777 == 0o600
 
 
-def test_an_unusable_directory_turns_the_tier_off_without_failing(tmp_path):
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a directory")
+def assert_tier_off(directory) -> None:
+    """Opening the tier on ``directory`` gives no cache, counted, and raises nothing."""
     settings = load_settings(
         overrides={
             "fragment-result-cache.enabled": "true",
-            "fragment-result-cache.base-directory": str(blocker / "fragments"),
+            "fragment-result-cache.base-directory": str(directory),
         }
     )
     before = counters.snapshot()
     assert fragment_cache_for(settings) is None
     assert delta(before)["fragment_cache.unavailable"] == 1
+
+
+def test_an_unusable_directory_turns_the_tier_off_without_failing(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    assert_tier_off(blocker / "fragments")
 
 
 def test_off_by_default():
@@ -274,12 +279,4 @@ def test_a_full_disk_stores_nothing_and_fails_nothing(tiny_disk):
 
 def test_a_full_disk_before_the_cache_opens_turns_the_tier_off(tiny_disk):
     _fill(tiny_disk)
-    settings = load_settings(
-        overrides={
-            "fragment-result-cache.enabled": "true",
-            "fragment-result-cache.base-directory": str(tiny_disk / "fragments"),
-        }
-    )
-    before = counters.snapshot()
-    assert fragment_cache_for(settings) is None
-    assert delta(before)["fragment_cache.unavailable"] == 1
+    assert_tier_off(tiny_disk / "fragments")
