@@ -157,7 +157,7 @@ def local_tables(ctx: BenchContext) -> str:
         return database
     from raptorx_py.config import load_settings
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.table_registration import register_external_table
+    from raptorx_py.tables.table_registration import register_external_table
     from raptorx_py.tpch import queries
 
     settings = load_settings(overrides=dict(ctx.properties))

@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from raptorx_py.config import load_settings
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.table_registration import register_external_table
+    from raptorx_py.tables.table_registration import register_external_table
     from raptorx_py.tpch.generate import format_scale, generate_tpch
 
     out = Path(args.out).resolve()

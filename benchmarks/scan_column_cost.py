@@ -40,7 +40,7 @@ def prepare(scale: float, work_dir: str) -> tuple[dict[str, str], str]:
     and that directory."""
     from raptorx_py.config import load_settings
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.table_registration import register_external_table
+    from raptorx_py.tables.table_registration import register_external_table
     from raptorx_py.tpch.generate import format_scale, generate_tpch
 
     tables = generate_tpch(

@@ -51,7 +51,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 def cmd_table_register(args) -> int:
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.table_registration import register_external_table
+    from raptorx_py.tables.table_registration import register_external_table
 
     settings = settings_from_args(args)
     with open_metastore(settings, create=True) as ms:
@@ -110,7 +110,8 @@ def masked_url(url: str) -> str:
 
 def cmd_table_show(args) -> int:
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.table_registration import parse_table_name
+    from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM
+    from raptorx_py.names import parse_table_name
 
     with open_metastore(settings_from_args(args)) as ms:
         table = ms.get_table(*parse_table_name(args.table))
@@ -127,14 +128,14 @@ def cmd_table_show(args) -> int:
             for p in parts:
                 print(f"  {'/'.join(str(v) for v in p.values)}  rows={p.row_count}  {p.location}")
     else:
-        print(f"{table.parameters.get('numRows', '?')} rows")
+        print(f"{table.parameters.get(NUM_ROWS_PARAM, '?')} rows")
     return 0
 
 
 def cmd_table_clean(args) -> int:
-    from raptorx_py.cleaner import clean_table
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.table_registration import parse_table_name
+    from raptorx_py.names import parse_table_name
+    from raptorx_py.tables.cleaner import clean_table
 
     settings = settings_from_args(args)
     with open_metastore(settings) as ms:
@@ -201,13 +202,14 @@ def cmd_partition_seal(args) -> int:
     """Seal (``sealed=true``) or un-seal a partition: the listing cache caches only the
     listings of sealed partitions, and either change gives the partition a new version."""
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.table_registration import parse_table_name
+    from raptorx_py.metastore.table_parameters import SEALED_PARAM
+    from raptorx_py.names import parse_table_name
 
     seal = args.partition_command == "seal"
     with open_metastore(settings_from_args(args)) as ms:
         table = ms.get_table(*parse_table_name(args.table))
         values = parse_partition_spec(table, args.partition)
-        ms.set_partition_parameters(table, values, {"sealed": "true" if seal else None})
+        ms.set_partition_parameters(table, values, {SEALED_PARAM: "true" if seal else None})
     print(f"{'sealed' if seal else 'unsealed'} {table.qualified_name} partition {args.partition}")
     return 0
 

@@ -28,10 +28,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from raptorx_py.metastore.table_parameters import SEALED_PARAM
 from raptorx_py.metrics import counters
-
-#: The partition parameter that seals a partition (value ``"true"``).
-SEALED_PARAMETER = "sealed"
 
 
 def parse_patterns(patterns: str | Iterable[str]) -> tuple[str, ...]:
@@ -51,7 +49,7 @@ def table_matches(patterns: str | Iterable[str], table: str) -> bool:
 
 
 def is_sealed(parameters: Mapping[str, str]) -> bool:
-    return str(parameters.get(SEALED_PARAMETER, "")).strip().lower() == "true"
+    return str(parameters.get(SEALED_PARAM, "")).strip().lower() == "true"
 
 
 def partition_version(location: str, parameters: Mapping[str, str]) -> str:

@@ -37,6 +37,7 @@ from raptorx_py import predicates as preds
 from raptorx_py.cache.listing_cache import is_sealed, listing_cache_for, partition_version
 from raptorx_py.hive_types import decode_value
 from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, Partition, Table
+from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM, WRITE_ID_PARAM
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
 from raptorx_py.scheduling import affinity
@@ -147,7 +148,7 @@ def plan_scan(
         ]
     else:
         total, by_value = 1, 0
-        rows = table.parameters.get("numRows")
+        rows = table.parameters.get(NUM_ROWS_PARAM)
         # An unpartitioned table is its one partition: its parameters seal it.
         trusted = write_ids is not None or is_sealed(table.parameters)
         untrusted = int(bool(settings.stats_pruning_enabled and data_preds and not trusted))
@@ -394,7 +395,7 @@ def _stats_describe_snapshot(p: Partition, write_ids: ValidWriteIdList | None) -
     not describe the rows the snapshot reads. Writes of one partition are serialised by its
     lock, so a visible last write means every earlier one is decided, and bounds that include
     aborted rows are still bounds."""
-    wid = p.parameters.get("writeId")
+    wid = p.parameters.get(WRITE_ID_PARAM)
     if write_ids is None:  # external
         return is_sealed(p.parameters)
     if wid is None:  # recorded outside any write id

@@ -37,10 +37,11 @@ from raptorx_py.errors import ConfigError, SchemaError
 from raptorx_py.hive_types import arrow_schema_for_spark, spark_struct, spark_type
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metastore.model import Column, Table
+from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM, TOTAL_SIZE_PARAM
 from raptorx_py.metrics import counters
+from raptorx_py.names import parse_table_name
 from raptorx_py.native import PUBLIC_NAME
 from raptorx_py.scheduling.affinity import EXECUTORS_OPTION, parse_executors
-from raptorx_py.table_registration import parse_table_name
 
 log = logging.getLogger(__name__)
 
@@ -396,12 +397,12 @@ TABLE_ROWS_KEY = "raptorx.table_rows"
 def with_table_statistics(schema: StructType, table: Table) -> StructType:
     """``schema`` with an unpartitioned table's ``totalSize``/``numRows`` in its first field's
     metadata (a partitioned table's would cost a partition listing, and is left unknown)."""
-    size = table.parameters.get("totalSize")
+    size = table.parameters.get(TOTAL_SIZE_PARAM)
     if table.partition_keys or not schema.fields or not (size or "").isdigit():
         return schema
     first = schema.fields[0]
     meta = {**(first.metadata or {}), TABLE_BYTES_KEY: int(size)}
-    rows = table.parameters.get("numRows")
+    rows = table.parameters.get(NUM_ROWS_PARAM)
     if (rows or "").isdigit():
         meta[TABLE_ROWS_KEY] = int(rows)
     return StructType(

@@ -1,5 +1,5 @@
 """The Spark write path of ``tiered_hive``: pyspark's ``DataSourceArrowWriter`` over
-``raptorx_py.managed_write``.
+the managed write of ``raptorx_py.tables`` (``tables/write_job.py``).
 
 ``df.write.format("tiered_hive").mode("append" | "overwrite").save("db.table")``, with the
 partition keys of a table the write creates given as ``.option("partition_by", "k1,k2")``
@@ -20,17 +20,22 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_type
 
-from raptorx_py import managed_write, metrics
+from raptorx_py import metrics
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import SchemaError, WriteError
 from raptorx_py.hive_types import arrow_to_hive
 from raptorx_py.metastore import open_metastore
 from raptorx_py.metastore.model import Column
+from raptorx_py.tables.commit import commit_write
+from raptorx_py.tables.rollback import abort_write
+from raptorx_py.tables.task_files import write_task
+from raptorx_py.tables.write_job import begin_write
+from raptorx_py.tables.write_target import parse_partition_by
 
 
 @dataclass(frozen=True)
 class TaskFiles(WriterCommitMessage):
-    """What one task wrote (``managed_write.WrittenFile`` each)."""
+    """What one task wrote (``tables.task_files.WrittenFile`` each)."""
 
     files: tuple
 
@@ -69,19 +74,19 @@ class TieredHiveWriter(DataSourceArrowWriter):
     ):
         self.settings = settings
         with open_metastore(settings, create=True) as ms:  # a write may create the first table
-            self.job = managed_write.begin_write(
+            self.job = begin_write(
                 ms,
                 settings,
                 database,
                 table_name,
                 spark_columns(schema),
                 overwrite,
-                managed_write.parse_partition_by(partition_by),
+                parse_partition_by(partition_by),
             )
 
     def write(self, iterator) -> TaskFiles:
         try:
-            return TaskFiles(managed_write.write_task(self.settings, self.job, iterator))
+            return TaskFiles(write_task(self.settings, self.job, iterator))
         finally:
             metrics.flush(self.settings.metrics_directory)
 
@@ -91,19 +96,19 @@ class TieredHiveWriter(DataSourceArrowWriter):
         try:
             with open_metastore(self.settings) as ms:
                 if missing:  # pyspark: a failed task's message is None; never commit half
-                    managed_write.abort_write(ms, self.settings, self.job)
+                    abort_write(ms, self.settings, self.job)
                     raise WriteError(
                         f"{missing} task(s) of the write to "
                         f"{self.job.target.qualified_name} returned nothing; "
                         f"the write was aborted"
                     )
-                managed_write.commit_write(ms, self.settings, self.job, files)
+                commit_write(ms, self.settings, self.job, files)
         finally:
             metrics.flush(self.settings.metrics_directory)
 
     def abort(self, messages) -> None:
         try:
             with open_metastore(self.settings) as ms:
-                managed_write.abort_write(ms, self.settings, self.job)
+                abort_write(ms, self.settings, self.job)
         finally:
             metrics.flush(self.settings.metrics_directory)

@@ -21,7 +21,8 @@ from raptorx_py.errors import AlreadyExistsError, MetastoreError
 from raptorx_py.metastore.model import Partition, Table
 from raptorx_py.metastore.notifications import append_event, partition_message, table_message
 from raptorx_py.metastore.partition_names import partition_name
-from raptorx_py.metastore.store import WRITE_ID_PARAM, Metastore, _encode_stats
+from raptorx_py.metastore.store import Metastore, _encode_stats
+from raptorx_py.metastore.table_parameters import WRITE_ID_PARAM
 
 
 def add_partitions_bulk(

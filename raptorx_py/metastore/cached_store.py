@@ -81,8 +81,9 @@ from raptorx_py.metastore.store import (
     counting_as,
     open_metastore,
 )
-from raptorx_py.metastore.transactions import TableSnapshot, split_table_name
+from raptorx_py.metastore.transactions import TableSnapshot
 from raptorx_py.metrics import counters
+from raptorx_py.names import parse_table_name
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -408,7 +409,7 @@ class CachedMetastore:
         loaded = 0
         for name in names:
             snap = snaps[name]
-            table = ms.get_table(*split_table_name(name))
+            table = ms.get_table(*parse_table_name(name, default_database=None))
             if table.id != snap.table_id:
                 continue  # dropped and recreated meanwhile: left to the first query
             if self.caches_tables:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM
+
 MANAGED_TABLE = "MANAGED_TABLE"
 EXTERNAL_TABLE = "EXTERNAL_TABLE"
 
@@ -48,7 +50,7 @@ class Partition:
 
     @property
     def row_count(self) -> int | None:
-        n = self.parameters.get("numRows")
+        n = self.parameters.get(NUM_ROWS_PARAM)
         return int(n) if n is not None else None
 
 

@@ -54,13 +54,11 @@ from raptorx_py.metastore.model import (
 )
 from raptorx_py.metastore.notifications import append_event, partition_message, table_message
 from raptorx_py.metastore.partition_names import partition_name
+from raptorx_py.metastore.table_parameters import WRITE_ID_PARAM
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
 from raptorx_py.names import check_name
 from raptorx_py.sqlite_wal import connect_wal
-
-#: The partition parameter holding the write id that last wrote a managed table's partition.
-WRITE_ID_PARAM = "writeId"
 
 
 class SqliteBackend:

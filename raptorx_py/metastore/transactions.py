@@ -107,11 +107,6 @@ def txn_label(txn_id: int) -> str:
     return f"transaction {txn_id}"
 
 
-def split_table_name(name: str) -> tuple[str, str]:
-    """``"db.table"`` checked by the one naming rule (``raptorx_py.names``), no default."""
-    return parse_table_name(name, default_database=None)
-
-
 # -- expiry ------------------------------------------------------------------------------
 def expire_timed_out(ms) -> list[int]:
     """Inside an open write transaction: abort every open transaction that has not
@@ -393,7 +388,9 @@ def get_table_snapshots(
     writes, as the synchronized-cache document requires). Raises ``NoSuchObjectError``
     for a name that does not exist (after the round trip, naming what does).
     """
-    wanted = {name: split_table_name(name) for name in dict.fromkeys(names)}
+    # A snapshot names its tables in full: a bare name is an error, not the default database
+    # (a ValidWriteIdList is keyed by ``db.table``, as in Hive).
+    wanted = {name: parse_table_name(name, default_database=None) for name in dict.fromkeys(names)}
     if not wanted:
         return {}
     where = " OR ".join(["(d.NAME = ? AND t.TBL_NAME = ?)"] * len(wanted))

@@ -75,7 +75,7 @@ def load_tpch(
     """
     from raptorx_py.metastore import open_metastore
     from raptorx_py.storage.fs import filesystem_for
-    from raptorx_py.table_registration import register_external_table
+    from raptorx_py.tables.table_registration import register_external_table
 
     say = _printer(progress)
     local_root = Path(work_dir or default_tpch_work_dir()).expanduser() / f"sf{format_scale(scale)}"

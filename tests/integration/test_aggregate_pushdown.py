@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle
 
 pytestmark = pytest.mark.spark

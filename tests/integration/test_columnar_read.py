@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py import native
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.table_registration import register_external_table
 
 pytestmark = pytest.mark.spark
 

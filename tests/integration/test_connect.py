@@ -23,7 +23,7 @@ from raptorx_py.config import load_settings
 from raptorx_py.connect import ConnectServer
 from raptorx_py.metastore import open_metastore
 from raptorx_py.native import jar_path
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.table_registration import register_external_table
 from tests import connect_client
 
 pytestmark = pytest.mark.spark

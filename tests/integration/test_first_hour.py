@@ -224,7 +224,7 @@ def test_a_failed_task_is_one_line(tmp_path):
 
     from raptorx_py.config import load_settings
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.table_registration import register_external_table
+    from raptorx_py.tables.table_registration import register_external_table
 
     home = tmp_path / "home"
     home.mkdir()

@@ -1,18 +1,23 @@
 """The managed write path on an object store (the local S3 endpoint): moves are server-side
 copies + deletes, an overwrite's empty base exists as an object, and the cleaner works there
-too. Spark-free (managed_write driven directly), so it checks S3 only."""
+too. Spark-free (the managed write of ``raptorx_py.tables`` driven directly), so it checks S3
+only."""
 
 from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
 
-from raptorx_py import managed_write as mw
-from raptorx_py.cleaner import clean_table
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.storage.acid_layout import base_dir_name, delta_dir_name
 from raptorx_py.storage.fs import filesystem_for
+from raptorx_py.tables.cleaner import clean_table
+from raptorx_py.tables.commit import commit_write
+from raptorx_py.tables.file_placement import EMPTY_BASE_FILE
+from raptorx_py.tables.heartbeat import TxnHeartbeat
+from raptorx_py.tables.task_files import write_task
+from raptorx_py.tables.write_job import begin_write
 from tests.unit.test_managed_write import COLUMNS, Clock, batch
 
 pytestmark = pytest.mark.s3
@@ -31,12 +36,12 @@ def test_append_overwrite_and_clean_on_s3(env, s3_endpoint, s3_bucket, tmp_path)
     fs, _ = filesystem_for(f"s3://{s3_bucket}", settings)
 
     def write(ids, overwrite=False):
-        job = mw.begin_write(ms, settings, "db", "t", COLUMNS, overwrite, ("region",))
-        files = mw.write_task(
+        job = begin_write(ms, settings, "db", "t", COLUMNS, overwrite, ("region",))
+        files = write_task(
             settings,
             job,
             [batch(ids)],
-            heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms),
+            heartbeat=TxnHeartbeat(settings, job.txn_id, metastore=ms),
         )
         return job, files
 
@@ -52,7 +57,7 @@ def test_append_overwrite_and_clean_on_s3(env, s3_endpoint, s3_bucket, tmp_path)
         )
 
     for ids in (range(0, 6), range(6, 9)):
-        mw.commit_write(ms, settings, *write(ids))
+        commit_write(ms, settings, *write(ids))
     assert read_ids() == list(range(9))
     root = f"{s3_bucket}/wh/db.db/t"
     assert fs.ls(f"{root}/region=EU", refresh=True) == [
@@ -61,9 +66,9 @@ def test_append_overwrite_and_clean_on_s3(env, s3_endpoint, s3_bucket, tmp_path)
     ]
     assert not [p for p in fs.find(root) if "/.raptorx-staging-" in p]  # staging gone
 
-    mw.commit_write(ms, settings, *write([100], overwrite=True))  # only US gets a row
+    commit_write(ms, settings, *write([100], overwrite=True))  # only US gets a row
     assert read_ids() == [100]
-    assert fs.exists(f"{root}/region=EU/{base_dir_name(3)}/{mw.EMPTY_BASE_FILE}")
+    assert fs.exists(f"{root}/region=EU/{base_dir_name(3)}/{EMPTY_BASE_FILE}")
 
     # a commit that dies after moving its files, on S3: invisible, then cleaned
     job, files = write([7])

@@ -11,12 +11,15 @@ import pyarrow as pa
 import pytest
 from pyspark import cloudpickle
 
-from raptorx_py import managed_write as mw
 from raptorx_py import native
 from raptorx_py.datasource.source import TieredHiveReader, configured_source_class
 from raptorx_py.metastore import open_metastore
 from raptorx_py.metastore.model import Column
 from raptorx_py.session import register
+from raptorx_py.tables.commit import commit_write
+from raptorx_py.tables.heartbeat import TxnHeartbeat
+from raptorx_py.tables.task_files import write_task
+from raptorx_py.tables.write_job import begin_write
 
 pytestmark = pytest.mark.spark
 
@@ -25,12 +28,12 @@ COLUMNS = [Column("id", "bigint")]
 
 def append(settings, database, ids):
     with open_metastore(settings, create=True) as ms:
-        job = mw.begin_write(ms, settings, database, "t", COLUMNS, False)
+        job = begin_write(ms, settings, database, "t", COLUMNS, False)
         batch = pa.RecordBatch.from_pydict({"id": pa.array(ids, pa.int64())})
-        files = mw.write_task(
-            settings, job, [batch], heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms)
+        files = write_task(
+            settings, job, [batch], heartbeat=TxnHeartbeat(settings, job.txn_id, metastore=ms)
         )
-        mw.commit_write(ms, settings, job, files)
+        commit_write(ms, settings, job, files)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.errors import FileChangedError
 from raptorx_py.storage.fs import filesystem_for
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.table_registration import register_external_table
 
 pytestmark = pytest.mark.s3
 

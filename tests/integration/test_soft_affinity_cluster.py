@@ -25,7 +25,7 @@ from raptorx_py import native
 from raptorx_py.config import load_settings
 from raptorx_py.metastore import open_metastore
 from raptorx_py.scheduling.affinity import assignment, parse_executors
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.table_registration import register_external_table
 
 pytest_plugins = ["tests.cluster_fixtures"]
 pytestmark = [

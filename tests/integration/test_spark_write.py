@@ -151,7 +151,7 @@ def test_failing_task_leaves_nothing(spark, env):
 
 
 def test_writing_an_external_table_is_refused(spark, env, tmp_path):
-    from raptorx_py.table_registration import register_external_table
+    from raptorx_py.tables.table_registration import register_external_table
 
     frame(spark, 0, 10).write.parquet(str(tmp_path / "ext"))
     db = env.unique_db("w")

@@ -28,7 +28,7 @@ from raptorx_py.datasource.storage_tiers import file_version
 from raptorx_py.errors import FileChangedError
 from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle, queries
 from raptorx_py.tpch.load import load_tpch
 from tests.tpch_fixtures import tpch_work_dir

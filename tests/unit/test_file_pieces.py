@@ -12,7 +12,7 @@ import pytest
 from raptorx_py.datasource import planner
 from raptorx_py.datasource.planner import Split, cut_files, pack_splits, piece_bytes, plan_scan
 from raptorx_py.datasource.scan import read_split
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.table_registration import register_external_table
 
 MB = 1024 * 1024
 

@@ -13,7 +13,7 @@ import pytest
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.errors import SchemaError
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.table_registration import register_external_table
 
 
 @pytest.mark.parametrize(
@@ -50,9 +50,9 @@ def test_a_file_whose_column_type_differs_names_file_column_table_and_types(
 
 
 def test_null_and_the_default_partition_string_in_one_write_fail_before_anything_exists(tmp_path):
-    from raptorx_py import managed_write as mw
     from raptorx_py.config import load_settings
     from raptorx_py.metastore.store import Metastore, SqliteBackend
+    from raptorx_py.tables.commit import commit_write
     from tests.unit.test_managed_write import batch, read_ids, write
 
     settings = load_settings(
@@ -72,18 +72,18 @@ def test_null_and_the_default_partition_string_in_one_write_fail_before_anything
             r"and \[NULL\].*same Hive "
             r"partition region=__HIVE_DEFAULT_PARTITION__",
         ):
-            mw.commit_write(ms, settings, job, files)
+            commit_write(ms, settings, job, files)
         assert ms.list_databases() == []  # no empty table left behind
         assert ms.get_transaction(job.txn_id).state == "aborted"
         # An existing table: refused the same way, before any file moves; the table keeps
         # its rows.
         job, files = write(settings, ms, [batch(range(2), region_of=lambda i: None)])
-        mw.commit_write(ms, settings, job, files)
+        commit_write(ms, settings, job, files)
         job, files = write(
             settings, ms, [batch(range(2, 4), region_of=lambda i: "__HIVE_DEFAULT_PARTITION__")]
         )
         with pytest.raises(SchemaError, match="same Hive partition"):
-            mw.commit_write(ms, settings, job, files)
+            commit_write(ms, settings, job, files)
         assert read_ids(settings, ms) == [0, 1]
 
 

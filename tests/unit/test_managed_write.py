@@ -11,8 +11,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raptorx_py import managed_write as mw
-from raptorx_py.cleaner import clean_table
 from raptorx_py.config import load_settings
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.errors import SchemaError
@@ -22,6 +20,13 @@ from raptorx_py.metastore.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.transactions import TxnAbortedError
 from raptorx_py.storage.acid_layout import delta_dir_name
+from raptorx_py.tables.cleaner import clean_table
+from raptorx_py.tables.commit import commit_write
+from raptorx_py.tables.heartbeat import TxnHeartbeat
+from raptorx_py.tables.rollback import abort_write
+from raptorx_py.tables.staging import staging_dir_name, staging_txn_id
+from raptorx_py.tables.task_files import write_task
+from raptorx_py.tables.write_job import begin_write
 
 COLUMNS = [
     Column("id", "bigint"),
@@ -71,9 +76,9 @@ def batch(ids, region_of=lambda i: "EU" if i % 2 else "US"):
 
 
 def write(settings, ms, batches, *, overwrite=False, table="t", partition_by=("region",)):
-    job = mw.begin_write(ms, settings, "db", table, COLUMNS, overwrite, partition_by)
-    files = mw.write_task(
-        settings, job, batches, heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms)
+    job = begin_write(ms, settings, "db", table, COLUMNS, overwrite, partition_by)
+    files = write_task(
+        settings, job, batches, heartbeat=TxnHeartbeat(settings, job.txn_id, metastore=ms)
     )
     return job, files
 
@@ -91,10 +96,10 @@ def test_append_twice_then_overwrite(setup):
     settings, ms, _, tmp = setup
     job, files = write(settings, ms, [batch(range(0, 10)), batch(range(10, 20))])
     assert {f.values for f in files} == {("EU",), ("US",)}
-    result = mw.commit_write(ms, settings, job, files)
+    result = commit_write(ms, settings, job, files)
     assert (result.write_id, result.rows, result.partitions_added) == (1, 20, 2)
     job, files = write(settings, ms, [batch(range(20, 25), lambda i: "ASIA")])
-    assert mw.commit_write(ms, settings, job, files).write_id == 2
+    assert commit_write(ms, settings, job, files).write_id == 2
     assert read_ids(settings, ms) == list(range(25))
 
     t = ms.get_table("db", "t")
@@ -108,7 +113,7 @@ def test_append_twice_then_overwrite(setup):
     assert not [n for n in os.listdir(f"{tmp}/warehouse/db.db/t") if n.startswith(".")]
 
     job, files = write(settings, ms, [batch([100, 101])], overwrite=True)
-    result = mw.commit_write(ms, settings, job, files)
+    result = commit_write(ms, settings, job, files)
     assert read_ids(settings, ms) == [100, 101]
     parts = {p.values: p for p in ms.list_partitions(t)}
     # ASIA received no row: it stays, empty, under the overwrite's base
@@ -117,7 +122,7 @@ def test_append_twice_then_overwrite(setup):
 
     # an append after the overwrite lands above its base
     job, files = write(settings, ms, [batch([7])])
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     assert read_ids(settings, ms) == [7, 100, 101]
     assert {p.values: p for p in ms.list_partitions(t)}[("EU",)].row_count == 2
 
@@ -132,7 +137,7 @@ def test_partition_values_split_exactly(setup):
     job, files = write(
         settings, ms, [batch(ids[:150], region_of.get), batch(ids[150:], region_of.get)]
     )
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     t = ms.get_table("db", "t")
     got = {}
     for p in ms.list_partitions(t):
@@ -151,11 +156,11 @@ def test_unpartitioned_append_and_overwrite(setup):
     settings, ms, _, _ = setup
     for lo in (0, 5):
         job, files = write(settings, ms, [batch(range(lo, lo + 5))], partition_by=None, table="u")
-        mw.commit_write(ms, settings, job, files)
+        commit_write(ms, settings, job, files)
     assert read_ids(settings, ms, "u") == list(range(10))
     assert ms.get_table("db", "u").parameters["numRows"] == "10"
     job, files = write(settings, ms, [], overwrite=True, partition_by=None, table="u")
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     assert read_ids(settings, ms, "u") == []
     assert ms.get_table("db", "u").parameters["numRows"] == "0"
 
@@ -163,7 +168,7 @@ def test_unpartitioned_append_and_overwrite(setup):
 def test_uncommitted_write_is_invisible_to_a_concurrent_snapshot(setup):
     settings, ms, _, _ = setup
     job, files = write(settings, ms, [batch(range(4))])
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     # a second write is moved in but not committed yet: simulate by doing the steps by hand
     job, files = write(settings, ms, [batch(range(4, 8))])
     wid = ms.allocate_write_id(job.txn_id, "db", "t")
@@ -181,7 +186,7 @@ def test_uncommitted_write_is_invisible_to_a_concurrent_snapshot(setup):
 def test_commit_that_dies_after_allocating_is_invisible_then_cleaned(setup):
     settings, ms, clock, tmp = setup
     job, files = write(settings, ms, [batch(range(4))])
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     # the dying commit: write id allocated, files moved, then nothing (no commit, no abort)
     job, files = write(settings, ms, [batch(range(10, 14))])
     wid = ms.allocate_write_id(job.txn_id, "db", "t")
@@ -214,7 +219,7 @@ def test_commit_that_dies_after_allocating_is_invisible_then_cleaned(setup):
 def test_failed_commit_aborts_and_removes_what_it_moved(setup, monkeypatch):
     settings, ms, _, tmp = setup
     job, files = write(settings, ms, [batch(range(4))])
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     job, files = write(settings, ms, [batch(range(4, 8))])
 
     def broken(*args, **kwargs):
@@ -222,7 +227,7 @@ def test_failed_commit_aborts_and_removes_what_it_moved(setup, monkeypatch):
 
     monkeypatch.setattr(ms, "commit_transaction", broken)
     with pytest.raises(RuntimeError, match="went away"):
-        mw.commit_write(ms, settings, job, files)
+        commit_write(ms, settings, job, files)
     monkeypatch.undo()
     assert ms.get_transaction(job.txn_id).state == "aborted"
     assert not os.path.exists(f"{tmp}/warehouse/db.db/t/region=US/{delta_dir_name(2)}")
@@ -233,7 +238,7 @@ def test_failed_commit_aborts_and_removes_what_it_moved(setup, monkeypatch):
 def test_overwrite_refused_while_an_appender_holds_shared_write(setup):
     settings, ms, _, _ = setup
     job, files = write(settings, ms, [batch(range(4))])
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     other = ms.open_transaction(user="alice", host="etl-1")
     LockManager(ms, settings).acquire(
         lock_components(Operation.INSERT, "db", "t", ["region=EU"]),
@@ -244,7 +249,7 @@ def test_overwrite_refused_while_an_appender_holds_shared_write(setup):
     job, files = write(settings, ms, [batch(range(50, 52))], overwrite=True)
     sleeps = []
     with pytest.raises(LockRefusedError) as err:
-        mw.commit_write(ms, settings, job, files, sleep=sleeps.append)
+        commit_write(ms, settings, job, files, sleep=sleeps.append)
     message = str(err.value)
     assert "cannot take EXCLUSIVE on db.t" in message
     assert f"transaction {other}" in message and "user alice on host etl-1" in message
@@ -254,7 +259,7 @@ def test_overwrite_refused_while_an_appender_holds_shared_write(setup):
     assert read_ids(settings, ms) == [0, 1, 2, 3]
     # another appender of another partition is not blocked by the SHARED_WRITE
     job, files = write(settings, ms, [batch([9], lambda i: "ASIA")])
-    assert mw.commit_write(ms, settings, job, files, sleep=sleeps.append).write_id == 2
+    assert commit_write(ms, settings, job, files, sleep=sleeps.append).write_id == 2
 
 
 def test_a_commit_that_dies_records_no_partition_metadata(setup, monkeypatch):
@@ -262,7 +267,7 @@ def test_a_commit_that_dies_records_no_partition_metadata(setup, monkeypatch):
     a commit that fails after recording them leaves the metastore as it was."""
     settings, ms, _, _ = setup
     job, files = write(settings, ms, [batch(range(4))])
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     table = ms.get_table("db", "t")
     before = {
         p.values: (p.parameters.get("numRows"), p.parameters.get("writeId"))
@@ -280,7 +285,7 @@ def test_a_commit_that_dies_records_no_partition_metadata(setup, monkeypatch):
 
     monkeypatch.setattr(ms, "commit_transaction", dies_after_recording)
     with pytest.raises(RuntimeError, match="driver killed"):
-        mw.commit_write(ms, settings, job, files)
+        commit_write(ms, settings, job, files)
     monkeypatch.undo()
     assert ms.get_transaction(job.txn_id).state == "aborted"
     after = {
@@ -295,38 +300,38 @@ def test_abort_removes_staging_and_task_needs_an_open_txn(setup):
     settings, ms, clock, _ = setup
     job, files = write(settings, ms, [batch(range(4))])
     assert os.path.isdir(job.staging_url[7:])
-    mw.abort_write(ms, settings, job)
+    abort_write(ms, settings, job)
     assert ms.get_transaction(job.txn_id).state == "aborted"
     assert not os.path.exists(job.staging_url[7:])
     assert "db" not in ms.list_databases()  # the table is created by the commit only
     with pytest.raises(TxnAbortedError):
-        mw.write_task(
+        write_task(
             settings,
             job,
             [batch([1])],
-            heartbeat=mw.TxnHeartbeat(settings, job.txn_id, metastore=ms),
+            heartbeat=TxnHeartbeat(settings, job.txn_id, metastore=ms),
         )
 
 
 def test_schema_and_table_kind_are_checked(setup):
     settings, ms, _, tmp = setup
     job, files = write(settings, ms, [batch([1])])
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     with pytest.raises(SchemaError, match="partitioned by \\(region\\).*asks for \\(day\\)"):
-        mw.begin_write(ms, settings, "db", "t", COLUMNS, False, ("day",))
+        begin_write(ms, settings, "db", "t", COLUMNS, False, ("day",))
     with pytest.raises(SchemaError, match="column 'id' of db.t is bigint.*is string"):
-        mw.begin_write(ms, settings, "db", "t", [Column("id", "string"), *COLUMNS[1:]], False)
+        begin_write(ms, settings, "db", "t", [Column("id", "string"), *COLUMNS[1:]], False)
     with pytest.raises(SchemaError, match="lacks|has columns"):
-        mw.begin_write(ms, settings, "db", "t", COLUMNS[:2], False)
+        begin_write(ms, settings, "db", "t", COLUMNS[:2], False)
     with pytest.raises(SchemaError, match="not columns of the data"):
-        mw.begin_write(ms, settings, "db", "new", COLUMNS, False, ("nope",))
+        begin_write(ms, settings, "db", "new", COLUMNS, False, ("nope",))
 
 
 def test_staging_names():
-    assert mw.staging_txn_id(mw.staging_dir_name(42)) == 42
-    assert mw.staging_txn_id("/x/t/" + mw.staging_dir_name(7, "abc") + "/") == 7
-    assert mw.staging_txn_id("region=EU") is None
-    assert mw.staging_dir_name(1).startswith(".")
+    assert staging_txn_id(staging_dir_name(42)) == 42
+    assert staging_txn_id("/x/t/" + staging_dir_name(7, "abc") + "/") == 7
+    assert staging_txn_id("region=EU") is None
+    assert staging_dir_name(1).startswith(".")
 
 
 def test_cli_clean(setup, capsys):
@@ -334,7 +339,7 @@ def test_cli_clean(setup, capsys):
 
     settings, ms, _, tmp = setup
     job, files = write(settings, ms, [batch(range(4))])
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     job, files = write(settings, ms, [batch(range(4, 6))])
     wid = ms.allocate_write_id(job.txn_id, "db", "t")
     dead = f"{tmp}/warehouse/db.db/t/region=US/{delta_dir_name(wid)}"
@@ -366,7 +371,7 @@ def test_waiting_for_a_lock_keeps_the_writer_alive(tmp_path):
     clock = Clock()
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=60)
     job, files = write(settings, ms, [batch(range(4))])
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     holder = ms.open_transaction()
     LockManager(ms, settings).acquire(lock_components(Operation.INSERT, "db", "t"), txn_id=holder)
     job, files = write(settings, ms, [batch([5])], overwrite=True)
@@ -376,7 +381,7 @@ def test_waiting_for_a_lock_keeps_the_writer_alive(tmp_path):
         slept.append(seconds)
         clock.now += seconds
 
-    assert mw.commit_write(ms, settings, job, files, sleep=sleep).write_id == 2
+    assert commit_write(ms, settings, job, files, sleep=sleep).write_id == 2
     assert ms.get_transaction(holder).state == "aborted"
     assert ms.get_transaction(job.txn_id).state == "committed"
     assert max(slept) <= 20 and sum(slept) > 60  # waited longer than the timeout, in steps
@@ -401,7 +406,7 @@ def test_listing_cache_keeps_raw_managed_listings_and_filters_by_snapshot(tmp_pa
     name = f"cached_{tmp_path.name[-8:]}"
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"))
     job, files = write(settings, ms, [batch(range(4))], table=name)
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
 
     def plan(snapshot=None):
         t = ms.get_table("db", name)
@@ -417,7 +422,7 @@ def test_listing_cache_keeps_raw_managed_listings_and_filters_by_snapshot(tmp_pa
     cache = listing_cache_for(settings)
     assert len(cache) == 2  # both partitions cached, though nothing is sealed
     job, files = write(settings, ms, [batch([10, 11])], table=name)
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     assert plan() == [0, 1, 2, 3, 10, 11]  # new versions: listed again, new delta seen
     # the old snapshot, planned after the commit, through the cached new listings: its rows
     hits = counters.snapshot().get("listing_cache.hits", 0)
@@ -434,10 +439,10 @@ def test_statistics_of_an_unseen_overwrite_never_prune_an_older_snapshot(setup):
 
     settings, ms, _, _ = setup
     job, files = write(settings, ms, [batch(range(1, 40, 2))])  # EU ids 1..39
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     old = QuerySnapshot(ms.get_table_snapshots(["db.t"]))
     job, files = write(settings, ms, [batch([1, 3])], overwrite=True)
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     t = ms.get_table("db", "t")
     wanted = [preds.Comparison(">", "id", 30)]
 
@@ -471,7 +476,7 @@ def test_a_writers_transaction_and_locks_name_its_user_and_host(setup, monkeypat
         return held
 
     monkeypatch.setattr(LockManager, "acquire", spy)
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     assert seen and set(seen) == {("carol", "driver-7")}
 
 

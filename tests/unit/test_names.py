@@ -10,37 +10,45 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raptorx_py import managed_write as mw
 from raptorx_py.cli import main
 from raptorx_py.errors import InvalidNameError
-from raptorx_py.metastore import transactions
 from raptorx_py.metastore.model import MANAGED_TABLE, Table
 from raptorx_py.names import parse_table_name
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.commit import commit_write
+from raptorx_py.tables.table_registration import register_external_table
+from raptorx_py.tables.write_job import begin_write
 from tests.unit.test_managed_write import COLUMNS, batch, read_ids, setup, write  # noqa: F401
 
 BAD = ["a/delta_0000002_0000002", "t\nx", "t x", "../t", "t-1", "tä", ""]
 
 
-def test_one_rule_for_every_parser():
+def test_one_rule_for_every_parser(setup):  # noqa: F811
+    """One parser (``names.parse_table_name``); the metastore's snapshots use it with no
+    default database: a snapshot names its tables in full."""
+    settings, ms, _, _ = setup
     assert parse_table_name("Db.T_1") == ("db", "t_1")
     assert parse_table_name("t") == ("default", "t")
-    assert transactions.split_table_name("DB.t") == ("db", "t")
+    commit_write(ms, settings, *write(settings, ms, [batch(range(2))]))
+    assert ms.get_table_snapshots(["DB.t"])["DB.t"].table_id == ms.get_table("db", "t").id
+
+    def snapshot(name):
+        return ms.get_table_snapshots([name])
+
     for bad in BAD:
-        for parse in (parse_table_name, transactions.split_table_name):
+        for parse in (parse_table_name, snapshot):
             with pytest.raises(InvalidNameError, match="letters .*digits and underscores"):
                 parse(f"d.{bad}")
     with pytest.raises(InvalidNameError, match="not of the form"):
-        transactions.split_table_name("t")
+        snapshot("t")
 
 
 def test_a_write_cannot_create_a_table_inside_another_tables_directory(setup):  # noqa: F811
     settings, ms, _, tmp = setup
     job, files = write(settings, ms, [batch(range(4))])
-    mw.commit_write(ms, settings, job, files)
+    commit_write(ms, settings, job, files)
     for bad in BAD:
         with pytest.raises(InvalidNameError, match=re.escape(f"invalid table name {bad!r}")):
-            mw.begin_write(ms, settings, "db", bad, COLUMNS, False, ("region",))
+            begin_write(ms, settings, "db", bad, COLUMNS, False, ("region",))
     assert ms.list_tables("db") == ["t"]
     assert sorted(os.listdir(tmp / "warehouse" / "db.db" / "t")) == ["region=EU", "region=US"]
     assert read_ids(settings, ms) == [0, 1, 2, 3]

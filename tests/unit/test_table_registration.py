@@ -8,7 +8,8 @@ import pytest
 
 from raptorx_py.errors import CorruptFileError, EmptyTableLocationError, LayoutError, SchemaError
 from raptorx_py.metastore import ColumnStats
-from raptorx_py.table_registration import parse_table_name, register_external_table
+from raptorx_py.names import parse_table_name
+from raptorx_py.tables.table_registration import register_external_table
 
 
 def write_partition(

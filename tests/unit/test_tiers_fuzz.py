@@ -4,7 +4,7 @@ model of what each plan must read (after Trino's TestFuzzAlluxioCacheFileSystem 
 TestCachedStore).
 
 Random operations interleave:
-- managed appends and overwrites (``managed_write``), the model keeping every committed
+- managed appends and overwrites (``raptorx_py.tables``), the model keeping every committed
   state, so a plan made earlier and read later must still read its own state;
 - external files rewritten in place (same rows count, new values; some in a SEALED
   partition whose listing the listing cache keeps) and new files added to an UNSEALED
@@ -35,7 +35,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raptorx_py import managed_write as mw
 from raptorx_py.cache.block_cache import block_cache_for
 from raptorx_py.cache.footer_cache import footer_cache_for
 from raptorx_py.config import load_settings
@@ -47,7 +46,10 @@ from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metrics import counters
 from raptorx_py.predicates import Comparison
 from raptorx_py.storage.fs import _local_fs
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.commit import commit_write
+from raptorx_py.tables.table_registration import register_external_table
+from raptorx_py.tables.task_files import write_task
+from raptorx_py.tables.write_job import begin_write
 
 COLUMNS = [Column("id", "bigint"), Column("v", "bigint"), Column("region", "string")]
 EXT_ROWS = 40  # rows per external file: a rewrite keeps the count (often the size too)
@@ -144,9 +146,9 @@ class Run:
                 "region": [r[2] for r in rows],
             }
         )
-        job = mw.begin_write(self.ms, self.settings, "db", "m", COLUMNS, overwrite, ("region",))
-        files = mw.write_task(self.settings, job, [b])
-        mw.commit_write(self.ms, self.settings, job, files)
+        job = begin_write(self.ms, self.settings, "db", "m", COLUMNS, overwrite, ("region",))
+        files = write_task(self.settings, job, [b])
+        commit_write(self.ms, self.settings, job, files)
         # An overwrite replaces the whole table (Spark's truncate).
         state = Counter() if overwrite else Counter(self.managed[-1])
         state.update(rows)

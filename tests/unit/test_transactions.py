@@ -9,7 +9,8 @@ import pytest
 
 from raptorx_py.errors import InvalidNameError, MetastoreError, NoSuchObjectError
 from raptorx_py.metastore import EXTERNAL_TABLE, Column, Table, schema
-from raptorx_py.metastore.store import WRITE_ID_PARAM, backend_for_url
+from raptorx_py.metastore.store import backend_for_url
+from raptorx_py.metastore.table_parameters import WRITE_ID_PARAM
 from raptorx_py.metastore.transactions import NoSuchTxnError, TxnAbortedError, TxnError
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters

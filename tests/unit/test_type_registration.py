@@ -14,7 +14,7 @@ from raptorx_py.cli import main
 from raptorx_py.datasource.planner import typed_partition_values
 from raptorx_py.errors import LayoutError, SchemaError
 from raptorx_py.hive_types import infer_partition_key_type
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.table_registration import register_external_table
 
 
 @pytest.fixture

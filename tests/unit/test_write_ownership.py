@@ -8,11 +8,11 @@ import os
 
 import pytest
 
-from raptorx_py import managed_write as mw
 from raptorx_py.config import load_settings
 from raptorx_py.errors import LocationInUseError
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.storage.acid_layout import base_dir_name
+from raptorx_py.tables.commit import commit_write
 from tests.unit.test_managed_write import batch, read_ids, write
 
 
@@ -37,7 +37,7 @@ def two_metastores(tmp_path):
 
 def commit(settings, ms, ids, overwrite):
     job, files = write(settings, ms, [batch(ids)], overwrite=overwrite)
-    return mw.commit_write(ms, settings, job, files)
+    return commit_write(ms, settings, job, files)
 
 
 def test_a_new_table_never_adopts_a_directory_holding_another_tables_data(two_metastores):
@@ -58,7 +58,7 @@ def test_a_failed_commit_never_deletes_a_directory_it_did_not_create(two_metasto
     ((s1, ms1), (s2, ms2)), table_dir = two_metastores
     for settings, ms in ((s1, ms1), (s2, ms2)):
         job, files = write(settings, ms, [], overwrite=False)
-        mw.commit_write(ms, settings, job, files)
+        commit_write(ms, settings, job, files)
     commit(s1, ms1, range(4), overwrite=True)
     committed = sorted(os.listdir(next(table_dir.glob("region=*")) / base_dir_name(1)))
 
@@ -68,7 +68,7 @@ def test_a_failed_commit_never_deletes_a_directory_it_did_not_create(two_metasto
     job, files = write(s2, ms2, [batch(range(10, 14))], overwrite=True)
     monkeypatch.setattr(ms2, "commit_transaction", dies)
     with pytest.raises((LocationInUseError, RuntimeError)) as failure:
-        mw.commit_write(ms2, s2, job, files)
+        commit_write(ms2, s2, job, files)
     monkeypatch.undo()
     assert isinstance(failure.value, LocationInUseError), failure.value
     assert base_dir_name(1) in str(failure.value)
@@ -92,7 +92,7 @@ def test_a_rollback_removes_only_the_files_it_placed(two_metastores, monkeypatch
 
     monkeypatch.setattr(ms1, "commit_transaction", foreign_file_then_die)
     with pytest.raises(RuntimeError, match="went away"):
-        mw.commit_write(ms1, s1, job, files)
+        commit_write(ms1, s1, job, files)
     monkeypatch.setattr(ms1, "commit_transaction", real_commit)
     assert os.listdir(table_dir / "region=US" / "delta_0000002_0000002") == ["foreign.parquet"]
     assert not (table_dir / "region=EU" / "delta_0000002_0000002").exists()

@@ -15,7 +15,8 @@ obsolete data is kept). External tables have no write ids and are refused.
 
 Limits: the metastore keeps aborted transactions forever, so a cleaned write id still shows
 as aborted in every snapshot (which is what keeps its directory invisible if a slow task
-of the dead job writes it again). Partitions recorded by an aborted commit stay registered.
+of the dead job writes it again). An aborted commit leaves no partition registered: a commit
+records its partitions in the database transaction that commits it.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from raptorx_py.errors import MetastoreError
-from raptorx_py.managed_write import staging_txn_id
 from raptorx_py.metastore.model import EXTERNAL_TABLE, Table
 from raptorx_py.metastore.transactions import NoSuchTxnError
 from raptorx_py.storage.acid_layout import parse_acid_dir
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import is_hidden
+from raptorx_py.tables.staging import staging_txn_id
 
 
 @dataclass

@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from dataclasses import replace as replace_dataclass
 
-from raptorx_py.cache.listing_cache import SEALED_PARAMETER
 from raptorx_py.errors import LayoutError, SchemaError
 from raptorx_py.hive_types import (
     arrow_to_hive,
@@ -29,10 +28,12 @@ from raptorx_py.metastore.model import (
     Partition,
     Table,
 )
+from raptorx_py.metastore.table_parameters import SEALED_PARAM
 from raptorx_py.names import parse_table_name
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import DataFile, walk_table
 from raptorx_py.storage.parquet_files import footer_stats, physical_types, read_metadata
+from raptorx_py.tables.file_statistics import summarize
 
 FOOTER_READ_THREADS = 16
 
@@ -43,6 +44,10 @@ class _FileFacts:
     columns: tuple[Column, ...]
     num_rows: int
     stats: dict[str, ColumnStats]
+
+    @property
+    def size(self) -> int:
+        return self.file.size
 
 
 def _read_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
@@ -58,29 +63,6 @@ def _read_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
     except SchemaError as e:
         raise SchemaError(f"file {url}: {e}") from e
     return _FileFacts(f, columns, md.num_rows, footer_stats(md))
-
-
-def merge_stats(a: ColumnStats | None, b: ColumnStats) -> ColumnStats:
-    """Statistics of the union of two sets of rows."""
-    if a is None:
-        return b
-    nulls = None if a.num_nulls is None or b.num_nulls is None else a.num_nulls + b.num_nulls
-    if a.low is None or b.low is None or a.high is None or b.high is None:
-        return ColumnStats(nulls, None, None)
-    return ColumnStats(nulls, min(a.low, b.low), max(a.high, b.high))
-
-
-def _aggregate(facts: list[_FileFacts]) -> tuple[dict[str, ColumnStats], dict[str, str]]:
-    stats: dict[str, ColumnStats] = {}
-    for ff in facts:
-        for name, s in ff.stats.items():
-            stats[name] = merge_stats(stats.get(name), s)
-    params = {
-        "numRows": str(sum(ff.num_rows for ff in facts)),
-        "numFiles": str(len(facts)),
-        "totalSize": str(sum(ff.file.size for ff in facts)),
-    }
-    return stats, params
 
 
 def scan_table_directory(
@@ -153,7 +135,7 @@ def scan_table_directory(
     table_params: dict[str, str] = {"EXTERNAL": "TRUE"}
     partitions = []
     for d in dirs:
-        stats, params = _aggregate([facts[f.path] for f in d.files])
+        stats, params = summarize(facts[f.path] for f in d.files)
         if keys:
             partitions.append(Partition(d.values, join_url(scheme, d.path), params, stats))
         else:
@@ -215,7 +197,7 @@ def register_external_table(
         settings, qualified_name, url, partition_types, infer_partition_types
     )
     if sealed:
-        seal = {SEALED_PARAMETER: "true"}
+        seal = {SEALED_PARAM: "true"}
         if table.is_partitioned:
             partitions = [
                 replace_dataclass(p, parameters={**p.parameters, **seal}) for p in partitions
