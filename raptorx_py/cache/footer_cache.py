@@ -339,15 +339,16 @@ class FooterCache:
             return None
         return directory
 
-    @staticmethod
-    def _path(directory: str, identity: FileIdentity) -> str:
+    def _path(self, identity: FileIdentity) -> str:
+        if self.directory is None:
+            raise ValueError("this footer cache keeps no directory: its entries have no path")
         digest = identity.digest()
-        return os.path.join(directory, digest[:2], digest + _SUFFIX)
+        return os.path.join(self.directory, digest[:2], digest + _SUFFIX)
 
     def _get_disk(self, identity: FileIdentity) -> tuple[pq.FileMetaData, bytes] | None:
         if self.directory is None:
             return None
-        path = self._path(self.directory, identity)
+        path = self._path(identity)
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -381,7 +382,7 @@ class FooterCache:
         entry = _encode_entry(identity, payload, self._secret)
         if self.max_disk_bytes is not None and len(entry) > self.max_disk_bytes:
             return
-        path = self._path(self.directory, identity)
+        path = self._path(identity)
         tmp = os.path.join(os.path.dirname(path), f"{_TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex}")
         try:
             cache_files.make_dirs(os.path.dirname(path), self.dir_mode)
