@@ -183,12 +183,13 @@ def parse_partition_spec(table, spec: str) -> tuple[str | None, ...]:
     given: dict[str, str | None] = {}
     for part in spec.strip("/").split("/"):
         key, sep, value = part.partition("=")
-        if not sep or not key or key in given:
+        column = unescape_partition_value(key)  # None: the null marker, not a column name
+        if not sep or not key or column is None or key in given:
             raise SchemaError(
                 f"partition spec '{spec}' of {table.qualified_name} is not of the "
                 f"form k1=v1/k2=v2 with each key once"
             )
-        given[unescape_partition_value(key)] = unescape_partition_value(value)
+        given[column] = unescape_partition_value(value)
     keys = [k.name for k in table.partition_keys]
     if sorted(given) != sorted(keys):
         raise SchemaError(

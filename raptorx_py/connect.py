@@ -188,7 +188,17 @@ class ConnectServer:
             raise
         return self
 
+    def _started_process(self) -> subprocess.Popen:
+        if self.process is None:
+            raise ConnectServerError(f"the Spark Connect server for {self.url} is not running")
+        return self.process
+
+    def wait(self) -> int:
+        """Block until the server process exits; its exit code."""
+        return self._started_process().wait()
+
     def wait_ready(self, timeout: float) -> None:
+        process = self._started_process()
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -198,7 +208,7 @@ class ConnectServer:
                 pass
             try:
                 # Waiting on the process (not sleeping) notices at once when it exits.
-                code = self.process.wait(timeout=0.25)
+                code = process.wait(timeout=0.25)
             except subprocess.TimeoutExpired:
                 code = None
             if code is not None:
@@ -278,7 +288,7 @@ def cmd_connect_server(args) -> int:
             f"Spark Connect server with tiered_hive listening at {server.url} (Ctrl-C stops it)",
             flush=True,
         )
-        return server.process.wait()
+        return server.wait()
     except KeyboardInterrupt:
         return 0
     finally:

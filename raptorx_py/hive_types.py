@@ -12,11 +12,16 @@ from __future__ import annotations
 import datetime as dt
 import re
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from raptorx_py.errors import SchemaError
+
+if TYPE_CHECKING:
+    # Annotations only: pyspark is imported inside the functions that build Spark types, so
+    # the layers that use this module without Spark do not load it.
+    from pyspark.sql.types import StructType
 
 _INTEGER_TYPES = {"tinyint", "smallint", "int", "bigint"}
 _DECIMAL_RE = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
@@ -210,11 +215,20 @@ def _wider(a: str, b: str) -> str:
     if {a, b} <= set(numeric) | {x for x in (a, b) if x.startswith("decimal")}:
         if "double" in (a, b):
             return "double"
-        digits = {"int": 10, "bigint": 20}
-        da = digits.get(a) or int(_DECIMAL_RE.match(a).group(1))
-        db = digits.get(b) or int(_DECIMAL_RE.match(b).group(1))
-        return f"decimal({max(da, db)},0)"
+        return f"decimal({max(_integral_digits(a), _integral_digits(b))},0)"
     return "string"
+
+
+def _integral_digits(t: str) -> int:
+    """The integral digits of ``int``, ``bigint`` or ``decimal(p,...)`` as ``_wider`` counts
+    them: 10, 20, or the precision ``p``."""
+    digits = {"int": 10, "bigint": 20}
+    if t in digits:
+        return digits[t]
+    m = _DECIMAL_RE.match(t)
+    if m is None:
+        raise ValueError(f"not an integer or decimal partition type: {t!r}")
+    return int(m.group(1))
 
 
 def infer_partition_key_type(values: list[str | None], inference: bool = True) -> str:
@@ -225,12 +239,11 @@ def infer_partition_key_type(values: list[str | None], inference: bool = True) -
     present = [v for v in values if v is not None]
     if not inference or not present:
         return "string"
-    out = None
-    for v in present:
-        t = infer_partition_value_type(v)
-        out = t if out is None else _wider(out, t)
+    out = infer_partition_value_type(present[0])
+    for v in present[1:]:
         if out == "string":
             break
+        out = _wider(out, infer_partition_value_type(v))
     return out
 
 
@@ -279,7 +292,7 @@ def spark_type(hive_type: str):
     raise SchemaError(f"Hive type '{hive_type}' is not supported by tiered_hive")
 
 
-def spark_struct(columns) -> StructType:  # noqa: F821 - pyspark imported lazily
+def spark_struct(columns) -> StructType:
     """Spark schema (every field nullable) for ``(name, hive_type)`` columns."""
     from pyspark.sql.types import StructField, StructType
 

@@ -88,7 +88,7 @@ def from_spark_filter(f, column_types: dict[str, str]) -> Predicate | None:
         raise SchemaError(
             f"filter on column '{column}', which does not exist. Columns: {', '.join(column_types)}"
         )
-    simple = {
+    simple: dict[type, str] = {
         ds.EqualTo: "=",
         ds.EqualNullSafe: "<=>",
         ds.GreaterThan: ">",
@@ -96,11 +96,11 @@ def from_spark_filter(f, column_types: dict[str, str]) -> Predicate | None:
         ds.LessThan: "<",
         ds.LessThanOrEqual: "<=",
     }
-    for cls, op in simple.items():
-        if type(f) is cls:
-            if f.value is None and op != "<=>":
-                return None
-            return Comparison(op, column, f.value)
+    op = simple.get(type(f))  # these exact classes, as Spark builds them
+    if op is not None:
+        if f.value is None and op != "<=>":
+            return None
+        return Comparison(op, column, f.value)
     if isinstance(f, ds.In):
         if any(v is None for v in f.value):
             return None
@@ -109,7 +109,7 @@ def from_spark_filter(f, column_types: dict[str, str]) -> Predicate | None:
         return IsNull(column)
     if isinstance(f, ds.IsNotNull):
         return IsNotNull(column)
-    kinds = {
+    kinds: dict[type[ds.StringStartsWith | ds.StringEndsWith | ds.StringContains], str] = {
         ds.StringStartsWith: "starts",
         ds.StringEndsWith: "ends",
         ds.StringContains: "contains",
@@ -234,6 +234,8 @@ def _always_true(p: Predicate, stats: dict[str, ColumnStats], row_count: int | N
             return _always_true(IsNotNull(child.column), stats, row_count)
         if isinstance(child, IsNotNull):
             return _always_true(IsNull(child.column), stats, row_count)
+        if isinstance(child, Not):  # NOT NOT c is TRUE exactly where c is (and null where c is)
+            return _always_true(child.child, stats, row_count)
         s = stats.get(child.column)
         # NOT c is TRUE where c is FALSE: c must be false (not null) on every row.
         return (

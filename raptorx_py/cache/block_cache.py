@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import BinaryIO
 
 import fsspec
 from fsspec.spec import AbstractBufferedFile
@@ -111,7 +112,10 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
         # wrapper instead of the target. Instead, names defined by this class (derived from
         # its body, not listed by hand) and its instance attributes are ours; the rest is
         # the target's.
-        if name.startswith("__") or name in _own_names(type(self)):
+        # Typed as a plain ``type``: mypy checks ``type[BlockCacheFileSystem]`` against
+        # Hashable with the instances' ``__hash__`` and rejects it; any class is hashable.
+        cls: type = type(self)
+        if name.startswith("__") or name in _own_names(cls):
             return object.__getattribute__(self, name)
         attrs = object.__getattribute__(self, "__dict__")
         if name in attrs:
@@ -181,7 +185,7 @@ def _own_names(cls: type) -> frozenset[str]:
     return frozenset(names)
 
 
-def open_remote(target, path: str, size: int, etag: str | None, **kwargs):
+def open_remote(target, path: str, size: int, etag: str | None, **kwargs) -> BinaryIO:
     """The target's own file for ``path``, with the listed size, no read-ahead of its own,
     and (for fsspec buffered files such as s3fs's) the listed ETag to check ranged reads
     against."""
@@ -229,7 +233,7 @@ class BlockCacheFile(io.RawIOBase):
         self._key = fs.block_key(path, self.size, version)
         self._loc = 0
         self._lock = threading.RLock()
-        self._remote = None
+        self._remote: BinaryIO | None = None  # the target's file, opened at the first miss
 
     def __repr__(self) -> str:
         return f"<BlockCacheFile {self.path} size={self.size} version={self.version}>"
@@ -361,14 +365,15 @@ class BlockCacheFile(io.RawIOBase):
             dest[lo - start : hi - start] = block[lo - block_start : hi - block_start]
 
     def _read_remote(self, start: int, end: int) -> bytes:
-        if self._remote is None:
-            self._remote = open_remote(
+        remote = self._remote
+        if remote is None:
+            remote = self._remote = open_remote(
                 self.fs.target, self.path, self.size, self.etag, **self._remote_kwargs
             )
-        self._remote.seek(start)
+        remote.seek(start)
         want = end - start
         try:
-            data = self._remote.read(want)
+            data = remote.read(want)
         except Exception as e:
             # An object store that checks the ETag (s3fs) refuses another version's bytes;
             # the cached blocks of the listed version are then of a version that is gone.
@@ -380,7 +385,7 @@ class BlockCacheFile(io.RawIOBase):
             chunks = [data]
             got = len(data)
             while got < want:
-                chunk = self._remote.read(want - got)
+                chunk = remote.read(want - got)
                 if not chunk:
                     break
                 chunks.append(chunk)
@@ -464,10 +469,13 @@ def _assembled(n: int, fill: Callable[[memoryview], None]) -> bytes:
     return data
 
 
+#: ``PyBytes_FromStringAndSize(NULL, n)``: a new, unfilled ``bytes`` of length n (CPython only).
+_new_bytes: Callable[[None, int], bytes] | None
 if sys.implementation.name == "cpython":
-    _new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
-    _new_bytes.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
-    _new_bytes.restype = ctypes.py_object
+    _bytes_from_string_and_size = ctypes.pythonapi.PyBytes_FromStringAndSize
+    _bytes_from_string_and_size.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
+    _bytes_from_string_and_size.restype = ctypes.py_object
+    _new_bytes = _bytes_from_string_and_size
     # ob_sval, the contents, ends the object; its one byte counted in the basic size is
     # the terminating NUL.
     _BYTES_DATA_OFFSET = bytes.__basicsize__ - 1

@@ -225,10 +225,10 @@ class FooterCache:
             self._put_memory(identity, metadata, len(payload))
             return metadata
         counters.add("footer_cache.misses")
-        metadata, payload = self._load(identity, loader)
-        if payload is not None:
-            self._put_memory(identity, metadata, len(payload))
-            self._put_disk(identity, payload)
+        metadata, loaded_payload = self._load(identity, loader)
+        if loaded_payload is not None:
+            self._put_memory(identity, metadata, len(loaded_payload))
+            self._put_disk(identity, loaded_payload)
         return metadata
 
     def clear_memory(self) -> None:
@@ -340,6 +340,8 @@ class FooterCache:
         return directory
 
     def _path(self, identity: FileIdentity) -> str:
+        if self.directory is None:
+            raise ValueError("this footer cache keeps no directory: its entries have no path")
         digest = identity.digest()
         return os.path.join(self.directory, digest[:2], digest + _SUFFIX)
 
@@ -363,7 +365,7 @@ class FooterCache:
                 metadata = parse_footer(payload)
             except _PARSE_ERRORS:
                 metadata = None
-        if metadata is None:
+        if payload is None or metadata is None:
             counters.add("footer_cache.corrupt_entries")
             log.warning("footer cache entry %s for %s is corrupt; deleted", path, identity.url)
             self._unlink(path)
@@ -413,9 +415,12 @@ class FooterCache:
     def _sweep(self) -> None:
         """Scan the shared directory, delete stale temp files, and evict least recently used
         entries down to the low-water mark if the total exceeds ``max_disk_bytes``."""
+        directory, max_disk_bytes = self.directory, self.max_disk_bytes
+        if directory is None or max_disk_bytes is None:
+            return  # no directory, or no bound on it: nothing to sweep
         entries, total, now = [], 0, time.time()
         try:
-            for sub in os.scandir(self.directory):
+            for sub in os.scandir(directory):
                 if not sub.is_dir(follow_symlinks=False):
                     continue
                 for f in os.scandir(sub.path):
@@ -431,10 +436,10 @@ class FooterCache:
                         total += st.st_size
         except OSError as e:
             counters.add("footer_cache.disk_read_errors")
-            log.debug("cannot scan footer cache directory %s: %s", self.directory, e)
+            log.debug("cannot scan footer cache directory %s: %s", directory, e)
             return
-        if total > self.max_disk_bytes:
-            target = self.max_disk_bytes * _LOW_WATER
+        if total > max_disk_bytes:
+            target = max_disk_bytes * _LOW_WATER
             for _, size, path in sorted(entries):
                 if total <= target:
                     break

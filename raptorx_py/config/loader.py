@@ -36,6 +36,7 @@ from typing import Any
 
 from raptorx_py.config.properties_file import format_property, read_properties
 from raptorx_py.config.settings import PARSERS, PROPERTIES, PROPERTIES_BY_NAME, Settings
+from raptorx_py.config.units import FormedParser
 from raptorx_py.errors import ConfigError
 
 #: Environment variable naming a configuration directory.
@@ -55,7 +56,15 @@ KIND_FORMS = {
 
 def kind_form(kind: str) -> str:
     """What a value of this kind looks like, for errors and the docs."""
-    return KIND_FORMS.get(kind) or PARSERS[kind].form
+    form = KIND_FORMS.get(kind)
+    if form:
+        return form
+    parser = PARSERS[kind]
+    if not isinstance(parser, FormedParser):
+        raise TypeError(
+            f"the parser of property kind {kind!r} states no form: make it a FormedParser"
+        )
+    return parser.form
 
 
 #: Width of the wrapped descriptions in ``describe_settings``.

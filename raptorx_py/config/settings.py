@@ -33,7 +33,7 @@ class Property:
         return self.minimum if self.minimum is not None else KIND_MINIMUM.get(self.kind)
 
 
-def _connector(value: str) -> str:
+def _parse_connector(value: str) -> str:
     """``hive-hadoop2`` (Presto's Hive connector; ``hive`` also names it): the only one."""
     if value.strip().lower() in ("hive-hadoop2", "hive"):
         return "hive-hadoop2"
@@ -43,7 +43,7 @@ def _connector(value: str) -> str:
     )
 
 
-_connector.form = "hive-hadoop2 (or hive)"
+_connector = units.FormedParser(_parse_connector, "hive-hadoop2 (or hive)")
 
 PARSERS: dict[str, Callable[[str], Any]] = {
     "str": lambda s: s,

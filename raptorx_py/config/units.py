@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
@@ -148,7 +150,19 @@ def parse_count(value: str) -> int:
     return n
 
 
-def choice(*values: str, aliases: dict[str, str] | None = None):
+@dataclass(frozen=True)
+class FormedParser:
+    """A property-value parser that also states, for error messages and the generated docs,
+    the form of value it accepts. Calling it parses like ``parse``."""
+
+    parse: Callable[[str], str]
+    form: str
+
+    def __call__(self, value: str) -> str:
+        return self.parse(value)
+
+
+def choice(*values: str, aliases: dict[str, str] | None = None) -> FormedParser:
     """A parser accepting one of ``values`` (any letter case) or an alias of one; it returns
     the canonical upper-case value. ``form`` on the parser lists what is accepted."""
     aliases = dict(aliases or {})
@@ -163,8 +177,7 @@ def choice(*values: str, aliases: dict[str, str] | None = None):
         except KeyError:
             raise ValueError(f"expected {form}, got {value!r}") from None
 
-    parse.form = form
-    return parse
+    return FormedParser(parse, form)
 
 
 def _shortest(quantity: Fraction, units: dict[str, int]) -> str:

@@ -74,16 +74,30 @@ class Expr:
             )
         raise SchemaError(f"pushed aggregation: unknown expression '{op}'")
 
+    @property
+    def column_name(self) -> str:
+        """The column a ``column`` node reads."""
+        if self.name is None:
+            raise SchemaError(f"pushed aggregation: a '{self.op}' node names no column")
+        return self.name
+
+    @property
+    def literal_text(self) -> str:
+        """The value of a ``literal`` node, as text."""
+        if self.value is None:
+            raise SchemaError(f"pushed aggregation: a '{self.op}' node has no literal value")
+        return self.value
+
     def columns(self) -> set[str]:
         if self.op == "column":
-            return {self.name}
+            return {self.column_name}
         return set().union(*(c.columns() for c in self.children)) if self.children else set()
 
     def __str__(self) -> str:
         if self.op == "column":
-            return self.name
+            return self.column_name
         if self.op == "literal":
-            return self.value
+            return self.literal_text
         if self.op == "cast":
             return f"CAST({self.children[0]} AS {self.type})"
         return f"({self.children[0]} {self.op} {self.children[1]})"
@@ -225,10 +239,11 @@ def _exact_type(op: str, a: pa.DataType, b: pa.DataType) -> tuple[int, int]:
 def _evaluate(e: Expr, table: pa.Table, memo: dict):
     out_type = arrow_type_for_spark(e.type)
     if e.op == "column":
-        col = table.column(e.name)
+        col = table.column(e.column_name)
         return col if col.type == out_type else col.cast(out_type)
     if e.op == "literal":
-        value = Decimal(e.value) if pa.types.is_decimal(out_type) else int(e.value)
+        text = e.literal_text
+        value = Decimal(text) if pa.types.is_decimal(out_type) else int(text)
         return pa.scalar(value, out_type)
     if e.op == "cast":
         child = evaluate(e.children[0], table, memo)
@@ -285,16 +300,19 @@ def aggregate_split(
         return empty_result(agg, out_schema)
     work: dict[str, pa.Array] = {}
     for i, (name, _) in enumerate(agg.group_by):
-        work[f"k{i}"] = table.column(name)
-    specs, inputs, memo = [], {}, {}
+        work[f"k{i}"] = _read_columns(table).column(name)
+    # pyarrow's aggregation specs: (column(s), function[, options]).
+    specs: list[tuple[str | list[str], str] | tuple[str, str, pc.FunctionOptions]] = []
+    memo: dict[Expr, pa.Array | pa.Scalar] = {}
     for i, a in enumerate(agg.aggregates):
         if a.fn == "count_star":
             specs.append(([], "count_all"))
             continue
-        values = evaluate(a.input, table, memo)
+        if a.input is None:
+            raise SchemaError(f"pushed aggregation: {a.fn} has no input expression")
+        values = evaluate(a.input, _read_columns(table), memo)
         if isinstance(values, pa.Scalar):
             values = pa.array([values.as_py()] * num_rows, values.type)
-        inputs[i] = values
         if a.fn == "sum":
             work[f"v{i}"] = values.cast(_wide_sum_type(values.type))
             specs.append((f"v{i}", "sum", pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)))
@@ -331,6 +349,13 @@ def aggregate_split(
     return batch
 
 
+def _read_columns(table: pa.Table | None) -> pa.Table:
+    """The split's input columns, which an aggregation reading any column needs."""
+    if table is None:
+        raise ValueError("pushed aggregation: the aggregates read columns, but none were read")
+    return table
+
+
 def empty_result(agg: PushedAggregation, out_schema: pa.Schema) -> pa.RecordBatch | None:
     """The partial result of no rows: none for a grouped aggregation; for a global one, one
     row (counts 0, the rest null), because Spark merges partial counts with a SUM, which is
@@ -362,14 +387,15 @@ def _sums_in_range(agg, i, a, col, grouped, work, keys):
     bad_rows = [r for r, v in enumerate(out_of_range.to_pylist()) if v]
     key_rows = list(zip(*(grouped.column(k).to_pylist() for k in keys))) if keys else [()]
     bad = {key_rows[r]: r for r in bad_rows}
-    row_keys = list(zip(*(work[k].to_pylist() for k in keys))) if keys else None
     values = work[f"v{i}"].to_pylist()
+    # Each row's group key; a global aggregation's one group is ().
+    row_keys = list(zip(*(work[k].to_pylist() for k in keys))) if keys else [()] * len(values)
     running: dict[tuple, Decimal] = {}
     extra = []
     with localcontext() as ctx:
         ctx.prec = 200  # exact: Python's default context rounds to 28 digits
         for r, v in enumerate(values):
-            key = row_keys[r] if keys else ()
+            key = row_keys[r]
             if v is None or key not in bad:
                 continue
             total = running.get(key)

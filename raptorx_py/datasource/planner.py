@@ -88,9 +88,9 @@ class ScanPlan:
     partitions_total: int = 0
     partitions_pruned_by_value: int = 0
     partitions_pruned_by_stats: int = 0
-    #: One per task: its preferred executor's location (``executor_<host>_<id>``), or None.
-    #: Empty when no task has a preference.
-    locations: tuple[str | None, ...] = ()
+    #: One per task: its preferred executor's location (``executor_<host>_<id>``). Empty
+    #: when no task has a preference (every task then prefers one: ``pack_by_executor``).
+    locations: tuple[str, ...] = ()
 
 
 def typed_partition_values(table: Table, partition: Partition) -> tuple:
@@ -142,7 +142,7 @@ def plan_scan(
             elif all(preds.may_match(dp, p.stats, p.row_count) for dp in data_preds):
                 survivors.append((p, _simplified(data_preds, p.stats, p.row_count)))
         by_stats = len(kept) - len(survivors)
-        locations = [
+        partition_locations = [
             _Location(p.location, typed_partition_values(table, p), p.parameters, p.id, rest)
             for p, rest in survivors
         ]
@@ -166,11 +166,11 @@ def plan_scan(
             else None
         )
         # An unpartitioned table is its one partition: its parameters seal it.
-        locations = (
+        partition_locations = (
             [_Location(table.location, (), table.parameters, table.id, rest)] if matches else []
         )
 
-    splits = _list_splits(settings, table.qualified_name, locations, write_ids)
+    splits = _list_splits(settings, table.qualified_name, partition_locations, write_ids)
     if settings.fragment_cache_enabled:
         # Cached results are per split: a file must be cut the same way whatever else the
         # query reads, so the piece size may depend on the settings only.
@@ -178,9 +178,9 @@ def plan_scan(
     else:
         piece = piece_bytes(splits, settings.max_split_size, settings.min_split_count)
     pieces = cut_files(splits, piece)
-    locations: tuple = ()
+    task_locations: tuple[str, ...] = ()
     if settings.node_selection_strategy == affinity.SOFT_AFFINITY and executors:
-        tasks, locations = pack_by_executor(
+        tasks, task_locations = pack_by_executor(
             pieces, executors, settings.max_split_size, settings.min_split_count
         )
         counters.add("planner.tasks_with_preference", len(tasks))
@@ -203,7 +203,7 @@ def plan_scan(
         total,
         by_value,
         by_stats,
-        locations,
+        task_locations,
     )
 
 
@@ -218,7 +218,8 @@ def pack_by_executor(
     for s in splits:
         groups.setdefault(affinity.preferred(s.url, executors), []).append(s)
     share = max(1, min_count // len(executors)) if min_count else 0
-    tasks, locations = [], []
+    tasks: list[tuple[Split, ...]] = []
+    locations: list[str] = []
     for executor in sorted(groups):
         packed = pack_splits(groups[executor], max_bytes, share)
         tasks.extend(packed)
@@ -305,8 +306,15 @@ def pack_splits(splits, max_bytes: int, min_count: int) -> tuple[tuple[Split, ..
             bounds.append(i)
         return bounds
 
+    def cut_within(capacity: int, limit: int) -> list[int]:
+        """``cut`` where the capacity is known to fit in ``limit`` tasks."""
+        bounds = cut(capacity, limit)
+        if bounds is None:
+            raise RuntimeError(f"tasks of {capacity} bytes were expected to fit in {limit}")
+        return bounds
+
     slots = max(1, min(min_count, len(sizes)))
-    needed = len(cut(max_bytes, len(sizes))) - 1
+    needed = len(cut_within(max_bytes, len(sizes))) - 1  # never more tasks than splits
     tasks = -(-needed // slots) * slots  # whole waves
     low, high = 0, max_bytes  # the smallest capacity that fits in `tasks` tasks
     while low < high:
@@ -315,7 +323,7 @@ def pack_splits(splits, max_bytes: int, min_count: int) -> tuple[tuple[Split, ..
             low = mid + 1
         else:
             high = mid
-    bounds = cut(low, tasks)
+    bounds = cut_within(low, tasks)
     return tuple(tuple(splits[a:b]) for a, b in zip(bounds, bounds[1:]))
 
 

@@ -228,7 +228,7 @@ class TieredHiveReader(DataSourceReader):
             self.output_schema = to_arrow_schema(schema, timezone="UTC")
         self.predicates: list = []
         if self.aggregation is not None:
-            self._take_aggregation_filters()
+            self._take_aggregation_filters(self.aggregation)
 
     def _use_query_snapshot(self, token: str) -> None:
         """Read under the snapshot the query's first scan of this table recorded
@@ -264,13 +264,13 @@ class TieredHiveReader(DataSourceReader):
             else:
                 self.predicates.append(p)
 
-    def _take_aggregation_filters(self) -> None:
+    def _take_aggregation_filters(self, pushed: aggregation.PushedAggregation) -> None:
         """The filters of an aggregated scan (they come with the aggregation, not through
         ``pushFilters``). The provider sent only filters it reported to Spark as evaluated
         here, so each must be exact by this side's rule too."""
         types = {c.name: c.type for c in self.table.all_columns}
         keys = {k.name for k in self.table.partition_keys}
-        for p in self.aggregation.filters:
+        for p in pushed.filters:
             if not all(c in types for c in preds.columns_of(p)) or not preds.is_exact(
                 p, types, keys
             ):
@@ -398,12 +398,12 @@ def with_table_statistics(schema: StructType, table: Table) -> StructType:
     """``schema`` with an unpartitioned table's ``totalSize``/``numRows`` in its first field's
     metadata (a partitioned table's would cost a partition listing, and is left unknown)."""
     size = table.parameters.get(TOTAL_SIZE_PARAM)
-    if table.partition_keys or not schema.fields or not (size or "").isdigit():
+    if table.partition_keys or not schema.fields or size is None or not size.isdigit():
         return schema
     first = schema.fields[0]
     meta = {**(first.metadata or {}), TABLE_BYTES_KEY: int(size)}
     rows = table.parameters.get(NUM_ROWS_PARAM)
-    if (rows or "").isdigit():
+    if rows is not None and rows.isdigit():
         meta[TABLE_ROWS_KEY] = int(rows)
     return StructType(
         [StructField(first.name, first.dataType, first.nullable, meta), *schema.fields[1:]]

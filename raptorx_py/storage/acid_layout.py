@@ -153,7 +153,7 @@ def visible_files(files, root: str, valid_write_ids: ValidWriteIdList) -> list:
         head, sep, _ = rel.partition("/")
         return head if sep else None
 
-    dirs = {first_dir(f.path) for f in files} - {None}
+    dirs = {d for d in (first_dir(f.path) for f in files) if d is not None}
     state = acid_state(dirs, valid_write_ids)
     visible = set(state.visible)
     out = []

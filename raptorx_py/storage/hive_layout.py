@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from raptorx_py.errors import EmptyTableLocationError, LayoutError, translate_storage_error
 from raptorx_py.metastore.partition_names import unescape_partition_value
@@ -35,7 +36,11 @@ def parse_partition_dir(name: str, path: str) -> tuple[str, str | None]:
         raise LayoutError(
             f"directory {path} is not a Hive partition directory ('<key>=<value>'): '{name}'"
         )
-    return unescape_partition_value(key), unescape_partition_value(value)
+    column = unescape_partition_value(key)
+    if column is None:
+        # The default-partition marker stands for a null value; a column cannot be named so.
+        raise LayoutError(f"directory {path} names no partition column: '{name}'")
+    return column, unescape_partition_value(value)
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class PartitionDir:
 
 def _data_file(info: dict) -> DataFile:
     mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
-    if hasattr(mtime, "timestamp"):
+    if isinstance(mtime, datetime):
         mtime = mtime.timestamp()
     etag = info.get("ETag") or info.get("etag")
     return DataFile(

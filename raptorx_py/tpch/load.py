@@ -28,7 +28,12 @@ from urllib.parse import urlparse
 
 from raptorx_py.config.paths import default_tpch_work_dir
 from raptorx_py.errors import translate_storage_error
-from raptorx_py.tpch.generate import format_scale, generate_tpch, read_marker
+from raptorx_py.tpch.generate import (
+    TpchGenerationError,
+    format_scale,
+    generate_tpch,
+    read_marker,
+)
 from raptorx_py.tpch.queries import TABLES
 
 LOAD_MARKER = "_tpch_load.json"
@@ -81,6 +86,8 @@ def load_tpch(
     local_root = Path(work_dir or default_tpch_work_dir()).expanduser() / f"sf{format_scale(scale)}"
     generate_tpch(scale, str(local_root), progress=say)
     generation = read_marker(str(local_root))
+    if generation is None:
+        raise TpchGenerationError(f"the generation in {local_root} left no readable marker")
 
     db_url = f"{_normalise_url(warehouse_url)}/{database}.db"
     if only_own_tables:

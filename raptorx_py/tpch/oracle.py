@@ -113,8 +113,10 @@ def _is_number(v: Any) -> bool:
 
 def _decimal_ulp(v: Any) -> Decimal | None:
     if isinstance(v, Decimal) and v.is_finite():
-        exponent = v.as_tuple().exponent
-        return Decimal(1).scaleb(exponent) if exponent < 0 else Decimal(1)
+        exponent = v.as_tuple().exponent  # an int: only infinities and NaNs have a letter
+        if isinstance(exponent, int) and exponent < 0:
+            return Decimal(1).scaleb(exponent)
+        return Decimal(1)
     return None
 
 

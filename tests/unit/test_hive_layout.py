@@ -39,6 +39,9 @@ def test_partition_dir_must_be_key_value():
         parse_partition_dir("oops", "/t/oops")
     with pytest.raises(LayoutError):
         parse_partition_dir("=v", "/t/=v")
+    # The null marker is a value, never a key.
+    with pytest.raises(LayoutError, match="names no partition column"):
+        parse_partition_dir("__HIVE_DEFAULT_PARTITION__=v", "/t/__HIVE_DEFAULT_PARTITION__=v")
 
 
 def _touch(path, data=b"x"):

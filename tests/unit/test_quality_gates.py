@@ -1,9 +1,11 @@
 """The project's quality gates, run as tests so that `make test` (and CI) runs them: ruff's
-lint and its formatter, and the import contracts (import-linter: the layers of
-docs/architecture.md), configured in pyproject.toml. A failure prints the tool's own report."""
+lint and its formatter, the import contracts (import-linter: the layers of
+docs/architecture.md) and mypy's type check of raptorx_py, configured in pyproject.toml. A
+failure prints the tool's own report."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +42,10 @@ def test_imports_follow_the_layers():
         check=False,
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr
+
+
+def test_mypy_passes():
+    """mypy over the package with pyproject.toml's [tool.mypy] (packages, strictness, the
+    untyped third-party modules). No cache is written into the tree, as for ruff."""
+    done = _run("mypy", "--cache-dir", os.devnull)
+    assert done.returncode == 0, done.stdout[-12000:] + done.stderr

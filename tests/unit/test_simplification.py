@@ -43,6 +43,10 @@ ROWS = 100
         (Not(IsNull("x")), True),
         (Not(Comparison("<", "x", 10)), True),  # x < 10 false on every row, no nulls
         (Not(Comparison("<", "x", 11)), False),
+        # NOT NOT c is c (null where c is null)
+        (Not(Not(Comparison(">=", "x", 10))), True),
+        (Not(Not(Comparison(">", "x", 10))), False),
+        (Not(Not(Comparison(">=", "n", 0))), False),
         (StringMatch("starts", "s", "ab"), True),
         (StringMatch("starts", "s", "abc"), False),
         (StringMatch("ends", "s", "c"), False),
