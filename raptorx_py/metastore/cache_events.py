@@ -24,10 +24,9 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raptorx_py.metastore.model import Column, Partition, Table
+from raptorx_py.metastore.model import WRITE_ID_PARAM, Column, Partition, Table
 from raptorx_py.metastore.notifications import NotificationEvent
 from raptorx_py.metastore.partition_names import partition_name
-from raptorx_py.metastore.store import WRITE_ID_PARAM
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 
 #: Events that change a table or its partitions; with a TXN_ID they are staged until commit.

@@ -11,6 +11,9 @@ EXTERNAL_TABLE = "EXTERNAL_TABLE"
 #: Hive's directory value for a null partition value.
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
+#: The partition parameter holding the write id that last wrote a managed table's partition.
+WRITE_ID_PARAM = "writeId"
+
 
 @dataclass(frozen=True)
 class Column:
