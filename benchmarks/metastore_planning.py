@@ -31,7 +31,6 @@ import uuid
 
 from raptorx_py.config import build_settings
 from raptorx_py.metastore import MANAGED_TABLE, Column, ColumnStats, Partition, Table
-from raptorx_py.metastore.bulk import add_partitions_bulk
 from raptorx_py.metastore.cached_store import CachedMetastore
 from raptorx_py.metastore.store import Metastore, backend_for_url
 from raptorx_py.metrics import counters
@@ -53,8 +52,7 @@ def build_table(ms: Metastore, database: str, name: str, partitions: int) -> Tab
     )
     txn = ms.open_transaction(user="benchmark")
     write_id = ms.allocate_write_id(txn, database, name)
-    add_partitions_bulk(
-        ms,
+    ms.add_partitions(
         table,
         [
             Partition(

@@ -232,14 +232,14 @@ def add_partition_cli(sub) -> None:
 def cmd_locks_show(args) -> int:
     """Hive's SHOW LOCKS: the held locks, all or on a database, table or partition."""
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.metastore.locks import format_ms
+    from raptorx_py.metastore.locks import format_ms, show_locks
 
     db, _, table = (args.object or "").partition(".")
     partition = "/".join(args.partition) if args.partition else None
     if partition is not None and not table:
         raise ConfigError("--partition needs a <db>.<table>", source="locks show")
     with open_metastore(settings_from_args(args)) as ms:
-        rows = ms.show_locks(db or None, table or None, partition, extended=args.extended)
+        rows = show_locks(ms, db or None, table or None, partition, extended=args.extended)
     header = ["LOCK_ID", "DATABASE", "TABLE", "PARTITION", "STATE", "TYPE", "TXN_ID"]
     if args.extended:
         header += ["ACQUIRED_AT", "LAST_HEARTBEAT", "USER", "HOST", "AGENT_INFO"]

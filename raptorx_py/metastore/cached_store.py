@@ -61,7 +61,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from raptorx_py.errors import MetastoreError
 from raptorx_py.metastore.cache_entries import CachedVersion, VersionedEntries
@@ -73,17 +73,24 @@ from raptorx_py.metastore.cache_events import (
     mark_committed,
 )
 from raptorx_py.metastore.model import Partition, Table
-from raptorx_py.metastore.notifications import NotificationEvent
+from raptorx_py.metastore.notifications import (
+    NotificationEvent,
+    current_notification_id,
+    get_notifications,
+)
+from raptorx_py.metastore.sql_session import counting_as
 from raptorx_py.metastore.store import (
     Metastore,
     backend_for_url,
     check_snapshot_table,
-    counting_as,
     open_metastore,
 )
-from raptorx_py.metastore.transactions import TableSnapshot
+from raptorx_py.metastore.transactions import TableSnapshot, get_table_snapshots
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -140,7 +147,7 @@ class CachedMetastore:
     def __init__(
         self,
         metastore: Metastore | str,
-        settings,
+        settings: Settings,
         *,
         clock: Callable[[], float] = time.monotonic,
         owns_metastore: bool | None = None,
@@ -172,12 +179,12 @@ class CachedMetastore:
         self.refreshed = threading.Condition()
         # Everything after this event is applied by refresh(); anything before it is already
         # in whatever a read loads from now on.
-        self.last_event_id = self.metastore.current_notification_id() if self.enabled else 0
+        self.last_event_id = current_notification_id(self.metastore) if self.enabled else 0
 
     # -- the query's snapshot ---------------------------------------------------------------
     def snapshot(self, names: Iterable[str], txn_id: int | None = None) -> QuerySnapshot:
         """Id, type and ValidWriteIdList of each ``db.table``: one round trip, never cached."""
-        return QuerySnapshot(dict(self.metastore.get_table_snapshots(names, txn_id)), txn_id)
+        return QuerySnapshot(dict(get_table_snapshots(self.metastore, names, txn_id)), txn_id)
 
     # -- reads ------------------------------------------------------------------------------
     def get_table(self, database: str, name: str, snapshot: QuerySnapshot | None = None) -> Table:
@@ -272,7 +279,7 @@ class CachedMetastore:
         if not self.enabled:
             return 0
         with self._refresh_lock:
-            events = self.metastore.get_notifications(self.last_event_id)
+            events = get_notifications(self.metastore, self.last_event_id)
             applied = self.apply_events(events)
         with self.refreshed:
             self.refreshes += 1
@@ -403,7 +410,7 @@ class CachedMetastore:
             since = self._tables.generation(), self._partitions.generation()
         snaps: dict[str, TableSnapshot] = {}
         for i in range(0, len(names), PREWARM_SNAPSHOT_BATCH):
-            snaps.update(ms.get_table_snapshots(names[i : i + PREWARM_SNAPSHOT_BATCH]))
+            snaps.update(get_table_snapshots(ms, names[i : i + PREWARM_SNAPSHOT_BATCH]))
         sizes = partition_counts(ms)
         budget = self._partitions.max_weight
         loaded = 0
@@ -495,8 +502,8 @@ class CachedMetastore:
 
 def partition_counts(ms: Metastore) -> dict[int, int]:
     """``{table id: number of partitions}`` in one round trip."""
-    with ms._lock:
-        return dict(ms._execute("SELECT TBL_ID, COUNT(*) FROM PARTITIONS GROUP BY TBL_ID"))
+    with ms.sql.lock:
+        return dict(ms.sql.execute("SELECT TBL_ID, COUNT(*) FROM PARTITIONS GROUP BY TBL_ID"))
 
 
 # -- one cache per process per metastore --------------------------------------------------------
@@ -509,7 +516,7 @@ _registry_pid = os.getpid()
 _inherited: list[CachedMetastore] = []
 
 
-def cached_metastore_for(settings, *, start: bool = True) -> CachedMetastore:
+def cached_metastore_for(settings: Settings, *, start: bool = True) -> CachedMetastore:
     """This process's cache for ``settings``' metastore URL (one per URL and cache
     configuration), created on first use (and prewarmed then, with
     ``hive.metastore-cache-prewarm``) and, with ``start``, refreshed in the background.
@@ -544,7 +551,7 @@ def cached_metastore_for(settings, *, start: bool = True) -> CachedMetastore:
         return cache
 
 
-def with_cached_metastore(settings, read: Callable[[CachedMetastore], T]) -> T:
+def with_cached_metastore(settings: Settings, read: Callable[[CachedMetastore], T]) -> T:
     """``read(cache)`` through this process's cache for ``settings``; when the cache's database
     connection has failed (server restarted, connection dropped: an ``OperationalError`` of
     the driver), the cache is discarded and ``read`` runs once more through a new one

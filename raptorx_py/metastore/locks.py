@@ -50,15 +50,19 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from raptorx_py.errors import LockError, LockRefusedError, NoSuchLockError
 from raptorx_py.metastore.transactions import (
     default_host,
     default_user,
     expire_timed_out,
-    now_ms,
     require_open,
 )
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.store import Metastore
 
 
 class LockType(Enum):
@@ -291,7 +295,7 @@ def _lock_info(row, extended: bool = True) -> LockInfo:
 
 # -- the metastore side: one attempt, one write transaction ---------------------------------
 def try_lock(
-    ms,
+    ms: Metastore,
     components: Iterable[LockComponent],
     *,
     txn_id: int | None = None,
@@ -306,13 +310,13 @@ def try_lock(
     user = default_user() if user is None else user
     host = default_host() if host is None else host
     dbs = sorted({c.db for c in wanted})
-    with ms._transaction():
+    with ms.sql.transaction():
         expire_timed_out(ms)
         error = require_open(ms, txn_id, "take locks") if txn_id is not None else None
         if error is None:
             held = [
                 _lock_info(r)
-                for r in ms._execute(
+                for r in ms.sql.execute(
                     f"SELECT {_LOCK_COLUMNS} FROM HIVE_LOCKS WHERE HL_DB IN "
                     f"({', '.join('?' * len(dbs))}) ORDER BY HL_LOCK_EXT_ID, HL_LOCK_INT_ID",
                     dbs,
@@ -321,12 +325,12 @@ def try_lock(
             conflict = _first_conflict(wanted, held, txn_id)
             if conflict is not None:
                 return LockResponse(None, wanted, *conflict)
-            (lock_id,) = ms._execute(
+            (lock_id,) = ms.sql.execute(
                 "UPDATE NEXT_LOCK_ID SET NL_NEXT = NL_NEXT + 1 WHERE NL_ID = 1 "
                 "RETURNING NL_NEXT - 1"
             ).fetchone()
-            now = now_ms(ms)
-            ms._executemany(
+            now = ms.sql.now_ms()
+            ms.sql.executemany(
                 f"INSERT INTO HIVE_LOCKS ({_LOCK_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
@@ -367,15 +371,15 @@ def _first_conflict(
     return None
 
 
-def unlock(ms, lock_id: int) -> None:
+def unlock(ms: Metastore, lock_id: int) -> None:
     """Release a lock request taken outside a transaction (a transaction's locks go with
     its commit or abort, as in Hive)."""
-    with ms._transaction():
-        rows = ms._execute(
+    with ms.sql.transaction():
+        rows = ms.sql.execute(
             "SELECT HL_TXNID FROM HIVE_LOCKS WHERE HL_LOCK_EXT_ID = ?", (lock_id,)
         ).fetchall()
         if rows and rows[0][0] is None:
-            ms._execute("DELETE FROM HIVE_LOCKS WHERE HL_LOCK_EXT_ID = ?", (lock_id,))
+            ms.sql.execute("DELETE FROM HIVE_LOCKS WHERE HL_LOCK_EXT_ID = ?", (lock_id,))
             return
     if not rows:
         raise NoSuchLockError(
@@ -389,7 +393,7 @@ def unlock(ms, lock_id: int) -> None:
 
 
 def show_locks(
-    ms,
+    ms: Metastore,
     db: str | None = None,
     table: str | None = None,
     partition: str | None = None,
@@ -408,8 +412,8 @@ def show_locks(
     sql = f"SELECT {_LOCK_COLUMNS} FROM HIVE_LOCKS"
     if where:
         sql += " WHERE " + " AND ".join(where)
-    with ms._lock:
-        rows = ms._execute(sql + " ORDER BY HL_LOCK_EXT_ID, HL_LOCK_INT_ID", params).fetchall()
+    with ms.sql.lock:
+        rows = ms.sql.execute(sql + " ORDER BY HL_LOCK_EXT_ID, HL_LOCK_INT_ID", params).fetchall()
     return [_lock_info(r, extended) for r in rows]
 
 
@@ -437,7 +441,7 @@ class HeldLock:
 
     def release(self) -> None:
         if self.lock_id is not None and self.txn_id is None:
-            self.manager.metastore.unlock(self.lock_id)
+            unlock(self.manager.metastore, self.lock_id)
             self.lock_id = None
 
     def __enter__(self) -> HeldLock:
@@ -453,14 +457,20 @@ class HeldLock:
 class LockManager:
     """Takes lock requests for a client, as Hive's ``DbLockManager`` does for a session.
 
-    ``acquire`` makes one attempt (``Metastore.try_lock``); a refused attempt is retried
+    ``acquire`` makes one attempt (``try_lock``); a refused attempt is retried
     after ``settings.lock_sleep_between_retries`` seconds (through ``sleep``, injectable),
     at most ``settings.lock_numretries`` times, so at most ``numretries + 1`` attempts;
     then ``LockRefusedError`` names the holder. With ``settings.support_concurrency``
     false nothing is locked and nothing is sent to the metastore.
     """
 
-    def __init__(self, metastore, settings, *, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        metastore: Metastore,
+        settings: Settings,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.metastore, self.settings, self.sleep = metastore, settings, sleep
 
     def acquire(
@@ -480,12 +490,19 @@ class LockManager:
         for attempt in range(retries + 1):
             if attempt:
                 self.sleep(pause)
-            response = self.metastore.try_lock(
-                components, txn_id=txn_id, user=user, host=host, agent_info=agent_info
+            response = try_lock(
+                self.metastore,
+                components,
+                txn_id=txn_id,
+                user=user,
+                host=host,
+                agent_info=agent_info,
             )
             if response.acquired:
                 return HeldLock(self, response.lock_id, txn_id, response.components)
         blocked, holder = response.blocked, response.holder
+        # try_lock's contract: a refused response names what blocked it and the holder.
+        assert blocked is not None and holder is not None
         raise LockRefusedError(
             f"cannot take {blocked.lock_type.name} on {blocked.object_name}: refused "
             f"{retries + 1} times, {pause:g}s apart (hive.lock.numretries={retries}, "

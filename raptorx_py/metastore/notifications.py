@@ -23,8 +23,13 @@ Limits: the log is never trimmed (HMS expires events after ``hive.metastore.even
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from raptorx_py.metastore.model import Table
+    from raptorx_py.metastore.store import Metastore
 
 MESSAGE_FORMAT = "json-0.1"
 
@@ -63,7 +68,7 @@ class NotificationEvent:
 
 
 def append_event(
-    ms,
+    ms: Metastore,
     event_type: str,
     *,
     db: str | None = None,
@@ -74,7 +79,7 @@ def append_event(
 ) -> int:
     """Append one event inside the caller's open write transaction; returns its id.
 
-    ``ms`` is the ``Metastore`` whose ``_transaction()`` is open (two round trips: the
+    ``ms`` is the ``Metastore`` whose ``sql.transaction()`` is open (two round trips: the
     sequence update and the insert).
     """
     if event_type not in EVENT_TYPES:
@@ -82,16 +87,16 @@ def append_event(
             f"unknown notification event type '{event_type}' "
             f"(known: {', '.join(sorted(EVENT_TYPES))})"
         )
-    (event_id,) = ms._execute(
+    (event_id,) = ms.sql.execute(
         "UPDATE NOTIFICATION_SEQUENCE SET NEXT_EVENT_ID = NEXT_EVENT_ID + 1 "
         "WHERE NNI_ID = 1 RETURNING NEXT_EVENT_ID - 1"
     ).fetchone()
-    ms._execute(
+    ms.sql.execute(
         "INSERT INTO NOTIFICATION_LOG (EVENT_ID, EVENT_TIME, EVENT_TYPE, DB_NAME, TBL_NAME, "
         "TXN_ID, WRITE_ID, MESSAGE, MESSAGE_FORMAT) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             event_id,
-            int(ms._clock()),
+            int(ms.sql.clock()),
             event_type,
             db,
             table,
@@ -105,7 +110,7 @@ def append_event(
 
 
 def get_notifications(
-    ms, after_event_id: int = 0, limit: int | None = None
+    ms: Metastore, after_event_id: int = 0, limit: int | None = None
 ) -> list[NotificationEvent]:
     """Events with ``EVENT_ID > after_event_id``, oldest first, at most ``limit`` (one
     round trip)."""
@@ -119,29 +124,32 @@ def get_notifications(
             raise ValueError(f"negative notification limit {limit}")
         sql += " LIMIT ?"
         params.append(limit)
-    with ms._lock:
-        rows = ms._execute(sql, params).fetchall()
+    with ms.sql.lock:
+        rows = ms.sql.execute(sql, params).fetchall()
     return [
         NotificationEvent(eid, etime, etype, db, tbl, txn, wid, json.loads(msg))
         for eid, etime, etype, db, tbl, txn, wid, msg in rows
     ]
 
 
-def current_notification_id(ms) -> int:
+def current_notification_id(ms: Metastore) -> int:
     """The id of the last committed event, 0 when there is none (one round trip)."""
-    with ms._lock:
-        (next_id,) = ms._execute(
+    with ms.sql.lock:
+        (next_id,) = ms.sql.execute(
             "SELECT NEXT_EVENT_ID FROM NOTIFICATION_SEQUENCE WHERE NNI_ID = 1"
         ).fetchone()
     return next_id - 1
 
 
-def table_message(table, **extra) -> dict[str, Any]:
+def table_message(table: Table, **extra: Any) -> dict[str, Any]:
     """The common part of a table event's message."""
     return {"tableId": table.id, "tableType": table.table_type, "location": table.location, **extra}
 
 
 def partition_message(
-    part_id: int | None, values, location: str | None, write_id: int | None = None
+    part_id: int | None,
+    values: Sequence[str | None],
+    location: str | None,
+    write_id: int | None = None,
 ) -> dict[str, Any]:
     return {"partId": part_id, "values": list(values), "location": location, "writeId": write_id}

@@ -6,7 +6,8 @@ Contract:
 - Every change appends its notification-log event(s) in that same transaction
   (``notifications.py``): the log is the total order of everything that happened.
 - All SQL is parameterised; names never reach SQL text.
-- Every statement sent to the database counts one ``metastore.round_trips``, except those of
+- Every statement sent to the database (through ``sql_session.SqlSession``) counts one
+  ``metastore.round_trips``, except those of
   a thread inside ``counting_as(name)`` (the metastore cache's background refresher counts
   ``metastore.refresh_round_trips``), so a query's count is not blurred by a timer.
 - The SQLite backend is safe across the processes of one machine (WAL, busy timeout,
@@ -29,11 +30,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import sqlite3
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from raptorx_py.errors import (
@@ -42,10 +43,9 @@ from raptorx_py.errors import (
     MetastoreNotFoundError,
     NoSuchObjectError,
 )
-from raptorx_py.hive_types import decode_value, encode_value
-from raptorx_py.metastore import locks, notifications, schema, transactions
+from raptorx_py.hive_types import decode_value
+from raptorx_py.metastore import schema, transactions
 from raptorx_py.metastore.model import (
-    EXTERNAL_TABLE,
     Column,
     ColumnStats,
     Database,
@@ -54,11 +54,29 @@ from raptorx_py.metastore.model import (
 )
 from raptorx_py.metastore.notifications import append_event, partition_message, table_message
 from raptorx_py.metastore.partition_names import partition_name
-from raptorx_py.metastore.table_parameters import WRITE_ID_PARAM
+from raptorx_py.metastore.partition_rows import (
+    check_partition_values,
+    encode_stats,
+    insert_partition_details,
+    insert_partitions,
+)
+from raptorx_py.metastore.sql_session import Backend, SqlSession
+from raptorx_py.metastore.transactions import check_write_id
 from raptorx_py.metastore.write_ids import ValidWriteIdList
-from raptorx_py.metrics import counters
 from raptorx_py.names import check_name
 from raptorx_py.sqlite_wal import connect_wal
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.cached_store import QuerySnapshot
+
+__all__ = [
+    "Metastore",
+    "SqliteBackend",
+    "backend_for_url",
+    "check_snapshot_table",
+    "open_metastore",
+]
 
 
 class SqliteBackend:
@@ -115,7 +133,7 @@ class SqliteBackend:
         )
 
 
-def backend_for_url(url: str, *, create: bool = True):
+def backend_for_url(url: str, *, create: bool = True) -> Backend:
     """The backend for a ``hive.metastore.url``; ``create``: a missing SQLite file may be
     created (see the module docstring)."""
     parsed = urlparse(url)
@@ -136,7 +154,9 @@ def backend_for_url(url: str, *, create: bool = True):
     )
 
 
-def check_snapshot_table(table: Table, snapshot, key: str | None = None) -> Table:
+def check_snapshot_table(
+    table: Table, snapshot: QuerySnapshot | None, key: str | None = None
+) -> Table:
     """``table``, if it is the table ``snapshot`` (a ``QuerySnapshot``, or None: no check) was
     taken of under ``key`` (default: its qualified name); a table dropped and recreated since
     has another id, and reading it under that snapshot would mix two tables."""
@@ -152,9 +172,12 @@ def check_snapshot_table(table: Table, snapshot, key: str | None = None) -> Tabl
 
 
 class Metastore:
-    """Databases, tables, partitions and statistics; transactions, write ids, the
-    notification log and locks (those three live in ``transactions``, ``notifications`` and
-    ``locks``; the methods here are their public face). One connection per instance.
+    """Databases, tables, partitions and statistics, and the transaction API (open, commit,
+    abort, heartbeat, write ids, snapshots: the methods here are the public face of
+    ``transactions``). The notification log and locks are read and taken through their
+    modules' functions, which take a ``Metastore`` (``notifications.get_notifications(ms)``,
+    ``locks.try_lock(ms, ...)``). One connection per instance: ``sql``, the ``SqlSession``
+    every module of the metastore sends its statements through.
 
     ``clock`` (seconds since the epoch) stamps transactions, locks and events, and decides
     their expiry: tests inject a fake one instead of sleeping. ``txn_timeout``
@@ -164,20 +187,20 @@ class Metastore:
     """
 
     def __init__(
-        self, backend, *, clock: Callable[[], float] = time.time, txn_timeout: float = 300.0
+        self,
+        backend: Backend,
+        *,
+        clock: Callable[[], float] = time.time,
+        txn_timeout: float = 300.0,
     ):
         self.backend = backend
-        self._clock = clock
         self.txn_timeout = txn_timeout
-        self._lock = threading.RLock()
-        self._depth = 0  # nesting of _transaction (see atomically)
-        self._conn = backend.connect()
+        self.sql = SqlSession(backend, clock)
         self._ensure_schema()
 
     # -- plumbing ---------------------------------------------------------------------
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self.sql.close()
 
     def __enter__(self) -> Metastore:
         return self
@@ -185,68 +208,19 @@ class Metastore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _execute(self, sql: str, params: Sequence = ()):
-        counters.add(getattr(_counting, "name", ROUND_TRIPS))
-        try:
-            return self._conn.execute(sql, tuple(params))
-        except self.backend.error_types as e:
-            raise MetastoreError(f"metastore query failed on {self.backend.describe()}: {e}") from e
-
-    def _executemany(self, sql: str, rows: Iterable[Sequence]):
-        counters.add(getattr(_counting, "name", ROUND_TRIPS))
-        try:
-            return self._conn.executemany(sql, rows)
-        except self.backend.error_types as e:
-            raise MetastoreError(f"metastore query failed on {self.backend.describe()}: {e}") from e
-
-    @contextmanager
-    def _transaction(self):
-        """A write transaction that commits whole or rolls back on any error. Inside
-        ``atomically()`` it is part of the enclosing transaction, which alone commits."""
-        with self._lock:
-            if self._depth:
-                self._depth += 1
-                try:
-                    yield
-                finally:
-                    self._depth -= 1
-                return
-            try:
-                self._execute(self.backend.begin_write)
-            except MetastoreError as e:
-                wait = getattr(self.backend, "lock_wait_error", lambda _e: None)(e.__cause__)
-                if wait is None:
-                    raise
-                raise MetastoreError(wait) from e
-            self._depth = 1
-            try:
-                yield
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            else:
-                self._execute("COMMIT")
-            finally:
-                self._depth = 0
-
-    def atomically(self):
+    def atomically(self) -> AbstractContextManager[None]:
         """``with metastore.atomically(): ...``: every change inside is ONE database
         transaction, committed at the end or rolled back whole when an error leaves the
         block (e.g. a managed write's partitions and the commit of its transaction, so a
         process that dies between them leaves neither). Holds this connection's lock
         throughout; an error caught inside the block does not undo the steps before it."""
-        return self._transaction()
-
-    def _insert(self, sql: str, params: Sequence, id_column: str) -> int:
-        """Run an INSERT and return the generated ``id_column`` (``RETURNING`` works on
-        SQLite >= 3.35 and PostgreSQL alike, unlike ``lastrowid``)."""
-        return self._execute(f"{sql} RETURNING {id_column}", params).fetchone()[0]
+        return self.sql.transaction()
 
     def _schema_version(self) -> int | None:
         """The stored schema version, read without any lock (None: no schema yet)."""
-        with self._lock:
+        with self.sql.lock:
             try:
-                return self._execute("SELECT MAX(SCHEMA_VERSION) FROM VERSION").fetchone()[0]
+                return self.sql.execute("SELECT MAX(SCHEMA_VERSION) FROM VERSION").fetchone()[0]
             except MetastoreError:
                 return None  # no VERSION table: a new database
 
@@ -259,14 +233,14 @@ class Metastore:
                 f"metastore {self.backend.describe()} has schema version {version}, newer "
                 f"than this raptorx_py understands ({schema.SCHEMA_VERSION})"
             )
-        with self._transaction():
+        with self.sql.transaction():
             for ddl in schema.DDL:
-                self._execute(ddl.format(id=self.backend.id_type))
+                self.sql.execute(ddl.format(id=self.backend.id_type))
             for seed in schema.SEED:
-                self._execute(seed)
-            row = self._execute("SELECT MAX(SCHEMA_VERSION) FROM VERSION").fetchone()
+                self.sql.execute(seed)
+            row = self.sql.execute("SELECT MAX(SCHEMA_VERSION) FROM VERSION").fetchone()
             if row[0] is None:
-                self._execute(
+                self.sql.execute(
                     "INSERT INTO VERSION (VER_ID, SCHEMA_VERSION, VERSION_COMMENT) "
                     "VALUES (1, ?, 'raptorx_py metastore')",
                     (schema.SCHEMA_VERSION,),
@@ -279,7 +253,7 @@ class Metastore:
             elif row[0] < schema.SCHEMA_VERSION:
                 # Upgrade in place: a newer version only adds tables and seed rows, which
                 # the statements above have just created.
-                self._execute(
+                self.sql.execute(
                     "UPDATE VERSION SET SCHEMA_VERSION = ?, VERSION_COMMENT = ?",
                     (
                         schema.SCHEMA_VERSION,
@@ -309,7 +283,7 @@ class Metastore:
     def expire_timed_out(self) -> list[int]:
         """Abort transactions (and drop locks) whose client stopped heartbeating; every
         transactional write does this anyway. Returns the aborted transaction ids."""
-        with self._transaction():
+        with self.sql.transaction():
             return transactions.expire_timed_out(self)
 
     def allocate_write_id(self, txn_id: int, database: str, table: str) -> int:
@@ -325,62 +299,20 @@ class Metastore:
             for name, snap in transactions.get_table_snapshots(self, names, txn_id).items()
         }
 
-    def get_table_snapshots(
-        self, names: Iterable[str], txn_id: int | None = None
-    ) -> dict[str, transactions.TableSnapshot]:
-        """Id, type and write ids of each table, in one round trip."""
-        return transactions.get_table_snapshots(self, names, txn_id)
-
-    # -- notification log (see notifications.py) --------------------------------------
-    def get_notifications(
-        self, after_event_id: int = 0, limit: int | None = None
-    ) -> list[notifications.NotificationEvent]:
-        return notifications.get_notifications(self, after_event_id, limit)
-
-    def current_notification_id(self) -> int:
-        return notifications.current_notification_id(self)
-
-    # -- locks (see locks.py; retries are the client's: locks.LockManager) -------------
-    def try_lock(
-        self,
-        components,
-        *,
-        txn_id: int | None = None,
-        user: str | None = None,
-        host: str | None = None,
-        agent_info: str | None = None,
-    ) -> locks.LockResponse:
-        """One all-or-nothing attempt at a lock request; never waits."""
-        return locks.try_lock(
-            self, components, txn_id=txn_id, user=user, host=host, agent_info=agent_info
-        )
-
-    def unlock(self, lock_id: int) -> None:
-        locks.unlock(self, lock_id)
-
-    def show_locks(
-        self,
-        db: str | None = None,
-        table: str | None = None,
-        partition: str | None = None,
-        extended: bool = False,
-    ) -> list[locks.LockInfo]:
-        return locks.show_locks(self, db, table, partition, extended)
-
     # -- databases --------------------------------------------------------------------
     def create_database(
         self, name: str, location: str | None = None, if_not_exists: bool = True
     ) -> Database:
         name = check_name("database", name)
-        with self._transaction():
-            row = self._execute(
+        with self.sql.transaction():
+            row = self.sql.execute(
                 "SELECT DB_ID, NAME, DB_LOCATION_URI FROM DBS WHERE NAME = ?", (name,)
             ).fetchone()
             if row is not None:
                 if not if_not_exists:
                     raise AlreadyExistsError(f"database '{name}' already exists")
                 return Database(row[0], row[1], row[2])
-            db_id = self._insert(
+            db_id = self.sql.insert(
                 "INSERT INTO DBS (NAME, DB_LOCATION_URI, CREATE_TIME) VALUES (?, ?, ?)",
                 (name, location, int(time.time())),
                 "DB_ID",
@@ -392,9 +324,11 @@ class Metastore:
 
     def alter_database(self, name: str, location: str | None) -> Database:
         """Set the database's location."""
-        with self._transaction():
+        with self.sql.transaction():
             db = self.get_database(name)
-            self._execute("UPDATE DBS SET DB_LOCATION_URI = ? WHERE DB_ID = ?", (location, db.id))
+            self.sql.execute(
+                "UPDATE DBS SET DB_LOCATION_URI = ? WHERE DB_ID = ?", (location, db.id)
+            )
             append_event(
                 self, "ALTER_DATABASE", db=name, message={"dbId": db.id, "location": location}
             )
@@ -403,7 +337,7 @@ class Metastore:
     def drop_database(self, name: str, cascade: bool = False) -> None:
         """Drop an empty database, or with ``cascade`` its tables too (one DROP_TABLE event
         each, then DROP_DATABASE, as HMS does)."""
-        with self._transaction():
+        with self.sql.transaction():
             db = self.get_database(name)
             tables = self.list_tables(name)
             if tables and not cascade:
@@ -413,17 +347,17 @@ class Metastore:
                 )
             for t in tables:
                 self._drop_table(self.get_table(name, t))
-            self._execute("DELETE FROM DBS WHERE DB_ID = ?", (db.id,))
+            self.sql.execute("DELETE FROM DBS WHERE DB_ID = ?", (db.id,))
             append_event(self, "DROP_DATABASE", db=name, message={"dbId": db.id})
 
     def list_databases(self) -> list[str]:
-        with self._lock:
-            return [r[0] for r in self._execute("SELECT NAME FROM DBS ORDER BY NAME")]
+        with self.sql.lock:
+            return [r[0] for r in self.sql.execute("SELECT NAME FROM DBS ORDER BY NAME")]
 
     def get_database(self, name: str) -> Database:
         name = name.lower()  # names are case-insensitive (names.py)
-        with self._lock:
-            row = self._execute(
+        with self.sql.lock:
+            row = self.sql.execute(
                 "SELECT DB_ID, NAME, DB_LOCATION_URI FROM DBS WHERE NAME = ?", (name,)
             ).fetchone()
             if row is None:
@@ -432,20 +366,20 @@ class Metastore:
 
     # -- tables -----------------------------------------------------------------------
     def list_tables(self, database: str) -> list[str]:
-        with self._lock:
+        with self.sql.lock:
             db = self.get_database(database)
             return [
                 r[0]
-                for r in self._execute(
+                for r in self.sql.execute(
                     "SELECT TBL_NAME FROM TBLS WHERE DB_ID = ? ORDER BY TBL_NAME", (db.id,)
                 )
             ]
 
     def get_table(self, database: str, name: str) -> Table:
         database, name = database.lower(), name.lower()
-        with self._lock:
+        with self.sql.lock:
             db = self.get_database(database)
-            row = self._execute(
+            row = self.sql.execute(
                 "SELECT TBL_ID, TBL_TYPE, LOCATION FROM TBLS WHERE DB_ID = ? AND TBL_NAME = ?",
                 (db.id, name),
             ).fetchone()
@@ -458,7 +392,7 @@ class Metastore:
             tbl_id, tbl_type, location = row
             columns = tuple(
                 Column(n, t)
-                for n, t in self._execute(
+                for n, t in self.sql.execute(
                     "SELECT COLUMN_NAME, TYPE_NAME FROM COLUMNS_V2 WHERE TBL_ID = ? "
                     "ORDER BY INTEGER_IDX",
                     (tbl_id,),
@@ -466,14 +400,14 @@ class Metastore:
             )
             keys = tuple(
                 Column(n, t)
-                for n, t in self._execute(
+                for n, t in self.sql.execute(
                     "SELECT PKEY_NAME, PKEY_TYPE FROM PARTITION_KEYS WHERE TBL_ID = ? "
                     "ORDER BY INTEGER_IDX",
                     (tbl_id,),
                 )
             )
             params = dict(
-                self._execute(
+                self.sql.execute(
                     "SELECT PARAM_KEY, PARAM_VALUE FROM TABLE_PARAMS WHERE TBL_ID = ?", (tbl_id,)
                 )
             )
@@ -484,7 +418,7 @@ class Metastore:
                     decode_value(lo, types.get(name, ctype)),
                     decode_value(hi, types.get(name, ctype)),
                 )
-                for name, ctype, nulls, lo, hi in self._execute(
+                for name, ctype, nulls, lo, hi in self.sql.execute(
                     "SELECT COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, LOW_VALUE, HIGH_VALUE "
                     "FROM TAB_COL_STATS WHERE TBL_ID = ?",
                     (tbl_id,),
@@ -514,9 +448,9 @@ class Metastore:
             database=check_name("database", table.database),
             name=check_name("table", table.name),
         )
-        with self._transaction():
+        with self.sql.transaction():
             db = self.get_database(table.database)
-            existing = self._execute(
+            existing = self.sql.execute(
                 "SELECT TBL_ID FROM TBLS WHERE DB_ID = ? AND TBL_NAME = ?", (db.id, table.name)
             ).fetchone()
             if existing is not None:
@@ -526,32 +460,32 @@ class Metastore:
                         f"`raptorx table register --replace`, or replace=True)"
                     )
                 self._drop_table(self.get_table(table.database, table.name))
-            tbl_id = self._insert(
+            tbl_id = self.sql.insert(
                 "INSERT INTO TBLS (DB_ID, TBL_NAME, TBL_TYPE, LOCATION, CREATE_TIME) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (db.id, table.name, table.table_type, table.location, now),
                 "TBL_ID",
             )
-            self._executemany(
+            self.sql.executemany(
                 "INSERT INTO COLUMNS_V2 (TBL_ID, COLUMN_NAME, TYPE_NAME, INTEGER_IDX) "
                 "VALUES (?, ?, ?, ?)",
                 [(tbl_id, c.name, c.type, i) for i, c in enumerate(table.columns)],
             )
-            self._executemany(
+            self.sql.executemany(
                 "INSERT INTO PARTITION_KEYS (TBL_ID, PKEY_NAME, PKEY_TYPE, INTEGER_IDX) "
                 "VALUES (?, ?, ?, ?)",
                 [(tbl_id, c.name, c.type, i) for i, c in enumerate(table.partition_keys)],
             )
-            self._executemany(
+            self.sql.executemany(
                 "INSERT INTO TABLE_PARAMS (TBL_ID, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?)",
                 [(tbl_id, k, v) for k, v in table.parameters.items()],
             )
             types = {c.name: c.type for c in table.columns}
-            self._executemany(
+            self.sql.executemany(
                 "INSERT INTO TAB_COL_STATS (TBL_ID, COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, "
                 "LOW_VALUE, HIGH_VALUE, LAST_ANALYZED) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (tbl_id, name, types[name], *_encode_stats(s, types[name]), now)
+                    (tbl_id, name, types[name], *encode_stats(s, types[name]), now)
                     for name, s in table.stats.items()
                 ],
             )
@@ -576,15 +510,15 @@ class Metastore:
     ) -> Table:
         """Set table parameters (``None`` removes a key) in one transaction; an ALTER_TABLE
         event records the keys set. ``write_id``: as for ``add_partitions``."""
-        with self._transaction():
+        with self.sql.transaction():
             table = self.get_table(database, name)
-            txn_id = self._check_write_id(table, write_id)
+            txn_id = check_write_id(self, table, write_id)
             for key, value in parameters.items():
-                self._execute(
+                self.sql.execute(
                     "DELETE FROM TABLE_PARAMS WHERE TBL_ID = ? AND PARAM_KEY = ?", (table.id, key)
                 )
                 if value is not None:
-                    self._execute(
+                    self.sql.execute(
                         "INSERT INTO TABLE_PARAMS (TBL_ID, PARAM_KEY, PARAM_VALUE) "
                         "VALUES (?, ?, ?)",
                         (table.id, key, value),
@@ -601,12 +535,12 @@ class Metastore:
         return self.get_table(database, name)
 
     def drop_table(self, database: str, name: str) -> None:
-        with self._transaction():
+        with self.sql.transaction():
             self._drop_table(self.get_table(database, name))
 
     def _drop_table(self, table: Table) -> None:
         """Inside a write transaction. Write ids are kept on purpose (see schema.py)."""
-        self._execute("DELETE FROM TBLS WHERE TBL_ID = ?", (table.id,))
+        self.sql.execute("DELETE FROM TBLS WHERE TBL_ID = ?", (table.id,))
         append_event(
             self, "DROP_TABLE", db=table.database, table=table.name, message=table_message(table)
         )
@@ -615,28 +549,18 @@ class Metastore:
     def add_partitions(
         self, table: Table, partitions: Sequence[Partition], write_id: int | None = None
     ) -> list[Partition]:
-        """Add partitions to an existing table in one transaction (one ADD_PARTITION event).
+        """Add partitions to an existing table in one transaction (one ADD_PARTITION event)
+        and a fixed number of statements whatever their number; returns them as stored
+        (with their ids), in the order given.
 
         ``write_id``: the write id under which a managed table's partitions are written; it
         must belong to an open transaction for this table, is stored as the partition
         parameter ``writeId`` and is carried by the event (with its transaction id), so
         the versioned cache knows which commit makes the change visible.
         """
-        with self._transaction():
+        with self.sql.transaction():
             current = self.get_table(table.database, table.name)
-            names = [
-                partition_name(current.partition_keys, p.values)
-                for p in partitions
-                if len(p.values) == len(current.partition_keys)
-            ]
-            clash = [n for n in names if self._part_id(current, n) is not None]
-            if clash:
-                raise AlreadyExistsError(
-                    f"partition(s) {', '.join(clash)} of {current.qualified_name} already exist"
-                )
-            self._add_partitions_with_event(current, partitions, int(time.time()), write_id)
-        wanted = {tuple(p.values) for p in partitions}
-        return [p for p in self.list_partitions(current) if p.values in wanted]
+            return self._add_partitions_with_event(current, partitions, int(time.time()), write_id)
 
     def alter_partition(
         self, table: Table, partition: Partition, write_id: int | None = None
@@ -645,21 +569,21 @@ class Metastore:
         ``partition.values`` (one ALTER_PARTITION event); ``write_id`` as for
         ``add_partitions`` (a managed table's append records its write id here)."""
         now = int(time.time())
-        with self._transaction():
+        with self.sql.transaction():
             current = self.get_table(table.database, table.name)
-            txn_id = self._check_write_id(current, write_id)
-            self._check_values(current, partition)
+            txn_id = check_write_id(self, current, write_id)
+            check_partition_values(current, partition.values)
             name = partition_name(current.partition_keys, partition.values)
             part_id = self._part_id(current, name)
             if part_id is None:
                 raise self._no_such_partition(current, name)
-            self._execute(
+            self.sql.execute(
                 "UPDATE PARTITIONS SET LOCATION = ? WHERE PART_ID = ?",
                 (partition.location, part_id),
             )
-            self._execute("DELETE FROM PARTITION_PARAMS WHERE PART_ID = ?", (part_id,))
-            self._execute("DELETE FROM PART_COL_STATS WHERE PART_ID = ?", (part_id,))
-            self._insert_partition_details(current, part_id, partition, now, write_id)
+            self.sql.execute("DELETE FROM PARTITION_PARAMS WHERE PART_ID = ?", (part_id,))
+            self.sql.execute("DELETE FROM PART_COL_STATS WHERE PART_ID = ?", (part_id,))
+            insert_partition_details(self.sql, current, [(part_id, partition)], now, write_id)
             append_event(
                 self,
                 "ALTER_PARTITION",
@@ -681,20 +605,20 @@ class Metastore:
     ) -> None:
         """Drop the partitions with these values in one transaction (one DROP_PARTITION
         event); a missing one is an error and drops nothing."""
-        with self._transaction():
+        with self.sql.transaction():
             current = self.get_table(table.database, table.name)
-            txn_id = self._check_write_id(current, write_id)
+            txn_id = check_write_id(self, current, write_id)
             dropped = []
             for vals in values:
-                self._check_values(current, Partition(tuple(vals), ""))
+                check_partition_values(current, vals)
                 name = partition_name(current.partition_keys, vals)
-                row = self._execute(
+                row = self.sql.execute(
                     "SELECT PART_ID, LOCATION FROM PARTITIONS WHERE TBL_ID = ? AND PART_NAME = ?",
                     (current.id, name),
                 ).fetchone()
                 if row is None:
                     raise self._no_such_partition(current, name)
-                self._execute("DELETE FROM PARTITIONS WHERE PART_ID = ?", (row[0],))
+                self.sql.execute("DELETE FROM PARTITIONS WHERE PART_ID = ?", (row[0],))
                 dropped.append(partition_message(row[0], vals, row[1]))
             if dropped:
                 append_event(
@@ -708,7 +632,7 @@ class Metastore:
                 )
 
     def _part_id(self, table: Table, name: str) -> int | None:
-        row = self._execute(
+        row = self.sql.execute(
             "SELECT PART_ID FROM PARTITIONS WHERE TBL_ID = ? AND PART_NAME = ?", (table.id, name)
         ).fetchone()
         return None if row is None else row[0]
@@ -719,36 +643,20 @@ class Metastore:
             f"{table.qualified_name}/{name}",
             (
                 f"{table.qualified_name}/{n}"
-                for (n,) in self._execute(
+                for (n,) in self.sql.execute(
                     "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (table.id,)
                 )
             ),
         )
 
-    def _check_write_id(self, table: Table, write_id: int | None) -> int | None:
-        """The open transaction owning ``write_id`` of ``table`` (None without a write id)."""
-        if write_id is None:
-            return None
-        if table.table_type == EXTERNAL_TABLE:
-            raise MetastoreError(
-                f"{table.qualified_name} is an EXTERNAL table: it has no "
-                f"write ids (got write id {write_id})"
-            )
-        return transactions.txn_of_write_id(self, table.database, table.name, write_id)
-
-    @staticmethod
-    def _check_values(table: Table, p: Partition) -> None:
-        if len(p.values) != len(table.partition_keys):
-            raise MetastoreError(
-                f"partition {p.values} of {table.qualified_name} has {len(p.values)} values "
-                f"for {len(table.partition_keys)} partition keys"
-            )
-
     def _add_partitions_with_event(
         self, table: Table, partitions: Sequence[Partition], now: int, write_id: int | None
-    ) -> None:
-        txn_id = self._check_write_id(table, write_id)
-        added = self._add_partitions(table.id, table, partitions, now, write_id)
+    ) -> list[Partition]:
+        """Inside a write transaction: insert ``partitions`` of the stored ``table`` in a
+        fixed number of statements (``partition_rows``) and record one ADD_PARTITION.
+        Returns them as stored."""
+        txn_id = check_write_id(self, table, write_id)
+        added = insert_partitions(self.sql, table, partitions, now, write_id)
         append_event(
             self,
             "ADD_PARTITION",
@@ -756,74 +664,32 @@ class Metastore:
             table=table.name,
             txn_id=txn_id,
             write_id=write_id,
-            message=table_message(table, partitions=added),
+            message=table_message(
+                table,
+                partitions=[partition_message(p.id, p.values, p.location, write_id) for p in added],
+            ),
         )
-
-    def _add_partitions(
-        self,
-        tbl_id: int,
-        table: Table,
-        partitions: Sequence[Partition],
-        now: int,
-        write_id: int | None = None,
-    ) -> list[dict]:
-        """Insert the partitions; returns their event messages."""
-        added = []
-        for p in partitions:
-            self._check_values(table, p)
-            part_id = self._insert(
-                "INSERT INTO PARTITIONS (TBL_ID, PART_NAME, LOCATION, CREATE_TIME) "
-                "VALUES (?, ?, ?, ?)",
-                (tbl_id, partition_name(table.partition_keys, p.values), p.location, now),
-                "PART_ID",
-            )
-            self._executemany(
-                "INSERT INTO PARTITION_KEY_VALS (PART_ID, PART_KEY_VAL, INTEGER_IDX) "
-                "VALUES (?, ?, ?)",
-                [(part_id, v, i) for i, v in enumerate(p.values)],
-            )
-            self._insert_partition_details(table, part_id, p, now, write_id)
-            added.append(partition_message(part_id, p.values, p.location, write_id))
         return added
 
-    def _insert_partition_details(
-        self, table: Table, part_id: int, p: Partition, now: int, write_id: int | None
-    ) -> None:
-        """Parameters (plus ``writeId``) and statistics of one partition."""
-        types = {c.name: c.type for c in table.columns}
-        params = dict(p.parameters)
-        if write_id is not None:
-            params[WRITE_ID_PARAM] = str(write_id)
-        self._executemany(
-            "INSERT INTO PARTITION_PARAMS (PART_ID, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?)",
-            [(part_id, k, v) for k, v in params.items()],
-        )
-        self._executemany(
-            "INSERT INTO PART_COL_STATS (PART_ID, COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, "
-            "LOW_VALUE, HIGH_VALUE, LAST_ANALYZED) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (part_id, name, types[name], *_encode_stats(s, types[name]), now)
-                for name, s in p.stats.items()
-            ],
-        )
-
-    def list_partitions(self, table: Table, snapshot=None) -> list[Partition]:
+    def list_partitions(
+        self, table: Table, snapshot: QuerySnapshot | None = None
+    ) -> list[Partition]:
         """Every partition of ``table`` with parameters and statistics (four queries).
 
         ``snapshot`` (a ``QuerySnapshot``, the ``CachedMetastore`` interface): the database
         has no history, so this reads the current partitions whatever the snapshot; it only
         checks that ``table`` is the table the snapshot was taken of (same id)."""
         check_snapshot_table(table, snapshot)
-        with self._lock:
+        with self.sql.lock:
             parts = {
                 pid: loc
-                for pid, loc in self._execute(
+                for pid, loc in self.sql.execute(
                     "SELECT PART_ID, LOCATION FROM PARTITIONS WHERE TBL_ID = ? ORDER BY PART_NAME",
                     (table.id,),
                 )
             }
             values: dict[int, list] = defaultdict(list)
-            for pid, val, _ in self._execute(
+            for pid, val, _ in self.sql.execute(
                 "SELECT v.PART_ID, v.PART_KEY_VAL, v.INTEGER_IDX FROM PARTITION_KEY_VALS v "
                 "JOIN PARTITIONS p ON p.PART_ID = v.PART_ID WHERE p.TBL_ID = ? "
                 "ORDER BY v.PART_ID, v.INTEGER_IDX",
@@ -831,14 +697,14 @@ class Metastore:
             ):
                 values[pid].append(val)
             params: dict[int, dict] = defaultdict(dict)
-            for pid, k, v in self._execute(
+            for pid, k, v in self.sql.execute(
                 "SELECT a.PART_ID, a.PARAM_KEY, a.PARAM_VALUE FROM PARTITION_PARAMS a "
                 "JOIN PARTITIONS p ON p.PART_ID = a.PART_ID WHERE p.TBL_ID = ?",
                 (table.id,),
             ):
                 params[pid][k] = v
             stats: dict[int, dict] = defaultdict(dict)
-            for pid, name, ctype, nulls, lo, hi in self._execute(
+            for pid, name, ctype, nulls, lo, hi in self.sql.execute(
                 "SELECT s.PART_ID, s.COLUMN_NAME, s.COLUMN_TYPE, s.NUM_NULLS, s.LOW_VALUE, "
                 "s.HIGH_VALUE FROM PART_COL_STATS s JOIN PARTITIONS p "
                 "ON p.PART_ID = s.PART_ID WHERE p.TBL_ID = ?",
@@ -858,36 +724,23 @@ class Metastore:
         """Set the parameters ``params`` of one partition of ``table`` in one transaction; a
         ``None`` value deletes that key (e.g. ``{"sealed": "true"}`` / ``{"sealed": None}``).
         Raises NoSuchObjectError naming the partition and listing the existing ones."""
-        if len(values) != len(table.partition_keys):
-            raise MetastoreError(
-                f"partition {tuple(values)} of {table.qualified_name} has {len(values)} values "
-                f"for {len(table.partition_keys)} partition keys"
-            )
+        check_partition_values(table, values)
         name = partition_name(table.partition_keys, values)
-        with self._transaction():
-            row = self._execute(
+        with self.sql.transaction():
+            row = self.sql.execute(
                 "SELECT PART_ID FROM PARTITIONS WHERE TBL_ID = ? AND PART_NAME = ?",
                 (table.id, name),
             ).fetchone()
             if row is None:
-                raise NoSuchObjectError(
-                    "partition",
-                    f"{table.qualified_name}/{name}",
-                    (
-                        f"{table.qualified_name}/{n}"
-                        for (n,) in self._execute(
-                            "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (table.id,)
-                        )
-                    ),
-                )
+                raise self._no_such_partition(table, name)
             for key, value in params.items():
                 if value is None:
-                    self._execute(
+                    self.sql.execute(
                         "DELETE FROM PARTITION_PARAMS WHERE PART_ID = ? AND PARAM_KEY = ?",
                         (row[0], key),
                     )
                 else:  # upsert: SQLite >= 3.24 and PostgreSQL alike
-                    self._execute(
+                    self.sql.execute(
                         "INSERT INTO PARTITION_PARAMS (PART_ID, PARAM_KEY, PARAM_VALUE) "
                         "VALUES (?, ?, ?) ON CONFLICT (PART_ID, PARAM_KEY) "
                         "DO UPDATE SET PARAM_VALUE = excluded.PARAM_VALUE",
@@ -906,33 +759,7 @@ class Metastore:
             )
 
 
-def _encode_stats(s: ColumnStats, hive_type: str) -> tuple:
-    return (
-        s.num_nulls,
-        None if s.low is None else encode_value(s.low, hive_type),
-        None if s.high is None else encode_value(s.high, hive_type),
-    )
-
-
-ROUND_TRIPS = "metastore.round_trips"
-_counting = threading.local()
-
-
-@contextmanager
-def counting_as(name: str):
-    """Count this thread's statements as ``name`` instead of ``metastore.round_trips``."""
-    previous = getattr(_counting, "name", None)
-    _counting.name = name
-    try:
-        yield
-    finally:
-        if previous is None:
-            del _counting.name
-        else:
-            _counting.name = previous
-
-
-def open_metastore(settings, *, create: bool = False, **kwargs) -> Metastore:
+def open_metastore(settings: Settings, *, create: bool = False, **kwargs: Any) -> Metastore:
     """The metastore named by ``hive.metastore.url`` (transactions it opens expire after
     ``hive.txn.timeout``); ``create``: a missing SQLite file may be created (only callers
     that create tables pass it); ``kwargs`` go to ``Metastore`` (e.g. ``clock``)."""

@@ -42,12 +42,16 @@ import socket
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from raptorx_py.errors import MetastoreError, NoSuchLockError
-from raptorx_py.metastore.model import EXTERNAL_TABLE
+from raptorx_py.metastore.model import EXTERNAL_TABLE, Table
 from raptorx_py.metastore.notifications import append_event
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.names import parse_table_name
+
+if TYPE_CHECKING:
+    from raptorx_py.metastore.store import Metastore
 
 OPEN, COMMITTED, ABORTED = "o", "c", "a"
 _STATE_NAMES = {OPEN: "open", COMMITTED: "committed", ABORTED: "aborted"}
@@ -88,10 +92,6 @@ class TableSnapshot:
     write_ids: ValidWriteIdList | None
 
 
-def now_ms(ms) -> int:
-    return int(ms._clock() * 1000)
-
-
 def default_user() -> str | None:
     try:
         return getpass.getuser()
@@ -108,16 +108,16 @@ def txn_label(txn_id: int) -> str:
 
 
 # -- expiry ------------------------------------------------------------------------------
-def expire_timed_out(ms) -> list[int]:
+def expire_timed_out(ms: Metastore) -> list[int]:
     """Inside an open write transaction: abort every open transaction that has not
     heartbeated for ``ms.txn_timeout`` seconds and drop every lock taken outside a
     transaction that has not either. Returns the aborted transaction ids.
 
     A transaction's timeout is its own (TXN_TIMEOUTS); ``ms.txn_timeout`` only stands in
     for a transaction that recorded none and for locks outside transactions."""
-    now = now_ms(ms)
+    now = ms.sql.now_ms()
     default_ms = int(ms.txn_timeout * 1000)
-    expired = ms._execute(
+    expired = ms.sql.execute(
         "SELECT t.TXN_ID, t.TXN_LAST_HEARTBEAT, COALESCE(o.TT_TIMEOUT_MS, ?) FROM TXNS t "
         "LEFT JOIN TXN_TIMEOUTS o ON o.TT_TXNID = t.TXN_ID WHERE t.TXN_STATE = ? "
         "AND t.TXN_LAST_HEARTBEAT + COALESCE(o.TT_TIMEOUT_MS, ?) < ? ORDER BY t.TXN_ID",
@@ -132,17 +132,17 @@ def expire_timed_out(ms) -> list[int]:
             f"more than its own timeout of {timeout / 1000:g}s "
             f"(the hive.txn.timeout of the client that opened it)",
         )
-    ms._execute(
+    ms.sql.execute(
         "DELETE FROM HIVE_LOCKS WHERE HL_TXNID IS NULL AND HL_LAST_HEARTBEAT < ?",
         (now - default_ms,),
     )
     return [r[0] for r in expired]
 
 
-def _abort(ms, txn_id: int, reason: str) -> None:
+def _abort(ms: Metastore, txn_id: int, reason: str) -> None:
     write_ids = _write_ids_of(ms, txn_id)
-    ms._execute("UPDATE TXNS SET TXN_STATE = ? WHERE TXN_ID = ?", (ABORTED, txn_id))
-    ms._execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", (txn_id,))
+    ms.sql.execute("UPDATE TXNS SET TXN_STATE = ? WHERE TXN_ID = ?", (ABORTED, txn_id))
+    ms.sql.execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", (txn_id,))
     append_event(
         ms,
         "ABORT_TXN",
@@ -151,10 +151,10 @@ def _abort(ms, txn_id: int, reason: str) -> None:
     )
 
 
-def _write_ids_of(ms, txn_id: int) -> list[dict]:
+def _write_ids_of(ms: Metastore, txn_id: int) -> list[dict]:
     return [
         {"db": db, "table": tbl, "writeId": wid}
-        for db, tbl, wid in ms._execute(
+        for db, tbl, wid in ms.sql.execute(
             "SELECT T2W_DATABASE, T2W_TABLE, T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_TXNID = ? "
             "ORDER BY T2W_DATABASE, T2W_TABLE",
             (txn_id,),
@@ -162,8 +162,8 @@ def _write_ids_of(ms, txn_id: int) -> list[dict]:
     ]
 
 
-def _state(ms, txn_id: int) -> str | None:
-    row = ms._execute("SELECT TXN_STATE FROM TXNS WHERE TXN_ID = ?", (txn_id,)).fetchone()
+def _state(ms: Metastore, txn_id: int) -> str | None:
+    row = ms.sql.execute("SELECT TXN_STATE FROM TXNS WHERE TXN_ID = ?", (txn_id,)).fetchone()
     return None if row is None else row[0]
 
 
@@ -176,7 +176,7 @@ def state_error(txn_id: int, state: str | None, action: str) -> TxnError:
     return TxnError(f"{txn_label(txn_id)} is already {_STATE_NAMES[state]}; cannot {action}")
 
 
-def require_open(ms, txn_id: int, action: str) -> TxnError | None:
+def require_open(ms: Metastore, txn_id: int, action: str) -> TxnError | None:
     """Inside a write transaction: ``None`` when ``txn_id`` is open, else the error to raise
     *after* the write transaction commits (so an expiry done in it is kept). An aborted
     transaction's error says who aborted it and why (its ABORT_TXN event)."""
@@ -190,9 +190,9 @@ def require_open(ms, txn_id: int, action: str) -> TxnError | None:
     return state_error(txn_id, state, action)
 
 
-def abort_reason(ms, txn_id: int) -> str | None:
+def abort_reason(ms: Metastore, txn_id: int) -> str | None:
     """Why ``txn_id`` was aborted, as its ABORT_TXN event recorded it."""
-    row = ms._execute(
+    row = ms.sql.execute(
         "SELECT MESSAGE FROM NOTIFICATION_LOG WHERE EVENT_TYPE = 'ABORT_TXN' "
         "AND TXN_ID = ? ORDER BY EVENT_ID DESC LIMIT 1",
         (txn_id,),
@@ -205,20 +205,20 @@ def abort_reason(ms, txn_id: int) -> str | None:
 
 # -- the transaction lifecycle ---------------------------------------------------------------
 def open_transaction(
-    ms, user: str | None = None, host: str | None = None, agent_info: str | None = None
+    ms: Metastore, user: str | None = None, host: str | None = None, agent_info: str | None = None
 ) -> int:
     user = default_user() if user is None else user
     host = default_host() if host is None else host
-    with ms._transaction():
+    with ms.sql.transaction():
         expire_timed_out(ms)
-        now = now_ms(ms)
-        txn_id = ms._insert(
+        now = ms.sql.now_ms()
+        txn_id = ms.sql.insert(
             "INSERT INTO TXNS (TXN_STATE, TXN_STARTED, TXN_LAST_HEARTBEAT, TXN_USER, TXN_HOST, "
             "TXN_AGENT_INFO) VALUES (?, ?, ?, ?, ?, ?)",
             (OPEN, now, now, user, host, agent_info),
             "TXN_ID",
         )
-        ms._execute(
+        ms.sql.execute(
             "INSERT INTO TXN_TIMEOUTS (TT_TXNID, TT_TIMEOUT_MS) VALUES (?, ?)",
             (txn_id, int(ms.txn_timeout * 1000)),
         )
@@ -228,15 +228,15 @@ def open_transaction(
     return txn_id
 
 
-def commit_transaction(ms, txn_id: int) -> None:
+def commit_transaction(ms: Metastore, txn_id: int) -> None:
     """Commit: its write ids become visible to snapshots taken from now on; its locks go."""
-    with ms._transaction():
+    with ms.sql.transaction():
         expire_timed_out(ms)
         error = require_open(ms, txn_id, "commit")
         if error is None:
             write_ids = _write_ids_of(ms, txn_id)
-            ms._execute("UPDATE TXNS SET TXN_STATE = ? WHERE TXN_ID = ?", (COMMITTED, txn_id))
-            ms._execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", (txn_id,))
+            ms.sql.execute("UPDATE TXNS SET TXN_STATE = ? WHERE TXN_ID = ?", (COMMITTED, txn_id))
+            ms.sql.execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", (txn_id,))
             append_event(
                 ms, "COMMIT_TXN", txn_id=txn_id, message={"txnId": txn_id, "writeIds": write_ids}
             )
@@ -244,10 +244,10 @@ def commit_transaction(ms, txn_id: int) -> None:
         raise error
 
 
-def abort_transaction(ms, txn_id: int, reason: str = "aborted by its client") -> None:
+def abort_transaction(ms: Metastore, txn_id: int, reason: str = "aborted by its client") -> None:
     """Abort: its write ids stay invisible forever; its locks go. Aborting an aborted
     transaction does nothing (so ``except: abort`` after a failed commit is safe)."""
-    with ms._transaction():
+    with ms.sql.transaction():
         expire_timed_out(ms)
         state = _state(ms, txn_id)
         error = None
@@ -259,27 +259,27 @@ def abort_transaction(ms, txn_id: int, reason: str = "aborted by its client") ->
         raise error
 
 
-def heartbeat(ms, txn_id: int | None = None, lock_id: int | None = None) -> None:
+def heartbeat(ms: Metastore, txn_id: int | None = None, lock_id: int | None = None) -> None:
     """Tell the metastore the client of ``txn_id`` (and its locks) and/or of the lock
     request ``lock_id`` is alive. Fails for a transaction that is no longer open (it may
     have just been expired) and for a lock that no longer exists."""
     if txn_id is None and lock_id is None:
         raise ValueError("heartbeat needs a txn_id or a lock_id")
-    with ms._transaction():
+    with ms.sql.transaction():
         expire_timed_out(ms)
-        now = now_ms(ms)
+        now = ms.sql.now_ms()
         error: MetastoreError | None = None
         if txn_id is not None:
             error = require_open(ms, txn_id, "heartbeat")
             if error is None:
-                ms._execute(
+                ms.sql.execute(
                     "UPDATE TXNS SET TXN_LAST_HEARTBEAT = ? WHERE TXN_ID = ?", (now, txn_id)
                 )
-                ms._execute(
+                ms.sql.execute(
                     "UPDATE HIVE_LOCKS SET HL_LAST_HEARTBEAT = ? WHERE HL_TXNID = ?", (now, txn_id)
                 )
         if lock_id is not None and error is None:
-            found = ms._execute(
+            found = ms.sql.execute(
                 "UPDATE HIVE_LOCKS SET HL_LAST_HEARTBEAT = ? WHERE HL_LOCK_EXT_ID = ? "
                 "RETURNING HL_LOCK_INT_ID",
                 (now, lock_id),
@@ -293,9 +293,9 @@ def heartbeat(ms, txn_id: int | None = None, lock_id: int | None = None) -> None
         raise error
 
 
-def get_transaction(ms, txn_id: int) -> TxnInfo:
-    with ms._lock:
-        row = ms._execute(
+def get_transaction(ms: Metastore, txn_id: int) -> TxnInfo:
+    with ms.sql.lock:
+        row = ms.sql.execute(
             "SELECT TXN_ID, TXN_STATE, TXN_STARTED, TXN_LAST_HEARTBEAT, TXN_USER, TXN_HOST, "
             "TXN_AGENT_INFO, o.TT_TIMEOUT_MS FROM TXNS LEFT JOIN TXN_TIMEOUTS o "
             "ON o.TT_TXNID = TXN_ID WHERE TXN_ID = ?",
@@ -307,10 +307,10 @@ def get_transaction(ms, txn_id: int) -> TxnInfo:
 
 
 # -- write ids ---------------------------------------------------------------------------
-def allocate_write_id(ms, txn_id: int, database: str, table: str) -> int:
+def allocate_write_id(ms: Metastore, txn_id: int, database: str, table: str) -> int:
     """The write id of ``database.table`` for ``txn_id``: a new one (the table's next), or
     the one this transaction already has for that table."""
-    with ms._transaction():
+    with ms.sql.transaction():
         expire_timed_out(ms)
         error = require_open(ms, txn_id, f"allocate a write id for {database}.{table}")
         if error is None:
@@ -318,8 +318,8 @@ def allocate_write_id(ms, txn_id: int, database: str, table: str) -> int:
     raise error
 
 
-def _allocate(ms, txn_id: int, database: str, table: str) -> int:
-    row = ms._execute(
+def _allocate(ms: Metastore, txn_id: int, database: str, table: str) -> int:
+    row = ms.sql.execute(
         "SELECT t.TBL_ID, t.TBL_TYPE FROM TBLS t JOIN DBS d ON d.DB_ID = t.DB_ID "
         "WHERE d.NAME = ? AND t.TBL_NAME = ?",
         (database, table),
@@ -331,20 +331,20 @@ def _allocate(ms, txn_id: int, database: str, table: str) -> int:
         raise MetastoreError(
             f"{database}.{table} is an EXTERNAL table: write ids exist for managed tables only"
         )
-    row = ms._execute(
+    row = ms.sql.execute(
         "SELECT T2W_WRITEID FROM TXN_TO_WRITE_ID WHERE T2W_TXNID = ? AND T2W_DATABASE = ? "
         "AND T2W_TABLE = ?",
         (txn_id, database, table),
     ).fetchone()
     if row is not None:
         return row[0]
-    (write_id,) = ms._execute(
+    (write_id,) = ms.sql.execute(
         "INSERT INTO NEXT_WRITE_ID (NWI_DATABASE, NWI_TABLE, NWI_NEXT) VALUES (?, ?, 2) "
         "ON CONFLICT (NWI_DATABASE, NWI_TABLE) DO UPDATE SET NWI_NEXT = NEXT_WRITE_ID.NWI_NEXT + 1 "
         "RETURNING NWI_NEXT - 1",
         (database, table),
     ).fetchone()
-    ms._execute(
+    ms.sql.execute(
         "INSERT INTO TXN_TO_WRITE_ID (T2W_TXNID, T2W_DATABASE, T2W_TABLE, T2W_WRITEID) "
         "VALUES (?, ?, ?, ?)",
         (txn_id, database, table, write_id),
@@ -361,11 +361,11 @@ def _allocate(ms, txn_id: int, database: str, table: str) -> int:
     return write_id
 
 
-def txn_of_write_id(ms, database: str, table: str, write_id: int) -> int:
+def txn_of_write_id(ms: Metastore, database: str, table: str, write_id: int) -> int:
     """Inside a write transaction: the open transaction that owns ``write_id`` of the table;
     raises ``TxnError`` when the write id was not allocated or its transaction has ended
     (writing metadata under a finished transaction's write id is a bug)."""
-    row = ms._execute(
+    row = ms.sql.execute(
         "SELECT w.T2W_TXNID, x.TXN_STATE FROM TXN_TO_WRITE_ID w JOIN TXNS x "
         "ON x.TXN_ID = w.T2W_TXNID WHERE w.T2W_DATABASE = ? AND w.T2W_TABLE = ? "
         "AND w.T2W_WRITEID = ?",
@@ -378,9 +378,23 @@ def txn_of_write_id(ms, database: str, table: str, write_id: int) -> int:
     return row[0]
 
 
+def check_write_id(ms: Metastore, table: Table, write_id: int | None) -> int | None:
+    """Inside a write transaction: the open transaction owning ``write_id`` of ``table``
+    (None without a write id). An EXTERNAL table has no write ids; see ``txn_of_write_id``
+    for the rest."""
+    if write_id is None:
+        return None
+    if table.table_type == EXTERNAL_TABLE:
+        raise MetastoreError(
+            f"{table.qualified_name} is an EXTERNAL table: it has no "
+            f"write ids (got write id {write_id})"
+        )
+    return txn_of_write_id(ms, table.database, table.name, write_id)
+
+
 # -- snapshots ---------------------------------------------------------------------------
 def get_table_snapshots(
-    ms, names: Iterable[str], txn_id: int | None = None
+    ms: Metastore, names: Iterable[str], txn_id: int | None = None
 ) -> dict[str, TableSnapshot]:
     """Id, type and ValidWriteIdList of each ``db.table`` in ``names``, in one round trip.
 
@@ -407,8 +421,8 @@ def get_table_snapshots(
         "ON e.T2W_DATABASE = d.NAME AND e.T2W_TABLE = t.TBL_NAME "
         f"WHERE {where}"
     )
-    with ms._lock:
-        rows = ms._execute(sql, params).fetchall()
+    with ms.sql.lock:
+        rows = ms.sql.execute(sql, params).fetchall()
     found: dict[tuple[str, str], tuple[int, str, int]] = {}
     exceptions: dict[tuple[str, str], dict[str, set[int]]] = defaultdict(
         lambda: {OPEN: set(), ABORTED: set()}

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.metastore import EXTERNAL_TABLE, MANAGED_TABLE, Column, Partition, Table
-from raptorx_py.metastore.bulk import add_partitions_bulk
+from raptorx_py.metastore.notifications import current_notification_id
 from raptorx_py.metastore.store import Metastore, backend_for_url
 
 pytestmark = pytest.mark.spark
@@ -101,7 +101,7 @@ class Tables:
         # test's directory (every test's metastore starts write ids at 1 again).
         self.writer.create_database("db", f"file://{tmp_path}/warehouse/db.db")
 
-    def managed(self, name: str, keys: list[int], *, with_files=None, bulk: bool = False) -> Table:
+    def managed(self, name: str, keys: list[int], *, with_files=None) -> Table:
         """A managed table whose partitions ``keys`` are written by one committed
         transaction (write id 1); only ``with_files`` (default: all) get a data file."""
         root = str(self.tmp / name)
@@ -111,10 +111,7 @@ class Tables:
         txn = self.writer.open_transaction(user="test")
         wid = self.writer.allocate_write_id(txn, "db", name)
         parts = [Partition((str(k),), f"{table.location}/k={k}") for k in keys]
-        if bulk:
-            add_partitions_bulk(self.writer, table, parts, write_id=wid)
-        else:
-            self.writer.add_partitions(table, parts, write_id=wid)
+        self.writer.add_partitions(table, parts, write_id=wid)
         for k in keys if with_files is None else with_files:
             write_files(root, k, wid, rows_of(k, wid))
         self.writer.commit_transaction(txn)
@@ -157,7 +154,7 @@ def cache_construction_trips(url: str) -> int:
 
     before = counters.snapshot().get("metastore.round_trips", 0)
     with Metastore(backend_for_url(url)) as ms:
-        ms.current_notification_id()
+        current_notification_id(ms)
     return counters.snapshot().get("metastore.round_trips", 0) - before
 
 
@@ -173,7 +170,7 @@ def test_warm_query_over_10000_partitions_is_one_round_trip(spark, tables, count
     """The issue's acceptance count. 10,000 partitions (built in a few statements); only the
     two the query filters on have files. The metastore returns all 10,000 (pruning by value
     happens in the planner), so a cold query fetches them once and a warm one not at all."""
-    tables.managed("big", list(range(10_000)), with_files=[5, 6], bulk=True)
+    tables.managed("big", list(range(10_000)), with_files=[5, 6])
     build = cache_construction_trips(tables.url)
     opts = options(tables.url)
     with counted() as at_load:
@@ -539,7 +536,7 @@ def test_a_lost_metastore_connection_is_reopened_by_the_next_query(
         with counted() as warm:
             assert ids(df) == [*rows_of(1), *rows_of(2)]
         assert warm["metastore.round_trips"] == 1
-        killed = tables.writer._execute(
+        killed = tables.writer.sql.execute(
             "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         ).fetchone()[0]

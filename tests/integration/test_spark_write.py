@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
+from raptorx_py.metastore.notifications import get_notifications
 from raptorx_py.storage.acid_layout import base_dir_name, delta_dir_name
 
 pytestmark = pytest.mark.spark
@@ -111,7 +112,7 @@ def test_failing_task_leaves_nothing(spark, env):
         table = ms.get_table(db, "t")
         before_parts = {p.values: p.parameters for p in ms.list_partitions(table)}
         before_ids = ms.get_valid_write_ids([name])[name]
-        before_txn = ms.get_notifications()[-1].event_id
+        before_txn = get_notifications(ms)[-1].event_id
 
     @F.udf(LongType())
     def explode_on_77(i):
@@ -128,7 +129,7 @@ def test_failing_task_leaves_nothing(spark, env):
     with env.metastore() as ms:
         assert {p.values: p.parameters for p in ms.list_partitions(table)} == before_parts
         after_ids = ms.get_valid_write_ids([name])[name]
-        events = [e for e in ms.get_notifications(before_txn)]
+        events = [e for e in get_notifications(ms, before_txn)]
         txns = {e.txn_id for e in events if e.event_type == "OPEN_TXN"}
         assert [ms.get_transaction(t).state for t in txns] == ["aborted"]
     assert after_ids == before_ids  # no write id was even allocated

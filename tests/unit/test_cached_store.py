@@ -15,7 +15,6 @@ import pytest
 from raptorx_py.config import build_settings
 from raptorx_py.errors import MetastoreError
 from raptorx_py.metastore import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
-from raptorx_py.metastore.bulk import add_partitions_bulk
 from raptorx_py.metastore.cache_events import mark_committed
 from raptorx_py.metastore.cached_store import (
     CachedMetastore,
@@ -23,7 +22,7 @@ from raptorx_py.metastore.cached_store import (
     cached_metastore_for,
     close_cached_metastores,
 )
-from raptorx_py.metastore.notifications import NotificationEvent
+from raptorx_py.metastore.notifications import NotificationEvent, get_notifications
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.transactions import TableSnapshot
 from raptorx_py.metrics import counters
@@ -137,8 +136,7 @@ def test_warm_query_on_10000_partitions_is_exactly_one_round_trip(writer, make_c
     txn = writer.open_transaction(user="test")
     wid = writer.allocate_write_id(txn, "db", "big")
     with Trips() as build:
-        add_partitions_bulk(
-            writer,
+        writer.add_partitions(
             table,
             [
                 Partition(
@@ -152,7 +150,7 @@ def test_warm_query_on_10000_partitions_is_exactly_one_round_trip(writer, make_c
             write_id=wid,
         )
     writer.commit_transaction(txn)
-    assert build.n < 20  # bulk: a handful of statements, not four per partition
+    assert build.n < 20  # batched: a handful of statements, not four per partition
     cache = make_cache()
 
     with Trips() as cold:
@@ -170,19 +168,19 @@ def test_warm_query_on_10000_partitions_is_exactly_one_round_trip(writer, make_c
     assert again == parts
 
 
-def test_bulk_add_matches_add_partitions(writer):
+def test_add_partitions_records_the_write_id_and_one_event_per_call(writer):
     table = writer.create_table(managed_table("db", "t"))
     txn = writer.open_transaction(user="test")
     wid = writer.allocate_write_id(txn, "db", "t")
-    add_partitions_bulk(writer, table, [partition("a", table), partition("b", table)], write_id=wid)
+    writer.add_partitions(table, [partition("a", table), partition("b", table)], write_id=wid)
     writer.add_partitions(table, [partition("c", table)], write_id=wid)
     parts = writer.list_partitions(table)
     assert [p.parameters for p in parts] == [{"numRows": "1", "writeId": str(wid)}] * 3
-    event = writer.get_notifications()[-2]
+    event = get_notifications(writer)[-2]
     assert event.event_type == "ADD_PARTITION" and event.txn_id == txn
     assert [p["values"] for p in event.message["partitions"]] == [["a"], ["b"]]
     with pytest.raises(MetastoreError, match="already exist"):
-        add_partitions_bulk(writer, table, [partition("a", table)])
+        writer.add_partitions(table, [partition("a", table)])
 
 
 # -- fresh-or-newer ---------------------------------------------------------------------------
@@ -323,7 +321,7 @@ def test_a_duplicate_event_is_ignored(writer, make_cache):
     first = cache.last_event_id
     commit_partitions(writer, table, ["c"])
     cache.refresh()
-    events = writer.get_notifications(first)
+    events = get_notifications(writer, first)
     with Trips() as t:
         assert cache.apply_events(events) == 0
     assert t["duplicate_events"] == len(events) and t["published"] == 0

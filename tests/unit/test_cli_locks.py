@@ -3,7 +3,7 @@
 import pytest
 
 from raptorx_py.cli import main
-from raptorx_py.metastore.locks import SR, SW, LockComponent, X
+from raptorx_py.metastore.locks import SR, SW, LockComponent, X, try_lock
 from tests.unit.txn_helpers import open_ms
 
 
@@ -41,14 +41,15 @@ def test_no_locks(capsys, url):
 def test_all_locks_then_filtered_by_table_and_partition(capsys, url):
     with open_ms(url) as ms:
         txn = ms.open_transaction()
-        a = ms.try_lock(
+        a = try_lock(
+            ms,
             [LockComponent(SW, "db", "t", "p=1")],
             txn_id=txn,
             user="alice",
             host="box1",
             agent_info="loader",
         )
-        b = ms.try_lock([LockComponent(X, "db", "u")], user="bob", host="box2")
+        b = try_lock(ms, [LockComponent(X, "db", "u")], user="bob", host="box2")
     code, lines, _ = run(capsys, url)
     assert code == 0
     assert _rows(lines) == [
@@ -77,7 +78,7 @@ def test_all_locks_then_filtered_by_table_and_partition(capsys, url):
 
 def test_multi_level_partition_and_bad_arguments(capsys, url):
     with open_ms(url) as ms:
-        ms.try_lock([LockComponent(SR, "db", "t", "a=1/b=2")])
+        try_lock(ms, [LockComponent(SR, "db", "t", "a=1/b=2")])
     _, lines, _ = run(capsys, url, "db.t", "--partition", "a=1", "--partition", "b=2")
     assert [r[3] for r in _rows(lines)] == ["a=1/b=2"]
     code, _, err = run(capsys, url, "db", "--partition", "a=1")

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from raptorx_py.config import build_settings
+from raptorx_py.metastore import locks
 from raptorx_py.metastore.locks import (
     COMPATIBLE,
     SR,
@@ -21,6 +22,9 @@ from raptorx_py.metastore.locks import (
     X,
     expand,
     lock_components,
+    show_locks,
+    try_lock,
+    unlock,
 )
 from raptorx_py.metastore.transactions import TxnAbortedError, TxnError
 from raptorx_py.metrics import counters
@@ -51,7 +55,7 @@ def settings(retries=3, sleep="2s", concurrency=True):
 
 
 def take(ms, *components, txn_id=None, user="holder"):
-    return ms.try_lock(components, txn_id=txn_id, user=user, host="h")
+    return try_lock(ms, components, txn_id=txn_id, user=user, host="h")
 
 
 def C(lock_type, obj):
@@ -124,7 +128,7 @@ def test_hierarchy(ms, held, requested, granted, why):
 
 def test_a_partition_lock_also_holds_s_on_its_parents(ms):
     got = take(ms, C(SW, "db.t/a=1/b=2"))
-    rows = ms.show_locks()
+    rows = show_locks(ms)
     assert [(r.object_name, r.lock_type, r.component_id) for r in rows] == [
         ("db", SR, 1),
         ("db.t", SR, 2),
@@ -162,7 +166,7 @@ def test_a_refused_request_takes_nothing_and_names_its_first_conflict(ms):
     refused = take(ms, C(SR, "db.t"), C(SR, "db.w"), C(SR, "db.u"), user="requester")
     assert not refused.acquired
     assert refused.blocked == C(SR, "db.u")  # db.u sorts before db.w
-    assert {r.user for r in ms.show_locks(extended=True)} == {"holder"}
+    assert {r.user for r in show_locks(ms, extended=True)} == {"holder"}
 
 
 def test_locks_of_one_transaction_never_conflict_with_each_other(ms):
@@ -229,28 +233,27 @@ def test_a_refused_lock_is_retried_after_the_sleep(ms):
     def sleep(seconds):
         sleeps.append(seconds)
         if len(sleeps) == 2:
-            ms.unlock(holder.lock_id)
+            unlock(ms, holder.lock_id)
 
     lm = LockManager(ms, settings(retries=5, sleep="2s"), sleep=sleep)
     with lm.acquire([C(X, "db.t")], user="me") as held:
         assert held.lock_id is not None and sleeps == [2.0, 2.0]
-        assert [r.lock_id for r in ms.show_locks(table="t", db="db")] == [held.lock_id]
-    assert ms.show_locks() == []  # released on exit
+        assert [r.lock_id for r in show_locks(ms, table="t", db="db")] == [held.lock_id]
+    assert show_locks(ms) == []  # released on exit
 
 
-def test_after_the_last_retry_the_error_names_the_holder(ms, clock):
+def test_after_the_last_retry_the_error_names_the_holder(ms, clock, monkeypatch):
     txn = ms.open_transaction(user="alice", host="box1")
-    holder = ms.try_lock(
-        [C(X, "db.t/p=1")], txn_id=txn, user="alice", host="box1", agent_info="nightly load"
+    holder = try_lock(
+        ms, [C(X, "db.t/p=1")], txn_id=txn, user="alice", host="box1", agent_info="nightly load"
     )
     sleeps, attempts = [], []
-    real = ms.try_lock
 
     def counting(*args, **kwargs):
         attempts.append(1)
-        return real(*args, **kwargs)
+        return try_lock(*args, **kwargs)
 
-    ms.try_lock = counting
+    monkeypatch.setattr(locks, "try_lock", counting)  # what LockManager calls per attempt
     lm = LockManager(ms, settings(retries=3, sleep="500ms"), sleep=sleeps.append)
     with pytest.raises(LockRefusedError) as info:
         lm.acquire([C(SR, "db.t/p=1")])
@@ -279,7 +282,7 @@ def test_without_concurrency_locking_is_a_no_op(ms):
     held.release()
     assert held.lock_id is None
     assert counters.snapshot().get("metastore.round_trips", 0) == before
-    assert len(ms.show_locks()) == 2  # the other client's db S + table X only
+    assert len(show_locks(ms)) == 2  # the other client's db S + table X only
 
 
 # -- release, heartbeats, expiry ---------------------------------------------------------------
@@ -289,16 +292,16 @@ def test_commit_and_abort_release_a_transactions_locks(ms):
         assert take(ms, C(X, "db.t"), txn_id=txn).acquired
         assert not take(ms, C(SR, "db.t")).acquired
         end(txn)
-        assert ms.show_locks() == []
+        assert show_locks(ms) == []
 
 
 def test_a_transactions_locks_are_not_unlocked_one_by_one(ms):
     txn = ms.open_transaction()
     got = take(ms, C(X, "db.t"), txn_id=txn)
     with pytest.raises(LockError, match=f"lock {got.lock_id} belongs to transaction {txn}"):
-        ms.unlock(got.lock_id)
+        unlock(ms, got.lock_id)
     with pytest.raises(NoSuchLockError, match="lock 999 does not exist"):
-        ms.unlock(999)
+        unlock(ms, 999)
 
 
 def test_a_lock_needs_an_open_transaction(ms):
@@ -318,7 +321,7 @@ def test_a_lock_without_heartbeat_expires(ms, clock):
     clock.advance(TIMEOUT + 1)
     taken = take(ms, C(X, "db.t"), user="next")
     assert taken.acquired
-    assert {r.lock_id for r in ms.show_locks()} == {taken.lock_id}
+    assert {r.lock_id for r in show_locks(ms)} == {taken.lock_id}
     with pytest.raises(NoSuchLockError, match=f"lock {dead.lock_id} does not exist"):
         ms.heartbeat(lock_id=dead.lock_id)
 
@@ -333,7 +336,7 @@ def test_heartbeats_keep_locks(ms, clock):
         ms.heartbeat(txn_id=txn)
     assert not take(ms, C(SR, "db.t")).acquired
     assert not take(ms, C(SR, "db.u")).acquired
-    rows = ms.show_locks(extended=True)
+    rows = show_locks(ms, extended=True)
     assert {r.last_heartbeat_ms for r in rows} == {int(clock.now * 1000)}
 
 
@@ -354,30 +357,30 @@ def test_held_lock_heartbeat_and_release(ms, clock):
     assert not take(ms, C(X, "db.t")).acquired
     held.release()
     held.release()  # twice is harmless
-    assert ms.show_locks() == []
+    assert show_locks(ms) == []
 
 
 # -- show locks -------------------------------------------------------------------------------
 def test_show_locks_filters_and_details(ms, clock):
     txn = ms.open_transaction()
-    a = ms.try_lock([C(SR, "db.t/p=1")], txn_id=txn, user="u1", host="h1", agent_info="ag")
+    a = try_lock(ms, [C(SR, "db.t/p=1")], txn_id=txn, user="u1", host="h1", agent_info="ag")
     b = take(ms, C(X, "db.u"))
     c = take(ms, C(SR, "other.t"))
-    assert [r.lock_id for r in ms.show_locks()] == [a.lock_id] * 3 + [b.lock_id] * 2 + [
+    assert [r.lock_id for r in show_locks(ms)] == [a.lock_id] * 3 + [b.lock_id] * 2 + [
         c.lock_id
     ] * 2
-    assert [r.object_name for r in ms.show_locks("db", "t")] == ["db.t", "db.t/p=1"]
-    assert [r.object_name for r in ms.show_locks("db", "t", "p=1")] == ["db.t/p=1"]
-    assert {r.object_name for r in ms.show_locks("db")} == {"db", "db.t", "db.t/p=1", "db.u"}
-    assert ms.show_locks("db", "nope") == []
-    [short] = ms.show_locks("db", "t", "p=1")
+    assert [r.object_name for r in show_locks(ms, "db", "t")] == ["db.t", "db.t/p=1"]
+    assert [r.object_name for r in show_locks(ms, "db", "t", "p=1")] == ["db.t/p=1"]
+    assert {r.object_name for r in show_locks(ms, "db")} == {"db", "db.t", "db.t/p=1", "db.u"}
+    assert show_locks(ms, "db", "nope") == []
+    [short] = show_locks(ms, "db", "t", "p=1")
     assert (short.txn_id, short.state, short.lock_type) == (txn, "ACQUIRED", SR)
     assert short.user is None and short.acquired_at_ms is None
-    [full] = ms.show_locks("db", "t", "p=1", extended=True)
+    [full] = show_locks(ms, "db", "t", "p=1", extended=True)
     assert (full.user, full.host, full.agent_info) == ("u1", "h1", "ag")
     assert full.acquired_at_ms == full.last_heartbeat_ms == int(clock.now * 1000)
     with pytest.raises(ValueError, match="a table needs its database"):
-        ms.show_locks(table="t")
+        show_locks(ms, table="t")
 
 
 def test_lock_type_letters_are_hives():
@@ -395,11 +398,11 @@ def test_two_connections_racing_for_one_exclusive_lock(metastore_url):
             with open_ms(metastore_url) as ms:
                 for _ in range(rounds):
                     barrier.wait(10)
-                    got = ms.try_lock([C(X, "db.t")], user=name, host="h")
+                    got = try_lock(ms, [C(X, "db.t")], user=name, host="h")
                     barrier.wait(10)  # both attempts are done before either releases
                     if got.acquired:
                         wins.append(got.lock_id)
-                        ms.unlock(got.lock_id)
+                        unlock(ms, got.lock_id)
         except Exception as e:  # surfaced by the assertion below
             errors.append(e)
 

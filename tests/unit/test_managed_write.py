@@ -15,10 +15,16 @@ from raptorx_py.config import load_settings
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.errors import SchemaError
 from raptorx_py.metastore import transactions
-from raptorx_py.metastore.locks import LockManager, LockRefusedError, Operation, lock_components
+from raptorx_py.metastore.locks import (
+    LockManager,
+    LockRefusedError,
+    Operation,
+    lock_components,
+    show_locks,
+)
 from raptorx_py.metastore.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend
-from raptorx_py.metastore.transactions import TxnAbortedError
+from raptorx_py.metastore.transactions import TxnAbortedError, get_table_snapshots
 from raptorx_py.storage.acid_layout import delta_dir_name
 from raptorx_py.tables.cleaner import clean_table
 from raptorx_py.tables.commit import commit_write
@@ -417,7 +423,7 @@ def test_listing_cache_keeps_raw_managed_listings_and_filters_by_snapshot(tmp_pa
             for i in pq.read_table(s.url[7:], columns=["id"]).column("id").to_pylist()
         )
 
-    old = QuerySnapshot(ms.get_table_snapshots([f"db.{name}"]))
+    old = QuerySnapshot(get_table_snapshots(ms, [f"db.{name}"]))
     assert plan() == [0, 1, 2, 3]
     cache = listing_cache_for(settings)
     assert len(cache) == 2  # both partitions cached, though nothing is sealed
@@ -440,7 +446,7 @@ def test_statistics_of_an_unseen_overwrite_never_prune_an_older_snapshot(setup):
     settings, ms, _, _ = setup
     job, files = write(settings, ms, [batch(range(1, 40, 2))])  # EU ids 1..39
     commit_write(ms, settings, job, files)
-    old = QuerySnapshot(ms.get_table_snapshots(["db.t"]))
+    old = QuerySnapshot(get_table_snapshots(ms, ["db.t"]))
     job, files = write(settings, ms, [batch([1, 3])], overwrite=True)
     commit_write(ms, settings, job, files)
     t = ms.get_table("db", "t")
@@ -472,7 +478,7 @@ def test_a_writers_transaction_and_locks_name_its_user_and_host(setup, monkeypat
 
     def spy(self, components, **kw):
         held = real(self, components, **kw)
-        seen.extend((lk.user, lk.host) for lk in ms.show_locks("db", "t", extended=True))
+        seen.extend((lk.user, lk.host) for lk in show_locks(ms, "db", "t", extended=True))
         return held
 
     monkeypatch.setattr(LockManager, "acquire", spy)

@@ -32,7 +32,7 @@ def _table_names(ms) -> set[str]:
             "SELECT upper(table_name) FROM information_schema.tables "
             "WHERE table_schema = current_schema()"
         )
-    return {r[0] for r in ms._conn.execute(sql)}
+    return {r[0] for r in ms.sql.execute(sql)}
 
 
 def _table(db="db", name="t", keys=(Column("m", "string"),)):
@@ -82,9 +82,7 @@ def test_created_on_first_use_with_hms_tables(ms):
 def test_sqlite_file_and_its_directory_created_on_first_use(tmp_path):
     with Metastore(SqliteBackend(str(tmp_path / "sub" / "ms.db"))) as ms:
         assert (tmp_path / "sub" / "ms.db").exists()
-        names = {
-            r[0] for r in ms._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-        }
+        names = {r[0] for r in ms.sql.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert HMS_TABLES <= names
 
 
@@ -142,7 +140,7 @@ def test_replace_gives_a_new_table_id_and_drop_removes_everything(ms):
     assert second.id != first.id
     ms.drop_table("db", "t")
     assert ms.list_tables("db") == []
-    assert ms._conn.execute("SELECT COUNT(*) FROM PART_COL_STATS").fetchone()[0] == 0
+    assert ms.sql.execute("SELECT COUNT(*) FROM PART_COL_STATS").fetchone()[0] == 0
 
 
 def test_round_trips_are_counted(ms):
@@ -158,7 +156,7 @@ def test_values_are_parameterised_not_interpolated(ms):
     name = "x'); DROP TABLE TBLS; --"
     ms.create_database("db", location=name)
     assert ms.get_database("db").location == name
-    assert ms._conn.execute("SELECT COUNT(*) FROM TBLS").fetchone()[0] == 0
+    assert ms.sql.execute("SELECT COUNT(*) FROM TBLS").fetchone()[0] == 0
 
 
 def test_backend_url_errors():

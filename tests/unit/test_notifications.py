@@ -5,7 +5,12 @@ import pytest
 
 from raptorx_py.errors import AlreadyExistsError, MetastoreError
 from raptorx_py.metastore import EXTERNAL_TABLE, Column, Partition, Table
-from raptorx_py.metastore.notifications import EVENT_TYPES, append_event
+from raptorx_py.metastore.notifications import (
+    EVENT_TYPES,
+    append_event,
+    current_notification_id,
+    get_notifications,
+)
 from tests.unit.txn_helpers import FakeClock, managed_table, open_ms, partition
 
 
@@ -25,8 +30,8 @@ def _types(events):
 
 
 def test_an_empty_log(ms):
-    assert ms.current_notification_id() == 0
-    assert ms.get_notifications() == []
+    assert current_notification_id(ms) == 0
+    assert get_notifications(ms) == []
 
 
 def test_database_and_table_changes_append_events_in_order(ms):
@@ -38,7 +43,7 @@ def test_database_and_table_changes_append_events_in_order(ms):
     ms.alter_table_parameters("db", "t", {"comment": "x"})
     ms.drop_table("db", "t")
     ms.drop_database("db")
-    events = ms.get_notifications()
+    events = get_notifications(ms)
     assert _types(events) == [
         "CREATE_DATABASE",
         "ALTER_DATABASE",
@@ -51,7 +56,7 @@ def test_database_and_table_changes_append_events_in_order(ms):
         "DROP_DATABASE",
     ]
     assert [e.event_id for e in events] == list(range(1, 10))
-    assert ms.current_notification_id() == 9
+    assert current_notification_id(ms) == 9
     assert events[1].message["location"] == "file:///w2"
     assert all(e.db_name == "db" for e in events)
     assert [e.table_name for e in events[2:8]] == ["t"] * 6
@@ -70,7 +75,7 @@ def test_partition_changes_append_events(ms):
     ms.add_partitions(table, [partition("a"), partition("b")])
     ms.alter_partition(table, Partition(("a",), "file:///elsewhere", {"numRows": "5"}))
     ms.drop_partitions(table, [("a",), ("b",)])
-    events = ms.get_notifications(after_event_id=2)
+    events = get_notifications(ms, after_event_id=2)
     assert _types(events) == ["ADD_PARTITION", "ALTER_PARTITION", "DROP_PARTITION"]
     assert events[1].message["partitions"][0]["location"] == "file:///elsewhere"
     assert [p["values"] for p in events[2].message["partitions"]] == [["a"], ["b"]]
@@ -84,21 +89,21 @@ def test_drop_database_cascade_drops_tables_with_their_events(ms):
     with pytest.raises(MetastoreError, match="database 'db' is not empty .*t1, t2"):
         ms.drop_database("db")
     ms.drop_database("db", cascade=True)
-    assert _types(ms.get_notifications(3)) == ["DROP_TABLE", "DROP_TABLE", "DROP_DATABASE"]
+    assert _types(get_notifications(ms, 3)) == ["DROP_TABLE", "DROP_TABLE", "DROP_DATABASE"]
     assert ms.list_databases() == []
 
 
 def test_transaction_events_carry_txn_and_write_ids(ms):
     ms.create_database("db")
     table = ms.create_table(managed_table())
-    start = ms.current_notification_id()
+    start = current_notification_id(ms)
     txn = ms.open_transaction(user="alice", host="h")
     wid = ms.allocate_write_id(txn, "db", "t")
     ms.add_partitions(table, [partition("a")], write_id=wid)
     ms.commit_transaction(txn)
     aborted = ms.open_transaction(user="bob", host="h")
     ms.abort_transaction(aborted)
-    events = ms.get_notifications(start)
+    events = get_notifications(ms, start)
     assert _types(events) == [
         "OPEN_TXN",
         "ALLOC_WRITE_ID",
@@ -121,40 +126,40 @@ def test_transaction_events_carry_txn_and_write_ids(ms):
 def test_a_failed_change_appends_nothing_and_leaves_no_gap(ms):
     ms.create_database("db")
     original = ms.create_table(managed_table(), [partition("a")])
-    before = ms.current_notification_id()
+    before = current_notification_id(ms)
     bad = Partition(("x", "y"), "file:///x")
     with pytest.raises(MetastoreError, match="2 values for 1 partition keys"):
         ms.create_table(managed_table(), [partition("b"), bad], replace=True)
     with pytest.raises(AlreadyExistsError, match="partition.*p=a of db.t already exist"):
         ms.add_partitions(original, [partition("a")])
-    assert ms.current_notification_id() == before
+    assert current_notification_id(ms) == before
     ms.drop_table("db", "t")
-    assert [e.event_id for e in ms.get_notifications(before)] == [before + 1]
+    assert [e.event_id for e in get_notifications(ms, before)] == [before + 1]
 
 
 def test_paging_through_the_log(ms):
     for i in range(7):
         ms.create_database(f"db{i}")
-    assert [e.event_id for e in ms.get_notifications(0, limit=3)] == [1, 2, 3]
-    assert [e.event_id for e in ms.get_notifications(3, limit=3)] == [4, 5, 6]
-    assert [e.event_id for e in ms.get_notifications(6, limit=3)] == [7]
-    assert ms.get_notifications(7) == []
-    assert ms.get_notifications(0, limit=0) == []
+    assert [e.event_id for e in get_notifications(ms, 0, limit=3)] == [1, 2, 3]
+    assert [e.event_id for e in get_notifications(ms, 3, limit=3)] == [4, 5, 6]
+    assert [e.event_id for e in get_notifications(ms, 6, limit=3)] == [7]
+    assert get_notifications(ms, 7) == []
+    assert get_notifications(ms, 0, limit=0) == []
     with pytest.raises(ValueError, match="negative notification limit"):
-        ms.get_notifications(0, limit=-1)
+        get_notifications(ms, 0, limit=-1)
 
 
 def test_event_time_comes_from_the_clock(ms, clock):
     ms.create_database("a")
     clock.advance(60)
     ms.create_database("b")
-    assert [e.event_time for e in ms.get_notifications()] == [1000, 1060]
+    assert [e.event_time for e in get_notifications(ms)] == [1000, 1060]
 
 
 def test_external_tables_have_events_but_no_write_ids(ms):
     ms.create_database("db")
     ext = ms.create_table(Table("db", "e", EXTERNAL_TABLE, "file:///e", (Column("a", "int"),)))
-    [event] = ms.get_notifications(1)
+    [event] = get_notifications(ms, 1)
     assert event.message["tableType"] == EXTERNAL_TABLE and event.write_id is None
     assert event.message["tableId"] == ext.id
 
@@ -176,18 +181,18 @@ def test_every_event_type_is_documented_and_unknown_types_are_refused(ms):
         "ALLOC_WRITE_ID",
     } == set(EVENT_TYPES)
     with pytest.raises(ValueError, match="unknown notification event type 'NOPE'"):
-        with ms._transaction():
+        with ms.sql.transaction():
             append_event(ms, "NOPE")
-    assert ms.current_notification_id() == 0
+    assert current_notification_id(ms) == 0
 
 
 def test_setting_partition_parameters_appends_an_alter_partition_event(ms):
     ms.create_database("db")
     table = ms.create_table(managed_table(), [partition("a")])
-    start = ms.current_notification_id()
+    start = current_notification_id(ms)
     ms.set_partition_parameters(table, ("a",), {"sealed": "true"})
     ms.set_partition_parameters(table, ("a",), {"sealed": None})
-    events = ms.get_notifications(start)
+    events = get_notifications(ms, start)
     assert _types(events) == ["ALTER_PARTITION", "ALTER_PARTITION"]
     assert [e.message["parameters"] for e in events] == [{"sealed": "true"}, {"sealed": None}]
     assert events[0].message["partitions"][0]["values"] == ["a"]

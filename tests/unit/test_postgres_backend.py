@@ -141,11 +141,11 @@ def test_wrong_password_is_a_clear_error_without_the_password(postgres_server):
 
 def test_the_suite_really_runs_on_a_postgresql_server(postgres_database_url):
     with Metastore(backend_for_url(postgres_database_url)) as ms:
-        assert isinstance(ms._conn, PostgresConnection)
-        assert "PostgreSQL" in ms._conn.execute("SELECT version()").fetchone()[0]
+        assert isinstance(ms.sql._conn, PostgresConnection)
+        assert "PostgreSQL" in ms.sql.execute("SELECT version()").fetchone()[0]
         # The schema landed in this database, through the translated, parameterised path.
         assert (
-            ms._conn.execute(
+            ms.sql.execute(
                 "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = ?", ("tbls",)
             ).fetchone()[0]
             == 1

@@ -9,9 +9,15 @@ import pytest
 
 from raptorx_py.errors import InvalidNameError, MetastoreError, NoSuchObjectError
 from raptorx_py.metastore import EXTERNAL_TABLE, Column, Table, schema
+from raptorx_py.metastore.notifications import current_notification_id, get_notifications
 from raptorx_py.metastore.store import backend_for_url
 from raptorx_py.metastore.table_parameters import WRITE_ID_PARAM
-from raptorx_py.metastore.transactions import NoSuchTxnError, TxnAbortedError, TxnError
+from raptorx_py.metastore.transactions import (
+    NoSuchTxnError,
+    TxnAbortedError,
+    TxnError,
+    get_table_snapshots,
+)
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
 from tests.unit.txn_helpers import (
@@ -108,10 +114,10 @@ def test_a_finished_transaction_refuses_more(ms, first, then, error, message):
 def test_abort_of_an_aborted_transaction_is_a_no_op(ms):
     txn = ms.open_transaction()
     ms.abort_transaction(txn)
-    events = ms.current_notification_id()
+    events = current_notification_id(ms)
     ms.abort_transaction(txn)
     assert ms.get_transaction(txn).state == "aborted"
-    assert ms.current_notification_id() == events
+    assert current_notification_id(ms) == events
 
 
 def test_unknown_transaction(ms):
@@ -176,7 +182,7 @@ def test_snapshots_of_many_tables_take_one_round_trip(ms):
     ms.commit_transaction(txn)
     txn2 = ms.open_transaction()
     ms.allocate_write_id(txn2, "db", "t")
-    got, trips = _round_trips(lambda: ms.get_table_snapshots(["db.t", "db.u", "db.ext"]))
+    got, trips = _round_trips(lambda: get_table_snapshots(ms, ["db.t", "db.u", "db.ext"]))
     assert trips == 1
     assert got["db.t"].write_ids == ValidWriteIdList("db.t", 2, {2})
     assert got["db.u"].write_ids == ValidWriteIdList("db.u", 1)
@@ -187,9 +193,9 @@ def test_snapshots_of_many_tables_take_one_round_trip(ms):
 
 
 def test_snapshot_table_id_changes_when_the_table_is_recreated(ms):
-    before = ms.get_table_snapshots(["db.t"])["db.t"].table_id
+    before = get_table_snapshots(ms, ["db.t"])["db.t"].table_id
     ms.create_table(managed_table(), replace=True)
-    assert ms.get_table_snapshots(["db.t"])["db.t"].table_id != before
+    assert get_table_snapshots(ms, ["db.t"])["db.t"].table_id != before
 
 
 def test_a_transaction_reads_its_own_writes(ms):
@@ -271,7 +277,7 @@ def test_a_transaction_without_heartbeat_expires(ms, clock):
     ):
         ms.commit_transaction(dead)
     ms.commit_transaction(alive)
-    abort = [e for e in ms.get_notifications() if e.event_type == "ABORT_TXN"]
+    abort = [e for e in get_notifications(ms) if e.event_type == "ABORT_TXN"]
     assert [e.txn_id for e in abort] == [dead]
     assert "no heartbeat for 301s, more than its own timeout of 300s" in abort[0].message["reason"]
 
@@ -315,27 +321,27 @@ def test_a_version_1_database_upgrades_in_place(metastore_url):
     conn.close()
     with open_ms(metastore_url) as ms:
         assert ms.list_databases() == ["old"]
-        (version,) = ms._execute("SELECT SCHEMA_VERSION FROM VERSION").fetchone()
+        (version,) = ms.sql.execute("SELECT SCHEMA_VERSION FROM VERSION").fetchone()
         assert version == schema.SCHEMA_VERSION == 3
         ms.create_table(managed_table(db="old"))
         txn = ms.open_transaction()
         assert ms.allocate_write_id(txn, "old", "t") == 1
         ms.commit_transaction(txn)
-        assert [e.event_type for e in ms.get_notifications()] == [
+        assert [e.event_type for e in get_notifications(ms)] == [
             "CREATE_TABLE",
             "OPEN_TXN",
             "ALLOC_WRITE_ID",
             "COMMIT_TXN",
         ]
-        assert ms.get_notifications()[0].event_id == 1
+        assert get_notifications(ms)[0].event_id == 1
     with open_ms(metastore_url) as ms:  # opening again changes nothing
-        assert ms.current_notification_id() == 4
-        assert ms._execute("SELECT COUNT(*) FROM NOTIFICATION_SEQUENCE").fetchone()[0] == 1
+        assert current_notification_id(ms) == 4
+        assert ms.sql.execute("SELECT COUNT(*) FROM NOTIFICATION_SEQUENCE").fetchone()[0] == 1
 
 
 def test_a_newer_schema_is_refused(metastore_url):
     with open_ms(metastore_url) as ms:
-        ms._execute("UPDATE VERSION SET SCHEMA_VERSION = 99")
+        ms.sql.execute("UPDATE VERSION SET SCHEMA_VERSION = 99")
     with pytest.raises(MetastoreError, match="schema version 99, newer than this"):
         open_ms(metastore_url)
 
@@ -345,7 +351,7 @@ def test_two_connections_allocating_concurrently_get_distinct_contiguous_ids(met
     with open_ms(metastore_url) as setup:
         setup.create_database("db")
         setup.create_table(managed_table())
-        first_event = setup.current_notification_id() + 1
+        first_event = current_notification_id(setup) + 1
     got: list[list[int]] = [[], []]
     barrier = threading.Barrier(2)
     errors = []
@@ -370,7 +376,7 @@ def test_two_connections_allocating_concurrently_get_distinct_contiguous_ids(met
     assert sorted(got[0] + got[1]) == list(range(1, 31))
     assert got[0] == sorted(got[0]) and got[1] == sorted(got[1])
     with open_ms(metastore_url) as ms:
-        ids = [e.event_id for e in ms.get_notifications(first_event - 1)]
+        ids = [e.event_id for e in get_notifications(ms, first_event - 1)]
         assert ids == list(range(first_event, first_event + 90))
 
 
@@ -378,7 +384,7 @@ def test_two_processes_allocating_concurrently_no_duplicates_no_event_gaps(metas
     with open_ms(metastore_url) as setup:
         setup.create_database("db")
         setup.create_table(managed_table())
-        first_event = setup.current_notification_id() + 1
+        first_event = current_notification_id(setup) + 1
     ctx = multiprocessing.get_context("spawn")
     start, results = ctx.Event(), ctx.Queue()
     procs = [
@@ -394,7 +400,7 @@ def test_two_processes_allocating_concurrently_no_duplicates_no_event_gaps(metas
         assert p.exitcode == 0
     assert sorted(got[0] + got[1]) == list(range(1, 41))
     with open_ms(metastore_url) as ms:
-        events = ms.get_notifications(first_event - 1)
+        events = get_notifications(ms, first_event - 1)
         assert [e.event_id for e in events] == list(range(first_event, first_event + 120))
         allocs = [e.write_id for e in events if e.event_type == "ALLOC_WRITE_ID"]
         assert allocs == list(range(1, 41))  # the log's order is the allocation order
