@@ -32,6 +32,8 @@ from raptorx_py.metastore.write_ids import ValidWriteIdList
 
 #: Events that change a table or its partitions; with a TXN_ID they are staged until commit.
 WRITE_EVENTS = frozenset({"ALTER_TABLE", "ADD_PARTITION", "ALTER_PARTITION", "DROP_PARTITION"})
+#: The events that open, commit and abort a transaction.
+TXN_EVENTS = frozenset({"OPEN_TXN", "COMMIT_TXN", "ABORT_TXN"})
 
 
 @dataclass(frozen=True)

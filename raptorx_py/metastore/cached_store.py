@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, TypeVar
 from raptorx_py.errors import MetastoreError
 from raptorx_py.metastore.cache_entries import CachedVersion, VersionedEntries
 from raptorx_py.metastore.cache_events import (
+    TXN_EVENTS,
     WRITE_EVENTS,
     PartitionList,
     apply_to_partitions,
@@ -93,6 +94,16 @@ if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+def stored_id(table: Table) -> int:
+    """The metastore id of a table read from the metastore: what a cached entry is tagged
+    with, so that a dropped and recreated table of the same name is never served."""
+    if table.id is None:
+        raise MetastoreError(f"table {table.qualified_name} has no metastore id")
+    return table.id
+
+
 T = TypeVar("T")
 
 #: What the background refresher's statements count as (``refresh()`` called directly counts
@@ -211,7 +222,9 @@ class CachedMetastore:
         if snapshot.txn_id is None:
             with self._lock:
                 self._tables.install(
-                    key, CachedVersion(table, table.id, snap.write_ids, self._clock()), since
+                    key,
+                    CachedVersion(table, stored_id(table), snap.write_ids, self._clock()),
+                    since,
                 )
         return table
 
@@ -246,7 +259,9 @@ class CachedMetastore:
             with self._lock:
                 self._partitions.install(
                     key,
-                    CachedVersion(value, table.id, tag, self._clock(), max(1, len(partitions))),
+                    CachedVersion(
+                        value, stored_id(table), tag, self._clock(), max(1, len(partitions))
+                    ),
                     since,
                 )
         return partitions
@@ -311,14 +326,17 @@ class CachedMetastore:
 
     def _apply(self, e: NotificationEvent) -> None:
         kind = e.event_type
-        if kind == "OPEN_TXN":
-            self._opened.add(e.txn_id)
-        elif kind == "COMMIT_TXN":
-            self._publish(e)
-        elif kind == "ABORT_TXN":
-            # The stage goes; published entries stay: their committed write ids are unchanged.
-            self._staged.pop(e.txn_id, None)
-            self._opened.discard(e.txn_id)
+        if kind in TXN_EVENTS:
+            if e.txn_id is None:  # a damaged log row: nothing to stage or publish by
+                return
+            if kind == "OPEN_TXN":
+                self._opened.add(e.txn_id)
+            elif kind == "COMMIT_TXN":
+                self._publish(e.txn_id, e)
+            else:
+                # The stage goes; published entries stay: their committed write ids are unchanged.
+                self._staged.pop(e.txn_id, None)
+                self._opened.discard(e.txn_id)
         elif kind in WRITE_EVENTS and e.txn_id is not None:
             self._staged.setdefault(e.txn_id, []).append(e)
         elif kind == "DROP_DATABASE":
@@ -330,8 +348,7 @@ class CachedMetastore:
             # A change outside any transaction (external tables, DDL without a write id).
             self._invalidate(f"{e.db_name}.{e.table_name}")
 
-    def _publish(self, commit: NotificationEvent) -> None:
-        txn_id = commit.txn_id
+    def _publish(self, txn_id: int, commit: NotificationEvent) -> None:
         staged = self._staged.pop(txn_id, [])
         complete = txn_id in self._opened
         self._opened.discard(txn_id)
@@ -359,6 +376,7 @@ class CachedMetastore:
             entries.invalidate(key)
             counters.add("metastore_cache.invalidations")
             return
+        value: PartitionList | Table | None
         if isinstance(current.value, PartitionList):
             value = apply_to_partitions(current.value, events)
             weight = max(1, len(value.partitions)) if value is not None else 0
@@ -423,7 +441,7 @@ class CachedMetastore:
                 with self._lock:
                     loaded += self._tables.install(
                         name,
-                        CachedVersion(table, table.id, snap.write_ids, self._clock()),
+                        CachedVersion(table, stored_id(table), snap.write_ids, self._clock()),
                         since[0],
                     )
             count = sizes.get(table.id, 0)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import psycopg
@@ -202,7 +203,7 @@ class PostgresBackend:
         )
 
     def connect(self) -> PostgresConnection:
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "connect_timeout": CONNECT_TIMEOUT_S,
             "application_name": "raptorx_py",
             "options": f"-c lock_timeout={LOCK_TIMEOUT_MS}",

@@ -440,6 +440,6 @@ def get_table_snapshots(
         write_ids = None
         if tbl_type != EXTERNAL_TABLE:
             exc = exceptions[key]
-            write_ids = ValidWriteIdList(name, hwm, exc[OPEN], exc[ABORTED])
+            write_ids = ValidWriteIdList(name, hwm, frozenset(exc[OPEN]), frozenset(exc[ABORTED]))
         out[name] = TableSnapshot(name, tbl_id, tbl_type, write_ids)
     return out

@@ -13,6 +13,7 @@ import pytest
 from raptorx_py.cli import main
 from raptorx_py.errors import InvalidNameError
 from raptorx_py.metastore.model import MANAGED_TABLE, Table
+from raptorx_py.metastore.transactions import get_table_snapshots
 from raptorx_py.names import parse_table_name
 from raptorx_py.tables.commit import commit_write
 from raptorx_py.tables.table_registration import register_external_table
@@ -29,10 +30,10 @@ def test_one_rule_for_every_parser(setup):  # noqa: F811
     assert parse_table_name("Db.T_1") == ("db", "t_1")
     assert parse_table_name("t") == ("default", "t")
     commit_write(ms, settings, *write(settings, ms, [batch(range(2))]))
-    assert ms.get_table_snapshots(["DB.t"])["DB.t"].table_id == ms.get_table("db", "t").id
+    assert get_table_snapshots(ms, ["DB.t"])["DB.t"].table_id == ms.get_table("db", "t").id
 
     def snapshot(name):
-        return ms.get_table_snapshots([name])
+        return get_table_snapshots(ms, [name])
 
     for bad in BAD:
         for parse in (parse_table_name, snapshot):
