@@ -56,6 +56,16 @@ def provider_on_server(spark) -> bool:
     return row["ok"] == "true"
 
 
+def compatibility_report_on_server(spark) -> str:
+    """``native.compatibility_report`` of the server behind a Connect session (whose provider
+    must be loadable), through SQL's ``reflect`` as ``provider_on_server`` does."""
+    # reflect's class and method must be literals (the class name is a constant of ours)
+    row = spark.sql(
+        f"SELECT reflect('{native.COMPATIBILITY_CLASS}', 'report') AS report"
+    ).collect()[0]
+    return row["report"] or ""
+
+
 def default_parallelism(spark) -> int:
     """The server application's task slots, as a Connect client can see them: the number of
     splits of a ``range`` without a partition count (Spark's leaf-node default parallelism,

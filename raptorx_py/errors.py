@@ -148,6 +148,12 @@ class ConnectServerError(RaptorxError, RuntimeError):
     server and says how to start one that works."""
 
 
+class NativeJarError(RaptorxError, RuntimeError):
+    """The raptorx jar on the classpath does not match the running Spark: a member of Spark's
+    internals it uses is missing or has another type (``raptorx.NativeCompatibility``). The
+    message names each such member, the pyspark found and the one the jar was built against."""
+
+
 #: Exception class names (botocore, aiohttp, fsspec) that mean the store failed, not the data.
 _UNREACHABLE_NAMES = ("Endpoint", "Connect", "Timeout")
 

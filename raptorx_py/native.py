@@ -6,6 +6,11 @@ With the jar on the classpath, Spark's ``tiered_hive`` is the JVM provider
 registers itself as ``tiered_hive`` with filter pushdown off: results are the same, reads are
 slower (no pruning), because pyspark 4.3 shares one read plan among all scans of a DataFrame
 and a pushed-down plan would leak into scans it does not belong to.
+
+The jar also uses pyspark internals (fields read by reflection, private constructors and
+methods); ``raptorx.NativeCompatibility`` in the jar checks that the running Spark has each of
+them, and ``require_compatible`` turns its report into an error when the source is registered,
+so a jar built against another pyspark fails at ``tiered_session()``, not in a query.
 """
 
 from __future__ import annotations
@@ -13,7 +18,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from raptorx_py.errors import NativeJarError
+
 PROVIDER_CLASS = "raptorx.TieredHiveProvider"
+#: The jar's check of the Spark internals it uses (its static ``report()``: "" when all there).
+COMPATIBILITY_CLASS = "raptorx.NativeCompatibility"
 PUBLIC_NAME = "tiered_hive"
 PYTHON_NAME = "tiered_hive_python"  # must equal TieredHiveProvider.PythonName in Scala
 BUILD_HINT = "build it with `make native` (or native/build.sh) and start Spark with it"
@@ -33,3 +42,15 @@ def provider_loadable(spark) -> bool:
     """Whether the session's JVM can load the provider class."""
     jvm = spark.sparkContext._jvm
     return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(PROVIDER_CLASS))
+
+
+def compatibility_report(spark) -> str:
+    """The jar's report of the Spark internals it uses that this session's JVM lacks (empty
+    when it has them all); the provider must be loadable."""
+    return str(spark.sparkContext._jvm.raptorx.NativeCompatibility.report())
+
+
+def require_compatible(report: str) -> None:
+    """Raise ``NativeJarError`` with ``report`` (``compatibility_report``) unless it is empty."""
+    if report:
+        raise NativeJarError(report)

@@ -38,6 +38,7 @@ def register(
     ``conf_dir`` defaults to Spark conf ``spark.raptorx.conf.dir``, then env
     ``RAPTORX_CONF_DIR``; ``properties`` override single properties. On a Spark Connect
     session, raises ``ConnectServerError`` when the server cannot load the JVM provider.
+    Raises ``NativeJarError`` when the jar does not match the running Spark's internals.
     """
     # Deferred, not a cycle: these import pyspark's data source API, and ``import raptorx_py``
     # stays light until a session is registered.
@@ -59,8 +60,12 @@ def register(
                 f" (the raptorx jar is not on its classpath), so it cannot read "
                 f"{native.PUBLIC_NAME}: {connect.START_HINT}"
             )
+        native.require_compatible(connect.compatibility_report_on_server(spark))
         source = configured_source_class(settings, name=native.PYTHON_NAME, pushdown=True)
     elif native.provider_loadable(spark):
+        # A jar built against another pyspark fails here, naming what it misses, not in the
+        # first query that reads.
+        native.require_compatible(native.compatibility_report(spark))
         source = configured_source_class(settings, name=native.PYTHON_NAME, pushdown=True)
     else:
         global _warned_no_jar

@@ -2,7 +2,7 @@ package org.apache.spark.sql.execution.python.raptorx
 
 import org.apache.arrow.vector.DecimalVector
 
-import org.apache.spark.{ContextAwareIterator, TaskContext}
+import org.apache.spark.TaskContext
 import org.apache.spark.api.python.ChainedPythonFunctions
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.connector.metric.{CustomMetric, CustomTaskMetric}
@@ -27,8 +27,9 @@ import org.apache.spark.unsafe.types.UTF8String
  * `ArrowColumnVector` builds a `BigDecimal` per value.
  *
  * Limits: tied to pyspark 4.3's internals (the fields of `PythonPartitionReaderFactory` and
- * `MapInBatchEvaluatorFactory`, read by name: a missing one fails the read naming it; the
- * jar is built against the installed pyspark). The Arrow schema check pyspark makes per batch
+ * `MapInBatchEvaluatorFactory`, read by name, and the runner's constructor: all listed in
+ * `raptorx.NativeCompatibility`, which checks them when the provider is first made and when
+ * raptorx_py registers the source; the jar is built against the installed pyspark). The Arrow schema check pyspark makes per batch
  * (`SQLConf.pysparkArrowValidateSchema`) is not repeated: the Python
  * reader casts every batch to the schema it was given.
  */
@@ -70,32 +71,34 @@ class ArrowColumnarReaderFactory(inner: PartitionReaderFactory) extends Partitio
 
 class ArrowColumnarReader(factory: PartitionReaderFactory, partition: PythonInputPartition)
     extends PartitionReader[ColumnarBatch] {
-  import ArrowColumnarReader.field
+  import raptorx.NativeCompatibility.{EvaluatorFactory, ReaderFactory}
 
-  private val source = field[UserDefinedPythonDataSource](factory, "source")
-  private val outputSchema = field[StructType](factory, "outputSchema")
+  private val source = ReaderFactory.source.get[UserDefinedPythonDataSource](factory)
+  private val outputSchema = ReaderFactory.outputSchema.get[StructType](factory)
   private val metrics = PythonCustomMetric.pythonMetrics
 
   private val batches: Iterator[ColumnarBatch] = {
     val evaluator: MapInBatchEvaluatorFactory = source.createMapInBatchEvaluatorFactory(
-      field[Array[Byte]](factory, "pickledReadFunc"), "read_from_data_source",
+      ReaderFactory.pickledReadFunc.get[Array[Byte]](factory), "read_from_data_source",
       UserDefinedPythonDataSource.readInputSchema, outputSchema, metrics,
-      field[Option[String]](factory, "jobArtifactUUID"), field[Option[String]](factory, "sessionUUID"))
+      ReaderFactory.jobArtifactUUID.get[Option[String]](factory),
+      ReaderFactory.sessionUUID.get[Option[String]](factory))
     val context = TaskContext.get()
     // The Python side reads one row, the pickled partition, wrapped as a one-column frame.
-    val input = new ContextAwareIterator(context,
-      Iterator.single(InternalRow(partition.pickedPartition))).map(InternalRow(_))
+    // (Spark 4's Python runners consume their input on the task's own thread, so it needs no
+    // `ContextAwareIterator`, which Spark 4.0 deprecated for that reason.)
+    val input = Iterator.single(InternalRow(partition.pickedPartition)).map(InternalRow(_))
     val runner = new ArrowPythonRunner(
-      field[Seq[(ChainedPythonFunctions, Long)]](evaluator, "chainedFunc"),
-      field[Int](evaluator, "pythonEvalType"),
+      EvaluatorFactory.chainedFunc.get[Seq[(ChainedPythonFunctions, Long)]](evaluator),
+      EvaluatorFactory.pythonEvalType.get[Int](evaluator),
       Array(Array(0)),
-      StructType(Array(StructField("struct", field[StructType](evaluator, "inputSchema")))),
-      field[String](evaluator, "sessionLocalTimeZone"),
-      field[Boolean](evaluator, "largeVarTypes"),
-      field[Map[String, String]](evaluator, "pythonRunnerConf"),
+      StructType(Array(StructField("struct", EvaluatorFactory.inputSchema.get[StructType](evaluator)))),
+      EvaluatorFactory.sessionLocalTimeZone.get[String](evaluator),
+      EvaluatorFactory.largeVarTypes.get[Boolean](evaluator),
+      EvaluatorFactory.pythonRunnerConf.get[Map[String, String]](evaluator),
       evaluator.pythonMetrics,
-      field[Option[String]](evaluator, "jobArtifactUUID"),
-      field[Option[String]](evaluator, "sessionUUID")) with BatchedPythonArrowInput
+      EvaluatorFactory.jobArtifactUUID.get[Option[String]](evaluator),
+      EvaluatorFactory.sessionUUID.get[Option[String]](evaluator)) with BatchedPythonArrowInput
     val types = outputSchema.fields.map(_.dataType)
     runner.compute(Iterator.single(input), context.partitionId(), context).map { batch =>
       // The worker returns one struct column; its children are the output columns.
@@ -125,17 +128,6 @@ class ArrowColumnarReader(factory: PartitionReaderFactory, partition: PythonInpu
 }
 
 object ArrowColumnarReader {
-  /** The value of `owner`'s constructor field `name` (a private field of pyspark's class). */
-  def field[T](owner: AnyRef, name: String): T = {
-    val f = owner.getClass.getDeclaredFields
-      .find(f => f.getName == name || f.getName.endsWith("$$" + name))
-      .getOrElse(throw new IllegalStateException(
-        s"raptorx native: ${owner.getClass.getName} has no field '$name'; the jar was built " +
-          "against another pyspark (rebuild it: make native)"))
-    f.setAccessible(true)
-    f.get(owner).asInstanceOf[T]
-  }
-
   def column(vector: ArrowColumnVector, dataType: DataType): ColumnVector = dataType match {
     case d: DecimalType if d.precision <= Decimal.MAX_LONG_DIGITS =>
       new LongDecimalColumnVector(vector, d)

@@ -43,6 +43,9 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
   override def shortName(): String = TieredHiveProvider.PublicName
 
   override def inferSchema(options: CaseInsensitiveStringMap): StructType = {
+    // Here and in getTable, not in the constructor: Spark makes every registered provider
+    // when it looks up any format, and a mismatch must not break reads of other formats.
+    NativeCompatibility.check()
     val created = TieredHiveProvider.freshPythonSource()
       .getOrCreateDataSourceInPython(TieredHiveProvider.PythonName, options, None)
     inferred = Some((options.asCaseSensitiveMap(), created))
@@ -53,6 +56,7 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
       schema: StructType,
       partitioning: Array[Transform],
       properties: util.Map[String, String]): Table = {
+    NativeCompatibility.check()
     val created = inferred.collect { case (options, c) if options == properties => (options, c) }
     inferred = None
     new TieredHiveTable(schema, partitioning, created,
@@ -267,9 +271,9 @@ class TieredHiveScanBuilder(
                          schema: StructType): Scan = {
     val python = new PythonScanBuilder(
       source, TieredHiveProvider.PythonName, QueryToken.tag(schema), pythonOptions)
-    val given = filters.filter(PythonFilterValues.representable)
-    val notTaken = python.pushFilters(given).toSet
-    val lost = given.filter(f => notTaken.contains(f) && handled(f))
+    val offered = filters.filter(PythonFilterValues.representable)
+    val notTaken = python.pushFilters(offered).toSet
+    val lost = offered.filter(f => notTaken.contains(f) && handled(f))
     if (lost.nonEmpty) {
       throw new IllegalStateException(s"tiered_hive: the Python reader did not take the " +
         s"filters ${lost.mkString(", ")}, which the provider reported to Spark as evaluated " +
