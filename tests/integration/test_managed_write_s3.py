@@ -13,7 +13,8 @@ from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.storage.acid_layout import base_dir_name, delta_dir_name
 from raptorx_py.storage.fs import filesystem_for
-from tests.unit.test_managed_write import COLUMNS, Clock, batch
+from tests.fake_clock import FakeClock
+from tests.unit.test_managed_write import COLUMNS, batch
 
 pytestmark = pytest.mark.s3
 
@@ -26,7 +27,7 @@ def test_append_overwrite_and_clean_on_s3(env, s3_endpoint, s3_bucket, tmp_path)
             "hive.metastore.warehouse.dir": f"s3://{s3_bucket}/wh",
         },
     )
-    clock = Clock()
+    clock = FakeClock()
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=300)
     fs, _ = filesystem_for(f"s3://{s3_bucket}", settings)
 

@@ -17,8 +17,8 @@ from raptorx_py.datasource.aggregation import Aggregate, PushedAggregation
 from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.planner import Split
 from raptorx_py.metastore.model import Column, Table
-from raptorx_py.metrics import counters
 from raptorx_py.predicates import Comparison
+from tests.counter_deltas import CounterDeltas
 
 SCHEMA = pa.schema([pa.field("x", pa.int64()), pa.field("s", pa.string())])
 KEY = b"k" * 20
@@ -38,19 +38,13 @@ def cache(tmp_path, **kw) -> FragmentCache:
     return FragmentCache(str(tmp_path / "fragments"), **{**args, **kw})
 
 
-def delta(before: dict[str, int]) -> dict[str, int]:
-    now = counters.snapshot()
-    return {k: now.get(k, 0) - before.get(k, 0) for k in now if now.get(k, 0) != before.get(k, 0)}
-
-
 def test_a_stored_result_comes_back_equal(tmp_path):
     c = cache(tmp_path)
-    before = counters.snapshot()
+    d = CounterDeltas()
     assert c.get(KEY) is None
     assert c.put(KEY, SCHEMA, batches())
     got = c.get(KEY)
     assert pa.Table.from_batches(got) == pa.Table.from_batches(batches())
-    d = delta(before)
     assert (d["fragment_cache.misses"], d["fragment_cache.stores"], d["fragment_cache.hits"]) == (
         1,
         1,
@@ -83,9 +77,9 @@ def test_a_damaged_entry_is_a_miss_deleted_and_counted(tmp_path, damage):
             f.write(bytes([byte[0] ^ 0xFF]))
         else:
             f.truncate(os.path.getsize(path) // 2)
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert c.get(KEY) is None
-    assert delta(before)["fragment_cache.corrupt"] == 1
+    assert deltas["fragment_cache.corrupt"] == 1
     assert len(c) == 0  # deleted: the next read recomputes and may store it again
     assert c.put(KEY, SCHEMA, batches()) and c.get(KEY) is not None
 
@@ -95,24 +89,24 @@ def test_an_entry_under_another_key_is_not_served(tmp_path):
     c = cache(tmp_path)
     c.put(KEY, SCHEMA, batches())
     c._cache.set(OTHER.hex(), c._cache.get(KEY.hex()))
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert c.get(OTHER) is None
-    assert delta(before)["fragment_cache.corrupt"] == 1
+    assert deltas["fragment_cache.corrupt"] == 1
 
 
 def test_a_result_over_the_entry_limit_is_not_stored(tmp_path):
     c = cache(tmp_path, max_entry_bytes=1000)
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert not c.put(KEY, SCHEMA, batches())
-    assert delta(before)["fragment_cache.too_large"] == 1 and len(c) == 0
+    assert deltas["fragment_cache.too_large"] == 1 and len(c) == 0
 
 
 def test_a_full_cache_stores_nothing_more(tmp_path):
     c = cache(tmp_path, max_entries=2)
     assert c.put(b"a" * 20, SCHEMA, batches(10)) and c.put(b"b" * 20, SCHEMA, batches(10))
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert not c.put(b"c" * 20, SCHEMA, batches(10))
-    assert delta(before)["fragment_cache.full"] == 1 and len(c) == 2
+    assert deltas["fragment_cache.full"] == 1 and len(c) == 2
 
 
 def test_the_size_limit_evicts_least_recently_used(tmp_path):
@@ -139,9 +133,9 @@ def test_an_unusable_directory_turns_the_tier_off_without_failing(tmp_path):
             "fragment-result-cache.base-directory": str(blocker / "fragments"),
         }
     )
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert fragment_cache_for(settings) is None
-    assert delta(before)["fragment_cache.unavailable"] == 1
+    assert deltas["fragment_cache.unavailable"] == 1
 
 
 def test_off_by_default():

@@ -6,7 +6,8 @@ import pytest
 from raptorx_py.errors import AlreadyExistsError, MetastoreError
 from raptorx_py.metastore import EXTERNAL_TABLE, Column, Partition, Table
 from raptorx_py.metastore.notifications import EVENT_TYPES, append_event
-from tests.unit.txn_helpers import FakeClock, managed_table, open_ms, partition
+from tests.fake_clock import FakeClock
+from tests.unit.txn_helpers import managed_table, open_ms, partition
 
 
 @pytest.fixture

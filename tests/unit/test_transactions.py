@@ -12,9 +12,9 @@ from raptorx_py.metastore import EXTERNAL_TABLE, Column, Table, schema
 from raptorx_py.metastore.store import WRITE_ID_PARAM, backend_for_url
 from raptorx_py.metastore.transactions import NoSuchTxnError, TxnAbortedError, TxnError
 from raptorx_py.metastore.write_ids import ValidWriteIdList
-from raptorx_py.metrics import counters
+from tests.counter_deltas import CounterDeltas
+from tests.fake_clock import FakeClock
 from tests.unit.txn_helpers import (
-    FakeClock,
     allocate_in_process,
     managed_table,
     open_ms,
@@ -39,9 +39,9 @@ def ms(metastore_url, clock):
 
 
 def _round_trips(fn):
-    before = counters.snapshot().get("metastore.round_trips", 0)
+    trips = CounterDeltas()
     result = fn()
-    return result, counters.snapshot().get("metastore.round_trips", 0) - before
+    return result, trips["metastore.round_trips"]
 
 
 # -- lifecycle ----------------------------------------------------------------------------
