@@ -37,7 +37,7 @@ class BenchContext:
     ``properties`` are the raptorx properties the session was built with (metastore,
     metrics directory, S3 endpoint ...); ``local_data_dir`` holds the generated TPC-H
     Parquet (one directory per table) that the Spark baseline reads; ``endpoint`` is the
-    running ``benchmarks.object_store.S3Endpoint``.
+    running ``devservers.s3_endpoint.S3Endpoint``.
     """
 
     spark: Any

@@ -368,7 +368,7 @@ def describe_request_cost(cost: Any) -> str:
     if isinstance(cost, (int, float)):
         return f"{cost:.1f} ms"
     if isinstance(cost, Mapping) and "ranged_get_1b_s" in cost:
-        # benchmarks.object_store.S3Endpoint.probe_request_cost
+        # devservers.s3_endpoint.S3Endpoint.probe_request_cost
         text = (
             f"ranged GET of 1 B {cost['ranged_get_1b_s'] * 1000:.1f} ms, "
             f"of 1 MiB {cost['ranged_get_1mib_s'] * 1000:.1f} ms (median, boto3 client"

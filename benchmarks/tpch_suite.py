@@ -17,7 +17,7 @@ What it does, in order:
    those eight tables are replaced, and only when an earlier publish registered them (their
    location is that directory); a table of the same name elsewhere is left alone and the
    publish is skipped with a line saying why. Other tables are never touched.
-2. Starts the emulated S3 endpoint (``benchmarks.object_store.S3Endpoint``; per-request
+2. Starts the emulated S3 endpoint (``devservers.s3_endpoint.S3Endpoint``; per-request
    latency ``--latency-ms``, 0 turns it off), creates a bucket, and loads the generation to
    ``s3://<bucket>/warehouse`` with ``load_tpch`` into a fresh SQLite metastore under the
    work directory (loading runs with the latency off; the latency is switched on after).
@@ -432,7 +432,7 @@ class Bench:
             TimeRemainingColumn,
         )
 
-        from benchmarks.object_store import S3Endpoint
+        from devservers.s3_endpoint import S3Endpoint
         from raptorx_py.metrics import MetricsSink
         from raptorx_py.session import tiered_session
 

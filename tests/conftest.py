@@ -82,30 +82,6 @@ def spark(env):
     session.stop()
 
 
-class Counted:
-    """Counts made between ``__enter__`` and ``__exit__`` (all processes, via the sink)."""
-
-    def __init__(self, env: Env):
-        self.env = env
-        self.delta: dict[str, int] = {}
-
-    def __enter__(self):
-        from raptorx_py.metrics import flush
-
-        flush(self.env.metrics_dir)  # what this process counted before belongs before
-        self._before = self.env.totals()
-        return self
-
-    def __exit__(self, *exc):
-        from raptorx_py.metrics import diff, flush
-
-        flush(self.env.metrics_dir)  # this process's own counts (planning in tests)
-        self.delta = diff(self.env.totals(), self._before)
-
-    def __getitem__(self, name: str) -> int:
-        return self.delta.get(name, 0)
-
-
 @pytest.fixture
 def free_port() -> int:
     """A port nothing listens on (bound, then released, by the OS)."""
@@ -116,5 +92,8 @@ def free_port() -> int:
 
 @pytest.fixture
 def counted(env):
-    """``with counted() as c: ...; c["reader.files_opened"]``"""
-    return lambda: Counted(env)
+    """``with counted() as c: ...; c["reader.files_opened"]``: what every process counted
+    in the block (through the session's metrics sink; ``tests/counter_deltas.py``)."""
+    from tests.counter_deltas import CounterDeltas, sink_totals
+
+    return lambda: CounterDeltas(read=sink_totals(env.metrics_dir))

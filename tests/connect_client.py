@@ -63,19 +63,11 @@ class Counting:
     def __init__(self, metrics_dir: str | None):
         self.metrics_dir = metrics_dir
 
-    def totals(self) -> dict:
-        from raptorx_py.metrics import MetricsSink, flush
-
-        if not self.metrics_dir:
-            return {}
-        flush(self.metrics_dir)
-        return MetricsSink(self.metrics_dir).totals()
-
     def step(self, fn) -> dict:
-        from raptorx_py.metrics import diff
+        from tests.counter_deltas import CounterDeltas, sink_totals
 
         started = time.monotonic()
-        before = self.totals()
+        deltas = CounterDeltas(read=sink_totals(self.metrics_dir))
         try:
             out = {"rows": fn()}
         except Exception as e:  # reported to the test, which asserts on it
@@ -83,9 +75,7 @@ class Counting:
                 "error": f"{type(e).__module__}.{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc(),
             }
-        out["counts"] = {
-            k: v for k, v in diff(self.totals(), before).items() if k.startswith("scan.")
-        }
+        out["counts"] = {k: v for k, v in deltas.items() if k.startswith("scan.")}
         out["seconds"] = round(time.monotonic() - started, 2)  # diagnostics only
         return out
 

@@ -1,9 +1,9 @@
-"""pytest plugin: fixtures for the local S3 endpoint (benchmarks.object_store).
+"""pytest plugin: fixtures for the local S3 endpoint (devservers.s3_endpoint).
 
 Load it with ``pytest_plugins = ["tests.s3_fixtures"]`` in a conftest.py, or
 ``pytest -p tests.s3_fixtures``.
 
-* ``s3_endpoint`` (session): one :class:`~benchmarks.object_store.S3Endpoint`
+* ``s3_endpoint`` (session): one :class:`~devservers.s3_endpoint.S3Endpoint`
   with latency 0, started on first use and stopped at the end of the session.
   Tests that change its latency or bandwidth must restore them.
 * ``s3_bucket`` (function): a freshly created, uniquely named bucket on that
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks.object_store import S3Endpoint
+from devservers.s3_endpoint import S3Endpoint
 
 _bucket_numbers = itertools.count(1)
 

@@ -5,7 +5,8 @@ ValidWriteIdList, ONE uncached round trip) and passes it to every read
 (``get_table(db, name, snapshot=)``, ``list_partitions(table, snapshot=)``). A warm query makes
 no other round trip.
 
-Contract (the document "Synchronized Metastore Cache", seeds/000):
+Contract (after the Apache Hive design document "Synchronized Metastore Cache",
+https://cwiki.apache.org/confluence/display/Hive/Synchronized+Metastore+Cache):
 - Entries (a table; the partition list of a table) carry the ValidWriteIdList they were read
   under. A read is served from the cache when an entry of the same table id is *fresh* for the
   query's list (same committed write ids: ``ValidWriteIdList.is_fresh_for``); an entry that

@@ -1,2 +1,2 @@
-"""Storage: filesystems for table URLs and the Hive directory layout (later: the listing,
-footer and block cache tiers, each a module of its own)."""
+"""Storage: filesystems for table URLs, the Hive and ACID directory layouts, opening Parquet
+and file versions. The cache tiers over it are in ``raptorx_py.cache``."""

@@ -129,14 +129,13 @@ def _s3_fs(endpoint, key, secret, region, path_style, connect_timeout, socket_ti
 class CountingFile(io.RawIOBase):
     """A read-only view of an fsspec file that counts reads and bytes for the reader tier.
 
-    Counts ``<prefix>.read_calls`` and ``<prefix>.bytes_read``; everything else is passed
+    Counts ``reader.read_calls`` and ``reader.bytes_read``; everything else is passed
     through. The wrapped file is closed with this one.
     """
 
-    def __init__(self, raw, prefix: str = "reader"):
+    def __init__(self, raw):
         super().__init__()
         self._raw = raw
-        self._prefix = prefix
 
     def readable(self) -> bool:
         return True
@@ -152,8 +151,8 @@ class CountingFile(io.RawIOBase):
 
     def read(self, size: int = -1) -> bytes:
         data = self._raw.read(size)
-        counters.add(f"{self._prefix}.read_calls")
-        counters.add(f"{self._prefix}.bytes_read", len(data))
+        counters.add("reader.read_calls")
+        counters.add("reader.bytes_read", len(data))
         return data
 
     def readinto(self, buffer) -> int:

@@ -18,7 +18,8 @@ from raptorx_py.tables.file_placement import EMPTY_BASE_FILE
 from raptorx_py.tables.heartbeat import TxnHeartbeat
 from raptorx_py.tables.task_files import write_task
 from raptorx_py.tables.write_job import begin_write
-from tests.unit.test_managed_write import COLUMNS, Clock, batch
+from tests.fake_clock import FakeClock
+from tests.unit.test_managed_write import COLUMNS, batch
 
 pytestmark = pytest.mark.s3
 
@@ -31,7 +32,7 @@ def test_append_overwrite_and_clean_on_s3(env, s3_endpoint, s3_bucket, tmp_path)
             "hive.metastore.warehouse.dir": f"s3://{s3_bucket}/wh",
         },
     )
-    clock = Clock()
+    clock = FakeClock()
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=300)
     fs, _ = filesystem_for(f"s3://{s3_bucket}", settings)
 

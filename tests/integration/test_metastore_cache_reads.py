@@ -33,6 +33,7 @@ import pytest
 from raptorx_py.metastore import EXTERNAL_TABLE, MANAGED_TABLE, Column, Partition, Table
 from raptorx_py.metastore.notifications import current_notification_id
 from raptorx_py.metastore.store import Metastore, backend_for_url
+from tests.counter_deltas import CounterDeltas
 
 pytestmark = pytest.mark.spark
 
@@ -150,12 +151,10 @@ class Tables:
 def cache_construction_trips(url: str) -> int:
     """Round trips of building a process's cache for ``url``: opening the metastore (its
     schema check) and reading the last notification id. Measured here, in this process."""
-    from raptorx_py.metrics import counters
-
-    before = counters.snapshot().get("metastore.round_trips", 0)
+    trips = CounterDeltas()
     with Metastore(backend_for_url(url)) as ms:
         current_notification_id(ms)
-    return counters.snapshot().get("metastore.round_trips", 0) - before
+    return trips["metastore.round_trips"]
 
 
 @pytest.fixture

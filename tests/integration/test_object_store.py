@@ -1,4 +1,4 @@
-"""The local S3 endpoint (benchmarks/object_store.py, its server benchmarks/s3_server.py):
+"""The local S3 endpoint (devservers/s3_endpoint.py, its server devservers/s3_server.py):
 counting, control API, latency bookkeeping, lifecycle, and the ranged-GET patch.
 Counts, never timings."""
 
@@ -12,8 +12,8 @@ import botocore.exceptions
 import pytest
 import s3fs
 
-from benchmarks.object_store import EndpointStartError, S3Endpoint
-from benchmarks.s3_server import KINDS, classify_request
+from devservers.s3_endpoint import EndpointStartError, S3Endpoint
+from devservers.s3_server import KINDS, classify_request
 
 pytestmark = pytest.mark.s3
 

@@ -26,11 +26,11 @@ from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.datasource.storage_tiers import file_version
 from raptorx_py.errors import FileChangedError
-from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle, queries
 from raptorx_py.tpch.load import load_tpch
+from tests.counter_deltas import CounterDeltas
 from tests.tpch_fixtures import tpch_work_dir
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
@@ -271,14 +271,6 @@ def test_unusable_cache_directory_reads_from_the_store(
 # --- the same composition without Spark (this process: logs and exact counts) -------------
 
 
-class Counts:
-    def __init__(self):
-        self.before = counters.snapshot()
-
-    def __getitem__(self, name):
-        return counters.snapshot().get(name, 0) - self.before.get(name, 0)
-
-
 def plan_events(env, props, name, settings):
     with env.metastore(**props) as ms:
         table = ms.get_table(*name.split("."))
@@ -318,7 +310,7 @@ def test_cached_bytes_that_do_not_decode_are_read_again_from_the_store(
     cache = block_cache_for(settings, target)
     key = cache.block_key(path, split.size, file_version(split))
     assert cache.store.put(key, 0, b"\0" * split.size)
-    c = Counts()
+    c = CounterDeltas()
     s3_endpoint.reset_stats()
     assert read_ids(plan, table, settings) == list(range(10, 40))
     assert c["reader.cache_fallbacks"] == 1

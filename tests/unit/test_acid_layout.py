@@ -62,8 +62,9 @@ def test_other_names_are_not_acid(name):
     assert parse_acid_dir(name) is None
 
 
-def test_the_documents_example():
-    """seeds/000: [12:7,8,12] commits 1..6, 9, 10, 11; so does [11:7,8]; [12:7,12] adds 8."""
+def test_the_short_form_example():
+    """ValidWriteIdLists in their short form ``[hwm:exceptions]``: [12:7,8,12] commits 1..6,
+    9, 10, 11; so does [11:7,8]; [12:7,12] adds 8."""
     names = deltas(*range(1, 13))
     expected = deltas(1, 2, 3, 4, 5, 6, 9, 10, 11)
     assert visible_directories(names, ValidWriteIdList.from_short_form("[12:7,8,12]")) == expected

@@ -14,7 +14,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from contextlib import contextmanager
 
 import pytest
 from fsspec.implementations.local import LocalFileSystem
@@ -24,7 +23,8 @@ from raptorx_py.cache.block_cache import BlockCacheFileSystem, block_cache_for
 from raptorx_py.cache.block_store import TRAILER, BlockStore
 from raptorx_py.config import load_settings
 from raptorx_py.errors import FileChangedError
-from raptorx_py.metrics import counters
+from tests.counter_deltas import CounterDeltas
+from tests.fake_clock import FakeClock
 
 BS = 256  # block size of most tests
 
@@ -83,22 +83,6 @@ class RecordingFS(LocalFileSystem):
         return "the target's own method"
 
 
-@contextmanager
-def counted():
-    """Counter deltas of this process made inside the block."""
-    before = counters.snapshot()
-    delta: dict[str, int] = {}
-    yield delta
-    after = counters.snapshot()
-    delta.update(
-        {
-            k: after.get(k, 0) - before.get(k, 0)
-            for k in after
-            if after.get(k, 0) != before.get(k, 0)
-        }
-    )
-
-
 def write_file(path, size, seed=0) -> bytes:
     data = random.Random(seed).randbytes(size)
     with open(path, "wb") as f:
@@ -137,7 +121,7 @@ def block_path(fs: BlockCacheFileSystem, path: str, size: int, version: str, ind
 def test_read_fetches_whole_aligned_blocks_in_one_request(target, source, tmp_path):
     path, data = source
     fs = make_cache(target, tmp_path)
-    with counted() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
+    with CounterDeltas() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
         f.seek(300)
         assert f.read(600) == data[300:900]
     # bytes 300..900 lie in blocks 1..3: one request for exactly those blocks
@@ -173,7 +157,7 @@ def test_missing_runs_are_coalesced_one_request_each(target, source, tmp_path):
             f.seek(index * BS + 7)
             assert f.read(1) == data[index * BS + 7 : index * BS + 8]
     target.requests.clear()
-    with counted() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
+    with CounterDeltas() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
         assert f.read() == data
     assert target.requests == [(0, 2 * BS), (3 * BS, 2 * BS), (6 * BS, 4 * BS + 37)]
     assert c["block_cache.remote_requests"] == 3
@@ -190,7 +174,7 @@ def test_warm_reads_make_no_request_and_open_nothing(target, source, tmp_path):
     target.requests.clear()
     target.opens = 0
     rng = random.Random(3)
-    with counted() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
+    with CounterDeltas() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
         for _ in range(200):
             start = rng.randrange(len(data))
             n = rng.randrange(1, 3 * BS)
@@ -282,7 +266,7 @@ def test_parquet_through_the_cache(target, tmp_path):
     for _ in range(2):
         with fs.open(path, "rb", size=size, version="v") as f:
             assert pq.ParquetFile(f, pre_buffer=True).read(use_threads=True).equals(table)
-    with counted() as c, fs.open(path, "rb", size=size, version="v") as f:
+    with CounterDeltas() as c, fs.open(path, "rb", size=size, version="v") as f:
         assert pq.ParquetFile(f, pre_buffer=True).read(use_threads=True).equals(table)
     assert c.get("block_cache.remote_requests", 0) == 0 and c["block_cache.hits"] > 0
 
@@ -328,7 +312,7 @@ def test_checksum_mismatch_is_a_counted_miss_with_right_bytes(target, source, tm
         f.write(damaged)
     os.replace(block + ".new", block)  # a new file: this process has not verified it
     target.requests.clear()
-    with counted() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
+    with CounterDeltas() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
         f.seek(4 * BS)
         assert f.read(BS) == data[4 * BS : 5 * BS]
     assert c["block_cache.corrupt_blocks"] == 1 and c["block_cache.misses"] == 1
@@ -346,7 +330,7 @@ def test_in_place_damage_is_found_by_a_new_process_or_verify_every_read(target, 
         with open(block, "r+b") as f:
             f.seek(3)
             f.write(b"\x00\x01\x02")
-        with counted() as c, cache.open(path, "rb", size=len(data), version="v1") as f:
+        with CounterDeltas() as c, cache.open(path, "rb", size=len(data), version="v1") as f:
             f.seek(2 * BS)
             assert f.read(BS) == data[2 * BS : 3 * BS]
         assert c["block_cache.corrupt_blocks"] == 1 and c["block_cache.misses"] == 1
@@ -364,7 +348,7 @@ def test_short_block_file_is_a_counted_miss(target, source, tmp_path):
     block = block_path(fs, path, len(data), "v1", 7)
     os.truncate(block, 100)
     target.requests.clear()
-    with counted() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
+    with CounterDeltas() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
         assert f.read() == data
     assert c["block_cache.corrupt_blocks"] == 1 and c["block_cache.misses"] == 1
     assert target.requests == [(7 * BS, BS)]
@@ -376,7 +360,7 @@ def test_index_row_without_file_is_a_miss_and_heals(target, source, tmp_path):
     fs = make_cache(target, tmp_path)
     _warm(fs, path, data)
     os.unlink(block_path(fs, path, len(data), "v1", 3))
-    with counted() as c:
+    with CounterDeltas() as c:
         _warm(fs, path, data)
     assert c["block_cache.misses"] == 1 and c.get("block_cache.corrupt_blocks", 0) == 0
     assert os.path.exists(block_path(fs, path, len(data), "v1", 3))
@@ -444,7 +428,7 @@ def test_recovery_evicts_past_a_smaller_capacity(target, source, tmp_path):
     fs = make_cache(target, tmp_path)
     _warm(fs, path, data)
     fs.store.close()
-    with counted() as c:
+    with CounterDeltas() as c:
         small = make_cache(target, tmp_path, max_size=3 * (BS + TRAILER.size))
     assert small.store.last_recovery["evicted"] == 8
     assert c["block_cache.evictions"] == 8
@@ -455,19 +439,10 @@ def test_recovery_evicts_past_a_smaller_capacity(target, source, tmp_path):
 # --- capacity ----------------------------------------------------------------------------------
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        self.now += 1.0
-        return self.now
-
-
 def test_eviction_by_bytes_in_lru_order(target, source, tmp_path):
     path, data = source
     fs = make_cache(target, tmp_path, max_size=3 * (BS + TRAILER.size) + 10)
-    fs.store.clock = FakeClock()
+    fs.store.clock = FakeClock(1000.0, step=1.0)
 
     def read_block(i):
         with fs.open(path, "rb", size=len(data), version="v1") as f:
@@ -477,12 +452,12 @@ def test_eviction_by_bytes_in_lru_order(target, source, tmp_path):
     for i in (0, 1, 2):
         read_block(i)
     read_block(0)  # a hit: block 1 is now the least recently used
-    with counted() as c:
+    with CounterDeltas() as c:
         read_block(3)
     assert c["block_cache.evictions"] == 1
     assert block_indexes(fs.store) == {0, 2, 3}
     assert fs.store.total_bytes() == 3 * (BS + TRAILER.size)
-    with counted() as c:
+    with CounterDeltas() as c:
         read_block(4)  # now block 2 is the oldest
     assert c["block_cache.evictions"] == 1
     assert block_indexes(fs.store) == {0, 3, 4}
@@ -491,7 +466,7 @@ def test_eviction_by_bytes_in_lru_order(target, source, tmp_path):
 def test_block_larger_than_capacity_is_not_stored(target, source, tmp_path):
     path, data = source
     fs = make_cache(target, tmp_path, max_size=BS)
-    with counted() as c:
+    with CounterDeltas() as c:
         _warm(fs, path, data)
     assert block_indexes(fs.store) == {10}  # only the short last block fits
     assert c.get("block_cache.put_errors", 0) == 0
@@ -534,7 +509,7 @@ def test_unwritable_publish_counts_put_errors_and_reads_right(
         raise OSError(errno.EROFS, "Read-only file system", dst)
 
     monkeypatch.setattr(block_store.os, "replace", read_only_fs)
-    with counted() as c:
+    with CounterDeltas() as c:
         _warm(fs, path, data)
     assert c["block_cache.put_errors"] == 11
     assert fs.store.entries() == {}
@@ -552,7 +527,7 @@ def test_full_disk_evicts_then_fails_the_put_not_the_read(target, source, tmp_pa
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(block_store, "open", disk_full, raising=False)
-    with counted() as c:
+    with CounterDeltas() as c:
         _warm(fs, path, data)
     assert c["block_cache.put_errors"] == 11
     assert c["block_cache.evictions"] == 4
@@ -573,7 +548,7 @@ def test_full_disk_once_succeeds_after_eviction(target, source, tmp_path, monkey
         return open(*args, **kwargs)
 
     monkeypatch.setattr(block_store, "open", full_once, raising=False)
-    with counted() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
+    with CounterDeltas() as c, fs.open(path, "rb", size=len(data), version="v1") as f:
         assert f.read(BS) == data[:BS]
     assert c["block_cache.evictions"] >= 1 and c.get("block_cache.put_errors", 0) == 0
     assert block_indexes(fs.store) >= {0}
@@ -587,7 +562,7 @@ def test_a_broken_index_never_fails_a_read(target, source, tmp_path, monkeypatch
         raise sqlite3.OperationalError("database is locked")
 
     monkeypatch.setattr(fs.store, "_write", locked)
-    with counted() as c:
+    with CounterDeltas() as c:
         _warm(fs, path, data)
     assert c["block_cache.put_errors"] == 11
 

@@ -5,7 +5,6 @@ while a small capacity evicts and blocks are damaged now and then."""
 from __future__ import annotations
 
 import io
-import itertools
 import os
 import random
 
@@ -13,7 +12,8 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from raptorx_py.cache.block_cache import BlockCacheFileSystem
-from raptorx_py.metrics import counters
+from tests.counter_deltas import CounterDeltas
+from tests.fake_clock import FakeClock
 
 SEED = 20261122
 
@@ -59,15 +59,15 @@ def test_random_reads_match_the_source(tmp_path, block_size):
         sources[path] = data
     total = sum(len(d) for d in sources.values())
     # Room for about a third of the bytes: eviction runs all the time.
-    ticks = itertools.count(1)  # a deterministic clock: LRU order, hence the run, repeats
     fs = BlockCacheFileSystem(
         LocalFileSystem(),
         str(tmp_path / "cache"),
         block_size=block_size,
         max_size=max(total // 3, 4 * block_size),
-        clock=lambda: float(next(ticks)),
+        # A deterministic clock (1, 2, 3, ...): LRU order, hence the run, repeats.
+        clock=FakeClock(0.0, step=1.0),
     )
-    before = counters.snapshot()
+    counted = CounterDeltas()
     operations = 0
     for _round in range(20):
         path = rng.choice(sorted(sources))
@@ -108,7 +108,7 @@ def test_random_reads_match_the_source(tmp_path, block_size):
                     _damage_one(fs, rng, path, size)
                 assert f.tell() == model.tell()
                 operations += 1
-    delta = {k: v - before.get(k, 0) for k, v in counters.snapshot().items()}
+    delta = counted.delta
     assert operations == 20 * 250
     assert delta.get("block_cache.hits", 0) > 0 and delta.get("block_cache.misses", 0) > 0
     assert delta.get("block_cache.evictions", 0) > 0

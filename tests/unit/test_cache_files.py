@@ -20,7 +20,7 @@ from raptorx_py.cache import block_store
 from raptorx_py.cache.block_cache import BlockCacheFileSystem
 from raptorx_py.cache.block_store import FORMAT_VERSION, MAGIC, TRAILER
 from raptorx_py.cache.footer_cache import FileIdentity, FooterCache
-from raptorx_py.metrics import counters
+from tests.counter_deltas import CounterDeltas
 
 BS = 256
 
@@ -99,10 +99,6 @@ def test_an_existing_world_readable_cache_directory_is_narrowed(tmp_path, wide_u
     assert _mode(root) == 0o700 and _mode(os.path.join(root, "data")) == 0o700
 
 
-def _delta(before, name):
-    return counters.snapshot().get(name, 0) - before.get(name, 0)
-
-
 def test_a_block_with_a_recomputed_plain_checksum_is_rejected(tmp_path):
     path, data = _source(tmp_path)
     fs = BlockCacheFileSystem(LocalFileSystem(), str(tmp_path / "cache"), block_size=BS)
@@ -114,10 +110,10 @@ def test_a_block_with_a_recomputed_plain_checksum_is_rejected(tmp_path):
     with open(block + ".x", "wb") as f:
         f.write(forged + TRAILER.pack(MAGIC, FORMAT_VERSION, BS, xxhash.xxh3_64_intdigest(forged)))
     os.replace(block + ".x", block)
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert _read(fs, path, data) == data  # the right bytes, from the store
-    assert _delta(before, "block_cache.corrupt_blocks") == 1
-    assert _delta(before, "block_cache.misses") == 1
+    assert deltas["block_cache.corrupt_blocks"] == 1
+    assert deltas["block_cache.misses"] == 1
     assert open(block, "rb").read()[:BS] == data[BS : 2 * BS]  # deleted, then stored again
 
 
@@ -130,9 +126,9 @@ def test_a_valid_block_copied_under_another_name_is_rejected(tmp_path):
     with open(b0, "rb") as src, open(b2 + ".x", "wb") as f:
         f.write(src.read())
     os.replace(b2 + ".x", b2)
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert _read(fs, path, data) == data
-    assert _delta(before, "block_cache.corrupt_blocks") == 1
+    assert deltas["block_cache.corrupt_blocks"] == 1
 
 
 def test_a_footer_entry_with_a_recomputed_plain_checksum_is_rejected(tmp_path):
@@ -145,10 +141,10 @@ def test_a_footer_entry_with_a_recomputed_plain_checksum_is_rejected(tmp_path):
     with open(entry, "wb") as f:
         f.write(body + fc._TRAILER.pack(xxhash.xxh64_intdigest(body)))
     cache.clear_memory()
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     md = cache.get_or_load(ident, lambda: pq.read_metadata(fpath))
     assert md.num_rows == 3
-    assert _delta(before, "footer_cache.corrupt_entries") == 1
+    assert deltas["footer_cache.corrupt_entries"] == 1
 
 
 def test_a_full_cache_disk_names_the_cache_path_and_the_read_succeeds(
@@ -167,10 +163,10 @@ def test_a_full_cache_disk_names_the_cache_path_and_the_read_succeeds(
         return real_open(file, mode, *args, **kwargs)
 
     monkeypatch.setattr(block_store, "open", full, raising=False)
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     with caplog.at_level(logging.WARNING, logger="raptorx_py.cache.block_store"):
         assert _read(fs, path, data) == data
-    assert _delta(before, "block_cache.put_errors") == 4
+    assert deltas["block_cache.put_errors"] == 4
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings  # the first fault; the rest are counted
     assert "No space left on device" in warnings[0]

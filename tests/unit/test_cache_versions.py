@@ -12,7 +12,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from raptorx_py.cache.block_cache import BlockCacheFileSystem
 from raptorx_py.errors import FileChangedError
-from raptorx_py.metrics import counters
+from tests.counter_deltas import CounterDeltas
 
 BS = 256
 
@@ -48,18 +48,14 @@ def test_a_same_size_rewrite_after_partial_eviction_is_never_a_torn_read(tmp_pat
     _write(path, new, 1_700_000_100.5)  # same size, other bytes, other mtime
     fs.store.evict_to(fs.store.total_bytes() // 2)  # a partial eviction: 2 blocks stay
     assert len(_key_blocks(fs, key)) == 2
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     # The reader still holds the listed (old) identity, as a sealed partition's cached
     # listing gives it.
     with pytest.raises(FileChangedError, match=r"part-0\.bin.*changed after it was listed"):
         with fs.open(path, "rb", size=len(old), version=version) as f:
             f.read()
     assert _key_blocks(fs, key) == set()  # the old version's blocks are gone with it
-    assert (
-        counters.snapshot().get("block_cache.version_mismatches", 0)
-        - before.get("block_cache.version_mismatches", 0)
-        == 1
-    )
+    assert deltas["block_cache.version_mismatches"] == 1
     # Listed again, the new version reads whole.
     with fs.open(path, "rb", size=len(new), version=_listed_version(path)) as f:
         assert f.read() == new

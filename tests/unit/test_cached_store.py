@@ -25,8 +25,9 @@ from raptorx_py.metastore.cached_store import (
 from raptorx_py.metastore.notifications import NotificationEvent, get_notifications
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.transactions import TableSnapshot
-from raptorx_py.metrics import counters
-from tests.unit.txn_helpers import FakeClock, managed_table, open_ms, partition
+from tests.counter_deltas import CounterDeltas
+from tests.fake_clock import FakeClock
+from tests.unit.txn_helpers import managed_table, open_ms, partition
 
 #: Round trips of a database read: get_table (database, table, columns, keys, parameters,
 #: statistics) and list_partitions (partitions, key values, parameters, statistics).
@@ -44,21 +45,18 @@ class Trips:
     """``with Trips() as t: ...; t.n``: metastore round trips and cache counters in between."""
 
     def __enter__(self):
-        self._before = counters.snapshot()
+        self.deltas = CounterDeltas().__enter__()
         return self
 
     def __exit__(self, *exc):
-        after = counters.snapshot()
-        self.delta = {
-            k: v - self._before.get(k, 0) for k, v in after.items() if v != self._before.get(k, 0)
-        }
+        self.deltas.__exit__(*exc)
 
     @property
     def n(self) -> int:
-        return self.delta.get("metastore.round_trips", 0)
+        return self.deltas["metastore.round_trips"]
 
     def __getitem__(self, name: str) -> int:
-        return self.delta.get(f"metastore_cache.{name}", 0)
+        return self.deltas[f"metastore_cache.{name}"]
 
 
 @pytest.fixture
@@ -649,12 +647,12 @@ def test_a_failed_connection_is_replaced_once_and_other_errors_are_not(metastore
 
     try:
         cached_metastore_for(settings, start=False)
-        before = counters.snapshot().get("metastore_cache.reconnects", 0)
+        reconnects = CounterDeltas()
         _, parts = with_cached_metastore(settings, flaky)
         assert values_of(parts) == ["a", "b"]
         assert len(caches) == 2 and caches[0] is not caches[1]
         assert cached_metastore_for(settings) is caches[1]  # the new one is kept
-        assert counters.snapshot()["metastore_cache.reconnects"] == before + 1
+        assert reconnects["metastore_cache.reconnects"] == 1
 
         def recreated(cache):
             caches.append(cache)
@@ -688,16 +686,12 @@ def test_the_background_refresher_counts_its_round_trips_apart(writer, make_cach
     a query's count stays exact while the cache refreshes in the background."""
     new_table(writer)
     cache = make_cache(**{"hive.metastore-refresh-interval": "10ms"})
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     cache.start()
     with cache.refreshed:
         assert cache.refreshed.wait_for(lambda: cache.refreshes >= 3, timeout=30)
     cache.stop()
-    after = counters.snapshot()
-    trips = {
-        k: after.get(k, 0) - before.get(k, 0)
-        for k in ("metastore.round_trips", "metastore.refresh_round_trips")
-    }
+    trips = {k: deltas[k] for k in ("metastore.round_trips", "metastore.refresh_round_trips")}
     assert trips == {"metastore.round_trips": 0, "metastore.refresh_round_trips": cache.refreshes}
     with Trips() as t:
         cache.refresh()  # called directly, it is counted like any statement

@@ -14,29 +14,12 @@ from raptorx_py.cache.footer_cache import FileIdentity, FooterCache, footer_cach
 from raptorx_py.config import load_settings
 from raptorx_py.config.loader import with_overrides
 from raptorx_py.errors import CorruptFileError
-from raptorx_py.metrics import counters
 from raptorx_py.storage.parquet_files import open_parquet, read_metadata
+from tests.counter_deltas import CounterDeltas
+from tests.fake_clock import FakeClock
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOCAL = fsspec.filesystem("file")
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-
-class Counts:
-    """Counter deltas of this process since construction."""
-
-    def __init__(self):
-        self.before = counters.snapshot()
-
-    def __getitem__(self, name):
-        return counters.snapshot().get(name, 0) - self.before.get(name, 0)
 
 
 def write_file(path, n=3, extra_columns=0):
@@ -79,7 +62,7 @@ def disk_entries(directory):
 
 def test_memory_hit_returns_the_same_footer_without_reading(tmp_path):
     path = write_file(tmp_path / "a.parquet")
-    cache, load, c = FooterCache(None, max_bytes=1 << 20, ttl=60), Loader(path), Counts()
+    cache, load, c = FooterCache(None, max_bytes=1 << 20, ttl=60), Loader(path), CounterDeltas()
     first = cache.get_or_load(identity(path), load)
     second = cache.get_or_load(identity(path), load)
     assert second is first and load.calls == 1
@@ -96,7 +79,7 @@ def test_disk_hit_from_another_instance(tmp_path):
         identity(path), Loader(path)
     )
     assert len(disk_entries(d)) == 1
-    c = Counts()
+    c = CounterDeltas()
     other = FooterCache(str(d), max_bytes=1 << 20, ttl=60)  # another process's cache
     md = other.get_or_load(identity(path), refuse)
     assert md.equals(original) and md.metadata == original.metadata  # schema + ARROW:schema
@@ -144,7 +127,7 @@ def test_identity_change_is_a_miss(tmp_path, change):
         "mtime": FileIdentity.of("s3://b/a.parquet", size, mtime=2.0),
         "size": FileIdentity.of("s3://b/a.parquet", size + 1, etag="e1"),
     }[change]
-    c = Counts()
+    c = CounterDeltas()
     cache.get_or_load(before, load)
     cache.get_or_load(after, load)
     assert load.calls == 2 and c["footer_cache.misses"] == 2
@@ -154,7 +137,7 @@ def test_identity_change_is_a_miss(tmp_path, change):
 def test_file_without_version_is_never_cached(tmp_path):
     path = write_file(tmp_path / "a.parquet")
     cache = FooterCache(str(tmp_path / "f"), max_bytes=1 << 20, ttl=60)
-    load, c = Loader(path), Counts()
+    load, c = Loader(path), CounterDeltas()
     ident = FileIdentity.of(f"file://{path}", os.path.getsize(path))
     assert not ident.cacheable
     cache.get_or_load(ident, load)
@@ -169,7 +152,7 @@ def test_memory_is_lru_by_bytes(tmp_path):
     probe = FooterCache(None, max_bytes=1 << 20, ttl=60)
     probe.get_or_load(identity(paths[0]), Loader(paths[0]))
     one = probe.memory_bytes  # the four footers have the same size
-    cache, c = FooterCache(None, max_bytes=int(one * 2.5), ttl=60), Counts()
+    cache, c = FooterCache(None, max_bytes=int(one * 2.5), ttl=60), CounterDeltas()
     cache.get_or_load(identity(paths[0]), loads[0])
     cache.get_or_load(identity(paths[1]), loads[1])
     cache.get_or_load(identity(paths[0]), loads[0])  # 0 is now more recent than 1
@@ -186,8 +169,8 @@ def test_memory_is_lru_by_bytes(tmp_path):
 
 def test_ttl_counts_from_the_last_access(tmp_path):
     path = write_file(tmp_path / "a.parquet")
-    clock, load = Clock(), Loader(path)
-    cache, c = FooterCache(None, max_bytes=1 << 20, ttl=100, clock=clock), Counts()
+    clock, load = FakeClock(0.0), Loader(path)
+    cache, c = FooterCache(None, max_bytes=1 << 20, ttl=100, clock=clock), CounterDeltas()
     cache.get_or_load(identity(path), load)
     for t in (60, 120, 180):  # each access is within 100 s of the previous one
         clock.now = t
@@ -200,7 +183,7 @@ def test_ttl_counts_from_the_last_access(tmp_path):
 
 def test_expired_entries_are_dropped_when_others_are_stored(tmp_path):
     a, b = write_file(tmp_path / "a.parquet"), write_file(tmp_path / "b.parquet")
-    clock = Clock()
+    clock = FakeClock(0.0)
     cache = FooterCache(None, max_bytes=1 << 20, ttl=10, clock=clock)
     cache.get_or_load(identity(a), Loader(a))
     clock.now = 11
@@ -247,7 +230,7 @@ def test_loader_errors_from_pyarrow_become_corrupt_file_errors(tmp_path):
 def test_footer_larger_than_the_listed_file_is_served_not_cached(tmp_path):
     path = write_file(tmp_path / "a.parquet")
     cache = FooterCache(str(tmp_path / "f"), max_bytes=1 << 20, ttl=60)
-    load, c = Loader(path), Counts()
+    load, c = Loader(path), CounterDeltas()
     wrong = FileIdentity.of("s3://b/a.parquet", 10, etag="x")  # listed before a rewrite
     assert cache.get_or_load(wrong, load).num_rows == 3
     assert cache.get_or_load(wrong, load).num_rows == 3
@@ -289,7 +272,7 @@ def test_corrupt_disk_entry_is_a_counted_miss(tmp_path, damage):
         }[damage]
     with open(entry, "wb") as f:
         f.write(bad)
-    load, c = Loader(path), Counts()
+    load, c = Loader(path), CounterDeltas()
     md = FooterCache(str(d), max_bytes=1 << 20, ttl=60).get_or_load(identity(path), load)
     assert md.num_rows == 3 and load.calls == 1
     assert (c["footer_cache.corrupt_entries"], c["footer_cache.misses"]) == (1, 1)
@@ -321,7 +304,7 @@ def test_disk_fault_after_start_is_counted_not_raised(tmp_path, caplog):
     shutil.rmtree(d)
     d.write_text("the directory was replaced by a file")
     paths = [write_file(tmp_path / f"{i}.parquet") for i in range(2)]
-    c = Counts()
+    c = CounterDeltas()
     with caplog.at_level(logging.WARNING, logger="raptorx_py.cache.footer_cache"):
         for p in paths:
             assert cache.get_or_load(identity(p), Loader(p)).num_rows == 3
@@ -335,7 +318,7 @@ def test_disk_size_is_bounded_least_recently_used_first(tmp_path):
     FooterCache(str(d), max_bytes=1 << 20, ttl=60).get_or_load(identity(paths[0]), Loader(paths[0]))
     one = os.path.getsize(disk_entries(d)[0])
     bound = int(one * 3.5)
-    cache, c = FooterCache(str(d), max_bytes=1 << 20, ttl=60, max_disk_bytes=bound), Counts()
+    cache, c = FooterCache(str(d), max_bytes=1 << 20, ttl=60, max_disk_bytes=bound), CounterDeltas()
     for i, p in enumerate(paths):
         cache.get_or_load(identity(p), Loader(p))
         # Make recency explicit (file mtimes are the cross-process LRU order).

@@ -19,8 +19,8 @@ from raptorx_py.datasource.aggregation import Aggregate, PushedAggregation
 from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.planner import Split
 from raptorx_py.metastore.model import Column, Table
-from raptorx_py.metrics import counters
 from raptorx_py.predicates import Comparison
+from tests.counter_deltas import CounterDeltas
 
 SCHEMA = pa.schema([pa.field("x", pa.int64()), pa.field("s", pa.string())])
 KEY = b"k" * 20
@@ -40,19 +40,13 @@ def cache(tmp_path, **kw) -> FragmentCache:
     return FragmentCache(str(tmp_path / "fragments"), **{**args, **kw})
 
 
-def delta(before: dict[str, int]) -> dict[str, int]:
-    now = counters.snapshot()
-    return {k: now.get(k, 0) - before.get(k, 0) for k in now if now.get(k, 0) != before.get(k, 0)}
-
-
 def test_a_stored_result_comes_back_equal(tmp_path):
     c = cache(tmp_path)
-    before = counters.snapshot()
+    d = CounterDeltas()
     assert c.get(KEY) is None
     assert c.put(KEY, SCHEMA, batches())
     got = c.get(KEY)
     assert pa.Table.from_batches(got) == pa.Table.from_batches(batches())
-    d = delta(before)
     assert (d["fragment_cache.misses"], d["fragment_cache.stores"], d["fragment_cache.hits"]) == (
         1,
         1,
@@ -85,9 +79,9 @@ def test_a_damaged_entry_is_a_miss_deleted_and_counted(tmp_path, damage):
             f.write(bytes([byte[0] ^ 0xFF]))
         else:
             f.truncate(os.path.getsize(path) // 2)
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert c.get(KEY) is None
-    assert delta(before)["fragment_cache.corrupt"] == 1
+    assert deltas["fragment_cache.corrupt"] == 1
     assert len(c) == 0  # deleted: the next read recomputes and may store it again
     assert c.put(KEY, SCHEMA, batches()) and c.get(KEY) is not None
 
@@ -97,24 +91,24 @@ def test_an_entry_under_another_key_is_not_served(tmp_path):
     c = cache(tmp_path)
     c.put(KEY, SCHEMA, batches())
     c._cache.set(OTHER.hex(), c._cache.get(KEY.hex()))
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert c.get(OTHER) is None
-    assert delta(before)["fragment_cache.corrupt"] == 1
+    assert deltas["fragment_cache.corrupt"] == 1
 
 
 def test_a_result_over_the_entry_limit_is_not_stored(tmp_path):
     c = cache(tmp_path, max_entry_bytes=1000)
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert not c.put(KEY, SCHEMA, batches())
-    assert delta(before)["fragment_cache.too_large"] == 1 and len(c) == 0
+    assert deltas["fragment_cache.too_large"] == 1 and len(c) == 0
 
 
 def test_a_full_cache_stores_nothing_more(tmp_path):
     c = cache(tmp_path, max_entries=2)
     assert c.put(b"a" * 20, SCHEMA, batches(10)) and c.put(b"b" * 20, SCHEMA, batches(10))
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert not c.put(b"c" * 20, SCHEMA, batches(10))
-    assert delta(before)["fragment_cache.full"] == 1 and len(c) == 2
+    assert deltas["fragment_cache.full"] == 1 and len(c) == 2
 
 
 def test_the_size_limit_evicts_least_recently_used(tmp_path):
@@ -140,9 +134,9 @@ def assert_tier_off(directory) -> None:
             "fragment-result-cache.base-directory": str(directory),
         }
     )
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert fragment_cache_for(settings) is None
-    assert delta(before)["fragment_cache.unavailable"] == 1
+    assert deltas["fragment_cache.unavailable"] == 1
 
 
 def test_an_unusable_directory_turns_the_tier_off_without_failing(tmp_path):
@@ -262,15 +256,14 @@ def test_a_full_disk_stores_nothing_and_fails_nothing(tiny_disk):
     )
     assert c.put(KEY, SCHEMA, batches(100))  # small: inside the SQLite index
     _fill(tiny_disk)
-    before = counters.snapshot()
+    deltas = CounterDeltas()
     assert not c.put(OTHER, SCHEMA, batches())  # a value file: ENOSPC
     assert not c.put(b"s" * 20, SCHEMA, batches(100))  # a row: SQLite's "disk is full"
     # diskcache records a hit's access time (least-recently-used), so on a full disk a hit
     # fails too: computed instead, counted, never an exception; an absent key is a plain miss
     assert c.get(KEY) is None and c.get(OTHER) is None
-    d = delta(before)
-    assert (d["fragment_cache.errors"], d["fragment_cache.misses"]) == (3, 1)
-    assert "fragment_cache.stores" not in d
+    assert (deltas["fragment_cache.errors"], deltas["fragment_cache.misses"]) == (3, 1)
+    assert deltas["fragment_cache.stores"] == 0
     # nothing stored before is lost: with room again it is served
     os.remove(tiny_disk / "filler")
     assert pa.Table.from_batches(c.get(KEY)) == pa.Table.from_batches(batches(100))

@@ -18,24 +18,9 @@ from raptorx_py.cli import main
 from raptorx_py.config import load_settings
 from raptorx_py.config.loader import with_overrides
 from raptorx_py.metastore import open_metastore
-from raptorx_py.metrics import counters
 from raptorx_py.storage.hive_layout import list_data_files
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-
-class Counts:
-    def __init__(self):
-        self.before = counters.snapshot()
-
-    def __getitem__(self, name):
-        return counters.snapshot().get(name, 0) - self.before.get(name, 0)
+from tests.counter_deltas import CounterDeltas
+from tests.fake_clock import FakeClock
 
 
 class Lister:
@@ -90,7 +75,7 @@ def test_table_patterns(patterns, table, expected):
 
 
 def test_ineligible_table_is_listed_every_time_and_not_counted():
-    c, lister, n = cache(patterns="tpch.*"), Lister("s3://b/t/p=1"), Counts()
+    c, lister, n = cache(patterns="tpch.*"), Lister("s3://b/t/p=1"), CounterDeltas()
     for _ in range(2):
         assert len(get(c, lister.location, lister, table="sales.t")) == 2
     assert lister.calls == 2 and len(c) == 0
@@ -98,7 +83,7 @@ def test_ineligible_table_is_listed_every_time_and_not_counted():
 
 
 def test_sealed_partition_hits_open_partition_is_listed_every_time():
-    c, n = cache(), Counts()
+    c, n = cache(), CounterDeltas()
     sealed, open_ = Lister("s3://b/t/p=1"), Lister("s3://b/t/p=2")
     for _ in range(3):
         assert get(c, sealed.location, sealed) == (
@@ -117,7 +102,7 @@ def test_sealed_partition_hits_open_partition_is_listed_every_time():
 
 
 def test_unseal_and_alter_change_the_version():
-    c, lister, n = cache(), Lister("s3://b/t/p=1"), Counts()
+    c, lister, n = cache(), Lister("s3://b/t/p=1"), CounterDeltas()
     get(c, lister.location, lister)
     get(c, lister.location, lister)
     assert lister.calls == 1
@@ -141,7 +126,7 @@ def test_managed_table_version_is_the_write_id_state():
 
 
 def test_explicit_invalidation():
-    c, n = cache(), Counts()
+    c, n = cache(), CounterDeltas()
     a, b, other = Lister("s3://b/t/p=1"), Lister("s3://b/t/p=2"), Lister("s3://b/u/p=1")
     for lister in (a, b):
         get(c, lister.location, lister)
@@ -160,7 +145,7 @@ def test_explicit_invalidation():
 
 @pytest.mark.parametrize("how", ["location", "table", "clear"])
 def test_listing_invalidated_while_built_is_never_stored(how):
-    c, n = cache(), Counts()
+    c, n = cache(), CounterDeltas()
     location = "s3://b/t/p=1"
     invalidate = {
         "location": lambda: c.invalidate(location),
@@ -205,7 +190,7 @@ def test_filtered_view_never_replaces_the_whole_listing():
 
 
 def test_size_bound_is_lru_by_file_entries():
-    c, n = cache(max_files=5), Counts()
+    c, n = cache(max_files=5), CounterDeltas()
     a, b, d = (Lister(f"s3://b/t/p={i}") for i in range(3))
     get(c, a.location, a)
     get(c, b.location, b)
@@ -225,7 +210,7 @@ def test_size_bound_is_lru_by_file_entries():
 
 
 def test_expiry_counts_from_when_the_listing_was_stored():
-    clock, lister = Clock(), Lister("s3://b/t/p=1")
+    clock, lister = FakeClock(0.0), Lister("s3://b/t/p=1")
     c = cache(expire_seconds=100, clock=clock)
     get(c, lister.location, lister)
     clock.now = 99
@@ -241,7 +226,7 @@ def test_expiry_counts_from_when_the_listing_was_stored():
 
 def test_thread_safety_under_concurrent_lists_and_invalidations():
     rng = random.Random(7)
-    c, n = cache(max_files=40), Counts()
+    c, n = cache(max_files=40), CounterDeltas()
     locations = [f"s3://b/t/p={i}" for i in range(30)]
     calls = [(rng.choice(locations), rng.random() < 0.1) for _ in range(600)]
     barrier = threading.Barrier(4)
@@ -330,7 +315,7 @@ def test_cli_seal_errors_name_what_was_wrong(registered, capsys):
 def test_sealing_drives_the_listing_cache_end_to_end(registered):
     args, settings = registered
     fs = fsspec.filesystem("file")
-    c, n = cache(patterns="db.*"), Counts()
+    c, n = cache(patterns="db.*"), CounterDeltas()
 
     def plan():
         for p in partitions(settings).values():

@@ -27,8 +27,9 @@ from raptorx_py.metastore.locks import (
     unlock,
 )
 from raptorx_py.metastore.transactions import TxnAbortedError, TxnError
-from raptorx_py.metrics import counters
-from tests.unit.txn_helpers import FakeClock, open_ms
+from tests.counter_deltas import CounterDeltas
+from tests.fake_clock import FakeClock
+from tests.unit.txn_helpers import open_ms
 
 TIMEOUT = 300.0
 
@@ -275,13 +276,13 @@ def test_after_the_last_retry_the_error_names_the_holder(ms, clock, monkeypatch)
 
 def test_without_concurrency_locking_is_a_no_op(ms):
     take(ms, C(X, "db.t"))
-    before = counters.snapshot().get("metastore.round_trips", 0)
+    trips = CounterDeltas()
     lm = LockManager(ms, settings(concurrency=False), sleep=lambda s: pytest.fail("slept"))
     held = lm.acquire([C(X, "db.t")])
     held.heartbeat()
     held.release()
     assert held.lock_id is None
-    assert counters.snapshot().get("metastore.round_trips", 0) == before
+    assert trips["metastore.round_trips"] == 0
     assert len(show_locks(ms)) == 2  # the other client's db S + table X only
 
 

@@ -33,6 +33,8 @@ from raptorx_py.tables.rollback import abort_write
 from raptorx_py.tables.staging import staging_dir_name, staging_txn_id
 from raptorx_py.tables.task_files import write_task
 from raptorx_py.tables.write_job import begin_write
+from tests.counter_deltas import CounterDeltas
+from tests.fake_clock import FakeClock
 
 COLUMNS = [
     Column("id", "bigint"),
@@ -40,14 +42,6 @@ COLUMNS = [
     Column("day", "date"),
     Column("region", "string"),
 ]
-
-
-class Clock:
-    def __init__(self, start: float = 1_700_000_000.0):
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -61,7 +55,7 @@ def setup(tmp_path):
             "hive.txn.timeout": "60s",
         }
     )
-    clock = Clock()
+    clock = FakeClock()
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=60)
     yield settings, ms, clock, tmp_path
     ms.close()
@@ -374,7 +368,7 @@ def test_waiting_for_a_lock_keeps_the_writer_alive(tmp_path):
             "hive.txn.timeout": "60s",
         }
     )
-    clock = Clock()
+    clock = FakeClock()
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=60)
     job, files = write(settings, ms, [batch(range(4))])
     commit_write(ms, settings, job, files)
@@ -400,7 +394,6 @@ def test_listing_cache_keeps_raw_managed_listings_and_filters_by_snapshot(tmp_pa
     listing still reads only its own write ids; a commit changes the partition's version."""
     from raptorx_py.cache.listing_cache import listing_cache_for
     from raptorx_py.metastore.cached_store import QuerySnapshot
-    from raptorx_py.metrics import counters
 
     settings = load_settings(
         overrides={
@@ -431,9 +424,9 @@ def test_listing_cache_keeps_raw_managed_listings_and_filters_by_snapshot(tmp_pa
     commit_write(ms, settings, job, files)
     assert plan() == [0, 1, 2, 3, 10, 11]  # new versions: listed again, new delta seen
     # the old snapshot, planned after the commit, through the cached new listings: its rows
-    hits = counters.snapshot().get("listing_cache.hits", 0)
+    hits = CounterDeltas()
     assert plan(old) == [0, 1, 2, 3]
-    assert counters.snapshot().get("listing_cache.hits", 0) - hits == 2
+    assert hits["listing_cache.hits"] == 2
     ms.close()
 
 

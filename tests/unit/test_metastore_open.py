@@ -15,8 +15,9 @@ from raptorx_py.metastore import open_metastore
 from raptorx_py.metastore.cached_store import cached_metastore_for, close_cached_metastores
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.transactions import TxnAbortedError
-from raptorx_py.metrics import counters
-from tests.unit.txn_helpers import FakeClock, managed_table, open_ms
+from tests.counter_deltas import CounterDeltas
+from tests.fake_clock import FakeClock
+from tests.unit.txn_helpers import managed_table, open_ms
 
 
 # -- finding 6: the timeout belongs to the transaction ----------------------------------------
@@ -65,10 +66,10 @@ def held_write_lock(tmp_path):
 
 
 def test_open_and_read_succeed_while_another_connection_holds_the_write_lock(held_write_lock):
-    before = counters.snapshot().get("metastore.round_trips", 0)
+    trips = CounterDeltas()
     ms = Metastore(SqliteBackend(held_write_lock, create=False, busy_timeout=0.05))
     # The open is one SELECT of the schema version (no BEGIN, no DDL).
-    assert counters.snapshot()["metastore.round_trips"] - before == 1
+    assert trips["metastore.round_trips"] == 1
     with ms:
         assert ms.get_table("db", "t").name == "t"
         assert ms.get_valid_write_ids(["db.t"])["db.t"].high_watermark == 0

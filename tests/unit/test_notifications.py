@@ -11,7 +11,8 @@ from raptorx_py.metastore.notifications import (
     current_notification_id,
     get_notifications,
 )
-from tests.unit.txn_helpers import FakeClock, managed_table, open_ms, partition
+from tests.fake_clock import FakeClock
+from tests.unit.txn_helpers import managed_table, open_ms, partition
 
 
 @pytest.fixture

@@ -43,13 +43,13 @@ from raptorx_py.datasource.scan import read_split
 from raptorx_py.errors import FileChangedError
 from raptorx_py.metastore.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend
-from raptorx_py.metrics import counters
 from raptorx_py.predicates import Comparison
 from raptorx_py.storage.fs import _local_fs
 from raptorx_py.tables.commit import commit_write
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tables.task_files import write_task
 from raptorx_py.tables.write_job import begin_write
+from tests.counter_deltas import CounterDeltas
 
 COLUMNS = [Column("id", "bigint"), Column("v", "bigint"), Column("region", "string")]
 EXT_ROWS = 40  # rows per external file: a rewrite keeps the count (often the size too)
@@ -282,10 +282,9 @@ class Run:
 
 def _run(tmp_path, seed: int, ops: int) -> Run:
     run = Run(tmp_path, seed)
-    before = counters.snapshot()
-    for _ in range(ops):
-        run.step()
-    delta = {k: v - before.get(k, 0) for k, v in counters.snapshot().items()}
+    with CounterDeltas() as delta:
+        for _ in range(ops):
+            run.step()
     run.delta = delta
     return run
 

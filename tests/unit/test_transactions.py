@@ -19,9 +19,9 @@ from raptorx_py.metastore.transactions import (
     get_table_snapshots,
 )
 from raptorx_py.metastore.write_ids import ValidWriteIdList
-from raptorx_py.metrics import counters
+from tests.counter_deltas import CounterDeltas
+from tests.fake_clock import FakeClock
 from tests.unit.txn_helpers import (
-    FakeClock,
     allocate_in_process,
     managed_table,
     open_ms,
@@ -46,9 +46,9 @@ def ms(metastore_url, clock):
 
 
 def _round_trips(fn):
-    before = counters.snapshot().get("metastore.round_trips", 0)
+    trips = CounterDeltas()
     result = fn()
-    return result, counters.snapshot().get("metastore.round_trips", 0) - before
+    return result, trips["metastore.round_trips"]
 
 
 # -- lifecycle ----------------------------------------------------------------------------

@@ -7,19 +7,6 @@ from raptorx_py.metastore import MANAGED_TABLE, Column, Metastore, Partition, Ta
 from raptorx_py.metastore.store import backend_for_url
 
 
-class FakeClock:
-    """Seconds since the epoch that move only when told to."""
-
-    def __init__(self, start: float = 1_700_000_000.0):
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def open_ms(url: str, **kwargs) -> Metastore:
     return Metastore(backend_for_url(url), **kwargs)
 

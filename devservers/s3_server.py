@@ -9,8 +9,8 @@ module charges every S3 request a configurable latency before its first byte
 "this read issued 3 ranged GETs and no LIST" without timing anything.
 
 This module is the server side only.  Tests and benchmarks start, stop and query
-it through :class:`benchmarks.object_store.S3Endpoint`, which runs
-``python -m benchmarks.object_store serve`` (that is, :func:`serve`) in a child
+it through :class:`devservers.s3_endpoint.S3Endpoint`, which runs
+``python -m devservers.s3_endpoint serve`` (that is, :func:`serve`) in a child
 process.
 
 Contract
@@ -29,7 +29,7 @@ Contract
 
   ``GET  /_raptorx/health``                 -> ``{"ok": true, "pid": ...}``
   ``GET  /_raptorx/stats``                  -> counters, see
-                                               :meth:`benchmarks.object_store.S3Endpoint.stats`
+                                               :meth:`devservers.s3_endpoint.S3Endpoint.stats`
   ``POST /_raptorx/reset``                  -> zero all counters
   ``POST /_raptorx/latency?ms=20``          -> set the per-request latency (0 = off)
   ``POST /_raptorx/bandwidth?bytes_per_s=N`` -> set the bandwidth limit (0 = off)

@@ -3,12 +3,12 @@ the emulated S3 server (moto behind a latency/bandwidth-emulating, request-count
 middleware) in a child process.
 
 What the server emulates and counts, its control endpoints and request kinds, and
-the moto range patch are described in :mod:`benchmarks.s3_server`; this module is
+the moto range patch are described in :mod:`devservers.s3_server`; this module is
 the client handle tests and benchmarks use, and the command line.
 
 Contract
 --------
-* :class:`S3Endpoint` starts ``python -m benchmarks.object_store serve`` in a
+* :class:`S3Endpoint` starts ``python -m devservers.s3_endpoint serve`` in a
   child process bound to ``127.0.0.1`` on a port chosen by the OS, waits (bounded,
   default 30 s) until the server answers its health check, and raises
   :class:`EndpointStartError` with the server's log tail otherwise.  ``stop()``
@@ -23,9 +23,9 @@ Contract
   emulated latency switched off, for reports to state next to the emulated
   latency.
 
-Command line: ``python -m benchmarks.object_store serve [--latency-ms MS]
+Command line: ``python -m devservers.s3_endpoint serve [--latency-ms MS]
 [--bandwidth BYTES_PER_S] [--no-fast-range]`` runs the server in the foreground
-and prints its URL; ``python -m benchmarks.object_store probe --size-mb 200``
+and prints its URL; ``python -m devservers.s3_endpoint probe --size-mb 200``
 prints the ranged-GET cost with and without the range patch.
 """
 
@@ -46,7 +46,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from benchmarks.s3_server import (
+from devservers.s3_server import (
     ACCESS_KEY,
     CONTROL_PREFIX,
     DEFAULT_LATENCY_MS,
@@ -82,7 +82,7 @@ class S3Endpoint:
 
     ``latency_ms``: delay before each S3 request's first byte (0 = off).
     ``bandwidth``: response bytes per second (None/0 = unlimited).
-    ``fast_range``: install :func:`benchmarks.s3_server.install_range_patch` in the server process.
+    ``fast_range``: install :func:`devservers.s3_server.install_range_patch` in the server process.
     ``start_timeout``: seconds to wait for a healthy server before giving up.
     ``stop_timeout``: seconds ``stop()`` waits after SIGTERM (and after SIGKILL).
     ``python_executable``: interpreter that runs the server (default: this one).
@@ -146,7 +146,7 @@ class S3Endpoint:
         cmd = [
             self.python_executable,
             "-m",
-            "benchmarks.object_store",
+            "devservers.s3_endpoint",
             "serve",
             "--host",
             "127.0.0.1",
@@ -270,7 +270,7 @@ class S3Endpoint:
     def stats(self) -> dict[str, Any]:
         """Counters since the last reset.
 
-        Keys: ``requests`` and ``bytes`` (per kind, see :data:`benchmarks.s3_server.KINDS`),
+        Keys: ``requests`` and ``bytes`` (per kind, see :data:`devservers.s3_server.KINDS`),
         ``total_requests``, ``service_seconds`` (per kind, time spent inside moto),
         ``status`` (2xx/3xx/4xx/5xx counts), ``delayed_requests`` (requests that got
         an emulated delay), ``injected_delay_seconds``, ``max_concurrent``, and the
@@ -413,7 +413,7 @@ def _probe_cli(size_mb: int, repeats: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.object_store", description=__doc__.split("\n\n")[0]
+        prog="python -m devservers.s3_endpoint", description=__doc__.split("\n\n")[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p_serve = sub.add_parser("serve", help="run the endpoint until killed; prints its URL")
