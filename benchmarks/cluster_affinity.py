@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from devservers.cluster_tpch import CLUSTER_TPCH_DATABASE, load_cluster_tpch
+from devservers.local_metastore import CLUSTER_TPCH_DATABASE, load_cluster_tpch
 
 ROOT = Path(__file__).resolve().parents[1]
 STRATEGIES = ("SOFT_AFFINITY", "NO_PREFERENCE")

@@ -21,16 +21,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from devservers.cluster_tpch import (
+from devservers.local_metastore import (
     CLUSTER_TPCH_DATABASE,
     load_cluster_tpch,
     local_metastore_properties,
+    register_table,
 )
 from raptorx_py import native
-from raptorx_py.config import load_settings
-from raptorx_py.metastore import open_metastore
 from raptorx_py.scheduling.affinity import assignment, parse_executors
-from raptorx_py.table_registration import register_external_table
 
 pytest_plugins = ["tests.cluster_fixtures"]
 pytestmark = [
@@ -53,9 +51,7 @@ def small_table(tmp_path_factory):
             pa.table({"x": pa.array(range(i * ROWS, (i + 1) * ROWS), pa.int64())}),
             data / f"part-{i:03d}.parquet",
         )
-    settings = load_settings(overrides=props)
-    with open_metastore(settings, create=True) as ms:
-        register_external_table(ms, settings, "aff.t", f"file://{data}")
+    register_table(props, "aff.t", f"file://{data}")
     return props, sorted(f"file://{p}" for p in data.glob("*.parquet"))
 
 

@@ -1,8 +1,8 @@
-"""TPC-H loaded for a run on the standalone cluster (``devservers.standalone_cluster``): a
-SQLite metastore, a local warehouse and a metrics directory under one directory, and the
-database the cluster driver's ``tpch`` spec reads (``devservers.cluster_driver``).
-
-Shared by ``benchmarks.cluster_affinity`` and the cluster test, so both load the same way."""
+"""A SQLite metastore with its warehouse and metrics under one local directory, as the
+benchmarks and the cluster tests set one up: its properties, one external table registered
+in it, and TPC-H loaded into it for a run on the standalone cluster
+(``devservers.standalone_cluster``; the database the cluster driver's ``tpch`` spec reads,
+``devservers.cluster_driver``)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,22 @@ def local_metastore_properties(root: Path) -> dict[str, str]:
         "hive.metastore.warehouse.dir": str(root / "warehouse"),
         "metrics.directory": str(root / "metrics"),
     }
+
+
+def register_table(
+    properties: dict[str, str], qualified_name: str, url: str, *, sealed: bool = False
+) -> None:
+    """Register ``url`` as the external table ``qualified_name`` (and its database) in the
+    metastore of ``properties``, created when missing; ``sealed`` as in
+    ``register_external_table``."""
+    # Deferred: table_registration imports pyarrow, which a benchmark's --help need not load.
+    from raptorx_py.config import load_settings
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.table_registration import register_external_table
+
+    settings = load_settings(overrides=properties)
+    with open_metastore(settings, create=True) as ms:
+        register_external_table(ms, settings, qualified_name, url, sealed=sealed)
 
 
 def load_cluster_tpch(scale: float, root: Path, *, work_dir: str) -> dict[str, str]:
