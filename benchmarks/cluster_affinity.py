@@ -38,6 +38,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from devservers.local_metastore import CLUSTER_TPCH_DATABASE, load_cluster_tpch
+
 ROOT = Path(__file__).resolve().parents[1]
 STRATEGIES = ("SOFT_AFFINITY", "NO_PREFERENCE")
 DRIVER_TIMEOUT_S = 3600
@@ -72,27 +74,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def load(scale: float, work: Path) -> tuple[dict[str, str], str]:
     """TPC-H loaded into a fresh metastore under ``work/affinity``; its properties and the
     generated data's directory (for DuckDB)."""
-    from raptorx_py.config import load_settings
-    from raptorx_py.tpch.load import load_tpch
-
-    root = work / "affinity"
-    root.mkdir(parents=True, exist_ok=True)
-    db = root / "metastore.db"
-    if db.exists():
-        db.unlink()
-    props = {
-        "hive.metastore.url": f"sqlite:///{db}",
-        "hive.metastore.warehouse.dir": str(root / "warehouse"),
-        "metrics.directory": str(root / "metrics"),
-    }
-    load_tpch(
-        scale,
-        str(root / "warehouse"),
-        load_settings(overrides=props),
-        database="tpch_cluster",
-        work_dir=str(work / "tpch"),
-        progress=False,
-    )
+    props = load_cluster_tpch(scale, work / "affinity", work_dir=str(work / "tpch"))
     return props, str(work / "tpch" / f"sf{scale:g}")
 
 
@@ -136,7 +118,7 @@ def run_strategy(
             "spark.sql.shuffle.partitions": str(2 * args.workers),
         },
         "tpch": {
-            "database": "tpch_cluster",
+            "database": CLUSTER_TPCH_DATABASE,
             "scale": args.scale,
             "queries": queries,
             "passes": ["cold", "warm"],

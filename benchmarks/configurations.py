@@ -8,13 +8,22 @@ outside the timed section, e.g. to empty the caches for a "cold" configuration.
 The runner re-registers a configuration's views before each of its runs, because all
 configurations share the session (and so the view names) and runs are interleaved.
 
-Adding one is a few lines, e.g. the cold cache configuration::
+Adding one is a few lines, e.g. a configuration reading the local copy with one property
+overridden::
 
     register(Configuration(
-        name="tiered-hive-s3-cold",
-        description="tiered_hive over the emulated S3, all caches on, emptied before each run",
-        register_views=tiered_cached_views("tiered-hive-s3-cold", fresh_per_run=True),
-        prepare=empty_cache_root("tiered-hive-s3-cold", every_run=True),
+        name="tiered-hive-local-noagg",
+        description="tiered_hive on the local files, aggregation pushdown off",
+        register_views=tiered_local_views(
+            native=True, options={"hive.aggregation-pushdown-enabled": "false"}
+        ),
+    ))
+
+and a cached one over the emulated S3 names itself once::
+
+    register(tiered_cached_configuration(
+        "tiered-hive-s3-cold", "tiered_hive over the emulated S3, all caches on, emptied "
+        "before each run", cold=True,
     ))
 
 The first configuration named on the command line (by default the first registered) is the
@@ -283,6 +292,23 @@ def empty_cache_root(name: str, *, every_run: bool) -> Callable[[BenchContext], 
     return prepare
 
 
+def tiered_cached_configuration(
+    name: str, description: str, *, cold: bool, fragments: bool = False
+) -> Configuration:
+    """The configuration ``name``: tiered_hive over the emulated S3 with every storage tier
+    (and with ``fragments``, the fragment result cache) caching under ``cache_root(ctx,
+    name)``. ``cold``: every run reads through caches no earlier run filled; otherwise the
+    caches are emptied before the first run only and kept between runs (warm)."""
+    caches = "listing, footer, block" + (", fragment result" if fragments else "")
+    return Configuration(
+        name=name,
+        description=description,
+        register_views=tiered_cached_views(name, fresh_per_run=cold, fragments=fragments),
+        prepare=empty_cache_root(name, every_run=cold),
+        details={"caches": caches, "state": "cold" if cold else "warm"},
+    )
+
+
 def clear_directories(*property_names: str) -> Callable[[BenchContext], None]:
     """A ``prepare`` hook emptying the directories named by these properties (for "cold"
     runs). A property that is unset is an error: a cold run that clears nothing is wrong."""
@@ -351,37 +377,30 @@ register(
 )
 
 register(
-    Configuration(
-        name="tiered-hive-s3-cold",
-        description="tiered_hive over the emulated S3, all three storage tiers on (listings of "
-        "sealed partitions, footers, 1 MiB blocks), every cache empty before each run",
-        register_views=tiered_cached_views("tiered-hive-s3-cold", fresh_per_run=True),
-        prepare=empty_cache_root("tiered-hive-s3-cold", every_run=True),
-        details={"caches": "listing, footer, block", "state": "cold"},
+    tiered_cached_configuration(
+        "tiered-hive-s3-cold",
+        "tiered_hive over the emulated S3, all three storage tiers on (listings of sealed "
+        "partitions, footers, 1 MiB blocks), every cache empty before each run",
+        cold=True,
     )
 )
 
 register(
-    Configuration(
-        name="tiered-hive-s3-warm",
-        description="tiered_hive over the emulated S3, all three storage tiers on, caches kept "
-        "between runs (the warm-up run fills them)",
-        register_views=tiered_cached_views("tiered-hive-s3-warm", fresh_per_run=False),
-        prepare=empty_cache_root("tiered-hive-s3-warm", every_run=False),
-        details={"caches": "listing, footer, block", "state": "warm"},
+    tiered_cached_configuration(
+        "tiered-hive-s3-warm",
+        "tiered_hive over the emulated S3, all three storage tiers on, caches kept between runs "
+        "(the warm-up run fills them)",
+        cold=False,
     )
 )
 
 register(
-    Configuration(
-        name="tiered-hive-s3-warm-fragments",
-        description="tiered_hive over the emulated S3, the three storage tiers and the fragment "
-        "result cache on, caches kept between runs (the warm-up run fills them)",
-        register_views=tiered_cached_views(
-            "tiered-hive-s3-warm-fragments", fresh_per_run=False, fragments=True
-        ),
-        prepare=empty_cache_root("tiered-hive-s3-warm-fragments", every_run=False),
-        details={"caches": "listing, footer, block, fragment result", "state": "warm"},
+    tiered_cached_configuration(
+        "tiered-hive-s3-warm-fragments",
+        "tiered_hive over the emulated S3, the three storage tiers and the fragment result "
+        "cache on, caches kept between runs (the warm-up run fills them)",
+        cold=False,
+        fragments=True,
     )
 )
 

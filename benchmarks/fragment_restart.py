@@ -33,6 +33,8 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+from devservers.local_metastore import local_metastore_properties, register_table
+
 ROOT = Path(__file__).resolve().parents[1]
 QUERY = (
     "SELECT sum(l_extendedprice * l_discount) AS revenue FROM {view} "
@@ -151,9 +153,6 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(app(json.loads(args.app))))
         return 0
 
-    from raptorx_py.config import load_settings
-    from raptorx_py.metastore import open_metastore
-    from raptorx_py.tables.table_registration import register_external_table
     from raptorx_py.tpch.generate import format_scale, generate_tpch
 
     out = Path(args.out).resolve()
@@ -165,14 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(root, ignore_errors=True)
     lineitem = root / "lineitem"
     shutil.copytree(data / "lineitem", lineitem)  # a copy: this benchmark rewrites a file
-    props = {
-        "hive.metastore.url": f"sqlite:///{root / 'metastore.db'}",
-        "hive.metastore.warehouse.dir": str(root / "warehouse"),
-        "metrics.directory": str(root / "metrics"),
-    }
-    settings = load_settings(overrides=props)
-    with open_metastore(settings, create=True) as ms:
-        register_external_table(ms, settings, "fr.lineitem", f"file://{lineitem}", sealed=True)
+    props = local_metastore_properties(root)
+    register_table(props, "fr.lineitem", f"file://{lineitem}", sealed=True)
     spec = {"properties": props, "lineitem": str(lineitem), "fragments": str(root / "fragments")}
     before = duckdb_answer(str(lineitem))
     first = run_app({**spec, "phase": "first"})

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from raptorx_py.config import build_settings
 from raptorx_py.metastore.store import Metastore, backend_for_url
 from raptorx_py.metrics import counters
-from raptorx_py.table_registration import register_external_table
+from raptorx_py.tables.table_registration import register_external_table
 
 ROUND_TRIPS = "metastore.round_trips"
 

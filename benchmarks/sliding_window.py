@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from devservers.local_metastore import local_metastore_properties, register_table
+
 ROOT = Path(__file__).resolve().parents[1]
 QUERY = (
     "SELECT l_returnflag, sum(l_extendedprice * (1 - l_discount)) AS revenue, count(*) "
@@ -47,10 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from raptorx_py import tiered_session
-    from raptorx_py.config import load_settings
-    from raptorx_py.metastore import open_metastore
     from raptorx_py.metrics import MetricsSink, diff, flush
-    from raptorx_py.tables.table_registration import register_external_table
     from raptorx_py.tpch.generate import format_scale, generate_tpch
     from raptorx_py.tpch.oracle import spark_rows
 
@@ -62,16 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     generate_tpch(args.scale, str(data))
     root = work / "sliding-window"
     shutil.rmtree(root, ignore_errors=True)
-    props = {
-        "hive.metastore.url": f"sqlite:///{root / 'metastore.db'}",
-        "hive.metastore.warehouse.dir": str(root / "warehouse"),
-        "metrics.directory": str(root / "metrics"),
-    }
-    settings = load_settings(overrides=props)
-    with open_metastore(settings, create=True) as ms:
-        register_external_table(
-            ms, settings, "sw.lineitem", f"file://{data / 'lineitem'}", sealed=True
-        )
+    props = local_metastore_properties(root)
+    register_table(props, "sw.lineitem", f"file://{data / 'lineitem'}", sealed=True)
     spark = tiered_session(properties=props, app_name="raptorx-sliding-window")
     fragments = str(root / "fragments")
     spark.read.format("tiered_hive").option("fragment-result-cache.enabled", "true").option(

@@ -31,6 +31,22 @@ _DECIMAL_RE = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 MAX_DECIMAL_PRECISION = 38
 
 
+#: The Arrow types that map to one Hive type whatever their parameters: the pyarrow
+#: predicates recognising them, and that Hive type.
+_ONE_HIVE_TYPE = (
+    ((pa.types.is_int8,), "tinyint"),
+    ((pa.types.is_int16,), "smallint"),
+    ((pa.types.is_int32,), "int"),
+    ((pa.types.is_int64,), "bigint"),
+    ((pa.types.is_float32,), "float"),
+    ((pa.types.is_float64,), "double"),
+    ((pa.types.is_boolean,), "boolean"),
+    ((pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view), "string"),
+    ((pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view), "binary"),
+    ((pa.types.is_date32, pa.types.is_date64), "date"),
+)
+
+
 def arrow_to_hive(t: pa.DataType, column: str = "?", physical_type: str | None = None) -> str:
     """The Hive type for an Arrow type found in a Parquet file, as Spark's Parquet reader
     types it.
@@ -41,26 +57,9 @@ def arrow_to_hive(t: pa.DataType, column: str = "?", physical_type: str | None =
     ``timestamp``, without ``timestamp_ntz``. Nanosecond timestamps and decimals wider than
     38 digits are refused (Spark's reader refuses them too), naming the column.
     """
-    if pa.types.is_int8(t):
-        return "tinyint"
-    if pa.types.is_int16(t):
-        return "smallint"
-    if pa.types.is_int32(t):
-        return "int"
-    if pa.types.is_int64(t):
-        return "bigint"
-    if pa.types.is_float32(t):
-        return "float"
-    if pa.types.is_float64(t):
-        return "double"
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return "binary"
-    if pa.types.is_date32(t) or pa.types.is_date64(t):
-        return "date"
+    for arrow_kinds, hive_type in _ONE_HIVE_TYPE:
+        if any(is_kind(t) for is_kind in arrow_kinds):
+            return hive_type
     if pa.types.is_timestamp(t):
         if physical_type == "INT96":
             return "timestamp"

@@ -164,13 +164,22 @@ def may_match(p: Predicate, stats: dict[str, ColumnStats], row_count: int | None
         return True
 
 
+def _negated_null_test(child: Predicate) -> Predicate | None:
+    """``NOT child`` as a null test when ``child`` is one (``NOT IS NULL`` is ``IS NOT
+    NULL`` and the other way round); None for any other ``child``."""
+    if isinstance(child, IsNull):
+        return IsNotNull(child.column)
+    if isinstance(child, IsNotNull):
+        return IsNull(child.column)
+    return None
+
+
 def _may_match(p: Predicate, stats: dict[str, ColumnStats], row_count: int | None) -> bool:
     if isinstance(p, Not):
         child = p.child
-        if isinstance(child, IsNull):
-            return _may_match(IsNotNull(child.column), stats, row_count)
-        if isinstance(child, IsNotNull):
-            return _may_match(IsNull(child.column), stats, row_count)
+        null_test = _negated_null_test(child)
+        if null_test is not None:
+            return _may_match(null_test, stats, row_count)
         if isinstance(child, Comparison) and child.op == "=":
             s = stats.get(child.column)
             # every non-null value equals v: "not (x = v)" holds for none of them.
@@ -230,10 +239,9 @@ def _all_null(s: ColumnStats, row_count: int | None) -> bool:
 def _always_true(p: Predicate, stats: dict[str, ColumnStats], row_count: int | None) -> bool:
     if isinstance(p, Not):
         child = p.child
-        if isinstance(child, IsNull):
-            return _always_true(IsNotNull(child.column), stats, row_count)
-        if isinstance(child, IsNotNull):
-            return _always_true(IsNull(child.column), stats, row_count)
+        null_test = _negated_null_test(child)
+        if null_test is not None:
+            return _always_true(null_test, stats, row_count)
         if isinstance(child, Not):  # NOT NOT c is TRUE exactly where c is (and null where c is)
             return _always_true(child.child, stats, row_count)
         s = stats.get(child.column)

@@ -23,6 +23,7 @@ import fsspec
 from fsspec.spec import AbstractBufferedFile
 
 from raptorx_py.cache.block_store import BlockStore
+from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.errors import FileChangedError, translate_storage_error
 from raptorx_py.metrics import counters
 from raptorx_py.storage.file_versions import (
@@ -494,8 +495,7 @@ def _runs(indexes: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
-_registry: dict[tuple, BlockCacheFileSystem] = {}
-_registry_lock = threading.Lock()
+_registry: ProcessRegistry[BlockCacheFileSystem] = ProcessRegistry()
 
 
 def block_cache_for(settings, target: fsspec.AbstractFileSystem):
@@ -518,16 +518,15 @@ def block_cache_for(settings, target: fsspec.AbstractFileSystem):
         id(target),
         settings.cache_group_shared,
     )
-    with _registry_lock:
-        fs = _registry.get(key)
+    return _registry.get(
+        key,
+        lambda: BlockCacheFileSystem(
+            target,
+            directory,
+            block_size=settings.cache_block_size,
+            max_size=settings.cache_max_size,
+            group_shared=settings.cache_group_shared,
+        ),
         # The registry holds the target, so its id cannot be reused while the entry exists.
-        if fs is None or fs.target is not target:
-            fs = BlockCacheFileSystem(
-                target,
-                directory,
-                block_size=settings.cache_block_size,
-                max_size=settings.cache_max_size,
-                group_shared=settings.cache_group_shared,
-            )
-            _registry[key] = fs
-        return fs
+        reuse=lambda fs: fs.target is target,
+    )

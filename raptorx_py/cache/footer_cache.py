@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from raptorx_py.cache import cache_files
+from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.errors import RaptorxError, translate_storage_error
 from raptorx_py.metrics import counters
 from raptorx_py.storage.parquet_files import parquet_read_error
@@ -467,8 +468,7 @@ class FooterCache:
 
 
 # -- one cache per process ----------------------------------------------------------------
-_caches: dict[str, FooterCache] = {}
-_caches_lock = threading.Lock()
+_caches: ProcessRegistry[FooterCache] = ProcessRegistry()
 
 
 def footer_cache_directory(settings) -> str:
@@ -493,19 +493,16 @@ def footer_cache_for(settings) -> FooterCache | None:
         settings.cache_max_size,
         settings.cache_group_shared,
     )
-    with _caches_lock:
-        cache = _caches.get(directory)
-        if (
-            cache is None
-            or (cache.max_bytes, cache.ttl, cache.max_disk_bytes, cache.file_mode == 0o660)
-            != limits
-        ):
-            cache = FooterCache(
-                directory,
-                max_bytes=limits[0],
-                ttl=limits[1],
-                max_disk_bytes=limits[2],
-                group_shared=settings.cache_group_shared,
-            )
-            _caches[directory] = cache
-        return cache
+    return _caches.get(
+        directory,
+        lambda: FooterCache(
+            directory,
+            max_bytes=limits[0],
+            ttl=limits[1],
+            max_disk_bytes=limits[2],
+            group_shared=settings.cache_group_shared,
+        ),
+        reuse=lambda cache: (
+            (cache.max_bytes, cache.ttl, cache.max_disk_bytes, cache.file_mode == 0o660) == limits
+        ),
+    )

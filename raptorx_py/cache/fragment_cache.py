@@ -36,13 +36,13 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import threading
 from collections.abc import Iterable
 
 import diskcache
 import pyarrow as pa
 
 from raptorx_py.cache.cache_files import keyed_digest, load_secret, make_dirs, modes, touch
+from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.metrics import counters
 
 log = logging.getLogger(__name__)
@@ -160,9 +160,10 @@ class FragmentCache:
         self._cache.close()
 
 
-_caches: dict[tuple, FragmentCache] = {}
+_caches: ProcessRegistry[FragmentCache] = ProcessRegistry()
+#: The directories whose failure to open was logged (once each); guarded by the registry,
+#: which opens one cache at a time.
 _unavailable: set[str] = set()
-_lock = threading.Lock()
 
 
 def fragment_cache_directory(settings) -> str:
@@ -185,12 +186,10 @@ def fragment_cache_for(settings) -> FragmentCache | None:
         settings.fragment_cache_ttl,
         settings.cache_group_shared,
     )
-    with _lock:
-        cache = _caches.get(key)
-        if cache is not None:
-            return cache
+
+    def open_cache() -> FragmentCache | None:
         try:
-            cache = FragmentCache(
+            return FragmentCache(
                 directory,
                 max_bytes=settings.fragment_cache_max_size,
                 max_entries=settings.fragment_cache_max_entries,
@@ -208,5 +207,5 @@ def fragment_cache_for(settings) -> FragmentCache | None:
                     e,
                 )
             return None
-        _caches[key] = cache
-        return cache
+
+    return _caches.get(key, open_cache)

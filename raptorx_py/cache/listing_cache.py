@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.metastore.table_parameters import SEALED_PARAM
 from raptorx_py.metrics import counters
 
@@ -273,8 +274,7 @@ def _select(files: tuple, where: Callable[[Any], bool] | None) -> tuple:
 
 
 # -- one cache per process and configuration --------------------------------------------
-_caches: dict[tuple, ListingCache] = {}
-_caches_lock = threading.Lock()
+_caches: ProcessRegistry[ListingCache] = ProcessRegistry()
 
 
 def listing_cache_for(settings) -> ListingCache | None:
@@ -288,8 +288,4 @@ def listing_cache_for(settings) -> ListingCache | None:
     if not patterns:
         return None
     key = (patterns, settings.file_status_cache_size, settings.file_status_cache_expire_time)
-    with _caches_lock:
-        cache = _caches.get(key)
-        if cache is None:
-            cache = _caches[key] = ListingCache(patterns, max_files=key[1], expire_seconds=key[2])
-        return cache
+    return _caches.get(key, lambda: ListingCache(patterns, max_files=key[1], expire_seconds=key[2]))

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from fractions import Fraction
@@ -73,17 +73,27 @@ def _text(value: object, what: str) -> str:
     return value.strip()
 
 
+def _number_and_unit(
+    value: object, what: str, form: str, units: Mapping[str, object]
+) -> tuple[str, str]:
+    """An Airlift quantity's number (as written) and unit (``""`` when it has none); a
+    ``ValueError`` naming ``form`` when it is malformed or its unit is not one of ``units``."""
+    m = _QUANTITY.match(_text(value, what))
+    if not m:
+        raise ValueError(f"expected {form}, got {value!r}")
+    number, unit = m.group(1), m.group(2)
+    if unit and unit not in units:
+        raise ValueError(f"expected {form}, got {value!r} (unknown unit {unit!r})")
+    return number, unit
+
+
 def parse_data_size(value: str) -> int:
     """Parse an Airlift data size (``"100MB"``, ``"1.5GB"``, ``"4096"``) into bytes.
 
     Raises ``ValueError`` for an unknown unit, a negative or malformed number, or a value
     that is not a whole number of bytes.
     """
-    text = _text(value, "a data size")
-    m = _QUANTITY.match(text)
-    if not m:
-        raise ValueError(f"expected {_SIZE_FORM}, got {value!r}")
-    number, unit = m.group(1), m.group(2)
+    number, unit = _number_and_unit(value, "a data size", _SIZE_FORM, DATA_SIZE_UNITS)
     if unit == "":
         if "." in number:
             raise ValueError(
@@ -91,8 +101,6 @@ def parse_data_size(value: str) -> int:
                 "(a number without a unit must be a whole number of bytes)"
             )
         return int(number)
-    if unit not in DATA_SIZE_UNITS:
-        raise ValueError(f"expected {_SIZE_FORM}, got {value!r} (unknown unit {unit!r})")
     nbytes = Fraction(number) * DATA_SIZE_UNITS[unit]
     if nbytes.denominator != 1:
         raise ValueError(
@@ -107,19 +115,13 @@ def parse_duration(value: str) -> float:
 
     Raises ``ValueError`` for a missing or unknown unit, or a negative or malformed number.
     """
-    text = _text(value, "a duration")
-    m = _QUANTITY.match(text)
-    if not m:
-        raise ValueError(f"expected {_DURATION_FORM}, got {value!r}")
-    number, unit = m.group(1), m.group(2)
+    number, unit = _number_and_unit(value, "a duration", _DURATION_FORM, DURATION_UNITS_NS)
     if unit == "":
         if Fraction(number) == 0:
             return 0.0
         raise ValueError(
             f"expected {_DURATION_FORM}, got {value!r} (a unit is required for anything but 0)"
         )
-    if unit not in DURATION_UNITS_NS:
-        raise ValueError(f"expected {_DURATION_FORM}, got {value!r} (unknown unit {unit!r})")
     return float(Fraction(number) * DURATION_UNITS_NS[unit] / _NS_PER_SECOND)
 
 

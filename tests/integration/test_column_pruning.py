@@ -2,7 +2,6 @@
 needs, and the Python reader receives exactly those (asserted on what the reader recorded:
 ``scan.column.<table>.<column>`` per planned scan), for every shape of query."""
 
-import datetime as dt
 import os
 import re
 
@@ -12,6 +11,7 @@ import pytest
 
 from raptorx_py.native import provider_loadable
 from raptorx_py.tables.table_registration import register_external_table
+from tests.integration.sample_tables import write_monthly_facts
 
 pytestmark = pytest.mark.spark
 
@@ -20,27 +20,11 @@ COLUMNS = ("id", "qty", "price", "name", "day", "m")
 
 @pytest.fixture(scope="module")
 def wide(env, tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("wide") / "wide")
-    for m, ids in (("1", range(0, 20)), ("2", range(20, 40))):
-        d = os.path.join(root, f"m={m}")
-        os.makedirs(d)
-        pq.write_table(
-            pa.table(
-                {
-                    "id": pa.array(ids, pa.int64()),
-                    "qty": pa.array([i % 5 for i in ids], pa.int32()),
-                    "price": pa.array([i * 1.5 for i in ids], pa.float64()),
-                    "name": pa.array([f"n{i}" for i in ids], pa.string()),
-                    "day": pa.array(
-                        [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in ids], pa.date32()
-                    ),
-                }
-            ),
-            os.path.join(d, "part-0.parquet"),
-        )
+    root = tmp_path_factory.mktemp("wide") / "wide"
+    write_monthly_facts(root, with_day=True)
     db = env.unique_db("prune")
     with env.metastore() as ms:
-        register_external_table(ms, env.settings(), f"{db}.wide", root)
+        register_external_table(ms, env.settings(), f"{db}.wide", str(root))
     return f"{db}.wide"
 
 

@@ -25,6 +25,7 @@ from raptorx_py.metastore import open_metastore
 from raptorx_py.native import jar_path
 from raptorx_py.tables.table_registration import register_external_table
 from tests import connect_client
+from tests.integration.sample_tables import write_monthly_facts
 
 pytestmark = pytest.mark.spark
 
@@ -37,20 +38,7 @@ def tables(env, tmp_path_factory):
     """facts (partitioned by m, 40 rows) and dims (unpartitioned), both external."""
     base = tmp_path_factory.mktemp("connect-data")
     root = base / "facts"
-    for m, ids in (("1", range(0, 20)), ("2", range(20, 40))):
-        (root / f"m={m}").mkdir(parents=True)
-        pq.write_table(
-            pa.table(
-                {
-                    "id": pa.array(ids, pa.int64()),
-                    "qty": pa.array([i % 5 for i in ids], pa.int32()),
-                    # Multiples of 0.5: sums are exact whatever order a join adds them in.
-                    "price": pa.array([i * 1.5 for i in ids], pa.float64()),
-                    "name": pa.array([f"n{i}" for i in ids], pa.string()),
-                }
-            ),
-            str(root / f"m={m}" / "part-0.parquet"),
-        )
+    write_monthly_facts(root)
     (base / "dims").mkdir()
     pq.write_table(
         pa.table({"qty": pa.array(range(5), pa.int32()), "label": [f"q{i}" for i in range(5)]}),

@@ -27,6 +27,20 @@ def user_env(home: Path) -> dict[str, str]:
     return env
 
 
+def run_user_script(script: Path, home: Path, text: str) -> subprocess.CompletedProcess:
+    """``text`` written to ``script`` and run as a user would, in a new Python process in the
+    script's directory with ``home`` as HOME; its output captured."""
+    script.write_text(text, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=script.parent,
+        env=user_env(home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def readme_snippet() -> str:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     snippet = re.search(r"```python\n(.*?)```", text, re.S).group(1)
@@ -114,16 +128,7 @@ def test_readme_snippet_runs_after_the_benchmark(tmp_path):
     warehouse = home / ".raptorx" / "warehouse" / "tpch.db"
     assert (warehouse / "lineitem").is_dir()
     assert (home / ".raptorx" / "metastore.db").is_file()
-    script = tmp_path / "snippet.py"
-    script.write_text(readme_snippet(), encoding="utf-8")
-    run = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=user_env(home),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = run_user_script(tmp_path / "snippet.py", home, readme_snippet())
     assert run.returncode == 0, run.stderr
     counts = shown_counts(run.stdout)
     assert counts == expected_returnflag_counts(tmp_path / "work" / "tpch" / "sf0.01")
@@ -131,16 +136,7 @@ def test_readme_snippet_runs_after_the_benchmark(tmp_path):
 
 
 def run_failing_script(tmp_path: Path, home: Path, body: str) -> list[str]:
-    script = tmp_path / "user_script.py"
-    script.write_text(textwrap.dedent(body), encoding="utf-8")
-    run = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=user_env(home),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = run_user_script(tmp_path / "user_script.py", home, textwrap.dedent(body))
     assert run.returncode == 1, run.stderr
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     # No traceback at all (the doubled one was 59-99 lines): our line is the last one.

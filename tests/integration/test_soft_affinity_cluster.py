@@ -21,11 +21,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from devservers.local_metastore import (
+    CLUSTER_TPCH_DATABASE,
+    load_cluster_tpch,
+    local_metastore_properties,
+    register_table,
+)
 from raptorx_py import native
-from raptorx_py.config import load_settings
-from raptorx_py.metastore import open_metastore
 from raptorx_py.scheduling.affinity import assignment, parse_executors
-from raptorx_py.tables.table_registration import register_external_table
 
 pytest_plugins = ["tests.cluster_fixtures"]
 pytestmark = [
@@ -40,11 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def small_table(tmp_path_factory):
     root = tmp_path_factory.mktemp("affinity")
-    props = {
-        "hive.metastore.url": f"sqlite:///{root / 'metastore.db'}",
-        "hive.metastore.warehouse.dir": str(root / "warehouse"),
-        "metrics.directory": str(root / "metrics"),
-    }
+    props = local_metastore_properties(root)
     data = root / "data"
     data.mkdir()
     for i in range(FILES):
@@ -52,9 +51,7 @@ def small_table(tmp_path_factory):
             pa.table({"x": pa.array(range(i * ROWS, (i + 1) * ROWS), pa.int64())}),
             data / f"part-{i:03d}.parquet",
         )
-    settings = load_settings(overrides=props)
-    with open_metastore(settings, create=True) as ms:
-        register_external_table(ms, settings, "aff.t", f"file://{data}")
+    register_table(props, "aff.t", f"file://{data}")
     return props, sorted(f"file://{p}" for p in data.glob("*.parquet"))
 
 
@@ -205,22 +202,9 @@ def test_all_22_tpch_queries_on_the_cluster_equal_duckdb(
     import pickle
 
     from raptorx_py.tpch import oracle, queries
-    from raptorx_py.tpch.load import load_tpch
     from tests.tpch_fixtures import tpch_work_dir
 
-    props = {
-        "hive.metastore.url": f"sqlite:///{tmp_path / 'metastore.db'}",
-        "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
-        "metrics.directory": str(tmp_path / "metrics"),
-    }
-    load_tpch(
-        tpch_scale,
-        str(tmp_path / "wh"),
-        load_settings(overrides=props),
-        database="tpch_cluster",
-        work_dir=str(tpch_work_dir(request)),
-        progress=False,
-    )
+    props = load_cluster_tpch(tpch_scale, tmp_path, work_dir=str(tpch_work_dir(request)))
     out = tmp_path / "rows.pickle"
     drive(
         standalone_cluster,
@@ -234,7 +218,7 @@ def test_all_22_tpch_queries_on_the_cluster_equal_duckdb(
         timeout=540,
         spark_conf={"spark.sql.shuffle.partitions": "4"},
         tpch={
-            "database": "tpch_cluster",
+            "database": CLUSTER_TPCH_DATABASE,
             "scale": tpch_scale,
             "queries": list(queries.QUERY_NUMBERS),
             "out": str(out),

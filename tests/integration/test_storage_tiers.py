@@ -29,9 +29,8 @@ from raptorx_py.errors import FileChangedError
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle, queries
-from raptorx_py.tpch.load import load_tpch
 from tests.counter_deltas import CounterDeltas
-from tests.tpch_fixtures import tpch_work_dir
+from tests.integration.tpch_loading import load_tpch_into_bucket
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 
@@ -58,18 +57,9 @@ def nonzero(requests: dict[str, int]) -> dict[str, int]:
 def tpch(request, env, s3_endpoint, tpch_sf001_dir, tpch_scale):
     """SF 0.01 in its own bucket, registered sealed (the loader's default) as tpch_tiers.*;
     returns the S3 properties."""
-    bucket = "raptorx-storage-tiers"
-    s3_endpoint.create_bucket(bucket)
-    props = s3_endpoint.s3_properties()
-    load_tpch(
-        tpch_scale,
-        f"s3://{bucket}/wh",
-        env.settings(**props),
-        database=DATABASE,
-        work_dir=str(tpch_work_dir(request)),
-        progress=False,
+    return load_tpch_into_bucket(
+        request, env, s3_endpoint, tpch_scale, bucket="raptorx-storage-tiers", database=DATABASE
     )
-    return props
 
 
 @pytest.fixture(scope="module")

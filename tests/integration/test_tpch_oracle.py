@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.tpch import generate, oracle, queries
-from raptorx_py.tpch.load import LOAD_MARKER, load_tpch
-from tests.tpch_fixtures import tpch_work_dir
+from raptorx_py.tpch.load import LOAD_MARKER
+from tests.integration.tpch_loading import load_cached_tpch
 
 # Row counts tpchgen-cli (like dbgen) produces at SF 0.01.
 SF001_ROWS = {
@@ -176,9 +176,7 @@ def _registered_rows(settings, database="tpch"):
 def test_load_to_file_warehouse(request, tpch_sf001_dir, tmp_path):
     settings = _settings(tmp_path)
     warehouse = tmp_path / "wh"
-    urls = load_tpch(
-        0.01, str(warehouse), settings, work_dir=str(tpch_work_dir(request)), progress=False
-    )
+    urls = load_cached_tpch(request, 0.01, str(warehouse), settings)
     assert urls["lineitem"] == f"file://{warehouse}/tpch.db/lineitem"
     copied = sorted(p.relative_to(warehouse / "tpch.db") for p in warehouse.rglob("*.parquet"))
     assert copied == sorted(
@@ -188,16 +186,14 @@ def test_load_to_file_warehouse(request, tpch_sf001_dir, tmp_path):
 
     # A second load finds the same generation there and copies nothing.
     stamps = {p: p.stat().st_mtime_ns for p in warehouse.rglob("*") if p.is_file()}
-    load_tpch(
-        0.01, f"file://{warehouse}/", settings, work_dir=str(tpch_work_dir(request)), progress=False
-    )
+    load_cached_tpch(request, 0.01, f"file://{warehouse}/", settings)
     assert {p: p.stat().st_mtime_ns for p in warehouse.rglob("*") if p.is_file()} == stamps
 
     # A stale file in a table directory is removed by a load that has to copy.
     (warehouse / "tpch.db" / LOAD_MARKER).unlink()
     stale = warehouse / "tpch.db" / "nation" / "part-9.parquet"
     stale.write_bytes(b"not parquet")
-    load_tpch(0.01, str(warehouse), settings, work_dir=str(tpch_work_dir(request)), progress=False)
+    load_cached_tpch(request, 0.01, str(warehouse), settings)
     assert not stale.exists()
     assert _registered_rows(settings) == SF001_ROWS
 
@@ -205,28 +201,14 @@ def test_load_to_file_warehouse(request, tpch_sf001_dir, tmp_path):
 @pytest.mark.s3
 def test_load_to_s3_warehouse(request, tpch_sf001_dir, tmp_path, s3_endpoint, s3_bucket):
     settings = _settings(tmp_path, **s3_endpoint.s3_properties())
-    urls = load_tpch(
-        0.01,
-        f"s3://{s3_bucket}/wh",
-        settings,
-        database="tpch_s3",
-        work_dir=str(tpch_work_dir(request)),
-        progress=False,
-    )
+    urls = load_cached_tpch(request, 0.01, f"s3://{s3_bucket}/wh", settings, database="tpch_s3")
     assert urls["orders"] == f"s3://{s3_bucket}/wh/tpch_s3.db/orders"
     n_files = sum(1 for _ in Path(tpch_sf001_dir).rglob("*.parquet"))
     assert s3_endpoint.stats()["requests"]["PUT"] >= n_files
     assert _registered_rows(settings, "tpch_s3") == SF001_ROWS
 
     s3_endpoint.reset_stats()
-    load_tpch(
-        0.01,
-        f"s3://{s3_bucket}/wh",
-        settings,
-        database="tpch_s3",
-        work_dir=str(tpch_work_dir(request)),
-        progress=False,
-    )
+    load_cached_tpch(request, 0.01, f"s3://{s3_bucket}/wh", settings, database="tpch_s3")
     assert s3_endpoint.stats()["requests"]["PUT"] == 0
 
 

@@ -12,8 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.tpch import oracle, queries
-from raptorx_py.tpch.load import load_tpch
-from tests.tpch_fixtures import tpch_work_dir
+from tests.integration.tpch_loading import load_tpch_into_bucket
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 
@@ -24,16 +23,8 @@ DATABASE = "tpch_tiered"
 def tiered_tpch(request, spark, env, s3_endpoint, tpch_sf001_dir, tpch_scale):
     """SF 0.01 loaded to s3://<bucket>/wh and registered in the session metastore; the 8
     TPC-H names are temp views over tiered_hive reads with the endpoint's properties."""
-    bucket = "raptorx-tpch-tiered"
-    s3_endpoint.create_bucket(bucket)
-    props = s3_endpoint.s3_properties()
-    load_tpch(
-        tpch_scale,
-        f"s3://{bucket}/wh",
-        env.settings(**props),
-        database=DATABASE,
-        work_dir=str(tpch_work_dir(request)),
-        progress=False,
+    props = load_tpch_into_bucket(
+        request, env, s3_endpoint, tpch_scale, bucket="raptorx-tpch-tiered", database=DATABASE
     )
 
     def reader(table):

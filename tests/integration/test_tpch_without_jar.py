@@ -8,8 +8,7 @@ import pytest
 
 from raptorx_py.datasource.source import configured_source_class
 from raptorx_py.tpch import oracle, queries
-from raptorx_py.tpch.load import load_tpch
-from tests.tpch_fixtures import tpch_work_dir
+from tests.integration.tpch_loading import load_cached_tpch
 
 pytestmark = pytest.mark.spark
 
@@ -20,14 +19,7 @@ NOJAR_NAME = "tiered_hive_nojar_tpch"
 @pytest.fixture(scope="module")
 def nojar_tpch(request, spark, env, tmp_path_factory, tpch_sf001_dir, tpch_scale):
     warehouse = str(tmp_path_factory.mktemp("nojar-wh"))
-    load_tpch(
-        tpch_scale,
-        warehouse,
-        env.settings(),
-        database=DATABASE,
-        work_dir=str(tpch_work_dir(request)),
-        progress=False,
-    )
+    load_cached_tpch(request, tpch_scale, warehouse, env.settings(), database=DATABASE)
     spark.dataSource.register(
         configured_source_class(env.settings(), name=NOJAR_NAME, pushdown=False)
     )

@@ -554,24 +554,25 @@ def test_a_presto_catalog_file_is_accepted_as_it_is(tmp_path):
     """What a RaptorX catalog names: the Hive connector is accepted, another is refused,
     and a Thrift metastore URI is answered with the property to use instead."""
     conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "hive.properties").write_text("connector.name=hive-hadoop2\ncache.type=ALLUXIO\n")
-    assert load_settings(conf_dir=conf, env={}, cwd=tmp_path).connector_name == "hive-hadoop2"
-    (conf / "hive.properties").write_text("connector.name=iceberg\n")
+
+    def load_catalog(text: str):
+        write(conf, "hive.properties", text)
+        return load_settings(conf_dir=conf, env={}, cwd=tmp_path)
+
+    assert load_catalog("connector.name=hive-hadoop2\ncache.type=ALLUXIO\n").connector_name == (
+        "hive-hadoop2"
+    )
     with pytest.raises(
         ConfigError,
         match=r"hive.properties:1, property 'connector.name': "
         r"invalid value 'iceberg': raptorx_py implements only "
         r"the Hive connector",
     ):
-        load_settings(conf_dir=conf, env={}, cwd=tmp_path)
-    (conf / "hive.properties").write_text(
-        "connector.name=hive-hadoop2\nhive.metastore.uri=thrift://metastore:9083\n"
-    )
+        load_catalog("connector.name=iceberg\n")
     with pytest.raises(
         ConfigError,
         match=r"hive.properties:2, property 'hive.metastore.uri': "
         r"a Thrift metastore .* is not read .*set "
         r"hive.metastore.url",
     ):
-        load_settings(conf_dir=conf, env={}, cwd=tmp_path)
+        load_catalog("connector.name=hive-hadoop2\nhive.metastore.uri=thrift://metastore:9083\n")
