@@ -85,3 +85,41 @@ def test_register_fails_with_the_report(spark, env, monkeypatch):
     with pytest.raises(NativeJarError) as raised:
         session.register(spark, properties=env.properties)
     assert str(raised.value) == report
+
+
+FIRST_TOUCH = """
+public class FirstTouch {
+    public static void main(String[] args) throws Exception {
+        Object module = Class.forName(args[0]).getField("MODULE$").get(null);
+        System.out.println(module == null ? "null" : "initialized");
+    }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "scala_object",
+    [
+        "raptorx.NativeCompatibility$",
+        "raptorx.NativeCompatibility$ReaderFactory$",
+        "raptorx.NativeCompatibility$EvaluatorFactory$",
+    ],
+)
+def test_each_object_initializes_when_touched_first_in_a_fresh_jvm(tmp_path, scala_object):
+    """An executor's JVM may touch any of these first (the columnar reader reads
+    ``ReaderFactory``'s fields before anything else runs the check): an initialization order
+    that only works when the driver's check ran first failed every task on a cluster."""
+    import subprocess
+    from pathlib import Path
+
+    source = tmp_path / "FirstTouch.java"
+    source.write_text(FIRST_TOUCH)
+    jars = Path(pyspark.__file__).parent / "jars" / "*"
+    done = subprocess.run(
+        ["java", "-cp", f"{native.jar_path()}:{jars}", str(source), scala_object],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "initialized", done.stderr[-3000:]

@@ -191,8 +191,13 @@ object NativeCompatibility {
       sessionLocalTimeZone, largeVarTypes, pythonRunnerConf, jobArtifactUUID, sessionUUID)
   }
 
+  // `Linked` and `Expected` are lazy: an executor's first touch of this object may come from
+  // `ReaderFactory` (the columnar reader), whose initializer reads the prefixes above and so
+  // initializes this object; eager, `Expected` would read `ReaderFactory.All` while it is
+  // still null (ExceptionInInitializerError in every task of a fresh executor JVM).
+
   /** The internal classes, constructors and methods native/src calls. */
-  val Linked: Seq[SparkInternal] = {
+  lazy val Linked: Seq[SparkInternal] = {
     val v2 = DsPython + "PythonDataSourceV2"
     val created = DsPython + "PythonDataSourceCreationResult"
     val scanBuilder = DsPython + "PythonScanBuilder"
@@ -239,7 +244,7 @@ object NativeCompatibility {
   }
 
   /** Everything the jar expects of Spark's internals. */
-  val Expected: Seq[SparkInternal] = ReaderFactory.All ++ EvaluatorFactory.All ++ Linked
+  lazy val Expected: Seq[SparkInternal] = ReaderFactory.All ++ EvaluatorFactory.All ++ Linked
 
   /** The pyspark the jar was built against ("unknown" for a jar built without build.sh). */
   lazy val builtAgainst: String = Try {
