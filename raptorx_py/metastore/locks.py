@@ -95,8 +95,28 @@ def compatible(requested: LockType, held: LockType) -> bool:
     return COMPATIBLE[(requested, held)]
 
 
+class LockedObject:
+    """A database, a table of it, or a partition of that table, as a lock names it (mixed
+    into the lock dataclasses, whose fields ``db``, ``table``, ``partition`` it reads)."""
+
+    db: str
+    table: str | None
+    partition: str | None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """The object, comparable: the lexicographic acquisition order sorts on this."""
+        return (self.db, self.table or "", self.partition or "")
+
+    @property
+    def object_name(self) -> str:
+        """``db``, ``db.table`` or ``db.table/k=v``."""
+        name = self.db if self.table is None else f"{self.db}.{self.table}"
+        return name if self.partition is None else f"{name}/{self.partition}"
+
+
 @dataclass(frozen=True)
-class LockComponent:
+class LockComponent(LockedObject):
     """One object to lock in one mode. ``partition`` is Hive's partition name
     (``k1=v1/k2=v2``, values escaped as in directory names) and needs ``table``."""
 
@@ -111,15 +131,6 @@ class LockComponent:
         if not isinstance(self.lock_type, LockType):
             raise ValueError(f"not a lock type: {self.lock_type!r}")
 
-    @property
-    def key(self) -> tuple[str, str, str]:
-        """The object, comparable: the lexicographic acquisition order sorts on this."""
-        return (self.db, self.table or "", self.partition or "")
-
-    @property
-    def object_name(self) -> str:
-        return _object_name(self.db, self.table, self.partition)
-
     def parents(self) -> list[LockComponent]:
         """SHARED_READ on every object above this one (the hierarchy rule)."""
         if self.table is None:
@@ -133,11 +144,6 @@ class LockComponent:
                 for i in range(1, len(parts))
             ]
         return out
-
-
-def _object_name(db: str, table: str | None, partition: str | None) -> str:
-    name = db if table is None else f"{db}.{table}"
-    return name if partition is None else f"{name}/{partition}"
 
 
 def expand(components: Iterable[LockComponent]) -> list[LockComponent]:
@@ -202,7 +208,7 @@ def lock_components(
 
 
 @dataclass(frozen=True)
-class LockInfo:
+class LockInfo(LockedObject):
     """One held lock component, as ``show_locks`` lists it. The detail fields (``user``
     onwards) are ``None`` unless asked for with ``extended``."""
 
@@ -219,14 +225,6 @@ class LockInfo:
     user: str | None = None
     host: str | None = None
     agent_info: str | None = None
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.db, self.table or "", self.partition or "")
-
-    @property
-    def object_name(self) -> str:
-        return _object_name(self.db, self.table, self.partition)
 
     def describe(self) -> str:
         """'lock 7 (EXCLUSIVE on db.t/p=1, transaction 12, user bob on host h, acquired

@@ -54,17 +54,14 @@ class Partition:
         return int(n) if n is not None else None
 
 
-@dataclass(frozen=True)
-class Table:
+class TableShape:
+    """A table's name and columns, whatever else describes it (mixed into ``Table`` and the
+    write path's target, whose fields it reads)."""
+
     database: str
     name: str
-    table_type: str
-    location: str
-    columns: tuple[Column, ...]  # data columns, as stored in the files
-    partition_keys: tuple[Column, ...] = ()
-    parameters: dict[str, str] = field(default_factory=dict)
-    stats: dict[str, ColumnStats] = field(default_factory=dict)  # unpartitioned tables
-    id: int | None = None
+    columns: tuple[Column, ...]
+    partition_keys: tuple[Column, ...]
 
     @property
     def qualified_name(self) -> str:
@@ -74,6 +71,19 @@ class Table:
     def all_columns(self) -> tuple[Column, ...]:
         """Data columns followed by partition keys: the schema a reader returns."""
         return self.columns + self.partition_keys
+
+
+@dataclass(frozen=True)
+class Table(TableShape):
+    database: str
+    name: str
+    table_type: str
+    location: str
+    columns: tuple[Column, ...]  # data columns, as stored in the files
+    partition_keys: tuple[Column, ...] = ()
+    parameters: dict[str, str] = field(default_factory=dict)
+    stats: dict[str, ColumnStats] = field(default_factory=dict)  # unpartitioned tables
+    id: int | None = None
 
     @property
     def is_partitioned(self) -> bool:

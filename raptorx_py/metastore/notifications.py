@@ -141,6 +141,28 @@ def current_notification_id(ms: Metastore) -> int:
     return next_id - 1
 
 
+def append_partition_event(
+    ms: Metastore,
+    event_type: str,
+    table: Table,
+    partitions: list[dict[str, Any]],
+    *,
+    txn_id: int | None,
+    write_id: int | None,
+) -> int:
+    """``append_event`` for ADD_, ALTER_ and DROP_PARTITION: the table's message with the
+    ``partitions`` (``partition_message``) the event is about."""
+    return append_event(
+        ms,
+        event_type,
+        db=table.database,
+        table=table.name,
+        txn_id=txn_id,
+        write_id=write_id,
+        message=table_message(table, partitions=partitions),
+    )
+
+
 def table_message(table: Table, **extra: Any) -> dict[str, Any]:
     """The common part of a table event's message."""
     return {"tableId": table.id, "tableType": table.table_type, "location": table.location, **extra}

@@ -52,7 +52,12 @@ from raptorx_py.metastore.model import (
     Partition,
     Table,
 )
-from raptorx_py.metastore.notifications import append_event, partition_message, table_message
+from raptorx_py.metastore.notifications import (
+    append_event,
+    append_partition_event,
+    partition_message,
+    table_message,
+)
 from raptorx_py.metastore.partition_names import partition_name
 from raptorx_py.metastore.partition_rows import (
     check_partition_values,
@@ -390,21 +395,15 @@ class Metastore:
                     (f"{database}.{t}" for t in self.list_tables(database)),
                 )
             tbl_id, tbl_type, location = row
-            columns = tuple(
-                Column(n, t)
-                for n, t in self.sql.execute(
-                    "SELECT COLUMN_NAME, TYPE_NAME FROM COLUMNS_V2 WHERE TBL_ID = ? "
-                    "ORDER BY INTEGER_IDX",
-                    (tbl_id,),
-                )
+            columns = self._columns(
+                "SELECT COLUMN_NAME, TYPE_NAME FROM COLUMNS_V2 WHERE TBL_ID = ? "
+                "ORDER BY INTEGER_IDX",
+                tbl_id,
             )
-            keys = tuple(
-                Column(n, t)
-                for n, t in self.sql.execute(
-                    "SELECT PKEY_NAME, PKEY_TYPE FROM PARTITION_KEYS WHERE TBL_ID = ? "
-                    "ORDER BY INTEGER_IDX",
-                    (tbl_id,),
-                )
+            keys = self._columns(
+                "SELECT PKEY_NAME, PKEY_TYPE FROM PARTITION_KEYS WHERE TBL_ID = ? "
+                "ORDER BY INTEGER_IDX",
+                tbl_id,
             )
             params = dict(
                 self.sql.execute(
@@ -425,6 +424,10 @@ class Metastore:
                 )
             }
             return Table(database, name, tbl_type, location, columns, keys, params, stats, tbl_id)
+
+    def _columns(self, query: str, tbl_id: int) -> tuple[Column, ...]:
+        """The (name, type) rows of ``query`` for one table, in order, as columns."""
+        return tuple(Column(n, t) for n, t in self.sql.execute(query, (tbl_id,)))
 
     def create_table(
         self,
@@ -584,19 +587,13 @@ class Metastore:
             self.sql.execute("DELETE FROM PARTITION_PARAMS WHERE PART_ID = ?", (part_id,))
             self.sql.execute("DELETE FROM PART_COL_STATS WHERE PART_ID = ?", (part_id,))
             insert_partition_details(self.sql, current, [(part_id, partition)], now, write_id)
-            append_event(
+            append_partition_event(
                 self,
                 "ALTER_PARTITION",
-                db=current.database,
-                table=current.name,
+                current,
+                [partition_message(part_id, partition.values, partition.location, write_id)],
                 txn_id=txn_id,
                 write_id=write_id,
-                message=table_message(
-                    current,
-                    partitions=[
-                        partition_message(part_id, partition.values, partition.location, write_id)
-                    ],
-                ),
             )
         return next(p for p in self.list_partitions(current) if p.id == part_id)
 
@@ -621,14 +618,8 @@ class Metastore:
                 self.sql.execute("DELETE FROM PARTITIONS WHERE PART_ID = ?", (row[0],))
                 dropped.append(partition_message(row[0], vals, row[1]))
             if dropped:
-                append_event(
-                    self,
-                    "DROP_PARTITION",
-                    db=current.database,
-                    table=current.name,
-                    txn_id=txn_id,
-                    write_id=write_id,
-                    message=table_message(current, partitions=dropped),
+                append_partition_event(
+                    self, "DROP_PARTITION", current, dropped, txn_id=txn_id, write_id=write_id
                 )
 
     def _part_id(self, table: Table, name: str) -> int | None:
@@ -657,17 +648,13 @@ class Metastore:
         Returns them as stored."""
         txn_id = check_write_id(self, table, write_id)
         added = insert_partitions(self.sql, table, partitions, now, write_id)
-        append_event(
+        append_partition_event(
             self,
             "ADD_PARTITION",
-            db=table.database,
-            table=table.name,
+            table,
+            [partition_message(p.id, p.values, p.location, write_id) for p in added],
             txn_id=txn_id,
             write_id=write_id,
-            message=table_message(
-                table,
-                partitions=[partition_message(p.id, p.values, p.location, write_id) for p in added],
-            ),
         )
         return added
 

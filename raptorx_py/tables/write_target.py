@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from raptorx_py.errors import LocationInUseError, NoSuchObjectError, SchemaError
-from raptorx_py.metastore.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Table
+from raptorx_py.metastore.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Table, TableShape
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.tables.file_statistics import NO_ROWS_PARAMS
 
@@ -24,7 +24,7 @@ MANAGED_PARAMETERS = {"transactional": "true", "transactional_properties": "inse
 
 
 @dataclass(frozen=True)
-class WriteTarget:
+class WriteTarget(TableShape):
     """The table a write goes to, as decided when it began. ``table_id`` is None when the
     write creates the table (at commit)."""
 
@@ -34,14 +34,6 @@ class WriteTarget:
     columns: tuple[Column, ...]
     partition_keys: tuple[Column, ...]
     table_id: int | None
-
-    @property
-    def qualified_name(self) -> str:
-        return f"{self.database}.{self.name}"
-
-    @property
-    def all_columns(self) -> tuple[Column, ...]:
-        return self.columns + self.partition_keys
 
     def as_table(self) -> Table:
         empty = {} if self.partition_keys else NO_ROWS_PARAMS

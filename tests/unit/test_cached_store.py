@@ -108,6 +108,14 @@ def new_table(ms, name="t", values=("a", "b")) -> Table:
     return table
 
 
+def new_external_table(ms, *values: str) -> Table:
+    """``db.ext``, partitioned by ``p``, with the partitions ``values``."""
+    table = Table(
+        "db", "ext", EXTERNAL_TABLE, "file:///e", (Column("id", "int"),), (Column("p", "string"),)
+    )
+    return ms.create_table(table, [partition(v) for v in values])
+
+
 def query(cache, name="db.t"):
     """What the data source does: snapshot, get_table, list_partitions."""
     snap = cache.snapshot([name])
@@ -412,17 +420,7 @@ def test_a_snapshot_must_cover_the_table(writer, make_cache):
 def test_prewarm_loads_everything_then_queries_are_warm(writer, make_cache):
     new_table(writer)
     new_table(writer, "u", ("x",))
-    writer.create_table(
-        Table(
-            "db",
-            "ext",
-            EXTERNAL_TABLE,
-            "file:///e",
-            (Column("id", "int"),),
-            (Column("p", "string"),),
-        ),
-        [partition("e")],
-    )
+    new_external_table(writer, "e")
     cache = make_cache()
     assert cache.prewarm() == 6
     for name in ("db.t", "db.u", "db.ext"):
@@ -445,17 +443,7 @@ def test_prewarm_stays_within_the_maximum_size(writer, make_cache):
 
 # -- external tables, TTL, scope, versioning, size --------------------------------------------
 def test_an_external_table_is_served_for_the_ttl_and_refreshed_by_events(writer, make_cache, clock):
-    ext = writer.create_table(
-        Table(
-            "db",
-            "ext",
-            EXTERNAL_TABLE,
-            "file:///e",
-            (Column("id", "int"),),
-            (Column("p", "string"),),
-        ),
-        [partition("a")],
-    )
+    ext = new_external_table(writer, "a")
     cache = make_cache(**{"hive.metastore-cache-ttl": "10s"})
     query(cache, "db.ext")
     clock.advance(9)

@@ -28,15 +28,7 @@ from raptorx_py.metastore.locks import (
 )
 from raptorx_py.metastore.transactions import TxnAbortedError, TxnError
 from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
-from tests.unit.txn_helpers import open_ms
-
-TIMEOUT = 300.0
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
+from tests.unit.txn_helpers import TIMEOUT, open_ms
 
 
 @pytest.fixture

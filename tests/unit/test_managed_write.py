@@ -44,17 +44,23 @@ COLUMNS = [
 ]
 
 
-@pytest.fixture
-def setup(tmp_path):
-    settings = load_settings(
+def write_settings(tmp_path, metastore: str = "ms", **overrides: str):
+    """Settings of a writer whose SQLite metastore is ``<tmp_path>/<metastore>.db`` and whose
+    warehouse is ``<tmp_path>/warehouse``: 2 lock retries 5 s apart, unless overridden."""
+    return load_settings(
         overrides={
-            "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+            "hive.metastore.url": f"sqlite:///{tmp_path}/{metastore}.db",
             "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
             "hive.lock.numretries": "2",
             "hive.lock.sleep.between.retries": "5s",
-            "hive.txn.timeout": "60s",
+            **overrides,
         }
     )
+
+
+@pytest.fixture
+def setup(tmp_path):
+    settings = write_settings(tmp_path, **{"hive.txn.timeout": "60s"})
     clock = FakeClock()
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=60)
     yield settings, ms, clock, tmp_path
@@ -359,14 +365,13 @@ def test_cli_clean(setup, capsys):
 def test_waiting_for_a_lock_keeps_the_writer_alive(tmp_path):
     """The holder dies (stops heartbeating); the waiting writer heartbeats while it waits, so
     it outlives the holder, whose expiry releases the lock."""
-    settings = load_settings(
-        overrides={
-            "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
-            "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+    settings = write_settings(
+        tmp_path,
+        **{
             "hive.lock.numretries": "5",
             "hive.lock.sleep.between.retries": "50s",
             "hive.txn.timeout": "60s",
-        }
+        },
     )
     clock = FakeClock()
     ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"), clock=clock, txn_timeout=60)

@@ -20,20 +20,13 @@ from raptorx_py.metastore.transactions import (
 )
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
 from tests.unit.txn_helpers import (
+    TIMEOUT,
     allocate_in_process,
     managed_table,
     open_ms,
     partition,
 )
-
-TIMEOUT = 300.0
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
 
 
 @pytest.fixture

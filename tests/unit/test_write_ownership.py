@@ -8,12 +8,11 @@ import os
 
 import pytest
 
-from raptorx_py.config import load_settings
 from raptorx_py.errors import LocationInUseError
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.storage.acid_layout import base_dir_name
 from raptorx_py.tables.commit import commit_write
-from tests.unit.test_managed_write import batch, read_ids, write
+from tests.unit.test_managed_write import batch, read_ids, write, write_settings
 
 
 @pytest.fixture
@@ -21,14 +20,7 @@ def two_metastores(tmp_path):
     """Two metastore files, one warehouse directory."""
     out = []
     for name in ("first", "second"):
-        settings = load_settings(
-            overrides={
-                "hive.metastore.url": f"sqlite:///{tmp_path}/{name}.db",
-                "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
-                "hive.lock.numretries": "2",
-                "hive.lock.sleep.between.retries": "5s",
-            }
-        )
+        settings = write_settings(tmp_path, name)
         out.append((settings, Metastore(SqliteBackend(f"{tmp_path}/{name}.db"))))
     yield out, tmp_path / "warehouse" / "db.db" / "t"
     for _, ms in out:

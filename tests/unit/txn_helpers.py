@@ -6,6 +6,9 @@ from __future__ import annotations
 from raptorx_py.metastore import MANAGED_TABLE, Column, Metastore, Partition, Table
 from raptorx_py.metastore.store import backend_for_url
 
+#: The transaction timeout the transaction and lock tests open their metastore with.
+TIMEOUT = 300.0
+
 
 def open_ms(url: str, **kwargs) -> Metastore:
     return Metastore(backend_for_url(url), **kwargs)
