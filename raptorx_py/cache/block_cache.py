@@ -27,7 +27,7 @@ from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.errors import FileChangedError, translate_storage_error
 from raptorx_py.metrics import counters
 from raptorx_py.storage.file_versions import (
-    comparable,
+    is_another_version,
     listed_version,
     observed_version,
     reported_etag,
@@ -423,11 +423,7 @@ class BlockCacheFile(io.RawIOBase):
         changed = None
         if size is not None and int(size) != self.size:
             changed = f"its size is now {size}"
-        elif (
-            found is not None
-            and comparable(self.version, found)
-            and found.removeprefix("etag:") != self.version
-        ):
+        elif found is not None and is_another_version(self.version, found):
             changed = f"its version is now {found.removeprefix('etag:')}"
         if changed:
             self._drop_version(changed, start)

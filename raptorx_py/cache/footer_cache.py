@@ -34,6 +34,7 @@ from raptorx_py.cache import cache_files
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.errors import RaptorxError, translate_storage_error
 from raptorx_py.metrics import counters
+from raptorx_py.storage.file_versions import listed_version
 from raptorx_py.storage.parquet_files import parquet_read_error
 
 log = logging.getLogger(__name__)
@@ -59,13 +60,9 @@ class FileIdentity:
     def of(
         cls, url: str, size: int, *, etag: str | None = None, mtime: float | None = None
     ) -> FileIdentity:
-        if etag:
-            version = f"etag:{etag}"
-        elif mtime is not None:
-            version = f"mtime:{float(mtime)!r}"  # repr: exact, so a 1 ns change is a new key
-        else:
-            version = None
-        return cls(url, int(size), version)
+        # The one spelling of a version (storage.file_versions): a 1 ns mtime change is a
+        # new key, as it is for the block cache.
+        return cls(url, int(size), listed_version(etag, mtime))
 
     @property
     def cacheable(self) -> bool:

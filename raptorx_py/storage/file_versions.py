@@ -57,3 +57,12 @@ def comparable(version: str, found: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def is_another_version(version: str, found: str | None) -> bool:
+    """Whether the store's ``found`` (``observed_version``) says the file is no longer the
+    listed ``version``: a version of the same kind that differs. Unknown (None) or of
+    another kind, it says nothing."""
+    return (
+        found is not None and comparable(version, found) and found.removeprefix("etag:") != version
+    )

@@ -23,7 +23,7 @@ from raptorx_py.errors import (
 )
 from raptorx_py.metastore.model import ColumnStats
 from raptorx_py.metrics import counters
-from raptorx_py.storage.file_versions import comparable, observed_version
+from raptorx_py.storage.file_versions import is_another_version, observed_version
 from raptorx_py.storage.fs import CountingFile
 
 #: Errors pyarrow raises for bytes that are not valid Parquet.
@@ -123,9 +123,7 @@ def _check_opened_version(fs, path, raw, url, size, version) -> None:
     found = observed_version(info)
     changed = (
         size is not None and info.get("size") is not None and int(info["size"]) != int(size)
-    ) or (
-        found is not None and comparable(version, found) and found.removeprefix("etag:") != version
-    )
+    ) or is_another_version(version, found)
     if changed:
         raw.close()
         raise FileChangedError(
