@@ -579,7 +579,7 @@ class BlockStore:
                         _remove(path)
                         fixed["partial_files"] += 1
                         torn += 1
-                elif self._verify_file(path):
+                elif self.verify_file(path):
                     conn.execute(
                         "INSERT OR REPLACE INTO blocks VALUES (?, ?, ?)",
                         (name, st.st_size, min(st.st_mtime, now)),
@@ -619,7 +619,8 @@ class BlockStore:
             for entry in _scandir(sub.path):
                 yield entry.path, entry.name
 
-    def _verify_file(self, path: str) -> bool:
+    def verify_file(self, path: str) -> bool:
+        """Whether the block file at ``path`` is whole: its keyed checksum matches."""
         try:
             with open(path, "rb") as f:
                 data = f.read()

@@ -337,7 +337,8 @@ class FooterCache:
             return None
         return directory
 
-    def _path(self, identity: FileIdentity) -> str:
+    def path_of(self, identity: FileIdentity) -> str:
+        """The disk entry of ``identity``'s footer (whether or not it exists)."""
         if self.directory is None:
             raise ValueError("this footer cache keeps no directory: its entries have no path")
         digest = identity.digest()
@@ -346,7 +347,7 @@ class FooterCache:
     def _get_disk(self, identity: FileIdentity) -> tuple[pq.FileMetaData, bytes] | None:
         if self.directory is None:
             return None
-        path = self._path(identity)
+        path = self.path_of(identity)
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -380,7 +381,7 @@ class FooterCache:
         entry = _encode_entry(identity, payload, self._secret)
         if self.max_disk_bytes is not None and len(entry) > self.max_disk_bytes:
             return
-        path = self._path(identity)
+        path = self.path_of(identity)
         tmp = os.path.join(os.path.dirname(path), f"{_TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex}")
         try:
             cache_files.make_dirs(os.path.dirname(path), self.dir_mode)

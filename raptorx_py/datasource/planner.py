@@ -136,7 +136,7 @@ def plan_scan(
         for p in kept:
             if not settings.stats_pruning_enabled:
                 survivors.append((p, None))
-            elif data_preds and not _stats_describe_snapshot(p, write_ids):
+            elif data_preds and not stats_describe_snapshot(p, write_ids):
                 untrusted += 1
                 survivors.append((p, None))
             elif all(preds.may_match(dp, p.stats, p.row_count) for dp in data_preds):
@@ -391,7 +391,7 @@ def _list_splits(
         return [s for group in pool.map(list_one, locations) for s in group]
 
 
-def _stats_describe_snapshot(p: Partition, write_ids: ValidWriteIdList | None) -> bool:
+def stats_describe_snapshot(p: Partition, write_ids: ValidWriteIdList | None) -> bool:
     """Whether a partition's statistics may prune it for this snapshot.
 
     An external partition's statistics were computed from the files it held when they were

@@ -44,7 +44,7 @@ def join_url(scheme: str, path: str) -> str:
 def filesystem_for(url: str, settings) -> tuple[fsspec.AbstractFileSystem, str]:
     scheme, path = split_url(url)
     if scheme == "file":
-        return _local_fs(), path
+        return local_fs(), path
     return _s3_fs(
         settings.s3_endpoint,
         settings.s3_access_key,
@@ -58,7 +58,8 @@ def filesystem_for(url: str, settings) -> tuple[fsspec.AbstractFileSystem, str]:
 
 
 @functools.cache
-def _local_fs():
+def local_fs() -> fsspec.AbstractFileSystem:
+    """This process's one local filesystem (``file://``)."""
     return fsspec.filesystem("file")
 
 

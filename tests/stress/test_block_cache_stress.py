@@ -71,5 +71,5 @@ def test_processes_under_eviction_always_read_right_bytes(tmp_path):
     assert store.total_bytes() <= max_size
     assert store.total_bytes() == sum(store.entries().values())
     for name in store.entries():
-        assert store._verify_file(store.path_of(name)), name
+        assert store.verify_file(store.path_of(name)), name
     assert os.listdir(store.tmp_dir) == []

@@ -640,7 +640,7 @@ def test_processes_reading_the_same_blocks_all_get_right_bytes(source, tmp_path)
     store = BlockStore(directory, max_size=1 << 20)
     assert store.last_recovery["partial_files"] == 0
     for name in store.entries():
-        assert store._verify_file(store.path_of(name)), name
+        assert store.verify_file(store.path_of(name)), name
 
 
 # --- an object store as the target ----------------------------------------------------------

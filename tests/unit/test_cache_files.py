@@ -135,7 +135,7 @@ def test_a_footer_entry_with_a_recomputed_plain_checksum_is_rejected(tmp_path):
     from raptorx_py.cache import footer_cache as fc
 
     cache, ident, fpath = _footer_cache_with_entry(tmp_path)
-    entry = cache._path(ident)
+    entry = cache.path_of(ident)
     raw = open(entry, "rb").read()
     body = raw[: -fc._TRAILER.size]
     with open(entry, "wb") as f:

@@ -488,16 +488,16 @@ def test_a_writers_transaction_and_locks_name_its_user_and_host(setup, monkeypat
 
 
 def test_external_statistics_prune_only_sealed_partitions():
-    from raptorx_py.datasource.planner import _stats_describe_snapshot
+    from raptorx_py.datasource.planner import stats_describe_snapshot
     from raptorx_py.metastore.model import Partition
     from raptorx_py.metastore.write_ids import ValidWriteIdList
 
     def part(**params):
         return Partition(("1",), "/x", params)
 
-    assert not _stats_describe_snapshot(part(), None)  # external, unsealed
-    assert _stats_describe_snapshot(part(sealed="true"), None)  # external, sealed
+    assert not stats_describe_snapshot(part(), None)  # external, unsealed
+    assert stats_describe_snapshot(part(sealed="true"), None)  # external, sealed
     ids = ValidWriteIdList.from_string("db.t:5:9223372036854775807::3")
-    assert _stats_describe_snapshot(part(writeId="5"), ids)
-    assert not _stats_describe_snapshot(part(writeId="3"), ids)  # aborted or open
-    assert not _stats_describe_snapshot(part(writeId="6"), ids)  # committed after it
+    assert stats_describe_snapshot(part(writeId="5"), ids)
+    assert not stats_describe_snapshot(part(writeId="3"), ids)  # aborted or open
+    assert not stats_describe_snapshot(part(writeId="6"), ids)  # committed after it

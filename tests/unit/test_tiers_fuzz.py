@@ -44,7 +44,7 @@ from raptorx_py.errors import FileChangedError
 from raptorx_py.metastore.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.predicates import Comparison
-from raptorx_py.storage.fs import _local_fs
+from raptorx_py.storage.fs import local_fs
 from raptorx_py.tables.commit import commit_write
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tables.task_files import write_task
@@ -246,7 +246,7 @@ class Run:
         return f"{kind} {os.path.relpath(path, self.cache_dir).split('/')[0]} entry"
 
     def evict(self):
-        store = block_cache_for(self.settings, _local_fs()).store
+        store = block_cache_for(self.settings, local_fs()).store
         store.evict_to(self.rng.randrange(store.total_bytes() + 1))
         if self.rng.random() < 0.5:
             footer_cache_for(self.settings).clear_memory()
