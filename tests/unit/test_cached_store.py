@@ -123,6 +123,13 @@ def query(cache, name="db.t"):
     return table, cache.list_partitions(table, snapshot=snap)
 
 
+def queried(cache, name="db.t") -> tuple[int, list[str]]:
+    """The round trips of one query (``query``) and the partition values it returned."""
+    with Trips() as t:
+        _, parts = query(cache, name)
+    return t.n, values_of(parts)
+
+
 def values_of(partitions) -> list[str]:
     return [p.values[0] for p in partitions]
 
@@ -195,13 +202,9 @@ def test_an_open_or_aborted_write_id_leaves_the_entry_fresh(writer, make_cache):
     cache = make_cache()
     query(cache)
     txn, _ = commit_partitions(writer, table, ["c"], commit=False)
-    with Trips() as t:
-        _, parts = query(cache)
-    assert t.n == 1 and values_of(parts) == ["a", "b"]  # same committed write ids
+    assert queried(cache) == (1, ["a", "b"])  # same committed write ids
     writer.abort_transaction(txn)
-    with Trips() as t:
-        _, parts = query(cache)
-    assert t.n == 1 and values_of(parts) == ["a", "b"]
+    assert queried(cache) == (1, ["a", "b"])
 
 
 def test_a_commit_makes_the_entry_stale_and_the_newer_read_replaces_it(writer, make_cache):
@@ -209,12 +212,9 @@ def test_a_commit_makes_the_entry_stale_and_the_newer_read_replaces_it(writer, m
     cache = make_cache()
     query(cache)
     commit_partitions(writer, table, ["c"])
-    with Trips() as t:
-        _, parts = query(cache)  # no refresh: the snapshot alone tells the entry is stale
-    assert t.n == COLD and values_of(parts) == ["a", "b", "c"]
-    with Trips() as t:
-        _, parts = query(cache)
-    assert t.n == 1 and values_of(parts) == ["a", "b", "c"]
+    # no refresh: the snapshot alone tells the entry is stale
+    assert queried(cache) == (COLD, ["a", "b", "c"])
+    assert queried(cache) == (1, ["a", "b", "c"])
 
 
 # -- the notification log ---------------------------------------------------------------------
@@ -250,9 +250,7 @@ def test_abort_discards_the_stage(writer, make_cache):
     writer.abort_transaction(txn)
     cache.refresh()
     assert cache.stats()["staged_transactions"] == 0
-    with Trips() as t:
-        _, parts = query(cache)
-    assert t.n == 1 and values_of(parts) == ["a", "b"]
+    assert queried(cache) == (1, ["a", "b"])
 
 
 def test_fed_events_publish_only_on_commit(writer, make_cache):
@@ -331,9 +329,7 @@ def test_a_duplicate_event_is_ignored(writer, make_cache):
     with Trips() as t:
         assert cache.apply_events(events) == 0
     assert t["duplicate_events"] == len(events) and t["published"] == 0
-    with Trips() as t:
-        _, parts = query(cache)
-    assert t.n == 1 and values_of(parts) == ["a", "b", "c"]
+    assert queried(cache) == (1, ["a", "b", "c"])
 
 
 def test_a_gap_in_event_ids_reloads_everything(writer, make_cache):
@@ -555,9 +551,7 @@ def test_reads_inside_the_writers_transaction_are_not_cached(writer, make_cache)
     txn, _ = commit_partitions(writer, table, ["c"], commit=False)
     own = cache.snapshot(["db.t"], txn_id=txn)
     assert values_of(cache.list_partitions(table, snapshot=own)) == ["a", "b", "c"]
-    with Trips() as t:
-        _, parts = query(cache)
-    assert t.n == 1 and values_of(parts) == ["a", "b"]
+    assert queried(cache) == (1, ["a", "b"])
 
 
 def test_a_query_snapshot_holds_while_the_cache_keeps_a_version_for_it(writer, make_cache):
@@ -579,9 +573,8 @@ def test_a_query_snapshot_holds_while_the_cache_keeps_a_version_for_it(writer, m
         parts = cache.list_partitions(t_old, snapshot=old)
     assert t["partition_misses"] == 1  # the database has no history: its current state
     assert values_of(parts) == ["a", "b", "c", "d"]
-    with Trips() as t:
-        _, parts = query(cache)  # that older read did not displace the newest version
-    assert t.n == 1 and values_of(parts) == ["a", "b", "c", "d"]
+    # that older read did not displace the newest version
+    assert queried(cache) == (1, ["a", "b", "c", "d"])
 
 
 # -- process-wide cache, background refresher ---------------------------------------------------
@@ -663,9 +656,7 @@ def test_the_background_thread_refreshes(writer, make_cache):
     with cache.refreshed:
         assert cache.refreshed.wait_for(lambda: cache.last_event_id >= target, timeout=30)
     cache.stop()
-    with Trips() as t:
-        _, parts = query(cache)
-    assert t.n == 1 and values_of(parts) == ["a", "b", "c"]
+    assert queried(cache) == (1, ["a", "b", "c"])
 
 
 def test_the_background_refresher_counts_its_round_trips_apart(writer, make_cache):

@@ -67,6 +67,14 @@ def setup(tmp_path):
     ms.close()
 
 
+def committed_then_allocated(settings, ms, ids: range):
+    """``db.t`` with ids 0..3 committed, then a second write of ``ids`` that has its write id
+    but has moved and committed nothing: ``(job, files, write id)``."""
+    commit_write(ms, settings, *write(settings, ms, [batch(range(4))]))
+    job, files = write(settings, ms, [batch(ids)])
+    return job, files, ms.allocate_write_id(job.txn_id, "db", "t")
+
+
 def batch(ids, region_of=lambda i: "EU" if i % 2 else "US"):
     ids = list(ids)
     return pa.RecordBatch.from_pydict(
@@ -173,11 +181,8 @@ def test_unpartitioned_append_and_overwrite(setup):
 
 def test_uncommitted_write_is_invisible_to_a_concurrent_snapshot(setup):
     settings, ms, _, _ = setup
-    job, files = write(settings, ms, [batch(range(4))])
-    commit_write(ms, settings, job, files)
     # a second write is moved in but not committed yet: simulate by doing the steps by hand
-    job, files = write(settings, ms, [batch(range(4, 8))])
-    wid = ms.allocate_write_id(job.txn_id, "db", "t")
+    job, files, wid = committed_then_allocated(settings, ms, range(4, 8))
     t = ms.get_table("db", "t")
     for f in files:
         dest = f"{t.location}/region={f.values[0]}/{delta_dir_name(wid)}"
@@ -191,11 +196,8 @@ def test_uncommitted_write_is_invisible_to_a_concurrent_snapshot(setup):
 
 def test_commit_that_dies_after_allocating_is_invisible_then_cleaned(setup):
     settings, ms, clock, tmp = setup
-    job, files = write(settings, ms, [batch(range(4))])
-    commit_write(ms, settings, job, files)
     # the dying commit: write id allocated, files moved, then nothing (no commit, no abort)
-    job, files = write(settings, ms, [batch(range(10, 14))])
-    wid = ms.allocate_write_id(job.txn_id, "db", "t")
+    job, files, wid = committed_then_allocated(settings, ms, range(10, 14))
     table_dir = f"{tmp}/warehouse/db.db/t"
     moved = f"{table_dir}/region=NEW/{delta_dir_name(wid)}"  # a partition never registered
     os.makedirs(moved)
@@ -344,10 +346,7 @@ def test_cli_clean(setup, capsys):
     from raptorx_py.cli import main
 
     settings, ms, _, tmp = setup
-    job, files = write(settings, ms, [batch(range(4))])
-    commit_write(ms, settings, job, files)
-    job, files = write(settings, ms, [batch(range(4, 6))])
-    wid = ms.allocate_write_id(job.txn_id, "db", "t")
+    job, files, wid = committed_then_allocated(settings, ms, range(4, 6))
     dead = f"{tmp}/warehouse/db.db/t/region=US/{delta_dir_name(wid)}"
     os.makedirs(dead)
     os.rename(files[0].url[7:], f"{dead}/x.parquet")
