@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import fsspec
 from fsspec.spec import AbstractBufferedFile
@@ -33,6 +33,9 @@ from raptorx_py.storage.file_versions import (
     reported_etag,
     reported_mtime,
 )
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
 
 DEFAULT_BLOCK_SIZE = 1 << 20
 DEFAULT_MAX_SIZE = 2 << 30
@@ -494,7 +497,7 @@ def _runs(indexes: list[int]) -> list[tuple[int, int]]:
 _registry: ProcessRegistry[BlockCacheFileSystem] = ProcessRegistry()
 
 
-def block_cache_for(settings, target: fsspec.AbstractFileSystem):
+def block_cache_for(settings: Settings, target: fsspec.AbstractFileSystem):
     """The block cache of this node in front of ``target``, or ``target`` itself when
     ``cache.enabled`` is false.
 

@@ -26,6 +26,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,6 +37,9 @@ from raptorx_py.errors import RaptorxError, translate_storage_error
 from raptorx_py.metrics import counters
 from raptorx_py.storage.file_versions import listed_version
 from raptorx_py.storage.parquet_files import parquet_read_error
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -469,13 +473,13 @@ class FooterCache:
 _caches: ProcessRegistry[FooterCache] = ProcessRegistry()
 
 
-def footer_cache_directory(settings) -> str:
+def footer_cache_directory(settings: Settings) -> str:
     return os.path.join(
         os.path.abspath(os.path.expanduser(settings.cache_base_directory)), "footers"
     )
 
 
-def footer_cache_for(settings) -> FooterCache | None:
+def footer_cache_for(settings: Settings) -> FooterCache | None:
     """This process's footer cache for ``settings`` (None when the tier is off).
 
     One cache per directory: Spark reuses a Python worker across queries, so the memory tier

@@ -37,6 +37,7 @@ import logging
 import os
 import sqlite3
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import diskcache
 import pyarrow as pa
@@ -44,6 +45,9 @@ import pyarrow as pa
 from raptorx_py.cache.cache_files import keyed_digest, load_secret, make_dirs, modes, touch
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.metrics import counters
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -166,11 +170,11 @@ _caches: ProcessRegistry[FragmentCache] = ProcessRegistry()
 _unavailable: set[str] = set()
 
 
-def fragment_cache_directory(settings) -> str:
+def fragment_cache_directory(settings: Settings) -> str:
     return os.path.abspath(os.path.expanduser(settings.fragment_cache_base_directory))
 
 
-def fragment_cache_for(settings) -> FragmentCache | None:
+def fragment_cache_for(settings: Settings) -> FragmentCache | None:
     """This process's fragment cache for ``settings``: None when the tier is off or its
     directory cannot be used (counted and logged once per directory: the query goes on
     without it)."""

@@ -26,11 +26,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.metastore.table_parameters import SEALED_PARAM
 from raptorx_py.metrics import counters
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
 
 
 def parse_patterns(patterns: str | Iterable[str]) -> tuple[str, ...]:
@@ -277,7 +280,7 @@ def _select(files: tuple, where: Callable[[Any], bool] | None) -> tuple:
 _caches: ProcessRegistry[ListingCache] = ProcessRegistry()
 
 
-def listing_cache_for(settings) -> ListingCache | None:
+def listing_cache_for(settings: Settings) -> ListingCache | None:
     """This process's listing cache for ``settings``; None when ``hive.file-status-cache-
     tables`` names no table.
 

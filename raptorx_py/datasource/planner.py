@@ -32,10 +32,12 @@ import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from raptorx_py import predicates as preds
 from raptorx_py.cache.listing_cache import is_sealed, listing_cache_for, partition_version
 from raptorx_py.hive_types import decode_value
+from raptorx_py.metastore.cached_store import CachedMetastore
 from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, Partition, Table
 from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM, WRITE_ID_PARAM
 from raptorx_py.metastore.write_ids import ValidWriteIdList
@@ -44,6 +46,10 @@ from raptorx_py.scheduling import affinity
 from raptorx_py.storage.acid_layout import visible_files
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import list_data_files
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.store import Metastore
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +113,14 @@ def split_predicates(table: Table, predicates) -> tuple[tuple, tuple]:
 
 
 def plan_scan(
-    metastore, settings, table: Table, columns, predicates, *, snapshot=None, executors=()
+    metastore: Metastore | CachedMetastore,
+    settings: Settings,
+    table: Table,
+    columns,
+    predicates,
+    *,
+    snapshot=None,
+    executors=(),
 ) -> ScanPlan:
     """Plan one scan of ``table``. ``metastore``: a ``Metastore`` or a ``CachedMetastore``;
     ``snapshot``: the query's ``QuerySnapshot`` (taken once per scan by the data source), or
@@ -348,7 +361,10 @@ class _Location:
 
 
 def _list_splits(
-    settings, table_name: str, locations: list[_Location], write_ids: ValidWriteIdList | None = None
+    settings: Settings,
+    table_name: str,
+    locations: list[_Location],
+    write_ids: ValidWriteIdList | None = None,
 ) -> list[Split]:
     """One split per data file of ``locations``, listed in parallel, through the file-listing
     cache when ``hive.file-status-cache-tables`` names the table (sealed partitions only).
@@ -411,18 +427,20 @@ def stats_describe_snapshot(p: Partition, write_ids: ValidWriteIdList | None) ->
     return wid.isdigit() and write_ids.is_visible(int(wid))
 
 
-def _managed_write_ids(metastore, table: Table, snapshot) -> ValidWriteIdList | None:
+def _managed_write_ids(
+    metastore: Metastore | CachedMetastore, table: Table, snapshot
+) -> ValidWriteIdList | None:
     """A managed table's ValidWriteIdList: the snapshot's, else read now (one round trip);
     ``None`` for an external table."""
     if table.table_type == EXTERNAL_TABLE:
         return None
     if snapshot is not None:
         return snapshot.table(table.qualified_name).write_ids
-    ms = getattr(metastore, "metastore", metastore)  # a CachedMetastore's own Metastore
+    ms = metastore.metastore if isinstance(metastore, CachedMetastore) else metastore
     return ms.get_valid_write_ids([table.qualified_name])[table.qualified_name]
 
 
-def _listing_cache(settings):
+def _listing_cache(settings: Settings):
     """This process's listing cache for ``settings``, or None (the tier is off, or -- counted
     as ``listing_cache.unavailable`` -- could not be set up: planning then lists every
     partition, as without the tier, rather than fail the query)."""

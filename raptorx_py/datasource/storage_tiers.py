@@ -13,12 +13,15 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raptorx_py.cache.block_cache import block_cache_for
 from raptorx_py.cache.footer_cache import FileIdentity, footer_cache_for
 from raptorx_py.metrics import counters
 from raptorx_py.storage.file_versions import listed_version
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +55,7 @@ class StorageTiers:
     block_cache: bool = False
 
     @classmethod
-    def for_settings(cls, settings) -> StorageTiers:
+    def for_settings(cls, settings: Settings) -> StorageTiers:
         footers = None
         if settings.parquet_metadata_cache_enabled:
             try:

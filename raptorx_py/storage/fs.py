@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import functools
 import io
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import fsspec
 
 from raptorx_py.errors import StorageError
 from raptorx_py.metrics import counters
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
 
 SUPPORTED_SCHEMES = ("file", "s3", "s3a")
 
@@ -41,7 +45,7 @@ def join_url(scheme: str, path: str) -> str:
     return f"file://{path}" if scheme == "file" else f"s3://{path}"
 
 
-def filesystem_for(url: str, settings) -> tuple[fsspec.AbstractFileSystem, str]:
+def filesystem_for(url: str, settings: Settings) -> tuple[fsspec.AbstractFileSystem, str]:
     scheme, path = split_url(url)
     if scheme == "file":
         return local_fs(), path

@@ -22,6 +22,7 @@ records its partitions in the database transaction that commits it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from raptorx_py.errors import MetastoreError
 from raptorx_py.metastore.model import EXTERNAL_TABLE, Table
@@ -30,6 +31,10 @@ from raptorx_py.storage.acid_layout import parse_acid_dir
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import is_hidden
 from raptorx_py.tables.staging import staging_txn_id
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.store import Metastore
 
 
 @dataclass
@@ -44,7 +49,7 @@ class CleanReport:
         return self.removed_staging + self.removed_aborted
 
 
-def clean_table(metastore, settings, database: str, name: str) -> CleanReport:
+def clean_table(metastore: Metastore, settings: Settings, database: str, name: str) -> CleanReport:
     """Clean ``database.name`` (see the module docstring); returns what was removed."""
     table = metastore.get_table(database, name)
     if table.table_type == EXTERNAL_TABLE:
@@ -54,6 +59,8 @@ def clean_table(metastore, settings, database: str, name: str) -> CleanReport:
         )
     report = CleanReport(table.qualified_name, expired_txns=metastore.expire_timed_out())
     snapshot = metastore.get_valid_write_ids([table.qualified_name])[table.qualified_name]
+    if snapshot is None:  # only an external table has none, refused above
+        raise MetastoreError(f"{table.qualified_name} has no write ids to clean by")
     aborted = snapshot.aborted_write_ids
     for root in _roots(metastore, table):
         fs, root_path = filesystem_for(root, settings)
@@ -94,7 +101,7 @@ def clean_table(metastore, settings, database: str, name: str) -> CleanReport:
     return report
 
 
-def _roots(metastore, table: Table) -> list[str]:
+def _roots(metastore: Metastore, table: Table) -> list[str]:
     """The table's location, plus every partition location outside it."""
     root = table.location.rstrip("/")
     roots = [root]
@@ -106,7 +113,7 @@ def _roots(metastore, table: Table) -> list[str]:
     return roots
 
 
-def _is_open(metastore, txn_id: int) -> bool:
+def _is_open(metastore: Metastore, txn_id: int) -> bool:
     try:
         return metastore.get_transaction(txn_id).state == "open"
     except NoSuchTxnError:

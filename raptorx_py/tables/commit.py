@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from raptorx_py.errors import AlreadyExistsError, NoSuchObjectError, SchemaError
 from raptorx_py.metastore.locks import LockManager, Operation, lock_components
@@ -49,6 +50,10 @@ from raptorx_py.tables.task_files import WrittenFile
 from raptorx_py.tables.write_job import AGENT, WriteJob
 from raptorx_py.tables.write_target import WriteTarget, check_columns, check_location_free
 
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.store import Metastore
+
 
 @dataclass(frozen=True)
 class CommitResult:
@@ -60,8 +65,8 @@ class CommitResult:
 
 
 def commit_write(
-    metastore,
-    settings,
+    metastore: Metastore,
+    settings: Settings,
     job: WriteJob,
     files: Sequence[WrittenFile],
     *,
@@ -104,7 +109,7 @@ def check_written_partition_names(target: WriteTarget, files: Sequence[WrittenFi
         )
 
 
-def ensure_table(metastore, settings, target: WriteTarget) -> Table:
+def ensure_table(metastore: Metastore, settings: Settings, target: WriteTarget) -> Table:
     """The target table, created now (with its database) when the write began without one;
     a table dropped or replaced since the write began is an error."""
     if target.table_id is not None:
@@ -139,7 +144,7 @@ def ensure_table(metastore, settings, target: WriteTarget) -> Table:
 
 
 def lock_written_partitions(
-    metastore, settings, job: WriteJob, table: Table, by_values: dict, sleep
+    metastore: Metastore, settings: Settings, job: WriteJob, table: Table, by_values: dict, sleep
 ) -> None:
     """Take the write's locks (see the module docstring), in one order, waiting with
     ``sleep`` between attempts."""

@@ -22,6 +22,7 @@ must be a visible one for listings, which skip hidden names, to see the base.
 from __future__ import annotations
 
 from functools import cached_property, partial
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
@@ -32,6 +33,9 @@ from raptorx_py.tables.heartbeat import TxnHeartbeat
 from raptorx_py.tables.partition_records import WrittenPartitions
 from raptorx_py.tables.staging import best_effort
 
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+
 #: The Parquet file of no rows that makes an empty ``base_<wid>/`` exist and be listed.
 EMPTY_BASE_FILE = "empty-base.parquet"
 
@@ -41,7 +45,7 @@ class FilePlacement:
     what it created (``created_dirs``, ``placed_files``): only that may ``remove`` (the
     rollback) delete. ``location`` is the table's: it names the filesystem."""
 
-    def __init__(self, settings, location: str):
+    def __init__(self, settings: Settings, location: str):
         self.settings, self.location = settings, location
         self.created_dirs: list[str] = []
         self.placed_files: list[str] = []

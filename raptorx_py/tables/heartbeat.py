@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from raptorx_py.metastore.store import open_metastore
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.store import Metastore
 
 
 class TxnHeartbeat:
@@ -16,12 +21,12 @@ class TxnHeartbeat:
 
     def __init__(
         self,
-        settings,
+        settings: Settings,
         txn_id: int,
         *,
         clock: Callable[[], float] = time.monotonic,
         interval: float | None = None,
-        metastore=None,
+        metastore: Metastore | None = None,
     ):
         self.settings, self.txn_id, self.clock = settings, txn_id, clock
         self.interval = settings.txn_timeout / 3 if interval is None else interval

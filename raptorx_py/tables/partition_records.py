@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from raptorx_py.errors import SchemaError
 from raptorx_py.metastore.model import HIVE_DEFAULT_PARTITION, Partition, Table
@@ -22,6 +23,9 @@ from raptorx_py.metastore.partition_names import partition_name
 from raptorx_py.metastore.table_parameters import WRITE_ID_PARAM
 from raptorx_py.tables.file_statistics import NO_ROWS_PARAMS, appended, summarize
 from raptorx_py.tables.task_files import WrittenFile
+
+if TYPE_CHECKING:
+    from raptorx_py.metastore.store import Metastore
 
 
 def group_by_partition(files: Sequence[WrittenFile]) -> dict[tuple, list[WrittenFile]]:
@@ -47,7 +51,7 @@ class WrittenPartitions:
     existing: dict[tuple, Partition]
 
     @classmethod
-    def of(cls, metastore, table: Table, by_values: dict[tuple, list[WrittenFile]]):
+    def of(cls, metastore: Metastore, table: Table, by_values: dict[tuple, list[WrittenFile]]):
         """List ``table``'s partitions and check the written ones against them."""
         if not table.is_partitioned:
             return cls(table, by_values, {})
@@ -98,7 +102,7 @@ def check_partition_names(
 
 
 def record_partitions(
-    metastore, partitions: WrittenPartitions, write_id: int, *, overwrite: bool
+    metastore: Metastore, partitions: WrittenPartitions, write_id: int, *, overwrite: bool
 ) -> tuple[int, int]:
     """Add and alter the written partitions (see the module docstring); returns how many
     were added and how many altered. Run inside the commit's database transaction."""

@@ -11,11 +11,16 @@ whatever a dead process left.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from raptorx_py.metrics import counters
 from raptorx_py.tables.file_placement import FilePlacement
 from raptorx_py.tables.staging import remove_staging
 from raptorx_py.tables.write_job import WriteJob
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.store import Metastore
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +31,7 @@ class RollbackOnError:
     what ``placement`` recorded removed (see the module docstring). The staging directory is
     removed when the block ends, whichever way. Never swallows the error."""
 
-    def __init__(self, metastore, settings, job: WriteJob):
+    def __init__(self, metastore: Metastore, settings: Settings, job: WriteJob):
         self.metastore, self.settings, self.job = metastore, settings, job
         self.placement = FilePlacement(settings, job.target.location)
 
@@ -42,7 +47,7 @@ class RollbackOnError:
             remove_staging(self.settings, self.job.staging_url)
 
 
-def roll_back(metastore, job: WriteJob, placement: FilePlacement) -> None:
+def roll_back(metastore: Metastore, job: WriteJob, placement: FilePlacement) -> None:
     """Abort the transaction and remove what the commit placed, unless it committed after
     all (an error after the commit reached the database must not delete visible data)."""
     try:
@@ -55,7 +60,7 @@ def roll_back(metastore, job: WriteJob, placement: FilePlacement) -> None:
     placement.remove()
 
 
-def abort_write(metastore, settings, job: WriteJob) -> None:
+def abort_write(metastore: Metastore, settings: Settings, job: WriteJob) -> None:
     """A failed job: abort its transaction (unless it committed) and remove its staging."""
     try:
         if metastore.get_transaction(job.txn_id).state == "open":

@@ -11,8 +11,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from raptorx_py.storage.fs import filesystem_for
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +36,7 @@ def staging_txn_id(name: str) -> int | None:
     return int(txn) if txn.isdigit() else None
 
 
-def remove_staging(settings, staging_url: str) -> None:
+def remove_staging(settings: Settings, staging_url: str) -> None:
     """Remove the staging directory and everything in it, best effort."""
     fs, path = filesystem_for(staging_url, settings)
     best_effort(lambda: fs.rm(path, recursive=True))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from dataclasses import replace as replace_dataclass
+from typing import TYPE_CHECKING
 
 from raptorx_py.errors import LayoutError, SchemaError
 from raptorx_py.hive_types import (
@@ -34,6 +35,10 @@ from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import DataFile, walk_table
 from raptorx_py.storage.parquet_files import footer_stats, physical_types, read_metadata
 from raptorx_py.tables.file_statistics import summarize
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.store import Metastore
 
 FOOTER_READ_THREADS = 16
 
@@ -66,7 +71,7 @@ def _read_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
 
 
 def scan_table_directory(
-    settings,
+    settings: Settings,
     qualified_name: str,
     url: str,
     partition_types: dict[str, str] | None = None,
@@ -177,8 +182,8 @@ def _describe(columns) -> str:
 
 
 def register_external_table(
-    metastore,
-    settings,
+    metastore: Metastore,
+    settings: Settings,
     qualified_name: str,
     url: str,
     *,

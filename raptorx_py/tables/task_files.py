@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +32,9 @@ from raptorx_py.tables.staging import best_effort
 from raptorx_py.tables.write_job import WriteJob
 from raptorx_py.tables.write_target import WriteTarget
 
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+
 
 @dataclass(frozen=True)
 class WrittenFile:
@@ -44,7 +48,7 @@ class WrittenFile:
 
 
 def write_task(
-    settings,
+    settings: Settings,
     job: WriteJob,
     batches: Iterable[pa.RecordBatch],
     *,

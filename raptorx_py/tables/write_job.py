@@ -20,11 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from raptorx_py.metastore.model import Column
 from raptorx_py.names import check_name
 from raptorx_py.tables.staging import staging_dir_name
 from raptorx_py.tables.write_target import WriteTarget, resolve_target
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.store import Metastore
 
 #: How a writer's transactions and locks name their holder (with the table).
 AGENT = "raptorx_py writer"
@@ -41,8 +46,8 @@ class WriteJob:
 
 
 def begin_write(
-    metastore,
-    settings,
+    metastore: Metastore,
+    settings: Settings,
     database: str,
     name: str,
     columns: Sequence[Column],

@@ -12,12 +12,17 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from raptorx_py.errors import LocationInUseError, NoSuchObjectError, SchemaError
 from raptorx_py.metastore.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Table, TableShape
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.tables.file_statistics import NO_ROWS_PARAMS
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.store import Metastore
 
 #: Parameters of a table this path creates (Hive's insert-only transactional table).
 MANAGED_PARAMETERS = {"transactional": "true", "transactional_properties": "insert_only"}
@@ -48,7 +53,7 @@ class WriteTarget(TableShape):
         )
 
 
-def warehouse_url(settings) -> str:
+def warehouse_url(settings: Settings) -> str:
     """``hive.metastore.warehouse.dir`` as a URL (a local path becomes ``file://...``)."""
     raw = settings.warehouse_dir
     if not urlparse(raw).scheme:
@@ -66,8 +71,8 @@ def parse_partition_by(text: str | Sequence[str] | None) -> tuple[str, ...] | No
 
 
 def resolve_target(
-    metastore,
-    settings,
+    metastore: Metastore,
+    settings: Settings,
     database: str,
     name: str,
     columns: Sequence[Column],
@@ -132,7 +137,7 @@ def resolve_target(
     return WriteTarget(database, name, location, data, key_cols, None)
 
 
-def check_location_free(settings, qualified: str, location: str) -> None:
+def check_location_free(settings: Settings, qualified: str, location: str) -> None:
     """Refuse to create the MANAGED table ``qualified`` at ``location`` when the directory
     holds any visible entry (hidden ``.``/``_`` names, e.g. writes' staging, are skipped):
     a new table must never adopt another table's files or ACID directories."""

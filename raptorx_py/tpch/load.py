@@ -24,6 +24,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from raptorx_py.config.paths import default_tpch_work_dir
@@ -35,6 +36,9 @@ from raptorx_py.tpch.generate import (
     read_marker,
 )
 from raptorx_py.tpch.queries import TABLES
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
 
 LOAD_MARKER = "_tpch_load.json"
 COPY_THREADS = 8
@@ -50,7 +54,7 @@ def _normalise_url(url: str) -> str:
 def load_tpch(
     scale: float,
     warehouse_url: str,
-    settings,
+    settings: Settings,
     *,
     database: str = "tpch",
     work_dir: str | None = None,
@@ -117,7 +121,7 @@ def load_tpch(
     return urls
 
 
-def check_own_tables(settings, database: str, db_url: str) -> None:
+def check_own_tables(settings: Settings, database: str, db_url: str) -> None:
     """Fail (``AlreadyExistsError``) when ``<database>`` holds a table of a TPC-H name that a
     load into ``db_url`` did not register: its location is elsewhere, so it is someone
     else's table and a load must not replace it."""
@@ -147,7 +151,7 @@ def check_own_tables(settings, database: str, db_url: str) -> None:
 def load_tpch_managed(
     spark,
     scale: float,
-    settings,
+    settings: Settings,
     *,
     database: str = "tpch_managed",
     warehouse_url: str | None = None,
