@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -39,6 +40,14 @@ def split_url(url: str) -> tuple[str, str]:
     if scheme == "file":
         return "file", parsed.path if parsed.scheme else url
     return "s3", f"{parsed.netloc}{parsed.path}".rstrip("/")
+
+
+def as_url(location: str) -> str:
+    """A location as a URL: a local path (``/x/y``, ``x/y``, ``~/x``) becomes
+    ``file:///abs/x/y``; a URL loses only a trailing slash."""
+    if not urlparse(location).scheme:
+        return "file://" + os.path.abspath(os.path.expanduser(location))
+    return location.rstrip("/")
 
 
 def join_url(scheme: str, path: str) -> str:

@@ -9,15 +9,13 @@ the new table's.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
 
 from raptorx_py.errors import LocationInUseError, NoSuchObjectError, SchemaError
 from raptorx_py.metastore.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Table, TableShape
-from raptorx_py.storage.fs import filesystem_for
+from raptorx_py.storage.fs import as_url, filesystem_for
 from raptorx_py.tables.file_statistics import NO_ROWS_PARAMS
 
 if TYPE_CHECKING:
@@ -55,10 +53,7 @@ class WriteTarget(TableShape):
 
 def warehouse_url(settings: Settings) -> str:
     """``hive.metastore.warehouse.dir`` as a URL (a local path becomes ``file://...``)."""
-    raw = settings.warehouse_dir
-    if not urlparse(raw).scheme:
-        return "file://" + os.path.abspath(os.path.expanduser(raw))
-    return raw.rstrip("/")
+    return as_url(settings.warehouse_dir)
 
 
 def parse_partition_by(text: str | Sequence[str] | None) -> tuple[str, ...] | None:

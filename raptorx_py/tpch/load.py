@@ -25,10 +25,10 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
 
 from raptorx_py.config.paths import default_tpch_work_dir
 from raptorx_py.errors import translate_storage_error
+from raptorx_py.storage.fs import as_url
 from raptorx_py.tpch.generate import (
     TpchGenerationError,
     format_scale,
@@ -42,13 +42,6 @@ if TYPE_CHECKING:
 
 LOAD_MARKER = "_tpch_load.json"
 COPY_THREADS = 8
-
-
-def _normalise_url(url: str) -> str:
-    """``/x/y`` or ``x/y`` -> ``file:///abs/x/y``; other URLs lose only a trailing slash."""
-    if not urlparse(url).scheme:
-        return "file://" + os.path.abspath(os.path.expanduser(url))
-    return url.rstrip("/")
 
 
 def load_tpch(
@@ -93,7 +86,7 @@ def load_tpch(
     if generation is None:
         raise TpchGenerationError(f"the generation in {local_root} left no readable marker")
 
-    db_url = f"{_normalise_url(warehouse_url)}/{database}.db"
+    db_url = f"{as_url(warehouse_url)}/{database}.db"
     if only_own_tables:
         check_own_tables(settings, database, db_url)
     fs, db_path = filesystem_for(db_url, settings)
@@ -179,7 +172,7 @@ def load_tpch_managed(
     generate_tpch(scale, str(local_root), progress=say)
     with open_metastore(settings, create=True) as ms:
         if warehouse_url is not None and database not in ms.list_databases():
-            ms.create_database(database, location=f"{_normalise_url(warehouse_url)}/{database}.db")
+            ms.create_database(database, location=f"{as_url(warehouse_url)}/{database}.db")
         existing = ms.list_tables(database) if database in ms.list_databases() else []
         for table in TABLES:
             if table in existing and ms.get_table(database, table).table_type == EXTERNAL_TABLE:
