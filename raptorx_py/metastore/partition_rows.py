@@ -13,7 +13,8 @@ Statistics are stored as one LOW/HIGH text pair in ``hive_types``' canonical for
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from raptorx_py.errors import AlreadyExistsError, MetastoreError
 from raptorx_py.hive_types import encode_value
@@ -42,6 +43,18 @@ def encode_stats(stats: ColumnStats, hive_type: str) -> tuple[int | None, str | 
         None if stats.low is None else encode_value(stats.low, hive_type),
         None if stats.high is None else encode_value(stats.high, hive_type),
     )
+
+
+def stats_rows(
+    owner_id: int, table: Table, stats: Mapping[str, ColumnStats], now: int
+) -> list[tuple[Any, ...]]:
+    """The rows of ``stats`` (columns of ``table``) for PART_COL_STATS or TAB_COL_STATS:
+    ``(owner id, column, type, NUM_NULLS, LOW_VALUE, HIGH_VALUE, LAST_ANALYZED)``."""
+    types = {c.name: c.type for c in table.columns}
+    return [
+        (owner_id, name, types[name], *encode_stats(s, types[name]), now)
+        for name, s in stats.items()
+    ]
 
 
 def insert_partitions(
@@ -133,12 +146,7 @@ def insert_partition_details(
             "INSERT INTO PARTITION_PARAMS (PART_ID, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?)",
             params,
         )
-    types = {c.name: c.type for c in table.columns}
-    stats = [
-        (part_id, name, types[name], *encode_stats(s, types[name]), now)
-        for part_id, p in rows
-        for name, s in p.stats.items()
-    ]
+    stats = [row for part_id, p in rows for row in stats_rows(part_id, table, p.stats, now)]
     if stats:
         sql.executemany(
             "INSERT INTO PART_COL_STATS (PART_ID, COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, "

@@ -61,9 +61,9 @@ from raptorx_py.metastore.notifications import (
 from raptorx_py.metastore.partition_names import partition_name
 from raptorx_py.metastore.partition_rows import (
     check_partition_values,
-    encode_stats,
     insert_partition_details,
     insert_partitions,
+    stats_rows,
 )
 from raptorx_py.metastore.sql_session import Backend, SqlSession
 from raptorx_py.metastore.transactions import check_write_id
@@ -483,14 +483,10 @@ class Metastore:
                 "INSERT INTO TABLE_PARAMS (TBL_ID, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?)",
                 [(tbl_id, k, v) for k, v in table.parameters.items()],
             )
-            types = {c.name: c.type for c in table.columns}
             self.sql.executemany(
                 "INSERT INTO TAB_COL_STATS (TBL_ID, COLUMN_NAME, COLUMN_TYPE, NUM_NULLS, "
                 "LOW_VALUE, HIGH_VALUE, LAST_ANALYZED) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (tbl_id, name, types[name], *encode_stats(s, types[name]), now)
-                    for name, s in table.stats.items()
-                ],
+                stats_rows(tbl_id, table, table.stats, now),
             )
             created = dataclasses.replace(table, id=tbl_id)
             append_event(
