@@ -44,6 +44,7 @@ from raptorx_py.errors import FileChangedError
 from raptorx_py.metastore.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.predicates import Comparison
+from raptorx_py.storage.file_versions import stat_version
 from raptorx_py.storage.fs import local_fs
 from raptorx_py.tables.commit import commit_write
 from raptorx_py.tables.table_registration import register_external_table
@@ -81,9 +82,10 @@ class Run:
         # managed: committed states, newest last (rows as (id, v, region))
         self.managed: list[Counter] = [Counter()]
         self.next_id = 0
-        # external: path -> [(mtime, rows)], every version, newest last; partition of each
+        # external: path -> [(version, rows)], every version (``file_versions``), newest
+        # last; partition of each
         self.ext_root = str(tmp_path / "ext")
-        self.versions: dict[str, list[tuple[float, list[tuple[int, int]]]]] = {}
+        self.versions: dict[str, list[tuple[str, list[tuple[int, int]]]]] = {}
         self.part_of: dict[str, str] = {}
         for part in ("1", "2"):
             for i in range(2):
@@ -115,8 +117,10 @@ class Run:
         )
         os.replace(tmp, path)  # a reader sees a whole file, old or new
         self.mtime += 1.5
-        os.utime(path, (self.mtime, self.mtime))  # a new version is a new mtime
-        self.versions.setdefault(path, []).append((self.mtime, rows))
+        # Each version its own mtime as well, so no two versions can share an identity (a
+        # version is also its inode and change time, which a fast rewrite may repeat).
+        os.utime(path, (self.mtime, self.mtime))
+        self.versions.setdefault(path, []).append((stat_version(os.stat(path)), rows))
         self.part_of[path] = part
 
     def rewrite_external(self):
@@ -189,8 +193,8 @@ class Run:
         for split in plan.splits:
             path = split.url.removeprefix("file://")
             planned.add(path)
-            version = [rows for mtime, rows in self.versions[path] if mtime == split.mtime]
-            assert version, self._fail(f"{path}: planned version {split.mtime} never existed")
+            version = [rows for v, rows in self.versions[path] if v == split.version]
+            assert version, self._fail(f"{path}: planned version {split.version} never existed")
             try:
                 got = []
                 for b in read_split(
@@ -199,15 +203,15 @@ class Run:
                     got += zip(b.column("id").to_pylist(), b.column("v").to_pylist())
             except FileChangedError:
                 current = self.versions[path][-1][0]
-                assert current != split.mtime, self._fail(
-                    f"{path}: FileChangedError, but its version {split.mtime} is current"
+                assert current != split.version, self._fail(
+                    f"{path}: FileChangedError, but its version {split.version} is current"
                 )
                 self.faults["file_changed"] += 1
                 continue
             assert sorted(got) == sorted(r for r in version[0] if match(r)), self._fail(
-                f"{path}: rows are not those of version {split.mtime}"
+                f"{path}: rows are not those of version {split.version}"
             )
-        for path, (_mtime, rows) in model.items():
+        for path, (_version, rows) in model.items():
             if path not in planned:
                 assert not [r for r in rows if match(r)], self._fail(
                     f"plan #{i} left out {path}, which holds rows with id > {k}"

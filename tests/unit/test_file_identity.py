@@ -1,0 +1,153 @@
+"""Issue 27, item 3: a file's identity that a restored mtime cannot fool (Spark-free).
+
+An unsealed external file rewritten with the same size and its mtime put back (``cp -p``,
+``rsync -t``, ``tar -x``, ``os.utime`` all do this) must be read in its new version by every
+tier: the block cache, the footer cache and the fragment result cache, each on its own and
+all together; and a file changed that way between planning and reading must fail the read
+(``FileChangedError``) rather than be read, or cached, as the listed version. The same
+through Spark: ``tests/integration/test_file_identity.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from raptorx_py.cache.fragment_cache import fragment_cache_for
+from raptorx_py.config import load_settings
+from raptorx_py.datasource.fragment_keys import fragment_key
+from raptorx_py.datasource.planner import plan_scan
+from raptorx_py.datasource.scan import read_split
+from raptorx_py.errors import FileChangedError
+from raptorx_py.hive_types import arrow_schema_for_spark
+from raptorx_py.metastore.store import Metastore, SqliteBackend
+from raptorx_py.predicates import Comparison
+from raptorx_py.tables.table_registration import register_external_table
+from tests.counter_deltas import CounterDeltas
+
+ROWS = 200
+#: The old file holds ids 1..ROWS, the new one ids above this bound: ``id > BOUND`` is
+#: nothing in the old version and every row in the new one.
+BOUND = 500
+TIERS = {
+    "block": {"cache.enabled": "true"},
+    "footer": {"hive.parquet.metadata-cache-enabled": "true"},
+    "fragment": {"fragment-result-cache.enabled": "true"},
+}
+TIERS["all"] = {k: v for tier in TIERS.values() for k, v in tier.items()}
+
+
+def write_ids(path: str, first: int) -> None:
+    """ids ``first..first+ROWS-1``, uncompressed and plain, so every such file has one size."""
+    pq.write_table(
+        pa.table({"id": pa.array(range(first, first + ROWS), pa.int64())}),
+        path,
+        compression="none",
+        use_dictionary=False,
+    )
+
+
+def rewrite_keeping_mtime(path: str, first: int, *, in_place: bool) -> None:
+    """Rewrite ``path`` with ids from ``first``, then put its mtime back, as ``cp -p`` (in
+    place: the same inode) or ``rsync -t`` / ``tar -x`` (a new file renamed over it) do.
+    Returns once the file's change time differs from before (the kernel's clock ticks
+    coarsely: a rewrite within the tick of the last change is the documented limit)."""
+    before = os.stat(path)
+    if in_place:
+        write_ids(path, first)
+    else:
+        write_ids(path + ".tmp", first)
+        os.replace(path + ".tmp", path)
+    times = (before.st_atime_ns, before.st_mtime_ns)
+    os.utime(path, ns=times)
+    while os.stat(path).st_ctime_ns == before.st_ctime_ns:
+        os.utime(path, ns=times)  # each call sets the change time to now
+    after = os.stat(path)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def make_table(tmp_path, tiers: dict):
+    root = tmp_path / "t" / "k=1"
+    root.mkdir(parents=True)
+    path = str(root / "part-0.parquet")
+    write_ids(path, 1)
+    settings = load_settings(
+        overrides={
+            "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+            "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
+            "cache.base-directory": str(tmp_path / "cache"),
+            "fragment-result-cache.base-directory": str(tmp_path / "fragments"),
+            **tiers,
+        },
+        env={},
+        cwd=tmp_path,
+    )
+    ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"))
+    table = register_external_table(ms, settings, "db.t", f"file://{tmp_path}/t")
+    return settings, ms, table, path
+
+
+def read(settings, ms, table, plan=None) -> list[int]:
+    """``SELECT id FROM db.t WHERE id > BOUND`` through the tiers ``settings`` turn on; the
+    fragment cache as the reader uses it (``source._split_result``): its key, then get or
+    compute and put."""
+    plan = plan or plan_scan(ms, settings, table, table.columns, [Comparison(">", "id", BOUND)])
+    fragments = fragment_cache_for(settings)
+    schema = arrow_schema_for_spark(plan.columns)
+    ids: list[int] = []
+    for split in plan.splits:
+        key = None
+        if fragments is not None:
+            key = fragment_key(plan.table, split, plan.columns, plan.data_predicates, None, schema)
+        batches = fragments.get(key) if key is not None and fragments is not None else None
+        if batches is None:
+            batches = list(
+                read_split(split, plan.table, plan.columns, plan.data_predicates, settings)
+            )
+            if key is not None and fragments is not None:
+                fragments.put(key, schema, batches)
+        for b in batches:
+            ids += b.column("id").to_pylist()
+    return sorted(ids)
+
+
+def plan_of(settings, ms, table):
+    return plan_scan(ms, settings, table, table.columns, [Comparison(">", "id", BOUND)])
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["cp-p", "rsync-t"])
+@pytest.mark.parametrize("tier", sorted(TIERS))
+def test_a_rewrite_with_its_mtime_put_back_is_read_in_its_new_version(tmp_path, tier, in_place):
+    settings, ms, table, path = make_table(tmp_path, TIERS[tier])
+    assert read(settings, ms, table) == []  # the old version: nothing above BOUND
+    assert read(settings, ms, table) == []  # and again, from the tier
+    rewrite_keeping_mtime(path, BOUND + 1, in_place=in_place)
+    assert read(settings, ms, table) == list(range(BOUND + 1, BOUND + 1 + ROWS))
+
+
+@pytest.mark.parametrize("tier", ["block", "footer"])
+def test_a_rewrite_between_planning_and_reading_fails_the_read(tmp_path, tier):
+    """The read-time check (the block cache after a fetch, the opener before it trusts a
+    cached footer) sees the change a restored mtime hides, and caches nothing of it."""
+    settings, ms, table, path = make_table(tmp_path, TIERS[tier])
+    plan = plan_of(settings, ms, table)
+    rewrite_keeping_mtime(path, BOUND + 1, in_place=True)
+    with pytest.raises(FileChangedError, match=r"part-0\.parquet.*changed after it was listed"):
+        read(settings, ms, table, plan)
+    # Planned again, the new version reads whole (nothing of the refused read was kept).
+    assert read(settings, ms, table) == list(range(BOUND + 1, BOUND + 1 + ROWS))
+
+
+def test_an_unchanged_file_is_served_by_every_tier(tmp_path):
+    """The stronger identity is stable while the file is: a second read is all hits."""
+    settings, ms, table, _ = make_table(tmp_path, TIERS["all"])
+    plan = plan_scan(ms, settings, table, table.columns, [])
+    read(settings, ms, table, plan)
+    with CounterDeltas() as c:
+        assert read(settings, ms, table, plan_scan(ms, settings, table, table.columns, [])) == list(
+            range(1, ROWS + 1)
+        )
+    assert c["fragment_cache.hits"] == 1 and c["fragment_cache.misses"] == 0
