@@ -5,16 +5,21 @@ same rows: the table (its metastore id and name), the file's identity (URL, size
 version: ``storage.file_versions``, a local file's device, inode, change and modification
 times, an object's ETag) and the piece of it read, the partition's values, the columns read
 with their types, the data predicates the split evaluates, the pushed partial aggregation,
-the Arrow schema handed to Spark, and a format version. A managed table's write id is in
-the file's URL (its ``base_``/``delta_`` directory), so a new write is a new key for the
-partitions it touched and for no other. Partition predicates are not in the key: they only
-decide which splits exist, never what a split returns.
+the Arrow schema handed to Spark, and the identity of the code that computes the result
+(``datasource.code_identity``: a digest of the package's sources, pyarrow's and Python's
+versions), so a fix to how results are computed or encoded never meets results computed
+before it. A managed table's write id is in the file's URL (its ``base_``/``delta_``
+directory), so a new write is a new key for the partitions it touched and for no other.
+Partition predicates are not in the key: they only decide which splits exist, never what a
+split returns.
+
+The predicates are those the split evaluates: the scan's data predicates less those its
+partition's trusted statistics make always true there (``planner``: ``Split.predicates``,
+in canonical order), sorted by their text, so neither their order in the query nor a
+predicate the statistics dropped changes the key.
 
 Limits: a file the store gives no version for has no key and is never cached. What the key
-trusts of a file is what its version can tell apart (``storage.file_versions``). The
-predicates are those the split evaluates, sorted by their text (so their order in the query
-does not matter); statistics that make a predicate always true for a split do not yet
-remove it from the key.
+trusts of a file is what its version can tell apart (``storage.file_versions``).
 """
 
 from __future__ import annotations
@@ -24,10 +29,8 @@ import json
 
 import pyarrow as pa
 
+from raptorx_py.datasource.code_identity import code_identity
 from raptorx_py.metastore.model import Column, Table
-
-#: Bump when what a key names or how a result is encoded changes: old entries then miss.
-FORMAT_VERSION = 1
 
 
 def fragment_key(
@@ -42,7 +45,7 @@ def fragment_key(
     if split.version is None:
         return None
     parts = [
-        FORMAT_VERSION,
+        code_identity(),
         table.id,
         table.qualified_name,
         split.url,
