@@ -41,7 +41,7 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
     Contract:
     - ``open(path, "rb", size=None, version=None, etag=None)`` returns a
       :class:`BlockCacheFile`. ``size`` and ``version`` (``storage.file_versions``: a local
-      file's device, inode, change and modification times, an object's ETag) are the
+      file's inode, change and modification times, an object's ETag) are the
       file's identity as the caller listed it; when either is missing the target is asked
       once (``file_versions.current_identity``). Cached blocks are keyed by a hash of
       (target protocol, path, size, version, block size) and the block index, so a file
@@ -410,7 +410,7 @@ class BlockCacheFile(io.RawIOBase):
         opened without one) would hand out whatever the file holds now, and those bytes
         would be cached and served beside blocks of the listed version: a torn read. So
         after each fetch the file's identity is asked of the target (a ``stat`` locally:
-        device, inode, change and modification times; its ETag on an object store;
+        inode, change and modification times; its ETag on an object store;
         ``storage.file_versions``) and compared with the key's; a version of no known kind
         (a caller's own label) cannot be compared. On a
         mismatch every cached block of the key is dropped too: they belong to a version

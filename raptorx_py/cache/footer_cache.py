@@ -49,7 +49,7 @@ _PARSE_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError, ValueError
 @dataclass(frozen=True)
 class FileIdentity:
     """Which bytes a footer belongs to: the file's URL, size and version as planning listed
-    them (``storage.file_versions``: a local file's device, inode, change and modification
+    them (``storage.file_versions``: a local file's inode, change and modification
     times; an object's ETag), the same identity the block cache keys by.
 
     A file without a version has no identity beyond its path, and a path alone is not a

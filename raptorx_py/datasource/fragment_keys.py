@@ -2,7 +2,7 @@
 
 A key names everything a split's result depends on, so that the same key always means the
 same rows: the table (its metastore id and name), the file's identity (URL, size, and its
-version: ``storage.file_versions``, a local file's device, inode, change and modification
+version: ``storage.file_versions``, a local file's inode, change and modification
 times, an object's ETag) and the piece of it read, the partition's values, the columns read
 with their types, the data predicates the split evaluates, the pushed partial aggregation,
 the Arrow schema handed to Spark, and the identity of the code that computes the result

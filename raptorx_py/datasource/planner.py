@@ -69,8 +69,8 @@ class Split:
 
     url: str
     size: int  # of the whole file (its identity, and where its footer ends)
-    #: The file's version as listed (``storage.file_versions``: for a local file its device,
-    #: inode, change and modification times; an ETag on S3); None: the store gave none.
+    #: The file's version as listed (``storage.file_versions``: for a local file its inode,
+    #: change and modification times; an ETag on S3); None: the store gave none.
     version: str | None
     etag: str | None  # the ETag the store checks ranged reads against, when it has one
     partition_values: tuple = ()  # typed values, one per partition key

@@ -3,11 +3,14 @@
 A file is identified by its URL, its size and its version, the strongest identity its
 filesystem gives (``current_identity``):
 
-- **local and POSIX files** (``file://``): ``posix:<st_dev>:<st_ino>:<st_ctime_ns>:
-  <st_mtime_ns>``, from one ``os.stat``. A user can put an mtime back (``cp -p``,
-  ``rsync -t``, ``tar -x``, ``os.utime``), but not a change time: every write, rename over
-  the path, ``utime``, ``chmod`` or link sets it to the kernel's clock; and a file renamed
-  over the path is another inode.
+- **local and POSIX files** (``file://``): ``posix:<st_ino>:<st_ctime_ns>:<st_mtime_ns>``,
+  from one ``os.stat``. A user can put an mtime back (``cp -p``, ``rsync -t``, ``tar -x``,
+  ``os.utime``), but not a change time: every write, rename over the path, ``utime``,
+  ``chmod`` or link sets it to the kernel's clock; and a file renamed over the path is
+  another inode. The device (``st_dev``) is left out on purpose: the path, in every key,
+  already names the filesystem, and a shared filesystem's device number is the client's
+  (each machine numbers its NFS mounts itself), so the executors' check of a version the
+  driver listed would fail every read on a cluster.
 - **S3** (``s3://``, ``s3a://``): ``etag:<ETag>``; any other store's ETag is taken as well.
 - **a store that reports only a modification time**: ``mtime:<repr of seconds>``, exact (a
   1 ns change is a new version), but a restored mtime fools it.
@@ -22,10 +25,11 @@ different version of the same kind (``is_another_version``) as another file.
 Limits: a version is as strong as what it reads. A local file rewritten in place, keeping
 its size and mtime, within the same tick of the kernel's clock as its previous change
 (``ctime`` moves in ticks of a few ms on Linux) has the same version; so has a file whose
-change time was set back by changing the system clock (root). ``st_dev`` may differ after a
-remount (an NFS or overlay filesystem mounted again): the file then reads as another
-version, a miss and never a wrong answer. An ETag is the store's promise: S3 gives a new one
-to every upload of a key.
+change time was set back by changing the system clock (root). A shared filesystem whose
+inode numbers are the client's own (some FUSE mounts of object stores) gives each machine
+another version of the same file: on a cluster, the executors' check then fails reads with
+``FileChangedError``; read such data through ``s3://`` instead. An ETag is the store's
+promise: S3 gives a new one to every upload of a key.
 """
 
 from __future__ import annotations
@@ -42,9 +46,9 @@ _KINDS = (POSIX, ETAG, MTIME)
 
 
 def stat_version(st: os.stat_result) -> str:
-    """The version of a local file from its ``os.stat``: device, inode, change time and
-    modification time (nanoseconds)."""
-    return f"{POSIX}:{st.st_dev}:{st.st_ino}:{st.st_ctime_ns}:{st.st_mtime_ns}"
+    """The version of a local file from its ``os.stat``: inode, change time and modification
+    time (nanoseconds)."""
+    return f"{POSIX}:{st.st_ino}:{st.st_ctime_ns}:{st.st_mtime_ns}"
 
 
 def reported_etag(info: Mapping[str, Any]) -> str | None:

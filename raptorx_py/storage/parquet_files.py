@@ -119,7 +119,7 @@ def _check_opened_version(fs, path, raw, url, size, version) -> None:
     ETag check (local files) may be another version by now, and its data decoded with the
     old footer would be a torn read. So the opened file must still be the listed version
     (size and version as ``file_versions.current_identity`` reads them: a local file's
-    device, inode, change and modification times); else ``FileChangedError``."""
+    inode, change and modification times); else ``FileChangedError``."""
     found_size, found = current_identity(fs, path)
     changed = (
         size is not None and found_size is not None and found_size != int(size)

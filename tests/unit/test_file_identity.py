@@ -11,11 +11,14 @@ through Spark: ``tests/integration/test_file_identity.py``.
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from raptorx_py.cache.block_cache import block_cache_for
+from raptorx_py.cache.footer_cache import FileIdentity, footer_cache_for
 from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import load_settings
 from raptorx_py.datasource.fragment_keys import fragment_key
@@ -25,6 +28,8 @@ from raptorx_py.errors import FileChangedError
 from raptorx_py.hive_types import arrow_schema_for_spark
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.predicates import Comparison
+from raptorx_py.storage.file_versions import stat_version
+from raptorx_py.storage.fs import local_fs
 from raptorx_py.tables.table_registration import register_external_table
 from tests.counter_deltas import CounterDeltas
 
@@ -151,3 +156,38 @@ def test_an_unchanged_file_is_served_by_every_tier(tmp_path):
             range(1, ROWS + 1)
         )
     assert c["fragment_cache.hits"] == 1 and c["fragment_cache.misses"] == 0
+
+
+STAT_FIELDS = ("st_ino", "st_ctime_ns", "st_mtime_ns")
+
+
+def test_a_version_leaves_the_device_number_out():
+    """A shared filesystem's device number is each client's own: the version the driver
+    lists must be the one an executor's ``stat`` of the same file gives."""
+    st = os.stat(__file__)
+    here = SimpleNamespace(st_dev=st.st_dev, **{f: getattr(st, f) for f in STAT_FIELDS})
+    there = SimpleNamespace(st_dev=st.st_dev + 1, **{f: getattr(st, f) for f in STAT_FIELDS})
+    assert stat_version(here) == stat_version(there) == stat_version(st)
+
+
+def test_entries_under_the_mtime_only_spelling_are_counted_misses(tmp_path):
+    """Entries written before (a local file's version was the bare ``repr`` of its mtime)
+    are never found under the new versions: counted misses, the file read again."""
+    settings, ms, table, path = make_table(tmp_path, TIERS["all"])
+    split = plan_scan(ms, settings, table, table.columns, []).splits[0]
+    old = repr(os.stat(path).st_mtime)
+    assert split.version is not None and split.version != old
+    footers = footer_cache_for(settings)
+    assert footers is not None
+    footers.get_or_load(FileIdentity(split.url, split.size, old), lambda: pq.read_metadata(path))
+    blocks = block_cache_for(settings, local_fs())
+    with blocks.open(path, "rb", size=split.size, version=old) as f:
+        f.read()
+    footers.clear_memory()
+    with CounterDeltas() as c:
+        assert read(settings, ms, table, plan_scan(ms, settings, table, table.columns, [])) == (
+            list(range(1, ROWS + 1))
+        )
+    assert c["footer_cache.misses"] == 1 and c["footer_cache.hits_disk"] == 0
+    # The file's one block is fetched again (then served from the cache within the read).
+    assert c["block_cache.misses"] == 1 and c["block_cache.bytes_from_remote"] == split.size
