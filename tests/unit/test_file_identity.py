@@ -191,3 +191,26 @@ def test_entries_under_the_mtime_only_spelling_are_counted_misses(tmp_path):
     assert c["footer_cache.misses"] == 1 and c["footer_cache.hits_disk"] == 0
     # The file's one block is fetched again (then served from the cache within the read).
     assert c["block_cache.misses"] == 1 and c["block_cache.bytes_from_remote"] == split.size
+
+
+def test_a_sealed_file_rewritten_with_its_mtime_put_back_is_never_a_torn_read(tmp_path):
+    """A sealed partition's cached listing keeps each file's version (the listing cache
+    carries the identity): after a same-size rewrite with the mtime put back and a partial
+    eviction of its blocks, a plan from the cached listing must not fill the missing blocks
+    with the new version's bytes beside the old ones (what an mtime-only version let
+    through): ``FileChangedError``, and the old version's blocks are dropped."""
+    settings, ms, table, path = make_table(
+        tmp_path,
+        {**TIERS["block"], "cache.block-size": "512B", "hive.file-status-cache-tables": "*"},
+    )
+    ms.set_partition_parameters(table, ("1",), {"sealed": "true"})
+    everything = lambda: plan_scan(ms, settings, table, table.columns, [])  # noqa: E731
+    assert read(settings, ms, table, everything()) == list(range(1, ROWS + 1))
+    blocks = block_cache_for(settings, local_fs())
+    blocks.store.evict_to(blocks.store.total_bytes() // 2)
+    assert blocks.store.entries()  # some blocks of the old version stay
+    rewrite_keeping_mtime(path, BOUND + 1, in_place=True)
+    with CounterDeltas() as c, pytest.raises(FileChangedError, match="changed after it was listed"):
+        read(settings, ms, table, everything())
+    assert c["listing_cache.hits"] == 1 and c["block_cache.version_mismatches"] == 1
+    assert blocks.store.entries() == {}
