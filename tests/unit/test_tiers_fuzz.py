@@ -6,7 +6,8 @@ TestCachedStore).
 Random operations interleave:
 - managed appends and overwrites (``raptorx_py.tables``), the model keeping every committed
   state, so a plan made earlier and read later must still read its own state;
-- external files rewritten in place (same rows count, new values; some in a SEALED
+- external files rewritten in place (same rows count, new values; half of them with the
+  previous version's mtime put back, as ``cp -p`` does; some in a SEALED
   partition whose listing the listing cache keeps) and new files added to an UNSEALED
   partition (whose registration-time statistics must then not prune them);
 - plans (with a random ``id > k`` predicate) and reads of any earlier plan;
@@ -101,8 +102,11 @@ class Run:
     def _rows(self, n, lo, hi):
         return [(self.rng.randrange(lo, hi), self.rng.randrange(1 << 40)) for _ in range(n)]
 
-    def _write_ext(self, path, part, rows=None):
+    def _write_ext(self, path, part, rows=None, keep_mtime=False):
+        """Write a new version of ``path``; ``keep_mtime``: put the previous version's mtime
+        back (``cp -p``, ``rsync -t``), so only its inode and change time tell it apart."""
         rows = rows or self._rows(EXT_ROWS, 0, 100)
+        before = os.stat(path) if keep_mtime else None
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
         pq.write_table(
@@ -116,17 +120,25 @@ class Run:
             row_group_size=10,
         )
         os.replace(tmp, path)  # a reader sees a whole file, old or new
-        self.mtime += 1.5
-        # Each version its own mtime as well, so no two versions can share an identity (a
-        # version is also its inode and change time, which a fast rewrite may repeat).
-        os.utime(path, (self.mtime, self.mtime))
+        if before is not None:
+            times = (before.st_atime_ns, before.st_mtime_ns)
+            os.utime(path, ns=times)
+            # A change time later than the previous version's (the kernel's clock moves in
+            # ticks): no two versions share an identity, which the model relies on.
+            while os.stat(path).st_ctime_ns == before.st_ctime_ns:
+                os.utime(path, ns=times)
+        else:
+            self.mtime += 1.5
+            os.utime(path, (self.mtime, self.mtime))
         self.versions.setdefault(path, []).append((stat_version(os.stat(path)), rows))
         self.part_of[path] = part
 
     def rewrite_external(self):
         path = self.rng.choice(sorted(self.versions))
-        self._write_ext(path, self.part_of[path])
-        return f"rewrite {os.path.relpath(path, self.ext_root)}"
+        keep_mtime = self.rng.random() < 0.5
+        self._write_ext(path, self.part_of[path], keep_mtime=keep_mtime)
+        kept = " (its mtime put back)" if keep_mtime else ""
+        return f"rewrite {os.path.relpath(path, self.ext_root)}{kept}"
 
     def add_external(self):
         n = sum(1 for p in self.part_of.values() if p == "2")
