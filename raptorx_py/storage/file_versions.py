@@ -114,9 +114,5 @@ def is_another_version(version: str, found: str | None) -> bool:
     """Whether the store's ``found`` (``current_identity``) says the file is no longer the
     listed ``version``: a version of the same kind that differs. Unknown (None), or of
     another kind (a caller's own label), it says nothing."""
-    return (
-        found is not None
-        and kind(version) is not None
-        and kind(version) == kind(found)
-        and (found != version)
-    )
+    listed = kind(version)
+    return found is not None and listed is not None and listed == kind(found) and found != version

@@ -28,7 +28,13 @@ from raptorx_py.errors import FileChangedError
 from raptorx_py.hive_types import arrow_schema_for_spark
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.predicates import Comparison
-from raptorx_py.storage.file_versions import stat_version
+from raptorx_py.storage.file_versions import (
+    current_identity,
+    etag_of,
+    info_version,
+    is_another_version,
+    stat_version,
+)
 from raptorx_py.storage.fs import local_fs
 from raptorx_py.tables.table_registration import register_external_table
 from tests.counter_deltas import CounterDeltas
@@ -214,3 +220,25 @@ def test_a_sealed_file_rewritten_with_its_mtime_put_back_is_never_a_torn_read(tm
         read(settings, ms, table, everything())
     assert c["listing_cache.hits"] == 1 and c["block_cache.version_mismatches"] == 1
     assert blocks.store.entries() == {}
+
+
+def test_each_store_s_version_and_how_versions_compare(tmp_path):
+    """The one rule (``storage.file_versions``), per kind of store."""
+    import datetime as dt
+
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"abc")
+    assert current_identity(local_fs(), str(f)) == (3, stat_version(os.stat(f)))
+    s3_info = {"name": "b/k", "size": 3, "ETag": '"e1"', "LastModified": dt.datetime.now()}
+    assert info_version(s3_info) == "etag:e1" and etag_of(info_version(s3_info)) == "e1"
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    assert info_version({"LastModified": when}) == f"mtime:{when.timestamp()!r}"
+    assert info_version({"size": 3}) is None
+    local = stat_version(os.stat(f))
+    assert not is_another_version(local, local)
+    assert is_another_version(local, local.replace("posix:", "posix:9"))
+    assert is_another_version("etag:e1", "etag:e2") and not is_another_version("etag:e1", "etag:e1")
+    # Of different kinds, unknown, or a caller's own label: nothing said.
+    assert not is_another_version("etag:e1", local)
+    assert not is_another_version(local, None)
+    assert not is_another_version("v1", "v2") and etag_of("v1") is None
