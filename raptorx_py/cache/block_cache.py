@@ -2,8 +2,8 @@
 through block-aligned copies on local disk (:class:`~raptorx_py.cache.block_store.BlockStore`).
 
 Executors use it through ``block_cache_for(settings, fs)``, then
-``fs.open(path, "rb", size=size, version=etag_or_mtime, etag=etag)`` with the identity the
-planner listed, and hand the file to pyarrow.
+``fs.open(path, "rb", size=size, version=version, etag=etag)`` with the identity the
+planner listed (``storage.file_versions``), and hand the file to pyarrow.
 """
 
 from __future__ import annotations
@@ -26,13 +26,7 @@ from raptorx_py.cache.block_store import BlockStore
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.errors import FileChangedError, translate_storage_error
 from raptorx_py.metrics import counters
-from raptorx_py.storage.file_versions import (
-    is_another_version,
-    listed_version,
-    observed_version,
-    reported_etag,
-    reported_mtime,
-)
+from raptorx_py.storage.file_versions import current_identity, etag_of, is_another_version
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
@@ -46,11 +40,12 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
 
     Contract:
     - ``open(path, "rb", size=None, version=None, etag=None)`` returns a
-      :class:`BlockCacheFile`. ``size`` and ``version`` (an ETag or an mtime, as a string)
-      are the file's identity as the caller listed it; when either is missing the target's
-      ``info(path)`` is asked once. Cached blocks are keyed by a hash of (target protocol,
-      path, size, version, block size) and the block index, so a file listed with another
-      size or version never meets the blocks of the old one.
+      :class:`BlockCacheFile`. ``size`` and ``version`` (``storage.file_versions``: a local
+      file's inode, change and modification times, an object's ETag) are the
+      file's identity as the caller listed it; when either is missing the target is asked
+      once (``file_versions.current_identity``). Cached blocks are keyed by a hash of
+      (target protocol, path, size, version, block size) and the block index, so a file
+      listed with another size or version never meets the blocks of the old one.
     - ``etag`` (optional, an ETag without quotes) is handed to the target's file so an
       object store checks it on every ranged GET (s3fs with ``local_expiry_check``, as
       ``raptorx_py.storage.fs`` configures it): bytes of an object overwritten after listing
@@ -66,14 +61,16 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
       answer (see :class:`BlockStore`).
 
     - A fetch from a target that checks no ETag (local files) is followed by a look at the
-      file's identity (size, and mtime or ETag); bytes of another version than the key's
+      file's identity (size and version, as ``file_versions.current_identity`` reads it);
+      bytes of another version than the key's
       fail the read with ``FileChangedError`` and are not cached, and every cached block of
       the key is dropped (so is it when s3fs refuses an ETag): a cached block is never
       combined with bytes of another version (``block_cache.version_mismatches``).
 
-    Limits: a version label that is neither an mtime nor an ETag (a caller's own) cannot be
-    compared; a file rewritten in place within one mtime tick and keeping its size is not
-    seen as changed; a read served wholly from cached blocks reads the listed version
+    Limits: a version label of no known kind (a caller's own) cannot be compared; what a
+    version cannot tell apart (``storage.file_versions``' limits: a local file rewritten in
+    place keeping its size and mtime within one tick of the kernel's clock) is not seen as
+    changed; a read served wholly from cached blocks reads the listed version
     without asking the target.
     Instances are not put in fsspec's instance cache (``block_cache_for`` keeps its
     own registry); ``AbstractFileSystem.__init__`` is not called on purpose, because its
@@ -164,13 +161,14 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
         return self.open(path, "rb", size=size, version=version, etag=etag)
 
     def _identity(self, path, size, version, etag):
-        info = self.target.info(path)
-        found_etag = reported_etag(info)
+        """The identity a caller left out, as the target holds the file now
+        (``file_versions.current_identity``)."""
+        found_size, found_version = current_identity(self.target, path)
         if version is None:
-            version = listed_version(found_etag, reported_mtime(info, "created")) or ""
-        if etag is None and version == found_etag:
-            etag = found_etag
-        return (int(info["size"]) if size is None else int(size)), str(version), etag
+            version = found_version or ""
+        if etag is None:
+            etag = etag_of(version)
+        return int(found_size or 0) if size is None else int(size), str(version), etag
 
     def block_key(self, path: str, size: int, version: str) -> str:
         protocol = self.target.protocol
@@ -411,23 +409,22 @@ class BlockCacheFile(io.RawIOBase):
         A target that checks no ETag on ranged reads (local files; an object store file
         opened without one) would hand out whatever the file holds now, and those bytes
         would be cached and served beside blocks of the listed version: a torn read. So
-        after each fetch the file's identity is asked of the target (a ``stat`` locally)
-        and compared with the key's, in the kind the target reports (its ETag, else its
-        mtime); a version that is neither (a caller's own label) cannot be compared. On a
+        after each fetch the file's identity is asked of the target (a ``stat`` locally:
+        inode, change and modification times; its ETag on an object store;
+        ``storage.file_versions``) and compared with the key's; a version of no known kind
+        (a caller's own label) cannot be compared. On a
         mismatch every cached block of the key is dropped too: they belong to a version
         the store no longer holds."""
         try:
-            info = self.fs.target.info(self.path)
+            size, found = current_identity(self.fs.target, self.path)
         except FileNotFoundError as e:
             self._drop_version(f"it no longer exists ({e})", start)
             return
-        found = observed_version(info)
-        size = info.get("size")
         changed = None
-        if size is not None and int(size) != self.size:
+        if size is not None and size != self.size:
             changed = f"its size is now {size}"
-        elif found is not None and is_another_version(self.version, found):
-            changed = f"its version is now {found.removeprefix('etag:')}"
+        elif is_another_version(self.version, found):
+            changed = f"its version is now {found}"
         if changed:
             self._drop_version(changed, start)
 

@@ -8,7 +8,7 @@ for every split, so it is the first thing worth keeping next to the executors.
 Usage (what the reader does per split)::
 
     cache = footer_cache_for(settings)              # None when the tier is off
-    ident = FileIdentity.of(split.url, split.size, etag=split.etag, mtime=split.mtime)
+    ident = FileIdentity(split.url, split.size, split.version)
     metadata = cache.get_or_load(ident, lambda: read_footer_somehow())
 """
 
@@ -35,7 +35,6 @@ from raptorx_py.cache import cache_files
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.errors import RaptorxError, translate_storage_error
 from raptorx_py.metrics import counters
-from raptorx_py.storage.file_versions import listed_version
 from raptorx_py.storage.parquet_files import parquet_read_error
 
 if TYPE_CHECKING:
@@ -49,8 +48,9 @@ _PARSE_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError, ValueError
 
 @dataclass(frozen=True)
 class FileIdentity:
-    """Which bytes a footer belongs to: the file's URL, size and version (its ETag, or its
-    mtime when the store gives no ETag).
+    """Which bytes a footer belongs to: the file's URL, size and version as planning listed
+    them (``storage.file_versions``: a local file's inode, change and modification
+    times; an object's ETag), the same identity the block cache keys by.
 
     A file without a version has no identity beyond its path, and a path alone is not a
     safe key (an overwrite keeps the path): such files are read but never cached.
@@ -59,14 +59,6 @@ class FileIdentity:
     url: str
     size: int
     version: str | None
-
-    @classmethod
-    def of(
-        cls, url: str, size: int, *, etag: str | None = None, mtime: float | None = None
-    ) -> FileIdentity:
-        # The one spelling of a version (storage.file_versions): a 1 ns mtime change is a
-        # new key, as it is for the block cache.
-        return cls(url, int(size), listed_version(etag, mtime))
 
     @property
     def cacheable(self) -> bool:

@@ -5,9 +5,10 @@ piece of the same file version in the same way is answered without reading or de
 Contract:
 - Entries are found by a key the caller builds (``datasource.fragment_keys``): its bytes
   name everything the result depends on (the file's identity and the piece read, columns,
-  residual predicates, the pushed aggregation, output types, a format version). The cache
-  never interprets a key: an entry is served only for the very same key, so a file that
-  changes (new size, mtime or ETag) or a new write (a new ACID directory) is a new key.
+  residual predicates, the pushed aggregation, output types, the computing code's
+  identity). The cache never interprets a key: an entry is served only for the very same
+  key, so a file that changes (a new size or version) or a new write (a new ACID directory)
+  is a new key.
 - An entry is the result's Arrow IPC stream preceded by a BLAKE2b checksum keyed with the
   cache's secret (``cache_files``) over the key and the stream: a torn, truncated or forged
   entry is a miss; it is deleted and counted (``fragment_cache.corrupt``).

@@ -2,17 +2,24 @@
 
 A key names everything a split's result depends on, so that the same key always means the
 same rows: the table (its metastore id and name), the file's identity (URL, size, and its
-version: ETag or exact mtime; ``storage.file_versions``) and the piece of it read, the
-partition's values, the columns read with their types, the data predicates the split
-evaluates (sorted by their text, so their order in the query does not matter), the pushed
-partial aggregation, the Arrow schema handed to Spark, and a format version. A managed
-table's write id is in the file's URL (its ``base_``/``delta_`` directory), so a new write is
-a new key for the partitions it touched and for no other. Partition predicates are not in
-the key: they only decide which splits exist, never what a split returns.
+version: ``storage.file_versions``, a local file's inode, change and modification
+times, an object's ETag) and the piece of it read, the partition's values, the columns read
+with their types, the data predicates the split evaluates, the pushed partial aggregation,
+the Arrow schema handed to Spark, and the identity of the code that computes the result
+(``datasource.code_identity``: a digest of the package's sources, pyarrow's and Python's
+versions), so a fix to how results are computed or encoded never meets results computed
+before it. A managed table's write id is in the file's URL (its ``base_``/``delta_``
+directory), so a new write is a new key for the partitions it touched and for no other.
+Partition predicates are not in the key: they only decide which splits exist, never what a
+split returns.
 
-Limits: a file the store gives no version for (no ETag, no mtime) has no key and is never
-cached. The predicates are those the split evaluates; statistics that make a predicate
-always true for a split do not yet remove it from the key.
+The predicates are those the split evaluates: the scan's data predicates less those its
+partition's trusted statistics make always true there (``planner``: ``Split.predicates``,
+in canonical order), sorted by their text, so neither their order in the query nor a
+predicate the statistics dropped changes the key.
+
+Limits: a file the store gives no version for has no key and is never cached. What the key
+trusts of a file is what its version can tell apart (``storage.file_versions``).
 """
 
 from __future__ import annotations
@@ -22,11 +29,8 @@ import json
 
 import pyarrow as pa
 
+from raptorx_py.datasource.code_identity import code_identity
 from raptorx_py.metastore.model import Column, Table
-from raptorx_py.storage.file_versions import listed_version
-
-#: Bump when what a key names or how a result is encoded changes: old entries then miss.
-FORMAT_VERSION = 1
 
 
 def fragment_key(
@@ -38,16 +42,15 @@ def fragment_key(
     output_schema: pa.Schema,
 ) -> bytes | None:
     """The key of ``split`` read as described, or None when its file has no version."""
-    version = listed_version(split.etag, split.mtime)
-    if version is None:
+    if split.version is None:
         return None
     parts = [
-        FORMAT_VERSION,
+        code_identity(),
         table.id,
         table.qualified_name,
         split.url,
         split.size,
-        version,
+        split.version,
         split.offset,
         split.length,
         [repr(v) for v in split.partition_values],

@@ -10,7 +10,8 @@ Given a table, the requested columns and the pushed predicates, ``plan_scan``
    directories are read as its snapshot allows (``storage.acid_layout``: the newest committed
    ``base_``, committed ``delta_`` above it), and their raw listings are cacheable sealed or
    not, the snapshot filtering them afterwards, and
-4. makes one split per data file, carrying the file's identity (path, size, mtime/ETag) and
+4. makes one split per data file, carrying the file's identity (path, size and version:
+   ``storage.file_versions``; its ETag when the store has one) and
    the partition's values, cutting a file bigger than a task's share of the scan into byte
    ranges (``cut_files``: a reader of a range reads the row groups whose middle lies in it),
    and
@@ -68,8 +69,10 @@ class Split:
 
     url: str
     size: int  # of the whole file (its identity, and where its footer ends)
-    mtime: float | None
-    etag: str | None
+    #: The file's version as listed (``storage.file_versions``: for a local file its inode,
+    #: change and modification times; an ETag on S3); None: the store gave none.
+    version: str | None
+    etag: str | None  # the ETag the store checks ranged reads against, when it has one
     partition_values: tuple = ()  # typed values, one per partition key
     offset: int = 0
     length: int | None = None
@@ -393,7 +396,7 @@ def _list_splits(
             Split(
                 join_url(scheme, f.path),
                 f.size,
-                f.mtime,
+                f.version,
                 f.etag,
                 loc.values,
                 predicates=loc.predicates,

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raptorx_py import predicates as preds
-from raptorx_py.datasource.storage_tiers import NO_TIERS, StorageTiers, file_version
+from raptorx_py.datasource.storage_tiers import NO_TIERS, StorageTiers
 from raptorx_py.errors import CorruptFileError, SchemaError, UnsupportedValueError
 from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark
 from raptorx_py.metastore.model import Column
@@ -117,7 +117,7 @@ def _raw_batches(
         size=split.size,
         etag=split.etag,
         url=split.url,
-        version=file_version(split),
+        version=split.version,
         footer=tiers.footer_source(split),
     )
     try:

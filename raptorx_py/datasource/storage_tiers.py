@@ -1,6 +1,7 @@
 """The executor-side storage tiers one split is read through: the Parquet footer cache
 (``hive.parquet.metadata-cache-enabled``) and the local-disk block cache (``cache.enabled``),
-both keyed by the file identity the planner listed (URL, size, ETag or mtime).
+both keyed by the file identity the planner listed (URL, size and version:
+``storage.file_versions``).
 
 ``scan.read_split`` asks ``StorageTiers.for_settings(settings)`` once per split for the
 filesystem to open the file with (``filesystem``) and the footer source to hand to
@@ -18,18 +19,11 @@ from typing import TYPE_CHECKING, Any
 from raptorx_py.cache.block_cache import block_cache_for
 from raptorx_py.cache.footer_cache import FileIdentity, footer_cache_for
 from raptorx_py.metrics import counters
-from raptorx_py.storage.file_versions import listed_version
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-def file_version(split) -> str | None:
-    """The version the block cache keys a split's file by (``storage.file_versions``); None:
-    the cache asks the store."""
-    return listed_version(split.etag, split.mtime)
 
 
 @dataclass(frozen=True)
@@ -91,7 +85,7 @@ class StorageTiers:
         to the split's file identity, or None when the tier is off."""
         if self.footer_cache is None:
             return None
-        identity = FileIdentity.of(split.url, split.size, etag=split.etag, mtime=split.mtime)
+        identity = FileIdentity(split.url, split.size, split.version)
         return functools.partial(self.footer_cache.get_or_load, identity)
 
 

@@ -13,11 +13,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from raptorx_py.errors import EmptyTableLocationError, LayoutError, translate_storage_error
 from raptorx_py.metastore.partition_names import unescape_partition_value
 from raptorx_py.metrics import counters
+from raptorx_py.storage.file_versions import current_identity, etag_of
 
 
 # Hive's FileUtils.charToEscape: control characters and these.
@@ -45,9 +45,13 @@ def parse_partition_dir(name: str, path: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class DataFile:
+    """A listed data file: its path, size and version (``storage.file_versions``: the
+    strongest identity its filesystem gives, None when it gives none), and its ETag when the
+    store has one (what the store checks ranged reads against)."""
+
     path: str  # filesystem path (no scheme)
     size: int
-    mtime: float | None = None  # seconds since epoch, or None if the store gives none
+    version: str | None = None
     etag: str | None = None
 
 
@@ -58,17 +62,15 @@ class PartitionDir:
     files: tuple[DataFile, ...]
 
 
-def _data_file(info: dict) -> DataFile:
-    mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
-    if isinstance(mtime, datetime):
-        mtime = mtime.timestamp()
-    etag = info.get("ETag") or info.get("etag")
-    return DataFile(
-        info["name"],
-        int(info.get("size") or 0),
-        float(mtime) if mtime is not None else None,
-        etag.strip('"') if isinstance(etag, str) else None,
-    )
+def _data_file(fs, info: dict) -> DataFile | None:
+    """The listed file of ``info`` (a listing's entry), its size and version taken together
+    (``file_versions.current_identity``: one ``stat`` of a local file); None when the file
+    was removed while the directory was listed."""
+    try:
+        size, version = current_identity(fs, info["name"], info)
+    except FileNotFoundError:
+        return None
+    return DataFile(info["name"], int(size or 0), version, etag_of(version))
 
 
 def list_data_files(fs, path: str, url: str | None = None) -> list[DataFile]:
@@ -88,7 +90,12 @@ def list_data_files(fs, path: str, url: str | None = None) -> list[DataFile]:
             continue
         if info.get("type", "file") != "file":
             continue
-        files.append(_data_file(info))
+        try:
+            listed = _data_file(fs, info)
+        except Exception as e:  # translated: the cause is kept
+            raise translate_storage_error(e, name) from e
+        if listed is not None:
+            files.append(listed)
     return files
 
 

@@ -23,7 +23,7 @@ from raptorx_py.errors import (
 )
 from raptorx_py.metastore.model import ColumnStats
 from raptorx_py.metrics import counters
-from raptorx_py.storage.file_versions import is_another_version, observed_version
+from raptorx_py.storage.file_versions import current_identity, is_another_version
 from raptorx_py.storage.fs import CountingFile
 
 #: Errors pyarrow raises for bytes that are not valid Parquet.
@@ -65,7 +65,7 @@ def open_parquet(
     The storage tiers plug in here:
     - ``fs`` may be a block cache (``OpensListedVersions``, which the cache layer's
       ``BlockCacheFileSystem`` is: storage does not import the cache); it is given
-      the identity (``size``, ``version``: the ETag or the mtime, and ``etag``) that its
+      the identity (``size``, ``version``: ``storage.file_versions``, and ``etag``) that its
       blocks are keyed by.
     - ``footer``, when given, is asked for the footer with a loader that reads it from this
       very file (through ``fs``, so a footer read also fills the block cache): the footer
@@ -118,17 +118,17 @@ def _check_opened_version(fs, path, raw, url, size, version) -> None:
     """A footer from the footer cache is the listed version's; a file opened without an
     ETag check (local files) may be another version by now, and its data decoded with the
     old footer would be a torn read. So the opened file must still be the listed version
-    (size, and mtime or ETag as the target reports it); else ``FileChangedError``."""
-    info = fs.info(path)
-    found = observed_version(info)
+    (size and version as ``file_versions.current_identity`` reads them: a local file's
+    inode, change and modification times); else ``FileChangedError``."""
+    found_size, found = current_identity(fs, path)
     changed = (
-        size is not None and info.get("size") is not None and int(info["size"]) != int(size)
+        size is not None and found_size is not None and found_size != int(size)
     ) or is_another_version(version, found)
     if changed:
         raw.close()
         raise FileChangedError(
             f"{url} was listed as version {version} (size {size}) but is now version "
-            f"{found} (size {info.get('size')}): the file changed after it was listed"
+            f"{found} (size {found_size}): the file changed after it was listed"
         )
 
 

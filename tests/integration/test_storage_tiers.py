@@ -24,7 +24,6 @@ from raptorx_py import cli
 from raptorx_py.cache.block_cache import DEFAULT_BLOCK_SIZE, block_cache_for
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.datasource.scan import read_split
-from raptorx_py.datasource.storage_tiers import file_version
 from raptorx_py.errors import FileChangedError
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.tables.table_registration import register_external_table
@@ -298,7 +297,7 @@ def test_cached_bytes_that_do_not_decode_are_read_again_from_the_store(
     split = plan.splits[0]
     target, path = filesystem_for(split.url, settings)
     cache = block_cache_for(settings, target)
-    key = cache.block_key(path, split.size, file_version(split))
+    key = cache.block_key(path, split.size, split.version)
     assert cache.store.put(key, 0, b"\0" * split.size)
     c = CounterDeltas()
     s3_endpoint.reset_stats()

@@ -18,6 +18,7 @@ from raptorx_py.datasource.source import count_placement
 from raptorx_py.metastore.model import Column
 from raptorx_py.metrics import counters
 from raptorx_py.scheduling.affinity import Executor, preferred
+from raptorx_py.storage.file_versions import stat_version
 
 EXECUTORS = (Executor("127.0.0.1", "0"), Executor("127.0.0.1", "1"), Executor("10.0.0.9", "2"))
 
@@ -82,7 +83,7 @@ def test_a_fallback_read_leaves_the_block_and_footer_caches_empty(tmp_path):
     path.parent.mkdir()
     pq.write_table(pa.table({"x": list(range(1000))}), path)
     st = path.stat()
-    split = Split(f"file://{path}", st.st_size, st.st_mtime, None)
+    split = Split(f"file://{path}", st.st_size, stat_version(st), None)
     table = SimpleNamespace(
         partition_keys=(), columns=(Column("x", "bigint"),), qualified_name="db.t"
     )

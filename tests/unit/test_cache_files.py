@@ -63,7 +63,7 @@ def _footer_cache_with_entry(tmp_path, **kwargs):
     fpath = str(tmp_path / "t.parquet")
     pq.write_table(pa.table({"x": [1, 2, 3]}), fpath)
     cache = FooterCache(str(tmp_path / "cache" / "footers"), max_bytes=1 << 20, ttl=3600, **kwargs)
-    ident = FileIdentity.of(fpath, os.path.getsize(fpath), mtime=1.0)
+    ident = FileIdentity(fpath, os.path.getsize(fpath), "mtime:1.0")
     cache.get_or_load(ident, lambda: pq.read_metadata(fpath))
     return cache, ident, fpath
 

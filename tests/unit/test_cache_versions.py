@@ -12,6 +12,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from raptorx_py.cache.block_cache import BlockCacheFileSystem
 from raptorx_py.errors import FileChangedError
+from raptorx_py.storage.file_versions import current_identity
 from tests.counter_deltas import CounterDeltas
 
 BS = 256
@@ -24,8 +25,10 @@ def _write(path: str, data: bytes, mtime: float) -> None:
 
 
 def _listed_version(path: str) -> str:
-    """What the planner lists for a local file: repr of its mtime (``file_version``)."""
-    return repr(float(LocalFileSystem().info(path)["mtime"]))
+    """What the planner lists for a local file (``file_versions.current_identity``)."""
+    version = current_identity(LocalFileSystem(), path)[1]
+    assert version is not None
+    return version
 
 
 def _key_blocks(fs, key):
@@ -129,7 +132,7 @@ def test_a_cached_footer_is_never_used_with_another_versions_data(tmp_path):
     write(list(range(100)), 1_700_000_000.0)
     size, version = os.path.getsize(path), _listed_version(path)
     cache = FooterCache(str(tmp_path / "footers"), max_bytes=1 << 20, ttl=3600)
-    ident = FileIdentity.of(path, size, mtime=float(version))
+    ident = FileIdentity(path, size, version)
     fs = LocalFileSystem()
     pf = open_parquet(
         fs, path, size=size, version=version, footer=functools.partial(cache.get_or_load, ident)

@@ -12,6 +12,7 @@ import pytest
 from raptorx_py.datasource import planner
 from raptorx_py.datasource.planner import Split, cut_files, pack_splits, piece_bytes, plan_scan
 from raptorx_py.datasource.scan import read_split
+from raptorx_py.storage.file_versions import stat_version
 from raptorx_py.tables.table_registration import register_external_table
 
 MB = 1024 * 1024
@@ -102,9 +103,9 @@ def test_the_readers_of_the_ranges_read_every_row_once(env, many_row_groups, see
     rng = random.Random(seed)
     cuts = sorted(rng.sample(range(1, size), rng.randint(1, 12)))
     bounds = [0, *cuts, size]
-    f = Split(many_row_groups.as_uri(), size, many_row_groups.stat().st_mtime, None)
+    f = Split(many_row_groups.as_uri(), size, stat_version(many_row_groups.stat()), None)
     parts = [
-        read_ids(Split(f.url, size, f.mtime, None, (), a, b - a), table, settings)
+        read_ids(Split(f.url, size, f.version, None, (), a, b - a), table, settings)
         for a, b in zip(bounds, bounds[1:])
     ]
     assert sorted(i for p in parts for i in p) == list(range(1000))

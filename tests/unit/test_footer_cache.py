@@ -14,6 +14,7 @@ from raptorx_py.cache.footer_cache import FileIdentity, FooterCache, footer_cach
 from raptorx_py.config import load_settings
 from raptorx_py.config.loader import with_overrides
 from raptorx_py.errors import CorruptFileError
+from raptorx_py.storage.file_versions import stat_version
 from raptorx_py.storage.parquet_files import open_parquet, read_metadata
 from tests.counter_deltas import CounterDeltas
 from tests.fake_clock import FakeClock
@@ -31,7 +32,7 @@ def write_file(path, n=3, extra_columns=0):
 
 def identity(path):
     st = os.stat(path)
-    return FileIdentity.of(f"file://{path}", st.st_size, mtime=st.st_mtime)
+    return FileIdentity(f"file://{path}", st.st_size, stat_version(st))
 
 
 class Loader:
@@ -99,7 +100,7 @@ from raptorx_py.cache.footer_cache import FileIdentity, FooterCache
 from raptorx_py.metrics import counters
 def refuse():
     raise AssertionError("loaded")
-ident = FileIdentity.of({f"file://{path}"!r}, {st.st_size}, mtime={st.st_mtime!r})
+ident = FileIdentity({f"file://{path}"!r}, {st.st_size}, {stat_version(st)!r})
 md = FooterCache({str(d)!r}, max_bytes=1 << 20, ttl=60).get_or_load(ident, refuse)
 print(json.dumps({{"rows": md.num_rows, **counters.snapshot()}}))
 """
@@ -116,17 +117,18 @@ print(json.dumps({{"rows": md.num_rows, **counters.snapshot()}}))
     assert "footer_cache.misses" not in result
 
 
-@pytest.mark.parametrize("change", ["etag", "mtime", "size"])
+@pytest.mark.parametrize("change", ["etag", "ctime", "size"])
 def test_identity_change_is_a_miss(tmp_path, change):
     path = write_file(tmp_path / "a.parquet")
     cache, load = FooterCache(str(tmp_path / "f"), max_bytes=1 << 20, ttl=60), Loader(path)
     size = os.path.getsize(path)
-    before = FileIdentity.of("s3://b/a.parquet", size, etag="e1", mtime=1.0)
-    after = {
-        "etag": FileIdentity.of("s3://b/a.parquet", size, etag="e2", mtime=1.0),
-        "mtime": FileIdentity.of("s3://b/a.parquet", size, mtime=2.0),
-        "size": FileIdentity.of("s3://b/a.parquet", size + 1, etag="e1"),
+    before, after = {
+        "etag": (("s3://b/a.parquet", size, "etag:e1"), ("s3://b/a.parquet", size, "etag:e2")),
+        # a local file's change time alone (its mtime put back)
+        "ctime": ((path, size, "posix:2:3:3"), (path, size, "posix:2:4:3")),
+        "size": (("s3://b/a.parquet", size, "etag:e1"), ("s3://b/a.parquet", size + 1, "etag:e1")),
     }[change]
+    before, after = FileIdentity(*before), FileIdentity(*after)
     c = CounterDeltas()
     cache.get_or_load(before, load)
     cache.get_or_load(after, load)
@@ -138,7 +140,7 @@ def test_file_without_version_is_never_cached(tmp_path):
     path = write_file(tmp_path / "a.parquet")
     cache = FooterCache(str(tmp_path / "f"), max_bytes=1 << 20, ttl=60)
     load, c = Loader(path), CounterDeltas()
-    ident = FileIdentity.of(f"file://{path}", os.path.getsize(path))
+    ident = FileIdentity(f"file://{path}", os.path.getsize(path), None)
     assert not ident.cacheable
     cache.get_or_load(ident, load)
     cache.get_or_load(ident, load)
@@ -231,7 +233,7 @@ def test_footer_larger_than_the_listed_file_is_served_not_cached(tmp_path):
     path = write_file(tmp_path / "a.parquet")
     cache = FooterCache(str(tmp_path / "f"), max_bytes=1 << 20, ttl=60)
     load, c = Loader(path), CounterDeltas()
-    wrong = FileIdentity.of("s3://b/a.parquet", 10, etag="x")  # listed before a rewrite
+    wrong = FileIdentity("s3://b/a.parquet", 10, "etag:x")  # listed before a rewrite
     assert cache.get_or_load(wrong, load).num_rows == 3
     assert cache.get_or_load(wrong, load).num_rows == 3
     assert load.calls == 2 and c["footer_cache.rejected"] == 2
@@ -244,9 +246,7 @@ def test_missing_file_is_not_called_corrupt(tmp_path):
     cache = FooterCache(None, max_bytes=1 << 20, ttl=60)
     missing = str(tmp_path / "gone.parquet")
     with pytest.raises(StorageNotFoundError, match="gone.parquet"):
-        cache.get_or_load(
-            FileIdentity.of(missing, 100, etag="x"), lambda: pq.read_metadata(missing)
-        )
+        cache.get_or_load(FileIdentity(missing, 100, "etag:x"), lambda: pq.read_metadata(missing))
 
 
 @pytest.mark.parametrize(

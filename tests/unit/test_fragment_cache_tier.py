@@ -9,6 +9,7 @@ import errno
 import multiprocessing
 import os
 import subprocess
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -169,7 +170,14 @@ def test_two_processes_share_one_directory(tmp_path):
 
 TABLE = Table("db", "t", "EXTERNAL_TABLE", "file:///t", (Column("x", "bigint"),), id=7)
 COLUMNS = TABLE.columns
-SPLIT = Split("file:///t/ds=1/f.parquet", 1000, 1700000000.5, None, ("1",))
+
+
+def posix(ino=1201, ctime=1_700_000_000_500_000_000, mtime=1_700_000_000_500_000_000):
+    """A local file's version (``file_versions.stat_version``) with these fields."""
+    return f"posix:{ino}:{ctime}:{mtime}"
+
+
+SPLIT = Split("file:///t/ds=1/f.parquet", 1000, posix(), None, ("1",))
 P1 = Comparison("x", ">", 5)
 P2 = Comparison("x", "<", 50)
 
@@ -185,11 +193,14 @@ def test_a_key_ignores_the_order_of_predicates():
 @pytest.mark.parametrize(
     "changed",
     [
-        {"split": Split(SPLIT.url, 1001, SPLIT.mtime, None, ("1",))},  # size
-        {"split": Split(SPLIT.url, 1000, 1700000000.500001, None, ("1",))},  # mtime
-        {"split": Split(SPLIT.url, 1000, SPLIT.mtime, "etag-2", ("1",))},  # an ETag
-        {"split": Split(SPLIT.url, 1000, SPLIT.mtime, None, ("1",), 0, 500)},  # a piece
-        {"split": Split("file:///t/ds=2/f.parquet", 1000, SPLIT.mtime, None, ("2",))},
+        {"split": Split(SPLIT.url, 1001, SPLIT.version, None, ("1",))},  # size
+        # the change time alone (an mtime put back), the mtime, a new inode
+        {"split": replace(SPLIT, version=posix(ctime=1_700_000_000_500_000_001))},
+        {"split": replace(SPLIT, version=posix(mtime=1_700_000_000_500_000_001))},
+        {"split": replace(SPLIT, version=posix(ino=1202))},
+        {"split": Split(SPLIT.url, 1000, "etag:e-2", "e-2", ("1",))},  # an ETag
+        {"split": Split(SPLIT.url, 1000, SPLIT.version, None, ("1",), 0, 500)},  # a piece
+        {"split": Split("file:///t/ds=2/f.parquet", 1000, SPLIT.version, None, ("2",))},
         {"preds": (P1,)},
         {"preds": (P1, Comparison("x", "<", 51))},
         {"table": Table("db", "t", "EXTERNAL_TABLE", "file:///t", COLUMNS, id=8)},  # recreated

@@ -151,8 +151,8 @@ def _converted(p, convert):
 
 
 def test_fixed_pieces_do_not_depend_on_the_rest_of_the_scan():
-    big = Split("file:///t/a.parquet", 40 * 2**20, 1.0, None)
-    other = Split("file:///t/b.parquet", 40 * 2**20, 1.0, None)
+    big = Split("file:///t/a.parquet", 40 * 2**20, "mtime:1.0", None)
+    other = Split("file:///t/b.parquet", 40 * 2**20, "mtime:1.0", None)
     piece = fixed_piece_bytes(64 * 2**20, 2)
     alone = cut_files([big], piece)
     with_others = cut_files([big, other], piece)

@@ -6,7 +6,8 @@ TestCachedStore).
 Random operations interleave:
 - managed appends and overwrites (``raptorx_py.tables``), the model keeping every committed
   state, so a plan made earlier and read later must still read its own state;
-- external files rewritten in place (same rows count, new values; some in a SEALED
+- external files rewritten in place (same rows count, new values; half of them with the
+  previous version's mtime put back, as ``cp -p`` does; some in a SEALED
   partition whose listing the listing cache keeps) and new files added to an UNSEALED
   partition (whose registration-time statistics must then not prune them);
 - plans (with a random ``id > k`` predicate) and reads of any earlier plan;
@@ -44,6 +45,7 @@ from raptorx_py.errors import FileChangedError
 from raptorx_py.metastore.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.predicates import Comparison
+from raptorx_py.storage.file_versions import stat_version
 from raptorx_py.storage.fs import local_fs
 from raptorx_py.tables.commit import commit_write
 from raptorx_py.tables.table_registration import register_external_table
@@ -81,9 +83,10 @@ class Run:
         # managed: committed states, newest last (rows as (id, v, region))
         self.managed: list[Counter] = [Counter()]
         self.next_id = 0
-        # external: path -> [(mtime, rows)], every version, newest last; partition of each
+        # external: path -> [(version, rows)], every version (``file_versions``), newest
+        # last; partition of each
         self.ext_root = str(tmp_path / "ext")
-        self.versions: dict[str, list[tuple[float, list[tuple[int, int]]]]] = {}
+        self.versions: dict[str, list[tuple[str, list[tuple[int, int]]]]] = {}
         self.part_of: dict[str, str] = {}
         for part in ("1", "2"):
             for i in range(2):
@@ -99,8 +102,11 @@ class Run:
     def _rows(self, n, lo, hi):
         return [(self.rng.randrange(lo, hi), self.rng.randrange(1 << 40)) for _ in range(n)]
 
-    def _write_ext(self, path, part, rows=None):
+    def _write_ext(self, path, part, rows=None, keep_mtime=False):
+        """Write a new version of ``path``; ``keep_mtime``: put the previous version's mtime
+        back (``cp -p``, ``rsync -t``), so only its inode and change time tell it apart."""
         rows = rows or self._rows(EXT_ROWS, 0, 100)
+        before = os.stat(path) if keep_mtime else None
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
         pq.write_table(
@@ -114,15 +120,25 @@ class Run:
             row_group_size=10,
         )
         os.replace(tmp, path)  # a reader sees a whole file, old or new
-        self.mtime += 1.5
-        os.utime(path, (self.mtime, self.mtime))  # a new version is a new mtime
-        self.versions.setdefault(path, []).append((self.mtime, rows))
+        if before is not None:
+            times = (before.st_atime_ns, before.st_mtime_ns)
+            os.utime(path, ns=times)
+            # A change time later than the previous version's (the kernel's clock moves in
+            # ticks): no two versions share an identity, which the model relies on.
+            while os.stat(path).st_ctime_ns == before.st_ctime_ns:
+                os.utime(path, ns=times)
+        else:
+            self.mtime += 1.5
+            os.utime(path, (self.mtime, self.mtime))
+        self.versions.setdefault(path, []).append((stat_version(os.stat(path)), rows))
         self.part_of[path] = part
 
     def rewrite_external(self):
         path = self.rng.choice(sorted(self.versions))
-        self._write_ext(path, self.part_of[path])
-        return f"rewrite {os.path.relpath(path, self.ext_root)}"
+        keep_mtime = self.rng.random() < 0.5
+        self._write_ext(path, self.part_of[path], keep_mtime=keep_mtime)
+        kept = " (its mtime put back)" if keep_mtime else ""
+        return f"rewrite {os.path.relpath(path, self.ext_root)}{kept}"
 
     def add_external(self):
         n = sum(1 for p in self.part_of.values() if p == "2")
@@ -189,8 +205,8 @@ class Run:
         for split in plan.splits:
             path = split.url.removeprefix("file://")
             planned.add(path)
-            version = [rows for mtime, rows in self.versions[path] if mtime == split.mtime]
-            assert version, self._fail(f"{path}: planned version {split.mtime} never existed")
+            version = [rows for v, rows in self.versions[path] if v == split.version]
+            assert version, self._fail(f"{path}: planned version {split.version} never existed")
             try:
                 got = []
                 for b in read_split(
@@ -199,15 +215,15 @@ class Run:
                     got += zip(b.column("id").to_pylist(), b.column("v").to_pylist())
             except FileChangedError:
                 current = self.versions[path][-1][0]
-                assert current != split.mtime, self._fail(
-                    f"{path}: FileChangedError, but its version {split.mtime} is current"
+                assert current != split.version, self._fail(
+                    f"{path}: FileChangedError, but its version {split.version} is current"
                 )
                 self.faults["file_changed"] += 1
                 continue
             assert sorted(got) == sorted(r for r in version[0] if match(r)), self._fail(
-                f"{path}: rows are not those of version {split.mtime}"
+                f"{path}: rows are not those of version {split.version}"
             )
-        for path, (_mtime, rows) in model.items():
+        for path, (_version, rows) in model.items():
             if path not in planned:
                 assert not [r for r in rows if match(r)], self._fail(
                     f"plan #{i} left out {path}, which holds rows with id > {k}"
