@@ -29,8 +29,9 @@ from raptorx_py.metastore.model import (
     Partition,
     Table,
 )
-from raptorx_py.metastore.table_parameters import SEALED_PARAM
+from raptorx_py.metastore.table_parameters import SEALED_PARAM, STATS_FILES_PARAM
 from raptorx_py.names import parse_table_name
+from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import DataFile, walk_table
 from raptorx_py.storage.parquet_files import footer_stats, physical_types, read_metadata
@@ -55,7 +56,9 @@ class _FileFacts:
         return self.file.size
 
 
-def _read_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
+def read_file_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
+    """One file's columns, rows and footer statistics (one footer read); a column type
+    raptorx_py cannot read is a SchemaError naming the file."""
     url = join_url(scheme, f.path)
     md = read_metadata(fs, f.path, size=f.size, etag=f.etag, url=url)
     arrow_schema = md.schema.to_arrow_schema()
@@ -92,7 +95,7 @@ def scan_table_directory(
         facts = dict(
             zip(
                 (f.path for f in all_files),
-                pool.map(lambda f: _read_facts(fs, scheme, f), all_files),
+                pool.map(lambda f: read_file_facts(fs, scheme, f), all_files),
             )
         )
 
@@ -141,6 +144,7 @@ def scan_table_directory(
     partitions = []
     for d in dirs:
         stats, params = summarize(facts[f.path] for f in d.files)
+        params[STATS_FILES_PARAM] = file_set_fingerprint(d.path, d.files)
         if keys:
             partitions.append(Partition(d.values, join_url(scheme, d.path), params, stats))
         else:
