@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from dataclasses import replace as replace_dataclass
 from typing import TYPE_CHECKING
 
-from raptorx_py.errors import LayoutError, SchemaError
+from raptorx_py.errors import LayoutError, NoSuchObjectError, SchemaError
 from raptorx_py.hive_types import decode_value
 from raptorx_py.metastore.model import EXTERNAL_TABLE, ColumnStats, Partition, Table
 from raptorx_py.metastore.partition_names import partition_name
@@ -113,8 +113,6 @@ def _partition(metastore: Metastore, table: Table, values: tuple) -> Partition:
     for p in metastore.list_partitions(table):
         if p.values == tuple(values):
             return p
-    from raptorx_py.errors import NoSuchObjectError
-
     raise NoSuchObjectError(
         "partition",
         f"{table.qualified_name}/{name}",

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from dataclasses import replace as replace_dataclass
 from typing import TYPE_CHECKING
 
-from raptorx_py.errors import LayoutError, SchemaError
+from raptorx_py.cache.listing_cache import is_sealed
+from raptorx_py.errors import LayoutError, NoSuchObjectError, SchemaError
 from raptorx_py.hive_types import (
     arrow_to_hive,
     check_partition_key_type,
@@ -193,6 +194,7 @@ def register_external_table(
     *,
     replace: bool = False,
     sealed: bool = False,
+    keep_seals: bool = False,
     partition_types: dict[str, str] | None = None,
     infer_partition_types: bool = True,
 ) -> Table:
@@ -201,17 +203,35 @@ def register_external_table(
     ``sealed``: mark every partition complete (parameter ``sealed=true``; an unpartitioned
     table is its own one partition, so the table's parameters carry it), which lets the
     file-listing cache keep their listings (``raptorx partition unseal`` reopens one).
+    ``keep_seals`` (with ``replace``): a partition (or unpartitioned table) sealed in the
+    table being replaced stays sealed. Statistics are always computed from the files found,
+    with their fingerprint (``statsFileSet``).
     """
     table, partitions = scan_table_directory(
         settings, qualified_name, url, partition_types, infer_partition_types
     )
-    if sealed:
-        seal = {SEALED_PARAM: "true"}
-        if table.is_partitioned:
-            partitions = [
-                replace_dataclass(p, parameters={**p.parameters, **seal}) for p in partitions
-            ]
-        else:
-            table = replace_dataclass(table, parameters={**table.parameters, **seal})
+    seal = {SEALED_PARAM: "true"}
+    was_sealed = _sealed_before(metastore, table) if replace and keep_seals else set()
+    if table.is_partitioned:
+        partitions = [
+            replace_dataclass(p, parameters={**p.parameters, **seal})
+            if sealed or p.values in was_sealed
+            else p
+            for p in partitions
+        ]
+    elif sealed or () in was_sealed:
+        table = replace_dataclass(table, parameters={**table.parameters, **seal})
     metastore.create_database(table.database)
     return metastore.create_table(table, partitions, replace=replace)
+
+
+def _sealed_before(metastore: Metastore, table: Table) -> set[tuple]:
+    """The values of the partitions sealed in the stored table ``table`` replaces (``()``:
+    an unpartitioned table that was sealed); none when there is no such table."""
+    try:
+        old = metastore.get_table(table.database, table.name)
+    except NoSuchObjectError:
+        return set()
+    if not old.is_partitioned:
+        return {()} if is_sealed(old.parameters) else set()
+    return {p.values for p in metastore.list_partitions(old) if is_sealed(p.parameters)}
