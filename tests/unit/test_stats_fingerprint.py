@@ -189,3 +189,66 @@ def test_an_unpartitioned_managed_table_is_pruned_only_under_a_visible_write_id(
         )
     assert plan.partitions_pruned_by_stats == 0
     assert c["planner.partitions_stats_untrusted"] == 1
+
+
+def test_a_file_rewritten_under_a_cached_sealed_listing_fails_saying_what_to_do(tmp_path):
+    """Issue 27, 5a: the sealed partition's cached listing names the old version; the read
+    fails (never a mix of versions) with the commands that change a sealed partition, and
+    after them the new version is read with statistics that describe it."""
+    from raptorx_py.errors import FileChangedError
+    from raptorx_py.tables.partition_statistics import seal_partition, unseal_partition
+
+    settings = load_settings(
+        overrides={
+            "hive.metastore.url": f"sqlite:///{tmp_path}/ms.db",
+            "hive.file-status-cache-tables": "db.*",
+            "hive.file-status-cache-expire-time": "1h",
+        },
+        env={},
+        cwd=tmp_path,
+    )
+    ms = Metastore(SqliteBackend(f"{tmp_path}/ms.db"))
+    root = str(tmp_path / "t")
+    path = os.path.join(root, "k=a", "part-0.parquet")
+    write_ids([1, 2, 3], path)
+    register_external_table(ms, settings, "db.t", root, sealed=True)
+    assert query(ms, settings, "db.t", Comparison(">", "id", 0))[0] == [1, 2, 3]  # cached
+    write_ids([4, 5, 6, 7, 8], path)  # rewritten in place: another size
+
+    with pytest.raises(FileChangedError) as e, CounterDeltas() as c:
+        query(ms, settings, "db.t", Comparison(">", "id", 0))
+    assert c["reader.files_changed"] == 1
+    message = str(e.value)
+    assert "partition k=a of db.t" in message and "1h" not in message
+    assert "`raptorx partition unseal db.t k=a`" in message
+    assert "`raptorx partition seal db.t k=a`" in message
+    assert "hive.file-status-cache-expire-time, 3600s" in message
+
+    unseal_partition(ms, "db.t", ("a",))
+    assert query(ms, settings, "db.t", Comparison(">", "id", 0))[0] == [4, 5, 6, 7, 8]
+    assert seal_partition(ms, settings, "db.t", ("a",)).recomputed
+    got, c = query(ms, settings, "db.t", Comparison(">", "id", 5))
+    assert got == [6, 7, 8] and c["planner.partitions_stats_untrusted"] == 0
+    ms.close()
+
+
+def test_a_file_rewritten_between_planning_and_reading_fails_where_a_predicate_was_dropped(
+    setup,
+):
+    """The plan dropped ``id <= 10`` (its statistics say ids 1..3); the file rewritten
+    before the read holds 500: reading it without the predicate would return 500, so the
+    read checks the listed version (every cache off) and fails instead."""
+    from raptorx_py.errors import FileChangedError
+
+    settings, ms, tmp = setup
+    root = str(tmp / "t")
+    path = os.path.join(root, "k=a", "part-0.parquet")
+    write_ids([1, 2, 3], path)
+    register_external_table(ms, settings, "db.t", root)
+    table = ms.get_table("db", "t")
+    plan = plan_scan(ms, settings, table, table.all_columns, (Comparison("<=", "id", 10),))
+    (split,) = plan.splits
+    assert split.predicates == ()  # dropped: always true for the listed file
+    write_ids([500, 600, 700, 800], path)
+    with pytest.raises(FileChangedError, match="changed after it was listed"):
+        list(read_split(split, plan.table, plan.columns, split.predicates, settings))
