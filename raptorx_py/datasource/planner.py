@@ -399,6 +399,7 @@ def _splits_of(
         else:
             pruned += 1
     listings = _list_locations(settings, table_name, [loc for loc, _ in to_list], write_ids)
+    counters.add("planner.partitions_listed", len(listings))
     splits: list[Split] = []
     for (loc, trusted), (path, files) in zip(to_list, listings):
         if trusted is None:
