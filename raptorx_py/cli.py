@@ -5,7 +5,7 @@
     raptorx table list [<db>]
     raptorx table show <db.table> [--partitions]
     raptorx table analyze <db.table> [--partition k=v[/k2=v2]]
-    raptorx table repair <db.table>
+    raptorx table repair <db.table> [--seal]
     raptorx table clean <db.table>
     raptorx config show
     raptorx partition seal|unseal <db.table> <k=v[/k2=v2]>
@@ -318,7 +318,7 @@ def cmd_table_repair(args) -> int:
     settings = settings_from_args(args)
     with open_metastore(settings) as ms:
         table = ms.get_table(*parse_table_name(args.table))
-        report = repair_table(ms, settings, table.qualified_name)
+        report = repair_table(ms, settings, table.qualified_name, seal=args.seal)
     for name in report.added:
         print(f"added partition {name}")
     for name in report.without_files:
@@ -475,6 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     repair = tsub.add_parser("repair", help=text, description=text)
     repair.add_argument("table", help="<database>.<table>")
+    repair.add_argument("--seal", action="store_true", help="seal the partitions it adds")
     add_common_options(repair)
     repair.set_defaults(func=cmd_table_repair)
     clean = tsub.add_parser(

@@ -401,18 +401,13 @@ def _splits_of(
     listings = _list_locations(settings, table_name, [loc for loc, _ in to_list], write_ids)
     counters.add("planner.partitions_listed", len(listings))
     splits: list[Split] = []
+    stale: list[str] = []  # external locations whose statistics describe other files
     for (loc, trusted), (path, files) in zip(to_list, listings):
         if trusted is None:
             trusted = stats_trusted(loc.parameters, None, file_set_fingerprint(path, files))
             if not trusted:
                 untrusted += 1
-                log.info(
-                    "the statistics of %s of %s do not describe the files it holds now "
-                    "(recorded for other files, or none recorded): read without them; "
-                    "`raptorx table analyze` recomputes them",
-                    loc.url,
-                    table_name,
-                )
+                stale.append(loc.url)
             elif not loc.may_match(data_preds):
                 pruned += 1
                 continue
@@ -427,6 +422,17 @@ def _splits_of(
                 predicates=rest,
             )
             for f in files
+        )
+    if stale:
+        log.info(
+            "the statistics of %d partition(s) of %s (%s%s) do not describe the files they "
+            "hold now (recorded for other files, or none recorded): read without them; "
+            "`raptorx table analyze %s` recomputes them",
+            len(stale),
+            table_name,
+            ", ".join(stale[:3]),
+            ", ..." if len(stale) > 3 else "",
+            table_name,
         )
     return splits, pruned, untrusted
 

@@ -231,11 +231,13 @@ class RepairReport:
     without_files: tuple[str, ...]
 
 
-def repair_table(metastore: Metastore, settings: Settings, qualified_name: str) -> RepairReport:
+def repair_table(
+    metastore: Metastore, settings: Settings, qualified_name: str, *, seal: bool = False
+) -> RepairReport:
     """Hive's ``MSCK REPAIR TABLE``: one recursive listing of the table's location; every
     partition directory the metastore does not have is registered (one ADD_PARTITION for
-    all of them) with its statistics. Partitions whose directory disappeared are reported,
-    not dropped."""
+    all of them) with its statistics, sealed when ``seal``. Partitions whose directory
+    disappeared are reported, not dropped."""
     table = external_table(metastore, qualified_name)
     if not table.is_partitioned:
         raise SchemaError(
@@ -258,7 +260,8 @@ def repair_table(metastore: Metastore, settings: Settings, qualified_name: str) 
             continue
         _check_values(table, d.values, where=f"directory {join_url(scheme, d.path)}")
         found = directory_statistics(settings, table, join_url(scheme, d.path))
-        new.append(Partition(d.values, join_url(scheme, d.path), found.parameters, found.stats))
+        params = {**found.parameters, **({SEALED_PARAM: "true"} if seal else {})}
+        new.append(Partition(d.values, join_url(scheme, d.path), params, found.stats))
     if new:
         metastore.add_partitions(table, new)
     listed = {d.values for d in dirs}

@@ -189,10 +189,12 @@ def test_partition_add_and_repair(env, table_dir, tmp_path, capsys):
     assert "1 rows, statistics computed from its files, sealed" in capsys.readouterr().out
     assert main(["partition", "add", name, "m=2024-09", *_args(env)]) == 2
     assert "already exist" in capsys.readouterr().err
-    assert main(["table", "repair", name, *_args(env)]) == 0
+    assert main(["table", "repair", name, "--seal", *_args(env)]) == 0
     out = capsys.readouterr().out
     assert "added partition m=2024-03" in out and "1 partitions added" in out
     parts = _partitions(env, name)
+    assert parts["2024-03"].parameters["sealed"] == "true"
+    assert "sealed" not in parts["2024-01"].parameters  # only what it added
     assert sorted(parts) == ["2024-01", "2024-02", "2024-03", "2024-09"]
     assert parts["2024-03"].row_count == 2 and parts["2024-03"].stats["id"].high == 5
     assert parts["2024-09"].location == f"file://{elsewhere}"
