@@ -134,7 +134,13 @@ def analyze_partition(
     """Recompute the statistics of partition ``values`` from its files (one ALTER_PARTITION
     keeps its other parameters); ``seal`` True/False also seals/unseals it, None keeps it."""
     table = external_table(metastore, qualified_name)
-    old = _partition(metastore, table, values)
+    return _analyzed(metastore, settings, table, _partition(metastore, table, values), seal)
+
+
+def _analyzed(
+    metastore: Metastore, settings: Settings, table: Table, old: Partition, seal: bool | None
+) -> Partition:
+    """``old`` with the statistics of its files now (``analyze_partition``)."""
     found = directory_statistics(settings, table, old.location)
     params = {**old.parameters, **found.parameters}
     if seal is not None:
@@ -164,7 +170,7 @@ def seal_partition(
     if recorded is not None and recorded == listed_fingerprint(settings, old.location):
         metastore.set_partition_parameters(table, old.values, {SEALED_PARAM: "true"})
         return SealOutcome(old.values, False)
-    analyze_partition(metastore, settings, qualified_name, values, seal=True)
+    _analyzed(metastore, settings, table, old, True)
     return SealOutcome(old.values, True)
 
 
@@ -190,7 +196,7 @@ def analyze_table(metastore: Metastore, settings: Settings, qualified_name: str)
         return [()]
     done = []
     for p in metastore.list_partitions(table):
-        analyze_partition(metastore, settings, qualified_name, p.values)
+        _analyzed(metastore, settings, table, p, None)
         done.append(p.values)
     return done
 
