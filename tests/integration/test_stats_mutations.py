@@ -121,7 +121,20 @@ OUT_OF_BAND = ("add_to_sealed_out_of_band", "rewrite_out_of_band", "delete_out_o
 
 @pytest.mark.parametrize("listing_cache", [False, True], ids=["every cache off", "listing cache"])
 def test_every_documented_change_of_an_external_table(spark, env, tmp_path, counted, listing_cache):
-    rng = random.Random(SEED)
+    _mutate_external(spark, env, tmp_path, counted, listing_cache, SEED)
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("seed", range(1, 6))
+def test_every_documented_change_of_an_external_table_more_seeds(
+    spark, env, tmp_path, counted, seed
+):
+    """``make stress``: five more orders and data sets, every cache off."""
+    _mutate_external(spark, env, tmp_path, counted, False, seed)
+
+
+def _mutate_external(spark, env, tmp_path, counted, listing_cache: bool, seed: int) -> None:
+    rng = random.Random(seed)
     options = LISTING_CACHE if listing_cache else {}
     name = f"{env.unique_db('mut')}.t"
     t = External(env, str(tmp_path / "t"), name, rng)
