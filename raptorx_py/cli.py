@@ -1,12 +1,15 @@
 """raptorx: register and inspect metastore tables, show the configuration, load TPC-H.
 
-    raptorx table register <db.table> <url> [--replace] [--partition-type k=type ...]
-                           [--no-partition-type-inference]
+    raptorx table register <db.table> <url> [--replace [--no-keep-seals]] [--seal]
+                           [--partition-type k=type ...] [--no-partition-type-inference]
     raptorx table list [<db>]
     raptorx table show <db.table> [--partitions]
+    raptorx table analyze <db.table> [--partition k=v[/k2=v2]]
+    raptorx table repair <db.table> [--seal]
     raptorx table clean <db.table>
     raptorx config show
     raptorx partition seal|unseal <db.table> <k=v[/k2=v2]>
+    raptorx partition add <db.table> <k=v[/k2=v2]> [--location URL] [--seal]
     raptorx tpch load --scale S --warehouse URL
     raptorx locks show [<db>[.<table>]] [--partition k=v ...] [--extended]
     raptorx connect-server [--port N] [--host H]   (Spark Connect server with the jar)
@@ -61,6 +64,8 @@ def cmd_table_register(args) -> int:
             args.table,
             args.url,
             replace=args.replace,
+            sealed=args.seal,
+            keep_seals=args.keep_seals,
             partition_types=_partition_types(args.partition_type),
             infer_partition_types=args.partition_type_inference,
         )
@@ -201,32 +206,125 @@ def parse_partition_spec(table, spec: str) -> tuple[str | None, ...]:
 
 def cmd_partition_seal(args) -> int:
     """Seal (``sealed=true``) or un-seal a partition: the listing cache caches only the
-    listings of sealed partitions, and either change gives the partition a new version."""
+    listings of sealed partitions, and either change gives the partition a new version.
+    Sealing verifies the partition's statistics against its files and recomputes them when
+    they describe other files."""
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.metastore.table_parameters import SEALED_PARAM
     from raptorx_py.names import parse_table_name
+    from raptorx_py.tables.partition_statistics import seal_partition, unseal_partition
 
-    seal = args.partition_command == "seal"
-    with open_metastore(settings_from_args(args)) as ms:
+    settings = settings_from_args(args)
+    with open_metastore(settings) as ms:
         table = ms.get_table(*parse_table_name(args.table))
         values = parse_partition_spec(table, args.partition)
-        ms.set_partition_parameters(table, values, {SEALED_PARAM: "true" if seal else None})
-    print(f"{'sealed' if seal else 'unsealed'} {table.qualified_name} partition {args.partition}")
+        if args.partition_command == "seal":
+            outcome = seal_partition(ms, settings, table.qualified_name, values)
+            how = (
+                "statistics recomputed from its files"
+                if outcome.recomputed
+                else "statistics verified: they describe its files"
+            )
+            print(f"sealed {table.qualified_name} partition {args.partition} ({how})")
+        else:
+            unseal_partition(ms, table.qualified_name, values)
+            print(f"unsealed {table.qualified_name} partition {args.partition}")
+    return 0
+
+
+def cmd_partition_add(args) -> int:
+    """Hive's ALTER TABLE ... ADD PARTITION for an external table, with statistics."""
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.names import parse_table_name
+    from raptorx_py.tables.partition_statistics import add_partition
+
+    settings = settings_from_args(args)
+    with open_metastore(settings) as ms:
+        table = ms.get_table(*parse_table_name(args.table))
+        values = parse_partition_spec(table, args.partition)
+        added = add_partition(
+            ms, settings, table.qualified_name, values, location=args.location, seal=args.seal
+        )
+    sealed = ", sealed" if args.seal else ""
+    print(
+        f"added {table.qualified_name} partition {args.partition} at {added.location}: "
+        f"{added.row_count} rows, statistics computed from its files{sealed}"
+    )
     return 0
 
 
 def add_partition_cli(sub) -> None:
-    partition = sub.add_parser("partition", help="seal and un-seal partitions")
+    partition = sub.add_parser("partition", help="add, seal and un-seal partitions")
     psub = partition.add_subparsers(dest="partition_command", required=True)
     for name, text in (
-        ("seal", "mark a partition complete: its file listing may be cached"),
-        ("unseal", "mark a partition open again: its listing is never cached"),
+        (
+            "seal",
+            "mark a partition complete: its file listing may be cached. Its statistics are "
+            "checked against the files it holds and recomputed when they describe other "
+            "files (after unseal, a change, and seal)",
+        ),
+        (
+            "unseal",
+            "mark a partition open again: its listing is never cached, and its files may "
+            "change (its statistics are then used only while they describe its files)",
+        ),
     ):
-        cmd = psub.add_parser(name, help=text)
+        cmd = psub.add_parser(name, help=text, description=text)
         cmd.add_argument("table", help="<database>.<table>")
         cmd.add_argument("partition", help="k1=v1[/k2=v2...]")
         add_common_options(cmd)
         cmd.set_defaults(func=cmd_partition_seal)
+    text = (
+        "register one partition of an EXTERNAL table (Hive's ALTER TABLE ADD PARTITION); "
+        "its statistics are computed from the files it holds (none: an empty partition)"
+    )
+    add = psub.add_parser("add", help=text, description=text)
+    add.add_argument("table", help="<database>.<table>")
+    add.add_argument("partition", help="k1=v1[/k2=v2...]")
+    add.add_argument(
+        "--location",
+        help="its directory (default: the table's location plus k1=v1/k2=v2...)",
+    )
+    add.add_argument("--seal", action="store_true", help="seal it too")
+    add_common_options(add)
+    add.set_defaults(func=cmd_partition_add)
+
+
+def cmd_table_analyze(args) -> int:
+    """Hive's ANALYZE TABLE ... [PARTITION (...)] COMPUTE STATISTICS."""
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.names import parse_table_name
+    from raptorx_py.tables.partition_statistics import analyze_partition, analyze_table
+
+    settings = settings_from_args(args)
+    with open_metastore(settings) as ms:
+        table = ms.get_table(*parse_table_name(args.table))
+        if args.partition:
+            values = parse_partition_spec(table, args.partition)
+            p = analyze_partition(ms, settings, table.qualified_name, values)
+            print(f"analyzed {table.qualified_name} partition {args.partition}: {p.row_count} rows")
+            return 0
+        done = analyze_table(ms, settings, table.qualified_name)
+    what = f"{len(done)} partitions" if table.is_partitioned else "the table"
+    print(f"analyzed {table.qualified_name}: statistics of {what} recomputed from their files")
+    return 0
+
+
+def cmd_table_repair(args) -> int:
+    """Hive's MSCK REPAIR TABLE: register the partition directories the metastore lacks."""
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.names import parse_table_name
+    from raptorx_py.tables.partition_statistics import repair_table
+
+    settings = settings_from_args(args)
+    with open_metastore(settings) as ms:
+        table = ms.get_table(*parse_table_name(args.table))
+        report = repair_table(ms, settings, table.qualified_name, seal=args.seal)
+    for name in report.added:
+        print(f"added partition {name}")
+    for name in report.without_files:
+        print(f"partition {name} is registered but its directory holds no data file (kept)")
+    print(f"repaired {table.qualified_name}: {len(report.added)} partitions added")
+    return 0
 
 
 def cmd_locks_show(args) -> int:
@@ -320,7 +418,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reg.add_argument("table", help="<database>.<table>")
     reg.add_argument("url", help="file:///path or s3://bucket/prefix")
-    reg.add_argument("--replace", action="store_true", help="replace an existing table")
+    reg.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace an existing table (every partition's statistics are computed again; "
+        "partitions sealed before stay sealed unless --no-keep-seals)",
+    )
+    reg.add_argument(
+        "--no-keep-seals",
+        dest="keep_seals",
+        action="store_false",
+        help="with --replace: do not keep the replaced table's seals",
+    )
+    reg.add_argument(
+        "--seal", action="store_true", help="seal every partition (its listing may be cached)"
+    )
     reg.add_argument(
         "--partition-type",
         action="append",
@@ -346,6 +458,26 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--partitions", action="store_true", help="list every partition")
     add_common_options(show)
     show.set_defaults(func=cmd_table_show)
+    text = (
+        "recompute the statistics of an EXTERNAL table, or of one partition, from the files "
+        "they hold now (Hive's ANALYZE TABLE ... COMPUTE STATISTICS): statistics are used "
+        "only while they describe a partition's files"
+    )
+    analyze = tsub.add_parser("analyze", help=text, description=text)
+    analyze.add_argument("table", help="<database>.<table>")
+    analyze.add_argument("--partition", metavar="K=V[/K2=V2]", help="only this partition")
+    add_common_options(analyze)
+    analyze.set_defaults(func=cmd_table_analyze)
+    text = (
+        "register the partition directories under an EXTERNAL table's location that the "
+        "metastore does not have, with statistics computed from their files (Hive's MSCK "
+        "REPAIR TABLE); says what it added"
+    )
+    repair = tsub.add_parser("repair", help=text, description=text)
+    repair.add_argument("table", help="<database>.<table>")
+    repair.add_argument("--seal", action="store_true", help="seal the partitions it adds")
+    add_common_options(repair)
+    repair.set_defaults(func=cmd_table_repair)
     clean = tsub.add_parser(
         "clean",
         help="remove the files of aborted writes and the staging "

@@ -2,14 +2,18 @@
 
 Given a table, the requested columns and the pushed predicates, ``plan_scan``
 1. prunes partitions on their values (exactly: every predicate on a partition key),
-2. prunes partitions on their min/max/null statistics (``hive.partition-statistics-based-
-   optimization-enabled``),
-3. lists the surviving partitions' files (in parallel: each listing is a round trip),
+2. lists the surviving partitions' files (in parallel: each listing is a round trip),
    through the file-listing cache for sealed partitions of the tables
    ``hive.file-status-cache-tables`` names (``cache.listing_cache``); a MANAGED table's
    directories are read as its snapshot allows (``storage.acid_layout``: the newest committed
    ``base_``, committed ``delta_`` above it), and their raw listings are cacheable sealed or
-   not, the snapshot filtering them afterwards, and
+   not, the snapshot filtering them afterwards,
+3. prunes partitions on their min/max/null statistics (``hive.partition-statistics-based-
+   optimization-enabled``) and drops the predicates they make always true, only where
+   ``stats_trusted`` says the statistics describe what is read: an external partition's
+   current listing is the file set they were computed from (so it is listed first), a
+   managed partition's last write is visible to the snapshot (so one pruned is never
+   listed),
 4. makes one split per data file, carrying the file's identity (path, size and version:
    ``storage.file_versions``; its ETag when the store has one) and
    the partition's values, cutting a file bigger than a task's share of the scan into byte
@@ -22,7 +26,8 @@ Given a table, the requested columns and the pushed predicates, ``plan_scan``
    grouped by the executor their file prefers (``scheduling.affinity``) and each group packed
    on its own, so a task's splits share one preferred executor (``ScanPlan.locations``).
 
-A pruned partition is never listed and its files are never opened. Usable without Spark.
+A partition pruned by value, or a managed one pruned by statistics, is never listed; no pruned
+partition's files are ever opened. Usable without Spark.
 """
 
 from __future__ import annotations
@@ -32,21 +37,26 @@ import itertools
 import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from raptorx_py import predicates as preds
 from raptorx_py.cache.listing_cache import is_sealed, listing_cache_for, partition_version
 from raptorx_py.hive_types import decode_value
 from raptorx_py.metastore.cached_store import CachedMetastore
-from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, Partition, Table
-from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM, WRITE_ID_PARAM
+from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
+from raptorx_py.metastore.table_parameters import (
+    NUM_ROWS_PARAM,
+    STATS_FILES_PARAM,
+    WRITE_ID_PARAM,
+)
 from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.metrics import counters
 from raptorx_py.scheduling import affinity
 from raptorx_py.storage.acid_layout import visible_files
+from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
-from raptorx_py.storage.hive_layout import list_data_files
+from raptorx_py.storage.hive_layout import DataFile, list_data_files
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
@@ -147,46 +157,36 @@ def plan_scan(
             if all(preds.evaluate(kp, row) for kp in key_preds):
                 kept.append(p)
         by_value = total - len(kept)
-        untrusted = 0
-        survivors: list[tuple[Partition, tuple | None]] = []
-        for p in kept:
-            if not settings.stats_pruning_enabled:
-                survivors.append((p, None))
-            elif data_preds and not stats_describe_snapshot(p, write_ids):
-                untrusted += 1
-                survivors.append((p, None))
-            elif all(preds.may_match(dp, p.stats, p.row_count) for dp in data_preds):
-                survivors.append((p, _simplified(data_preds, p.stats, p.row_count)))
-        by_stats = len(kept) - len(survivors)
-        partition_locations = [
-            _Location(p.location, typed_partition_values(table, p), p.parameters, p.id, rest)
-            for p, rest in survivors
+        candidates = [
+            _Location(
+                p.location,
+                typed_partition_values(table, p),
+                p.parameters,
+                p.id,
+                stats=p.stats,
+                row_count=p.row_count,
+            )
+            for p in kept
         ]
     else:
+        # An unpartitioned table is its one partition: its parameters seal it, and its
+        # statistics are trusted by the same rule as a partition's.
         total, by_value = 1, 0
         rows = table.parameters.get(NUM_ROWS_PARAM)
-        # An unpartitioned table is its one partition: its parameters seal it.
-        trusted = write_ids is not None or is_sealed(table.parameters)
-        untrusted = int(bool(settings.stats_pruning_enabled and data_preds and not trusted))
-        matches = (
-            not settings.stats_pruning_enabled
-            or not trusted
-            or all(
-                preds.may_match(dp, table.stats, int(rows) if rows else None) for dp in data_preds
+        candidates = [
+            _Location(
+                table.location,
+                (),
+                table.parameters,
+                table.id,
+                stats=table.stats,
+                row_count=int(rows) if rows and rows.isdigit() else None,
             )
-        )
-        by_stats = 0 if matches else 1
-        rest = (
-            _simplified(data_preds, table.stats, int(rows) if rows else None)
-            if matches and trusted and settings.stats_pruning_enabled
-            else None
-        )
-        # An unpartitioned table is its one partition: its parameters seal it.
-        partition_locations = (
-            [_Location(table.location, (), table.parameters, table.id, rest)] if matches else []
-        )
-
-    splits = _list_splits(settings, table.qualified_name, partition_locations, write_ids)
+        ]
+    use_stats = bool(settings.stats_pruning_enabled and data_preds)
+    splits, by_stats, untrusted = _splits_of(
+        settings, table.qualified_name, candidates, data_preds if use_stats else (), write_ids
+    )
     if settings.fragment_cache_enabled:
         # Cached results are per split: a file must be cut the same way whatever else the
         # query reads, so the piece size may depend on the settings only.
@@ -345,15 +345,16 @@ def pack_splits(splits, max_bytes: int, min_count: int) -> tuple[tuple[Split, ..
 
 @dataclass(frozen=True)
 class _Location:
-    """A directory to list: a surviving partition (or an unpartitioned table's location),
-    its typed values, and the metastore object's id and parameters (which say whether it is
-    sealed)."""
+    """A directory to list: a partition that survived value pruning (or an unpartitioned
+    table's location), its typed values, the metastore object's id and parameters (which say
+    whether it is sealed, and which files its statistics describe), and its statistics."""
 
     url: str
     values: tuple
     parameters: Mapping[str, str]
     object_id: int | None
-    predicates: tuple | None = None  # what its splits evaluate (Split.predicates)
+    stats: Mapping[str, ColumnStats] = field(default_factory=dict)
+    row_count: int | None = None
 
     @property
     def version(self) -> str:
@@ -362,21 +363,97 @@ class _Location:
         with equal parameters) and its location and parameters."""
         return f"{self.object_id}:{partition_version(self.url, self.parameters)}"
 
+    def may_match(self, data_preds) -> bool:
+        """Whether its statistics leave a row that may satisfy every one of ``data_preds``."""
+        return all(preds.may_match(dp, dict(self.stats), self.row_count) for dp in data_preds)
 
-def _list_splits(
+
+def _splits_of(
+    settings: Settings,
+    table_name: str,
+    locations: list[_Location],
+    data_preds: tuple,
+    write_ids: ValidWriteIdList | None,
+) -> tuple[list[Split], int, int]:
+    """``(splits, pruned by statistics, statistics not trusted)`` of ``locations``: one split
+    per data file of each location its statistics do not prune, carrying the predicates its
+    statistics leave (``Split.predicates``). ``data_preds`` empty: statistics are not used.
+
+    Statistics are used only where ``stats_trusted`` says they describe what this plan reads.
+    For a managed table the snapshot says so, so a location they prune is never listed. For
+    an external one only its current listing can (its fingerprint against the one recorded
+    with the statistics), so every external location is listed first: a sealed partition's
+    listing is usually the listing cache's, and an unsealed one whose statistics could not
+    be trusted was listed anyway. A location whose statistics are not trusted is read whole,
+    counted in ``planner.partitions_stats_untrusted``."""
+    pruned = untrusted = 0
+    # (location, trusted): None = an external location, decided once listed.
+    to_list: list[tuple[_Location, bool | None]] = []
+    for loc in locations:
+        if not data_preds:
+            to_list.append((loc, False))
+        elif write_ids is None:
+            to_list.append((loc, None))
+        elif not stats_trusted(loc.parameters, write_ids):
+            untrusted += 1
+            to_list.append((loc, False))
+        elif loc.may_match(data_preds):
+            to_list.append((loc, True))
+        else:
+            pruned += 1
+    listings = _list_locations(settings, table_name, [loc for loc, _ in to_list], write_ids)
+    counters.add("planner.partitions_listed", len(listings))
+    splits: list[Split] = []
+    stale: list[str] = []  # external locations whose statistics describe other files
+    for (loc, trusted), (path, files) in zip(to_list, listings):
+        if trusted is None:
+            trusted = stats_trusted(loc.parameters, None, file_set_fingerprint(path, files))
+            if not trusted:
+                untrusted += 1
+                stale.append(loc.url)
+            elif not loc.may_match(data_preds):
+                pruned += 1
+                continue
+        rest = _simplified(data_preds, dict(loc.stats), loc.row_count) if trusted else None
+        splits.extend(
+            Split(
+                join_url(split_url(loc.url)[0], f.path),
+                f.size,
+                f.version,
+                f.etag,
+                loc.values,
+                predicates=rest,
+            )
+            for f in files
+        )
+    if stale:
+        log.info(
+            "the statistics of %d partition(s) of %s (%s%s) do not describe the files they "
+            "hold now (recorded for other files, or none recorded): read without them; "
+            "`raptorx table analyze %s` recomputes them",
+            len(stale),
+            table_name,
+            ", ".join(stale[:3]),
+            ", ..." if len(stale) > 3 else "",
+            table_name,
+        )
+    return splits, pruned, untrusted
+
+
+def _list_locations(
     settings: Settings,
     table_name: str,
     locations: list[_Location],
     write_ids: ValidWriteIdList | None = None,
-) -> list[Split]:
-    """One split per data file of ``locations``, listed in parallel, through the file-listing
-    cache when ``hive.file-status-cache-tables`` names the table (sealed partitions only).
-    ``write_ids``: a managed table's snapshot; only the ACID directories it allows are read."""
+) -> list[tuple[str, list[DataFile]]]:
+    """``(filesystem path, data files)`` of each of ``locations``, listed in parallel,
+    through the file-listing cache when ``hive.file-status-cache-tables`` names the table
+    (sealed partitions only). ``write_ids``: a managed table's snapshot; only the ACID
+    directories it allows are read."""
     cache = _listing_cache(settings)
 
-    def list_one(loc: _Location) -> list[Split]:
+    def list_one(loc: _Location) -> tuple[str, list[DataFile]]:
         fs, path = filesystem_for(loc.url, settings)
-        scheme, _ = split_url(loc.url)
 
         def lister():
             return list_data_files(fs, path, loc.url)
@@ -392,40 +469,41 @@ def _list_splits(
         )
         if write_ids is not None:
             files = visible_files(files, path, write_ids)
-        return [
-            Split(
-                join_url(scheme, f.path),
-                f.size,
-                f.version,
-                f.etag,
-                loc.values,
-                predicates=loc.predicates,
-            )
-            for f in files
-        ]
+        return path, list(files)
 
     if not locations:
         return []
     with ThreadPoolExecutor(max_workers=min(LISTING_THREADS, len(locations))) as pool:
-        return [s for group in pool.map(list_one, locations) for s in group]
+        return list(pool.map(list_one, locations))
 
 
-def stats_describe_snapshot(p: Partition, write_ids: ValidWriteIdList | None) -> bool:
-    """Whether a partition's statistics may prune it for this snapshot.
+def stats_trusted(
+    parameters: Mapping[str, str],
+    write_ids: ValidWriteIdList | None,
+    listed_fingerprint: str | None = None,
+) -> bool:
+    """The one rule for whether statistics (a partition's, or an unpartitioned table's,
+    recorded with ``parameters``) describe the rows a plan reads, so may prune or simplify.
 
-    An external partition's statistics were computed from the files it held when they were
-    recorded (registration); files added or rewritten since are in no statistic, so they
-    prune only a sealed partition, whose files by contract do not change (the listing
-    cache's contract too). An unsealed external partition is always read. A managed
-    partition's statistics are those of its last write (``writeId``): one the snapshot does
-    not see (running, aborted, or committed later, e.g. an overwrite's narrower bounds) may
-    not describe the rows the snapshot reads. Writes of one partition are serialised by its
-    lock, so a visible last write means every earlier one is decided, and bounds that include
-    aborted rows are still bounds."""
-    wid = p.parameters.get(WRITE_ID_PARAM)
-    if write_ids is None:  # external
-        return is_sealed(p.parameters)
-    if wid is None:  # recorded outside any write id
+    External (``write_ids`` None): statistics are true only for the files they were computed
+    from, whose fingerprint (``storage.file_sets``) is recorded with them (``statsFileSet``:
+    registration, ``partition add``/``seal``, ``table analyze``/``repair``); they are trusted
+    only when ``listed_fingerprint``, the fingerprint of the directory's current listing,
+    equals it. Sealed or not makes no difference: a sealed partition changed on storage
+    (out of band, or unsealed, changed and sealed by hand) lists other files. No recorded
+    fingerprint (registered before it was recorded): not trusted.
+
+    Managed: the statistics are those of the last write (``writeId``); one the snapshot
+    ``write_ids`` does not see (running, aborted, or committed later, e.g. an overwrite's
+    narrower bounds) may not describe the rows the snapshot reads. Writes of one partition
+    (or unpartitioned table) are serialised by its lock, so a visible last write means every
+    earlier one is decided, and bounds that include aborted rows are still bounds. Recorded
+    outside any write id (a table's creation): trusted."""
+    if write_ids is None:
+        recorded = parameters.get(STATS_FILES_PARAM)
+        return recorded is not None and recorded == listed_fingerprint
+    wid = parameters.get(WRITE_ID_PARAM)
+    if wid is None:
         return True
     return wid.isdigit() and write_ids.is_visible(int(wid))
 

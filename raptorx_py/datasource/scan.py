@@ -23,10 +23,17 @@ import pyarrow.compute as pc
 
 from raptorx_py import predicates as preds
 from raptorx_py.datasource.storage_tiers import NO_TIERS, StorageTiers
-from raptorx_py.errors import CorruptFileError, SchemaError, UnsupportedValueError
-from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark
+from raptorx_py.errors import (
+    CorruptFileError,
+    FileChangedError,
+    SchemaError,
+    UnsupportedValueError,
+)
+from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
 from raptorx_py.metastore.model import Column
+from raptorx_py.metastore.partition_names import partition_name
 from raptorx_py.metrics import counters
+from raptorx_py.storage.file_versions import current_identity, is_another_version
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.storage.parquet_files import (
     footer_stats,
@@ -87,6 +94,9 @@ def read_split(
             done += 1
             if out is not None:
                 yield out
+    except FileChangedError as e:
+        counters.add("reader.files_changed")
+        raise FileChangedError(f"{e}. {changed_file_advice(split, table, settings)}") from e
     except CorruptFileError as e:
         if not tiers.caching:
             raise
@@ -105,6 +115,62 @@ def read_split(
                     yield out
 
 
+def changed_file_advice(split, table, settings) -> str:
+    """What to do about a file of ``split`` that changed after the plan listed it (issue 27,
+    5a). A plan reads the versions it listed, or fails: re-reading another version would
+    mix it with the listing's other files and with statistics (pruning, dropped predicates)
+    taken for the listed one. The listing is taken again by the next plan, unless the file-
+    listing cache keeps a sealed partition's, which it does until the partition's metastore
+    entry changes or the listing expires."""
+    qualified = table.qualified_name
+    if table.partition_keys:
+        values = [
+            None if v is None else encode_value(v, k.type)
+            for k, v in zip(table.partition_keys, split.partition_values)
+        ]
+        spec = partition_name(table.partition_keys, values)
+        where = f"partition {spec} of {qualified}"
+        commands = (
+            f"`raptorx partition unseal {qualified} {spec}`, change its files, then "
+            f"`raptorx partition seal {qualified} {spec}` (which also recomputes its statistics)"
+        )
+    else:
+        where = qualified
+        commands = (
+            f"register it again (`raptorx table register {qualified} <url> --replace`) "
+            f"after changing them"
+        )
+    expire = settings.file_status_cache_expire_time
+    return (
+        f"Run the query again: an unsealed {where} is listed again by the next query. If "
+        f"it is sealed and hive.file-status-cache-tables names {qualified}, its cached "
+        f"listing names the old version until it expires (hive.file-status-cache-expire-time,"
+        f" {expire:g}s) or its metastore entry changes: a sealed partition's files must not "
+        f"change; to change them: {commands}"
+    )
+
+
+def check_listed_version(target, path: str, split) -> None:
+    """``FileChangedError`` unless the file opened for ``split`` is still the version its
+    plan listed (``file_versions.current_identity``: one ``stat`` for a local file). Needed
+    where the plan dropped predicates its partition's statistics made always true
+    (``split.predicates``): those statistics describe the listed files, and rows of a version
+    written since may fail the dropped predicates. (With an ETag the object store checks
+    every ranged read itself.)"""
+    version = split.version
+    try:
+        size, found = current_identity(target, path)
+    except FileNotFoundError as e:
+        raise FileChangedError(f"{split.url} was listed but no longer exists ({e})") from e
+    if (size is not None and size != split.size) or (
+        version is not None and is_another_version(version, found)
+    ):
+        raise FileChangedError(
+            f"{split.url} was listed as version {version} (size {split.size}) but is now "
+            f"version {found} (size {size}): the file changed after it was listed"
+        )
+
+
 def _raw_batches(
     split, table, needed: list[str], data_predicates, settings, tiers: StorageTiers
 ) -> Iterator[pa.RecordBatch]:
@@ -121,6 +187,8 @@ def _raw_batches(
         footer=tiers.footer_source(split),
     )
     try:
+        if split.predicates is not None and split.etag is None:
+            check_listed_version(target, path, split)
         md = pf.metadata
         missing = [n for n in needed if n not in pf.schema_arrow.names]
         if missing:

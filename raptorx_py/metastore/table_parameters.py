@@ -3,7 +3,8 @@
 The statistics keys are Hive's basic statistics (``StatsSetupConst``: ``numRows``,
 ``numFiles``, ``totalSize``); ``writeId`` records the write id that last wrote a managed
 partition (or unpartitioned managed table), ``sealed`` marks an external partition complete
-(value ``"true"``: its listing may be cached).
+(value ``"true"``: its listing may be cached), ``statsFileSet`` names the files an external
+partition's statistics describe.
 """
 
 from __future__ import annotations
@@ -20,3 +21,7 @@ COUNT_PARAMS = (NUM_ROWS_PARAM, NUM_FILES_PARAM, TOTAL_SIZE_PARAM)
 WRITE_ID_PARAM = "writeId"
 #: Seals a partition (value ``"true"``): its file listing may be cached.
 SEALED_PARAM = "sealed"
+#: The fingerprint (``storage.file_sets``) of the files an external partition's (or
+#: unpartitioned table's) statistics were computed from: they are trusted only while its
+#: listing has this fingerprint.
+STATS_FILES_PARAM = "statsFileSet"

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from dataclasses import replace as replace_dataclass
 from typing import TYPE_CHECKING
 
-from raptorx_py.errors import LayoutError, SchemaError
+from raptorx_py.cache.listing_cache import is_sealed
+from raptorx_py.errors import LayoutError, NoSuchObjectError, SchemaError
 from raptorx_py.hive_types import (
     arrow_to_hive,
     check_partition_key_type,
@@ -29,8 +30,9 @@ from raptorx_py.metastore.model import (
     Partition,
     Table,
 )
-from raptorx_py.metastore.table_parameters import SEALED_PARAM
+from raptorx_py.metastore.table_parameters import SEALED_PARAM, STATS_FILES_PARAM
 from raptorx_py.names import parse_table_name
+from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import DataFile, walk_table
 from raptorx_py.storage.parquet_files import footer_stats, physical_types, read_metadata
@@ -55,7 +57,9 @@ class _FileFacts:
         return self.file.size
 
 
-def _read_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
+def read_file_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
+    """One file's columns, rows and footer statistics (one footer read); a column type
+    raptorx_py cannot read is a SchemaError naming the file."""
     url = join_url(scheme, f.path)
     md = read_metadata(fs, f.path, size=f.size, etag=f.etag, url=url)
     arrow_schema = md.schema.to_arrow_schema()
@@ -92,7 +96,7 @@ def scan_table_directory(
         facts = dict(
             zip(
                 (f.path for f in all_files),
-                pool.map(lambda f: _read_facts(fs, scheme, f), all_files),
+                pool.map(lambda f: read_file_facts(fs, scheme, f), all_files),
             )
         )
 
@@ -141,6 +145,7 @@ def scan_table_directory(
     partitions = []
     for d in dirs:
         stats, params = summarize(facts[f.path] for f in d.files)
+        params[STATS_FILES_PARAM] = file_set_fingerprint(d.path, d.files)
         if keys:
             partitions.append(Partition(d.values, join_url(scheme, d.path), params, stats))
         else:
@@ -189,6 +194,7 @@ def register_external_table(
     *,
     replace: bool = False,
     sealed: bool = False,
+    keep_seals: bool = False,
     partition_types: dict[str, str] | None = None,
     infer_partition_types: bool = True,
 ) -> Table:
@@ -197,17 +203,35 @@ def register_external_table(
     ``sealed``: mark every partition complete (parameter ``sealed=true``; an unpartitioned
     table is its own one partition, so the table's parameters carry it), which lets the
     file-listing cache keep their listings (``raptorx partition unseal`` reopens one).
+    ``keep_seals`` (with ``replace``): a partition (or unpartitioned table) sealed in the
+    table being replaced stays sealed. Statistics are always computed from the files found,
+    with their fingerprint (``statsFileSet``).
     """
     table, partitions = scan_table_directory(
         settings, qualified_name, url, partition_types, infer_partition_types
     )
-    if sealed:
-        seal = {SEALED_PARAM: "true"}
-        if table.is_partitioned:
-            partitions = [
-                replace_dataclass(p, parameters={**p.parameters, **seal}) for p in partitions
-            ]
-        else:
-            table = replace_dataclass(table, parameters={**table.parameters, **seal})
+    seal = {SEALED_PARAM: "true"}
+    was_sealed = _sealed_before(metastore, table) if replace and keep_seals else set()
+    if table.is_partitioned:
+        partitions = [
+            replace_dataclass(p, parameters={**p.parameters, **seal})
+            if sealed or p.values in was_sealed
+            else p
+            for p in partitions
+        ]
+    elif sealed or () in was_sealed:
+        table = replace_dataclass(table, parameters={**table.parameters, **seal})
     metastore.create_database(table.database)
     return metastore.create_table(table, partitions, replace=replace)
+
+
+def _sealed_before(metastore: Metastore, table: Table) -> set[tuple]:
+    """The values of the partitions sealed in the stored table ``table`` replaces (``()``:
+    an unpartitioned table that was sealed); none when there is no such table."""
+    try:
+        old = metastore.get_table(table.database, table.name)
+    except NoSuchObjectError:
+        return set()
+    if not old.is_partitioned:
+        return {()} if is_sealed(old.parameters) else set()
+    return {p.values for p in metastore.list_partitions(old) if is_sealed(p.parameters)}

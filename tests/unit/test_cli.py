@@ -114,3 +114,128 @@ def test_cli_errors_name_the_option_and_the_flag(env, table_dir, capsys):
     capsys.readouterr()
     assert main(["table", "register", f"{db}.t", f"file://{table_dir}", *_args(env)]) == 2
     assert "`raptorx table register --replace`" in capsys.readouterr().err
+
+
+# --- issue 27, item 7: statistics recomputed by the commands that change a table ------------
+
+
+def _partitions(env, name):
+    from raptorx_py.names import parse_table_name
+
+    with env.metastore() as ms:
+        table = ms.get_table(*parse_table_name(name))
+        return {"/".join(p.values): p for p in ms.list_partitions(table)}
+
+
+def _add_file(directory, ids, name="part-1.parquet"):
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), directory / name)
+
+
+def test_unseal_change_seal_recomputes_statistics(env, table_dir, capsys):
+    name = f"{env.unique_db('cli')}.sales"
+    assert main(["table", "register", name, f"file://{table_dir}", "--seal", *_args(env)]) == 0
+    assert main(["partition", "unseal", name, "m=2024-01", *_args(env)]) == 0
+    _add_file(table_dir / "m=2024-01", [500, None])
+    capsys.readouterr()
+    assert main(["partition", "seal", name, "m=2024-01", *_args(env)]) == 0
+    assert "statistics recomputed from its files" in capsys.readouterr().out
+    p = _partitions(env, name)["2024-01"]
+    assert p.parameters["sealed"] == "true" and p.row_count == 4
+    assert (p.stats["id"].high, p.stats["id"].num_nulls) == (500, 1)
+    # sealing again: the statistics describe the files, nothing is read but the listing
+    assert main(["partition", "seal", name, "m=2024-01", *_args(env)]) == 0
+    assert "statistics verified" in capsys.readouterr().out
+
+
+def test_analyze_recomputes_one_partition_or_all(env, table_dir, capsys):
+    name = f"{env.unique_db('cli')}.sales"
+    assert main(["table", "register", name, f"file://{table_dir}", "--seal", *_args(env)]) == 0
+    _add_file(table_dir / "m=2024-01", [9])
+    _add_file(table_dir / "m=2024-02", [10])
+    assert main(["table", "analyze", name, "--partition", "m=2024-01", *_args(env)]) == 0
+    parts = _partitions(env, name)
+    assert (parts["2024-01"].row_count, parts["2024-02"].row_count) == (3, 1)
+    assert parts["2024-01"].parameters["sealed"] == "true"  # analyze keeps the seal
+    assert main(["table", "analyze", name, *_args(env)]) == 0
+    assert "statistics of 2 partitions recomputed" in capsys.readouterr().out
+    assert _partitions(env, name)["2024-02"].stats["id"].high == 10
+
+
+def test_analyze_an_unpartitioned_table_keeps_its_seal(env, tmp_path):
+    from raptorx_py.names import parse_table_name
+
+    root = tmp_path / "flat"
+    _add_file(root, [1, 2], "part-0.parquet")
+    name = f"{env.unique_db('cli')}.flat"
+    assert main(["table", "register", name, f"file://{root}", "--seal", *_args(env)]) == 0
+    _add_file(root, [7])
+    assert main(["table", "analyze", name, *_args(env)]) == 0
+    with env.metastore() as ms:
+        table = ms.get_table(*parse_table_name(name))
+    assert table.parameters["sealed"] == "true" and table.parameters["numRows"] == "3"
+    assert table.stats["id"].high == 7
+
+
+def test_partition_add_and_repair(env, table_dir, tmp_path, capsys):
+    name = f"{env.unique_db('cli')}.sales"
+    assert main(["table", "register", name, f"file://{table_dir}", *_args(env)]) == 0
+    _add_file(table_dir / "m=2024-03", [4, 5], "part-0.parquet")
+    elsewhere = tmp_path / "elsewhere"
+    _add_file(elsewhere, [6], "part-0.parquet")
+    capsys.readouterr()
+    argv = ["partition", "add", name, "m=2024-09", "--location", str(elsewhere), "--seal"]
+    assert main([*argv, *_args(env)]) == 0
+    assert "1 rows, statistics computed from its files, sealed" in capsys.readouterr().out
+    assert main(["partition", "add", name, "m=2024-09", *_args(env)]) == 2
+    assert "already exist" in capsys.readouterr().err
+    assert main(["table", "repair", name, "--seal", *_args(env)]) == 0
+    out = capsys.readouterr().out
+    assert "added partition m=2024-03" in out and "1 partitions added" in out
+    parts = _partitions(env, name)
+    assert parts["2024-03"].parameters["sealed"] == "true"
+    assert "sealed" not in parts["2024-01"].parameters  # only what it added
+    assert sorted(parts) == ["2024-01", "2024-02", "2024-03", "2024-09"]
+    assert parts["2024-03"].row_count == 2 and parts["2024-03"].stats["id"].high == 5
+    assert parts["2024-09"].location == f"file://{elsewhere}"
+    assert main(["table", "repair", name, *_args(env)]) == 0
+    assert "0 partitions added" in capsys.readouterr().out
+
+
+def test_partition_add_refuses_other_columns(env, table_dir, capsys):
+    name = f"{env.unique_db('cli')}.sales"
+    assert main(["table", "register", name, f"file://{table_dir}", *_args(env)]) == 0
+    (table_dir / "m=2024-05").mkdir()
+    pq.write_table(
+        pa.table({"x": pa.array([1], pa.int32())}), table_dir / "m=2024-05" / "f.parquet"
+    )
+    assert main(["partition", "add", name, "m=2024-05", *_args(env)]) == 2
+    err = capsys.readouterr().err
+    assert "has columns x int, but" in err and "has id bigint" in err
+    assert "2024-05" not in _partitions(env, name)
+
+
+def test_register_replace_keeps_seals_unless_told(env, table_dir):
+    name = f"{env.unique_db('cli')}.sales"
+    assert main(["table", "register", name, f"file://{table_dir}", *_args(env)]) == 0
+    assert main(["partition", "seal", name, "m=2024-02", *_args(env)]) == 0
+    assert main(["table", "register", name, f"file://{table_dir}", "--replace", *_args(env)]) == 0
+    parts = _partitions(env, name)
+    assert "sealed" not in parts["2024-01"].parameters
+    assert parts["2024-02"].parameters["sealed"] == "true"
+    argv = ["table", "register", name, f"file://{table_dir}", "--replace", "--no-keep-seals"]
+    assert main([*argv, *_args(env)]) == 0
+    assert all("sealed" not in p.parameters for p in _partitions(env, name).values())
+
+
+def test_help_says_when_statistics_are_recomputed(capsys):
+    def help_of(*command):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        return " ".join(capsys.readouterr().out.split())
+
+    assert "recomputed" in help_of("partition", "seal")
+    assert "computed from the files" in help_of("partition", "add")
+    assert "ANALYZE TABLE" in help_of("table", "analyze")
+    assert "MSCK REPAIR TABLE" in help_of("table", "repair")
+    assert "computed again" in help_of("table", "register")

@@ -486,17 +486,15 @@ def test_a_writers_transaction_and_locks_name_its_user_and_host(setup, monkeypat
 # --- issue 10, finding 2: which statistics may prune ----------------------------------------
 
 
-def test_external_statistics_prune_only_sealed_partitions():
-    from raptorx_py.datasource.planner import stats_describe_snapshot
-    from raptorx_py.metastore.model import Partition
+def test_external_statistics_prune_only_the_files_they_describe():
+    from raptorx_py.datasource.planner import stats_trusted
     from raptorx_py.metastore.write_ids import ValidWriteIdList
 
-    def part(**params):
-        return Partition(("1",), "/x", params)
-
-    assert not stats_describe_snapshot(part(), None)  # external, unsealed
-    assert stats_describe_snapshot(part(sealed="true"), None)  # external, sealed
+    assert not stats_trusted({}, None, "v1:x")  # external, no file set recorded
+    assert not stats_trusted({"sealed": "true"}, None, "v1:x")  # sealed is not enough
+    assert stats_trusted({"statsFileSet": "v1:x"}, None, "v1:x")  # listed files match
+    assert not stats_trusted({"statsFileSet": "v1:x", "sealed": "true"}, None, "v1:y")
     ids = ValidWriteIdList.from_string("db.t:5:9223372036854775807::3")
-    assert stats_describe_snapshot(part(writeId="5"), ids)
-    assert not stats_describe_snapshot(part(writeId="3"), ids)  # aborted or open
-    assert not stats_describe_snapshot(part(writeId="6"), ids)  # committed after it
+    assert stats_trusted({"writeId": "5"}, ids)
+    assert not stats_trusted({"writeId": "3"}, ids)  # aborted or open
+    assert not stats_trusted({"writeId": "6"}, ids)  # committed after it
