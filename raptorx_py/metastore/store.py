@@ -186,9 +186,9 @@ class Metastore:
 
     ``clock`` (seconds since the epoch) stamps transactions, locks and events, and decides
     their expiry: tests inject a fake one instead of sleeping. ``txn_timeout``
-    (``hive.txn.timeout``) is recorded with every transaction this client opens, which then
-    expires after that many seconds without a heartbeat whoever runs the expiry; it also
-    expires locks taken outside transactions.
+    (``hive.txn.timeout``) is recorded with every transaction this client opens and every
+    lock it takes outside a transaction, which then expires after that many seconds without
+    a heartbeat whoever runs the expiry.
     """
 
     def __init__(
