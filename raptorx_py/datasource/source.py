@@ -43,7 +43,7 @@ from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_quer
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.datasource.writer import TieredHiveWriter
 from raptorx_py.error_report import short_worker_errors
-from raptorx_py.errors import ConfigError, SchemaError
+from raptorx_py.errors import ConfigError, SchemaError, did_you_mean
 from raptorx_py.hive_types import arrow_schema_for_spark, spark_struct, spark_type
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metastore.model import Column, Table
@@ -80,9 +80,11 @@ def resolve_options(properties: dict[str, str] | None, options) -> tuple[Setting
         elif key in READ_OPTIONS:
             read_options[key] = value
         else:
+            close = did_you_mean(key, (*READ_OPTIONS, *PROPERTIES_BY_NAME))
             raise ConfigError(
-                f"unknown option for {DATA_SOURCE_NAME}; read options are "
-                f"{', '.join(READ_OPTIONS)}, or any property name",
+                f"unknown option for {DATA_SOURCE_NAME}; "
+                + (f"did you mean '{close}'? " if close else "")
+                + f"read options are {', '.join(READ_OPTIONS)}, or any property name",
                 source="option",
                 key=key,
             )

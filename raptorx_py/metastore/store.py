@@ -629,11 +629,12 @@ class Metastore:
             "partition",
             f"{table.qualified_name}/{name}",
             (
-                f"{table.qualified_name}/{n}"
+                n
                 for (n,) in self.sql.execute(
                     "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (table.id,)
                 )
             ),
+            hint=f"raptorx table show {table.qualified_name} --partitions lists them all",
         )
 
     def _add_partitions_with_event(
