@@ -147,6 +147,13 @@ def cmd_table_clean(args) -> int:
         print(f"removed staging {url}")
     for url in report.removed_aborted:
         print(f"removed aborted {url}")
+    for url in report.left_unrecorded:
+        print(
+            f"left {url}: its write id is aborted in this metastore, but no record of this "
+            f"metastore says it created it (another metastore's, or written before records)"
+        )
+    for url in report.left_foreign:
+        print(f"left {url}: it holds files no write of this metastore placed")
     print(f"cleaned {report.table}: {len(report.removed)} directories removed")
     return 0
 

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from raptorx_py.metastore.store import Metastore
 
 OPEN, COMMITTED, ABORTED = "o", "c", "a"
-_STATE_NAMES = {OPEN: "open", COMMITTED: "committed", ABORTED: "aborted"}
+STATE_NAMES = {OPEN: "open", COMMITTED: "committed", ABORTED: "aborted"}
 
 
 class TxnError(MetastoreError):
@@ -184,7 +184,7 @@ def state_error(txn_id: int, state: str | None, action: str) -> TxnError:
         return NoSuchTxnError(f"{txn_label(txn_id)} does not exist; cannot {action}")
     if state == ABORTED:
         return TxnAbortedError(f"{txn_label(txn_id)} is aborted; cannot {action}")
-    return TxnError(f"{txn_label(txn_id)} is already {_STATE_NAMES[state]}; cannot {action}")
+    return TxnError(f"{txn_label(txn_id)} is already {STATE_NAMES[state]}; cannot {action}")
 
 
 def require_open(ms: Metastore, txn_id: int, action: str) -> TxnError | None:
@@ -314,7 +314,7 @@ def get_transaction(ms: Metastore, txn_id: int) -> TxnInfo:
         ).fetchone()
     if row is None:
         raise NoSuchTxnError(f"{txn_label(txn_id)} does not exist")
-    return TxnInfo(row[0], _STATE_NAMES[row[1]], *row[2:])
+    return TxnInfo(row[0], STATE_NAMES[row[1]], *row[2:])
 
 
 # -- write ids ---------------------------------------------------------------------------
