@@ -149,8 +149,8 @@ def cmd_table_clean(args) -> int:
         print(f"removed aborted {url}")
     for url in report.left_unrecorded:
         print(
-            f"left {url}: its write id is aborted in this metastore, but no record of this "
-            f"metastore says it created it (another metastore's, or written before records)"
+            f"left {url}: no record of this metastore says one of its writes created it "
+            f"(another metastore's over the same location, or written before records were kept)"
         )
     for url in report.left_foreign:
         print(f"left {url}: it holds files no write of this metastore placed")

@@ -81,3 +81,20 @@ def test_pushed_filters_renamed_to_the_tables_spelling():
     same = ds.GreaterThan(("k",), "a")
     assert filter_with_table_names(same, names) is same
     assert filter_with_table_names(same, {}) is same
+
+
+def test_register_reads_the_sessions_setting_for_the_source_without_the_jar():
+    """Without the jar, ``register`` carries ``spark.sql.caseSensitive`` into the source."""
+    from raptorx_py.session import case_sensitive_analysis
+
+    class Conf(dict):
+        def get(self, key, default=None):
+            return super().get(key, default)
+
+    class Session:
+        def __init__(self, **conf):
+            self.conf = Conf(conf)
+
+    assert case_sensitive_analysis(Session()) is False  # Spark's default
+    assert case_sensitive_analysis(Session(**{"spark.sql.caseSensitive": "TRUE"})) is True
+    assert case_sensitive_analysis(Session(**{"spark.sql.caseSensitive": "false"})) is False

@@ -155,7 +155,7 @@ def test_a_recorded_directory_holding_a_foreign_file_is_kept(two_metastores):
     assert read_ids(s1, ms1) == [0, 1, 2, 3]
 
 
-def test_the_cleaner_leaves_another_metastores_staging_of_the_same_number(two_metastores):
+def test_the_cleaner_leaves_another_metastores_staging_of_the_same_number(two_metastores, capsys):
     """Staging directories are named after a transaction number, which each metastore hands
     out on its own: the first's cleaner (its transaction 2 committed) left the second's
     running write (its transaction 2) without its staged files. It removes only staging its
@@ -174,5 +174,13 @@ def test_the_cleaner_leaves_another_metastores_staging_of_the_same_number(two_me
 
     assert report.removed_staging == [] and report.left_unrecorded == [running.staging_url]
     assert os.path.isdir(running.staging_url.removeprefix("file://"))
+    # The command says what it left, and why.
+    from raptorx_py.cli import main
+
+    assert main(["table", "clean", "db.t", "-p", f"hive.metastore.url={s1.metastore_url}"]) == 0
+    out = capsys.readouterr().out
+    assert f"left {running.staging_url}: its write id is aborted in this metastore" not in out
+    assert f"left {running.staging_url}: no record of this metastore" in out
+    assert "0 directories removed" in out
     commit_write(ms2, s2, running, staged)  # its staged files are all there
     assert read_ids(s2, ms2) == [20, 21, 22, 23] and read_ids(s1, ms1) == [0, 1, 2, 3]
