@@ -43,7 +43,7 @@ from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_quer
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.datasource.writer import TieredHiveWriter
 from raptorx_py.error_report import short_worker_errors
-from raptorx_py.errors import ConfigError, SchemaError, did_you_mean
+from raptorx_py.errors import ConfigError, SchemaError, did_you_mean, raise_config_errors
 from raptorx_py.hive_types import arrow_schema_for_spark, spark_struct, spark_type
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metastore.model import Column, Table
@@ -71,8 +71,10 @@ READ_OPTIONS = (
 
 def resolve_options(properties: dict[str, str] | None, options) -> tuple[Settings, dict]:
     """Settings for one read (carried properties + per-read property options) and the
-    remaining read options. Unknown option names fail, naming the option."""
+    remaining read options. Unknown option names and bad property values fail, each named,
+    all of them in one error."""
     overrides, read_options = {}, {}
+    unknown: list[ConfigError] = []
     for key, value in dict(options).items():
         key = key.lower()
         if key in PROPERTIES_BY_NAME:
@@ -81,19 +83,26 @@ def resolve_options(properties: dict[str, str] | None, options) -> tuple[Setting
             read_options[key] = value
         else:
             close = did_you_mean(key, (*READ_OPTIONS, *PROPERTIES_BY_NAME))
-            raise ConfigError(
-                f"unknown option for {DATA_SOURCE_NAME}; "
-                + (f"did you mean '{close}'? " if close else "")
-                + f"read options are {', '.join(READ_OPTIONS)}, or any property name",
-                source="option",
-                key=key,
+            unknown.append(
+                ConfigError(
+                    f"unknown option for {DATA_SOURCE_NAME}; "
+                    + (f"did you mean '{close}'? " if close else "")
+                    + f"read options are {', '.join(READ_OPTIONS)}, or any property name",
+                    source="option",
+                    key=key,
+                )
             )
-    if properties is None:
-        settings = load_settings(overrides=overrides)
-    else:
-        merged = {k: (v, "register()", None) for k, v in properties.items()}
-        merged.update({k: (v, "option", None) for k, v in overrides.items()})
-        settings = build_settings(merged)
+    try:
+        if properties is None:
+            settings = load_settings(overrides=overrides)
+        else:
+            merged = {k: (v, "register()", None) for k, v in properties.items()}
+            merged.update({k: (v, "option", None) for k, v in overrides.items()})
+            settings = build_settings(merged)
+    except ConfigError as e:
+        raise_config_errors([*unknown, *getattr(e, "errors", [e])])
+        raise
+    raise_config_errors(unknown)
     return settings, read_options
 
 

@@ -632,6 +632,7 @@ def test_every_bad_line_of_every_file_is_reported_at_once(empty_cwd):
 def test_a_misspelled_read_option_gets_a_suggestion():
     """Issue 28: a misspelled property in a file got "did you mean"; a read option did not."""
     from raptorx_py.datasource.source import resolve_options
+    from raptorx_py.errors import ConfigErrors
 
     with pytest.raises(ConfigError, match=r"option, property 'colums': .*did you mean 'columns'\?"):
         resolve_options({}, {"colums": "a,b"})
@@ -639,3 +640,7 @@ def test_a_misspelled_read_option_gets_a_suggestion():
         resolve_options({}, {"hive.s3.endpiont": "http://x"})
     with pytest.raises(ConfigError, match=r"'zzz': unknown option for tiered_hive; read options"):
         resolve_options({}, {"zzz": "1"})
+    # Every bad option at once, unknown names and bad values alike.
+    with pytest.raises(ConfigErrors) as info:
+        resolve_options({}, {"colums": "a", "cache.enabled": "maybe", "zzz": "1"})
+    assert [e.key for e in info.value.errors] == ["colums", "zzz", "cache.enabled"]
