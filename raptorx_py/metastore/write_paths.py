@@ -73,10 +73,17 @@ def write_paths_of_table(ms: Metastore, database: str, table: str) -> list[Write
     return [WritePath(r[0], STATE_NAMES[r[1]], r[2], r[3]) for r in rows]
 
 
-def forget_write_paths(ms: Metastore, txn_ids: Sequence[int]) -> None:
-    """Drop the records of ``txn_ids`` (done with: nothing of theirs is left to remove)."""
+def forget_write_paths(
+    ms: Metastore, txn_ids: Sequence[int], kinds: Sequence[str] = (DIRECTORY, FILE, STAGING)
+) -> None:
+    """Drop the records (of ``kinds``) of ``txn_ids``: done with, nothing of theirs is left
+    to remove. A commit drops its directories' and files' in the database transaction that
+    commits it (they are its data now), so a table's records stay few: one staging
+    directory per write until the cleaner runs."""
     if txn_ids:
+        marks = ", ".join("?" * len(kinds))
         with ms.sql.transaction():
             ms.sql.executemany(
-                "DELETE FROM TXN_WRITE_PATHS WHERE TWP_TXNID = ?", [(t,) for t in txn_ids]
+                f"DELETE FROM TXN_WRITE_PATHS WHERE TWP_TXNID = ? AND TWP_KIND IN ({marks})",
+                [(t, *kinds) for t in txn_ids],
             )

@@ -136,13 +136,18 @@ def _remove_recorded(settings: Settings, records: list[WritePath], report: Clean
     directories when empty (deepest first). Returns the directories' URLs that were
     recorded (removed or, holding foreign files, kept and reported)."""
     aborted = [r for r in records if r.state == "aborted"]
+    dirs = sorted((r.url for r in aborted if r.kind == DIRECTORY), key=len, reverse=True)
+    # Before any file goes: a directory already gone (a rollback removed it) is not reported,
+    # and on an object store a directory exists only while it holds a file.
+    existed = {url for url in dirs if _exists(settings, url)}
     for r in aborted:
         if r.kind == FILE:
             fs, path = filesystem_for(r.url, settings)
             if fs.exists(path):
                 fs.rm(path)
-    dirs = sorted((r.url for r in aborted if r.kind == DIRECTORY), key=len, reverse=True)
     for url in dirs:
+        if url not in existed:
+            continue
         fs, path = filesystem_for(url, settings)
         try:
             left = fs.ls(path, detail=False)
@@ -155,6 +160,11 @@ def _remove_recorded(settings: Settings, records: list[WritePath], report: Clean
             fs.rmdir(path)
         report.removed_aborted.append(url)
     return set(dirs)
+
+
+def _exists(settings: Settings, url: str) -> bool:
+    fs, path = filesystem_for(url, settings)
+    return bool(fs.exists(path))
 
 
 def _roots(metastore: Metastore, table: Table) -> list[str]:

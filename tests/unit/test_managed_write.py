@@ -25,6 +25,7 @@ from raptorx_py.metastore.locks import (
 from raptorx_py.metastore.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.transactions import TxnAbortedError, get_table_snapshots
+from raptorx_py.metastore.write_paths import DIRECTORY, FILE, STAGING, write_paths_of_table
 from raptorx_py.storage.acid_layout import delta_dir_name
 from raptorx_py.tables.cleaner import clean_table
 from raptorx_py.tables.commit import commit_write
@@ -243,8 +244,8 @@ def test_commit_that_dies_after_allocating_is_invisible_then_cleaned(setup):
 
 def test_failed_commit_aborts_and_removes_what_it_moved(setup, monkeypatch):
     settings, ms, _, tmp = setup
-    job, files = write(settings, ms, [batch(range(4))])
-    commit_write(ms, settings, job, files)
+    first, files = write(settings, ms, [batch(range(4))])
+    commit_write(ms, settings, first, files)
     job, files = write(settings, ms, [batch(range(4, 8))])
 
     def broken(*args, **kwargs):
@@ -258,6 +259,14 @@ def test_failed_commit_aborts_and_removes_what_it_moved(setup, monkeypatch):
     assert not os.path.exists(f"{tmp}/warehouse/db.db/t/region=US/{delta_dir_name(2)}")
     assert not os.path.exists(job.staging_url[7:])
     assert read_ids(settings, ms) == [0, 1, 2, 3]
+    # The committed write kept only its staging record; the failed one all of its own, which
+    # the cleaner forgets without reporting as removed what the rollback already removed.
+    kinds = {(r.txn_id, r.kind) for r in write_paths_of_table(ms, "db", "t")}
+    assert {k for t, k in kinds if t == first.txn_id} == {STAGING}
+    assert {k for t, k in kinds if t == job.txn_id} == {STAGING, DIRECTORY, FILE}
+    report = clean_table(ms, settings, "db", "t")
+    assert report.removed == [] and report.left_unrecorded == []
+    assert write_paths_of_table(ms, "db", "t") == []
 
 
 def test_overwrite_refused_while_an_appender_holds_shared_write(setup):
