@@ -6,8 +6,8 @@ places (before moving it in), under its transaction (``tables/file_placement.py`
 cleaner removes what the records of this metastore's aborted transactions name, and nothing
 else: with two metastores over one location, the other's ``delta_<wid>`` of the same number
 is in no record of this one (``tables/cleaner.py``), nor is its staging directory, though
-named after a transaction number. Records of a transaction are forgotten once it is no longer open
-and the cleaner has done with it.
+named after a transaction number. Records of a transaction are forgotten once it is no
+longer open and the cleaner has done with it.
 
 Paths are URLs (``file:///...``, ``s3://bucket/...``), as ``storage.fs.join_url`` spells them.
 Limit: a process that dies between creating a directory and recording it leaves a directory
@@ -42,7 +42,7 @@ def record_write_paths(
 ) -> None:
     """Record ``urls`` (of one ``kind``) as created by ``txn_id``'s write to the table, in one
     database transaction. Recording a path twice is harmless."""
-    rows = [(txn_id, database, table, kind, url) for url in urls]
+    rows = [(txn_id, database, table, kind, url) for url in dict.fromkeys(urls)]
     if not rows:
         return
     with ms.sql.transaction():
@@ -74,16 +74,21 @@ def write_paths_of_table(ms: Metastore, database: str, table: str) -> list[Write
 
 
 def forget_write_paths(
-    ms: Metastore, txn_ids: Sequence[int], kinds: Sequence[str] = (DIRECTORY, FILE, STAGING)
+    ms: Metastore,
+    database: str,
+    table: str,
+    txn_ids: Sequence[int],
+    kinds: Sequence[str] = (DIRECTORY, FILE, STAGING),
 ) -> None:
-    """Drop the records (of ``kinds``) of ``txn_ids``: done with, nothing of theirs is left
-    to remove. A commit drops its directories' and files' in the database transaction that
-    commits it (they are its data now), so a table's records stay few: one staging
-    directory per write until the cleaner runs."""
+    """Drop the records (of ``kinds``) of ``txn_ids``' writes to the table: done with,
+    nothing of theirs is left to remove. A commit drops its directories' and files' in the
+    database transaction that commits it (they are its data now), so a table's records stay
+    few: one staging directory per write until the cleaner runs."""
     if txn_ids:
         marks = ", ".join("?" * len(kinds))
         with ms.sql.transaction():
             ms.sql.executemany(
-                f"DELETE FROM TXN_WRITE_PATHS WHERE TWP_TXNID = ? AND TWP_KIND IN ({marks})",
-                [(t, *kinds) for t in txn_ids],
+                "DELETE FROM TXN_WRITE_PATHS WHERE TWP_TXNID = ? AND TWP_DATABASE = ? "
+                f"AND TWP_TABLE = ? AND TWP_KIND IN ({marks})",
+                [(t, database, table, *kinds) for t in txn_ids],
             )

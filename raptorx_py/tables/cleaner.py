@@ -127,7 +127,8 @@ def clean_table(metastore: Metastore, settings: Settings, database: str, name: s
                 report.left_unrecorded.append(url)
     # Done with every transaction that is no longer open (a committed one's records name
     # data that stays; an aborted one's are removed above, or kept and reported).
-    forget_write_paths(metastore, sorted({r.txn_id for r in records if r.state != "open"}))
+    finished = sorted({r.txn_id for r in records if r.state != "open"})
+    forget_write_paths(metastore, table.database, table.name, finished)
     return report
 
 

@@ -98,7 +98,9 @@ def commit_write(
             )
             metastore.commit_transaction(job.txn_id)
             # What it placed is committed data now: no cleaner may need its records.
-            forget_write_paths(metastore, [job.txn_id], (DIRECTORY, FILE))
+            forget_write_paths(
+                metastore, table.database, table.name, [job.txn_id], (DIRECTORY, FILE)
+            )
         counters.add("writer.commits")
         return CommitResult(write_id, len(files), sum(f.num_rows for f in files), added, altered)
 
