@@ -15,8 +15,9 @@ What a name resolves to, and what the DataFrame calls it:
   the column carries the user's spelling; the reader reads the table's column and renames its
   batches (``output_names``).
 
-A name that matches no column, or two columns (``a`` and ``A`` in one table, case-insensitive),
-or a column asked for twice, is one ``SchemaError`` naming the name and the table's columns.
+A name that matches no column, or, case-insensitively, two columns and neither exactly (``ab``
+in a table of ``Ab`` and ``aB``), or a column asked for twice, is one ``SchemaError`` naming the
+name and the table's columns.
 Limit: Spark's Parquet reader returns nulls for a user-given column it cannot find in a file;
 here a column the table does not have is an error (the table's columns are known).
 """
@@ -49,10 +50,12 @@ def _listing(table: Table) -> str:
 
 
 def resolve_column(table: Table, name: str, case_sensitive: bool = False) -> Column:
-    """The column of ``table`` that ``name`` names; the error lists the table's columns."""
-    if case_sensitive:
-        found = [c for c in table.all_columns if c.name == name]
-    else:
+    """The column of ``table`` that ``name`` names; the error lists the table's columns.
+
+    The exact spelling wins: a table may hold ``a`` and ``A`` (Parquet allows both), and the
+    schema the provider derives from it names each exactly."""
+    found = [c for c in table.all_columns if c.name == name]
+    if not found and not case_sensitive:
         folded = name.lower()
         found = [c for c in table.all_columns if c.name.lower() == folded]
     if len(found) == 1:

@@ -31,7 +31,7 @@ TWIN = Table(
     name="twin",
     table_type="EXTERNAL_TABLE",
     location="/x",
-    columns=(Column("a", "int"), Column("A", "int")),
+    columns=(Column("a", "int"), Column("A", "int"), Column("Ab", "int"), Column("aB", "int")),
 )
 
 
@@ -45,11 +45,14 @@ def test_case_insensitive_by_default_and_exact_when_sensitive():
         resolve_column(TABLE, "nope")
 
 
-def test_two_columns_differing_in_case_are_ambiguous_unless_case_sensitive():
-    with pytest.raises(SchemaError, match=r"'a' is ambiguous in db.twin: it matches 'a', 'A'"):
-        resolve_column(TWIN, "a")
-    assert resolve_column(TWIN, "A", case_sensitive=True).name == "A"
+def test_the_exact_spelling_wins_else_two_matches_are_ambiguous():
+    # The schema derived from such a table names each column exactly: both read.
+    assert [c.name for c in resolve_columns(TWIN, ["a", "A"], False, "x")] == ["a", "A"]
     assert [c.name for c in resolve_columns(TWIN, ["A", "a"], True, "x")] == ["A", "a"]
+    with pytest.raises(SchemaError, match=r"'ab' is ambiguous in db.twin: it matches 'Ab', 'aB'"):
+        resolve_column(TWIN, "ab")
+    with pytest.raises(SchemaError, match=r"'ab' does not exist"):
+        resolve_column(TWIN, "ab", case_sensitive=True)
 
 
 def test_a_column_asked_for_twice_is_named_with_both_spellings():
