@@ -22,6 +22,7 @@ wrong, exit code 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from raptorx_py.errors import ConfigError, RaptorxError, SchemaError
@@ -151,12 +152,18 @@ def cmd_table_clean(args) -> int:
         print(f"removed staging {url}")
     for url in report.removed_aborted:
         print(f"removed aborted {url}")
+    for url in report.left_unrecorded:
+        print(
+            f"left {url}: no record of this metastore says one of its writes created it "
+            f"(another metastore's over the same location, or written before records were kept)"
+        )
+    for url in report.left_foreign:
+        print(f"left {url}: it holds files no write of this metastore placed")
     print(f"cleaned {report.table}: {len(report.removed)} directories removed")
     return 0
 
 
 def cmd_config_show(args) -> int:
-    import os
 
     from raptorx_py.config.loader import CONF_DIR_ENV, config_files, describe_settings
 
@@ -589,13 +596,37 @@ def cmd_tpch_load(args) -> int:
     return 0
 
 
+#: The exit status of a command whose reader went away (128 + SIGPIPE, as a shell reports
+#: ``seq 1 100000 | head``'s).
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # here, so a closed pipe is seen here and not at exit
+        return status
     except RaptorxError as e:
         print(f"raptorx: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader stopped reading (``raptorx table show db.t --partitions | head``): stop
+        # quietly, as Unix tools do. stdout goes to /dev/null so that Python's own flush at
+        # exit does not fail on the closed pipe again.
+        quiet_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null (at the file descriptor; a stdout with none is left)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (a test's capture): nothing will flush to a pipe
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -108,7 +108,8 @@ def short_worker_errors(func):
 
 def concise_message(exc: BaseException) -> str | None:
     """``<module>.<class>: <message>`` of the raptorx_py error ``exc`` is or carries (in a
-    pyspark exception's text, the last such line), or None when it carries none."""
+    pyspark exception's text, the last such line, with the indented lines that continue its
+    message), or None when it carries none."""
     if isinstance(exc, RaptorxError):
         return f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
     if not type(exc).__module__.startswith(("pyspark", "py4j")):
@@ -117,8 +118,19 @@ def concise_message(exc: BaseException) -> str | None:
         text = str(exc)
     except Exception:  # noqa: BLE001 - a pyspark exception whose JVM is gone
         return None
-    found = [m.group(0) for m in map(_OUR_ERROR_LINE.match, text.splitlines()) if m]
-    return found[-1] if found else None
+    messages: list[list[str]] = []
+    collecting = False
+    for line in text.splitlines():
+        match = _OUR_ERROR_LINE.match(line)
+        if match:
+            messages.append([match.group(0)])
+            collecting = True
+        elif collecting and line.startswith("  "):
+            # An error of several problems (``ConfigErrors``): one indented line each.
+            messages[-1].append(line.rstrip())
+        else:
+            collecting = False
+    return "\n".join(messages[-1]) if messages else None
 
 
 def _call_site(tb) -> str | None:

@@ -11,8 +11,9 @@ raise into these types, in the spirit of s3fs's ``errors.py``.
 
 from __future__ import annotations
 
+import difflib
 import errno
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class RaptorxError(Exception):
@@ -44,6 +45,33 @@ class ConfigError(RaptorxError, ValueError):
         self.source, self.line, self.key = source, line, key
 
 
+class ConfigErrors(ConfigError):
+    """Several ``ConfigError`` found in one pass (every bad line of a file, every bad property
+    of a configuration), so a user fixes them all at once. ``errors`` lists them; ``source``,
+    ``line`` and ``key`` are the first's."""
+
+    def __init__(self, errors: Sequence[ConfigError]):
+        lines = "\n".join(f"  {e}" for e in errors)
+        Exception.__init__(self, f"{len(errors)} problems in the configuration:\n{lines}")
+        first = errors[0]
+        self.source, self.line, self.key = first.source, first.line, first.key
+        self.errors = list(errors)
+
+
+def raise_config_errors(errors: Sequence[ConfigError]) -> None:
+    """Raise nothing, the one error, or ``ConfigErrors`` of them all."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ConfigErrors(errors)
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate closest to a misspelled ``name``, or None when none is close."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 class MetastoreError(RaptorxError):
     """The metastore database could not be opened or answered with an error."""
 
@@ -72,13 +100,33 @@ class MetastoreNotFoundError(MetastoreError, FileNotFoundError):
 
 
 class NoSuchObjectError(MetastoreError, LookupError):
-    """A database or table does not exist. The message lists what does exist."""
+    """A database, table or partition does not exist. The message lists what does exist: all
+    of it up to ``MAX_LISTED`` names, else the closest to ``name`` and the first by name, with
+    how many more there are and ``hint`` (where to see them all). ``existing`` keeps all."""
 
-    def __init__(self, kind: str, name: str, existing: Iterable[str] = ()):
+    MAX_LISTED = 10
+
+    def __init__(
+        self, kind: str, name: str, existing: Iterable[str] = (), *, hint: str | None = None
+    ):
         existing = sorted(existing)
-        listing = ", ".join(existing) if existing else "(none)"
-        super().__init__(f"{kind} '{name}' does not exist. Existing {kind}s: {listing}")
+        super().__init__(
+            f"{kind} '{name}' does not exist. {self.listing(kind, name, existing, hint)}"
+        )
         self.kind, self.name, self.existing = kind, name, existing
+
+    @classmethod
+    def listing(cls, kind: str, name: str, existing: list[str], hint: str | None) -> str:
+        if len(existing) <= cls.MAX_LISTED:
+            return f"Existing {kind}s: {', '.join(existing) if existing else '(none)'}"
+        # The closest first (a typo is the likely cause), then the first by name.
+        leaf = name.rsplit("/", 1)[-1]
+        close = difflib.get_close_matches(leaf, existing, n=3, cutoff=0.5)
+        shown = close + [e for e in existing if e not in close][: cls.MAX_LISTED - len(close)]
+        more = f"and {len(existing) - len(shown)} more"
+        return f"{len(existing)} {kind}s exist, among them {', '.join(shown)} {more}" + (
+            f" ({hint})" if hint else ""
+        )
 
 
 class AlreadyExistsError(MetastoreError, FileExistsError):

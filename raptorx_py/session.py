@@ -78,9 +78,21 @@ def register(
                 RuntimeWarning,
                 stacklevel=2,
             )
-        source = configured_source_class(settings, name=native.PUBLIC_NAME, pushdown=False)
+        # Without the JVM provider nothing tells the Python source the session's setting at
+        # read time: it carries the one the session has now (datasource/column_names.py).
+        source = configured_source_class(
+            settings,
+            name=native.PUBLIC_NAME,
+            pushdown=False,
+            case_sensitive=case_sensitive_analysis(spark),
+        )
     spark.dataSource.register(source)
     return settings
+
+
+def case_sensitive_analysis(spark) -> bool:
+    """The session's ``spark.sql.caseSensitive`` (Spark's default: false)."""
+    return str(spark.conf.get("spark.sql.caseSensitive", "false")).strip().lower() == "true"
 
 
 def session_settings(

@@ -25,7 +25,6 @@ in ``docs/configuration.md`` with::
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
@@ -37,7 +36,7 @@ from typing import Any
 from raptorx_py.config.properties_file import format_property, read_properties
 from raptorx_py.config.settings import PARSERS, PROPERTIES, PROPERTIES_BY_NAME, Settings
 from raptorx_py.config.units import FormedParser
-from raptorx_py.errors import ConfigError
+from raptorx_py.errors import ConfigError, did_you_mean, raise_config_errors
 
 #: Environment variable naming a configuration directory.
 CONF_DIR_ENV = "RAPTORX_CONF_DIR"
@@ -126,31 +125,40 @@ def unknown_property_error(name: str, source: str, line: int | None) -> ConfigEr
     """The error for a property name that is not in the table, with the closest name."""
     if name in FOREIGN_PROPERTIES:
         return ConfigError(FOREIGN_PROPERTIES[name], source=source, line=line, key=name)
-    close = difflib.get_close_matches(name, PROPERTIES_BY_NAME, n=1, cutoff=0.6)
+    close = did_you_mean(name, PROPERTIES_BY_NAME)
     hint = (
-        f"did you mean '{close[0]}'?"
+        f"did you mean '{close}'?"
         if close
         else "see docs/configuration.md for the list of properties"
     )
     return ConfigError(f"unknown property; {hint}", source=source, line=line, key=name)
 
 
-def build_settings(raw: Raw) -> Settings:
+def build_settings(
+    raw: Raw, errors: list[ConfigError] | None = None, sources: list[str] | None = None
+) -> Settings:
     """Validate ``{name: (value, source, line)}`` and build ``Settings``.
 
     Every name must be in ``PROPERTIES`` and every value must parse as its property's
     kind; otherwise ``ConfigError`` names the source, the line (if known), the property
     and, for a bad value, the expected form (for an unknown name, the closest known one).
+    Every bad property is reported, with ``errors`` found before (a file's bad lines), at
+    once: one ``ConfigError``, or ``ConfigErrors`` of them all, in the order of ``sources``
+    (the files read, then the overrides) and by line.
     Properties not in ``raw`` take their defaults. ``Settings.source`` records the final
     string of every property (defaults included), sorted by name.
     """
+    found: list[ConfigError] = list(errors or ())
     strings = {p.name: p.default for p in PROPERTIES}
     values: dict[str, Any] = {}
     for name, (value, source, line) in raw.items():
         prop = PROPERTIES_BY_NAME.get(name)
-        if prop is None:
-            raise unknown_property_error(name, source, line)
-        strings[name] = _value_string(name, value, source, line)
+        try:
+            if prop is None:
+                raise unknown_property_error(name, source, line)
+            strings[name] = _value_string(name, value, source, line)
+        except ConfigError as e:
+            found.append(e)
     for prop in PROPERTIES:
         text = strings[prop.name]
         try:
@@ -161,9 +169,15 @@ def build_settings(raw: Raw) -> Settings:
         except ValueError as e:
             origin = raw.get(prop.name)
             source, line = (origin[1], origin[2]) if origin else ("default", None)
-            raise ConfigError(
-                f"invalid value {text!r}: {e}", source=source, line=line, key=prop.name
-            ) from e
+            found.append(
+                ConfigError(f"invalid value {text!r}: {e}", source=source, line=line, key=prop.name)
+            )
+    # In the order the sources were read (``sources``: files, then overrides), each by line.
+    rank: dict[str | None, int] = {}
+    for source in [*(sources or ()), *(v[1] for v in raw.values())]:
+        rank.setdefault(source, len(rank))
+    found.sort(key=lambda e: (rank.get(e.source, len(rank)), e.line or 0))
+    raise_config_errors(found)
     return Settings(**values, source=tuple(sorted(strings.items())))
 
 
@@ -215,12 +229,14 @@ def load_settings(
     malformed file, an unknown property or a bad value, naming the file, line and key.
     """
     raw: dict[str, tuple[Any, str, int | None]] = {}
-    for path in config_files(conf_dir, env, cwd):
-        for name, (value, line) in read_properties(path).items():
+    errors: list[ConfigError] = []  # every bad line of every file, reported together
+    files = config_files(conf_dir, env, cwd)
+    for path in files:
+        for name, (value, line) in read_properties(path, errors).items():
             raw[name] = (value, str(path), line)
     for name, value in (overrides or {}).items():
         raw[name] = (value, overrides_source, None)
-    return build_settings(raw)
+    return build_settings(raw, errors, [*(str(p) for p in files), overrides_source])
 
 
 def _mask(name: str, value: str) -> str:
@@ -247,35 +263,43 @@ def _differs(prop, value: str) -> bool:
         return True
 
 
+def _shown(value: str) -> str:
+    return value if value else '""'
+
+
 def describe_settings(settings: Settings) -> str:
     """A plain-text table of every property: name, value and default, with its description
     wrapped on the lines below.
 
-    Values that differ from the default are marked with ``*``; secret values are masked.
+    Rows whose value differs from the default start with ``*``, in a column of its own (a
+    value may itself be ``*``); an empty value shows as ``""``; secret values are masked.
     """
     current = settings.properties()
-    rows = [("name", "value", "default", "description")]
+    rows = [("", "name", "value", "default", "description")]
     for p in PROPERTIES:
         value = current.get(p.name, p.default)
         mark = "*" if _differs(p, value) else ""
-        rows.append((p.name, _mask(p.name, value) + mark, p.default, p.doc))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        rows.append((mark, p.name, _shown(_mask(p.name, value)), _shown(p.default), p.doc))
+    widths = [max(len(r[i]) for r in rows) for i in range(1, 4)]
     lines = []
     # Each description wrapped under its row: on the row itself lines ran to 500 characters.
     for i, row in enumerate(rows):
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths)))
+        lines.append(row[0].ljust(2) + "  ".join(c.ljust(w) for c, w in zip(row[1:4], widths)))
         if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
+            lines.append("  " + "  ".join("-" * w for w in widths))
         else:
             lines += textwrap.wrap(
-                row[3],
+                row[4],
                 width=DESCRIBE_WIDTH,
                 initial_indent="    ",
                 subsequent_indent="    ",
                 break_on_hyphens=False,
                 break_long_words=False,
             )
-    lines.append("(* differs from the default; under each property, what it does)")
+    lines.append(
+        '(* before a name: its value differs from the default; "": empty; '
+        "under each property, what it does)"
+    )
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 

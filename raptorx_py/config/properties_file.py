@@ -28,7 +28,7 @@ import os
 import re
 from pathlib import Path
 
-from raptorx_py.errors import ConfigError
+from raptorx_py.errors import ConfigError, raise_config_errors
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _WHITESPACE = " \t\f"
@@ -67,7 +67,7 @@ def _logical_lines(text: str):
         yield number, "".join(parts)
 
 
-def _unescape(raw: str, source: str, number: int, what: str) -> str:
+def _unescape(raw: str, source: str, number: int, what: str, key: str | None = None) -> str:
     out: list[str] = []
     i = 0
     n = len(raw)
@@ -89,6 +89,7 @@ def _unescape(raw: str, source: str, number: int, what: str) -> str:
                     "expected exactly four hexadecimal digits",
                     source=source,
                     line=number,
+                    key=key,
                 )
             out.append(chr(int(digits, 16)))
             i += 6
@@ -100,7 +101,10 @@ def _unescape(raw: str, source: str, number: int, what: str) -> str:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
     except UnicodeDecodeError as e:
         raise ConfigError(
-            f"invalid \\uXXXX escape in the {what}: unpaired surrogate", source=source, line=number
+            f"invalid \\uXXXX escape in the {what}: unpaired surrogate",
+            source=source,
+            line=number,
+            key=key,
         ) from e
 
 
@@ -126,41 +130,59 @@ def _split_line(logical: str) -> tuple[str, str]:
     return key, logical[i:]
 
 
-def parse_properties_text(text: str, source: str) -> Entries:
+def parse_properties_text(
+    text: str, source: str, errors: list[ConfigError] | None = None
+) -> Entries:
     """Parse the text of a ``.properties`` file into ``{key: (value, line_number)}``.
 
     ``source`` names the file in error messages. ``line_number`` is 1-based and is the
-    first physical line of a continued property. Raises ``ConfigError`` (naming ``source``
-    and the line) for an empty key, a malformed escape, or a key set twice.
+    first physical line of a continued property. Every bad line (an empty key, a malformed
+    escape, a key set twice) is a ``ConfigError`` naming ``source``, the line and the key
+    when known: all of them are raised together (``ConfigErrors``), or appended to
+    ``errors`` when given (the good lines are still returned).
     """
     entries: Entries = {}
+    found: list[ConfigError] = []
     for number, logical in _logical_lines(text):
-        raw_key, raw_value = _split_line(logical)
-        key = _unescape(raw_key, source, number, "property name").strip(_TRIMMED)
-        if not key:
-            raise ConfigError(
-                f"line has no property name (expected 'name=value', got {logical.strip()!r})",
-                source=source,
-                line=number,
-            )
-        value = _unescape(raw_value, source, number, "value").strip(_TRIMMED)
-        if key in entries:
-            first = entries[key][1]
-            raise ConfigError(
-                f"duplicate property: set on line {first} and again on line {number}",
-                source=source,
-                line=number,
-                key=key,
-            )
+        try:
+            key, value = _parse_line(logical, source, number, entries)
+        except ConfigError as e:
+            found.append(e)
+            continue
         entries[key] = (value, number)
+    if errors is None:
+        raise_config_errors(found)
+    else:
+        errors.extend(found)
     return entries
 
 
-def read_properties(path: str | os.PathLike) -> Entries:
+def _parse_line(logical: str, source: str, number: int, entries: Entries) -> tuple[str, str]:
+    raw_key, raw_value = _split_line(logical)
+    key = _unescape(raw_key, source, number, "property name").strip(_TRIMMED)
+    if not key:
+        raise ConfigError(
+            f"line has no property name (expected 'name=value', got {logical.strip()!r})",
+            source=source,
+            line=number,
+        )
+    value = _unescape(raw_value, source, number, "value", key).strip(_TRIMMED)
+    if key in entries:
+        first = entries[key][1]
+        raise ConfigError(
+            f"duplicate property: set on line {first} and again on line {number}",
+            source=source,
+            line=number,
+            key=key,
+        )
+    return key, value
+
+
+def read_properties(path: str | os.PathLike, errors: list[ConfigError] | None = None) -> Entries:
     """Read a ``.properties`` file into ``{key: (value, line_number)}``.
 
     Raises ``ConfigError`` naming the file if it is missing, unreadable or not UTF-8, and
-    whatever ``parse_properties_text`` raises for its contents.
+    whatever ``parse_properties_text`` raises for its contents (``errors``: see there).
     """
     source = os.fspath(path)
     try:
@@ -180,7 +202,7 @@ def read_properties(path: str | os.PathLike) -> Entries:
             source=source,
             line=line,
         ) from e
-    return parse_properties_text(text, source)
+    return parse_properties_text(text, source, errors)
 
 
 def _escape(text: str, *, is_key: bool) -> str:

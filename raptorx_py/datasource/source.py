@@ -8,7 +8,9 @@ the resolved property strings, which cloudpickle ships by value when it is regis
 
 Read options: ``path`` (the table, ``db.table``), ``columns`` (comma-separated subset), and
 any property name, which overrides that property for this read only. Any other option is
-an error naming it.
+an error naming it. Column names (``columns``, a user-given schema, pushed filters) are
+resolved as Spark resolves them, by the session's ``spark.sql.caseSensitive``
+(``column_names.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
 from raptorx_py.config.settings import Settings
 from raptorx_py.datasource import aggregation
+from raptorx_py.datasource.column_names import (
+    CASE_SENSITIVE_OPTION,
+    filter_with_table_names,
+    output_names,
+    parse_case_sensitive,
+    requested_names,
+    resolve_columns,
+)
 from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.placement import FALLBACK, PREFERRED, PlacedPartition
 from raptorx_py.datasource.planner import plan_scan, split_predicates
@@ -33,7 +43,7 @@ from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_quer
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.datasource.writer import TieredHiveWriter
 from raptorx_py.error_report import short_worker_errors
-from raptorx_py.errors import ConfigError, SchemaError
+from raptorx_py.errors import ConfigError, SchemaError, did_you_mean, raise_config_errors
 from raptorx_py.hive_types import arrow_schema_for_spark, spark_struct, spark_type
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metastore.model import Column, Table
@@ -48,13 +58,23 @@ log = logging.getLogger(__name__)
 DATA_SOURCE_NAME = PUBLIC_NAME
 # partition_by: for writes (datasource/writer.py).
 # raptorx.executors: the live executors, from the JVM provider (scheduling.affinity).
-READ_OPTIONS = ("path", "table", "columns", "partition_by", EXECUTORS_OPTION)
+# raptorx.case_sensitive: the session's spark.sql.caseSensitive (datasource/column_names.py).
+READ_OPTIONS = (
+    "path",
+    "table",
+    "columns",
+    "partition_by",
+    EXECUTORS_OPTION,
+    CASE_SENSITIVE_OPTION,
+)
 
 
 def resolve_options(properties: dict[str, str] | None, options) -> tuple[Settings, dict]:
     """Settings for one read (carried properties + per-read property options) and the
-    remaining read options. Unknown option names fail, naming the option."""
+    remaining read options. Unknown option names and bad property values fail, each named,
+    all of them in one error."""
     overrides, read_options = {}, {}
+    unknown: list[ConfigError] = []
     for key, value in dict(options).items():
         key = key.lower()
         if key in PROPERTIES_BY_NAME:
@@ -62,18 +82,27 @@ def resolve_options(properties: dict[str, str] | None, options) -> tuple[Setting
         elif key in READ_OPTIONS:
             read_options[key] = value
         else:
-            raise ConfigError(
-                f"unknown option for {DATA_SOURCE_NAME}; read options are "
-                f"{', '.join(READ_OPTIONS)}, or any property name",
-                source="option",
-                key=key,
+            close = did_you_mean(key, (*READ_OPTIONS, *PROPERTIES_BY_NAME))
+            unknown.append(
+                ConfigError(
+                    f"unknown option for {DATA_SOURCE_NAME}; "
+                    + (f"did you mean '{close}'? " if close else "")
+                    + f"read options are {', '.join(READ_OPTIONS)}, or any property name",
+                    source="option",
+                    key=key,
+                )
             )
-    if properties is None:
-        settings = load_settings(overrides=overrides)
-    else:
-        merged = {k: (v, "register()", None) for k, v in properties.items()}
-        merged.update({k: (v, "option", None) for k, v in overrides.items()})
-        settings = build_settings(merged)
+    try:
+        if properties is None:
+            settings = load_settings(overrides=overrides)
+        else:
+            merged = {k: (v, "register()", None) for k, v in properties.items()}
+            merged.update({k: (v, "option", None) for k, v in overrides.items()})
+            settings = build_settings(merged)
+    except ConfigError as e:
+        raise_config_errors([*unknown, *getattr(e, "errors", [e])])
+        raise
+    raise_config_errors(unknown)
     return settings, read_options
 
 
@@ -88,17 +117,26 @@ def table_column(table: Table, name: str) -> Column:
     return col
 
 
-def select_columns(table: Table, requested: str | None) -> tuple[Column, ...]:
+def select_columns(
+    table: Table, requested: str | None, case_sensitive: bool = False
+) -> tuple[Column, ...]:
+    """The columns the ``columns`` option names (all when unset), in the table's spelling."""
     if not requested:
         return table.all_columns
-    return tuple(table_column(table, n.strip()) for n in requested.split(","))
+    return resolve_columns(
+        table, requested_names(requested), case_sensitive, f"the columns option {requested!r}"
+    )
 
 
-def columns_for_schema(table: Table, schema: StructType) -> tuple[Column, ...]:
+def columns_for_schema(
+    table: Table, schema: StructType, case_sensitive: bool = False
+) -> tuple[Column, ...]:
     """The table columns a (user-given or derived) Spark schema asks for, in its order."""
     out = []
-    for f in schema.fields:
-        col = table_column(table, f.name)
+    resolved = resolve_columns(
+        table, [f.name for f in schema.fields], case_sensitive, "the read's schema"
+    )
+    for f, col in zip(schema.fields, resolved):
         have = spark_type(col.type)
         if have != f.dataType:
             raise SchemaError(
@@ -119,6 +157,9 @@ class TieredHiveDataSource(DataSource):
     #: Whether readers accept pushed filters (safe only behind the JVM provider: see
     #: ``raptorx_py.native``).
     _pushdown: bool = True
+    #: ``spark.sql.caseSensitive`` when ``register`` ran, for reads the JVM provider does not
+    #: tell (without the jar); the provider's ``raptorx.case_sensitive`` option wins.
+    _case_sensitive: bool = False
 
     @classmethod
     def name(cls) -> str:
@@ -132,6 +173,9 @@ class TieredHiveDataSource(DataSource):
         if not table:
             raise SchemaError(f'{DATA_SOURCE_NAME} needs a table: .load("<database>.<table>")')
         self.database, self.table_name = parse_table_name(table)
+        self.case_sensitive = parse_case_sensitive(
+            self.read_options.get(CASE_SENSITIVE_OPTION), default=self._case_sensitive
+        )
         # Once per load() behind the JVM provider, not per scan: counted so tests can see it.
         counters.add("source.created")
         metrics.flush(self.settings.metrics_directory)
@@ -148,7 +192,9 @@ class TieredHiveDataSource(DataSource):
     def schema(self) -> StructType:
         try:
             table = self._table()
-            schema = spark_struct(select_columns(table, self.read_options.get("columns")))
+            schema = spark_struct(
+                select_columns(table, self.read_options.get("columns"), self.case_sensitive)
+            )
             # Behind the JVM provider (the only case with pushdown), which takes them out.
             if not self._pushdown:
                 return schema
@@ -176,6 +222,7 @@ class TieredHiveDataSource(DataSource):
             schema,
             pushdown=self._pushdown,
             executors=parse_executors(self.read_options.get(EXECUTORS_OPTION)),
+            case_sensitive=self.case_sensitive,
         )
 
 
@@ -199,6 +246,7 @@ class TieredHiveReader(DataSourceReader):
         schema: StructType,
         pushdown: bool = True,
         executors=(),
+        case_sensitive: bool = False,
     ):
         self.settings = settings
         self.pushdown = pushdown
@@ -217,9 +265,17 @@ class TieredHiveReader(DataSourceReader):
         # A pushed partial aggregation comes in the schema (datasource/aggregation.py): the
         # scan then reads the aggregation's input columns and returns its partial rows.
         self.aggregation = aggregation.from_schema(schema) if pushdown else None
+        # A user-given schema may spell a column otherwise than the table (column_names.py):
+        # the reader works in the table's names and renames its batches for Spark.
+        self.output_names: list[str] | None = None
+        self.filter_names: dict[str, str] = {}
         if self.aggregation is None:
-            self.columns = columns_for_schema(self.table, schema)
+            self.columns = columns_for_schema(self.table, schema, case_sensitive)
             self.row_schema = arrow_schema_for_spark(self.columns)
+            self.output_names = output_names(self.columns, schema.fieldNames())
+            self.filter_names = {
+                f.name: c.name for f, c in zip(schema.fields, self.columns) if f.name != c.name
+            }
         else:
             wanted = self.aggregation.input_columns()
             for name in wanted:
@@ -258,7 +314,7 @@ class TieredHiveReader(DataSourceReader):
         types = {c.name: c.type for c in self.table.all_columns}
         keys = {k.name for k in self.table.partition_keys}
         for f in filters:
-            p = preds.from_spark_filter(f, types)
+            p = preds.from_spark_filter(filter_with_table_names(f, self.filter_names), types)
             if p is None or not preds.is_exact(p, types, keys):
                 yield f
             else:
@@ -324,6 +380,8 @@ class TieredHiveReader(DataSourceReader):
                 evaluated = data_predicates if split.predicates is None else split.predicates
                 for batch in self._split_result(split, evaluated, fill, fragments):
                     counters.add("reader.rows_to_spark", batch.num_rows)
+                    if self.output_names is not None:
+                        batch = batch.rename_columns(self.output_names)
                     yield batch
         finally:
             metrics.flush(self.settings.metrics_directory)
@@ -446,10 +504,14 @@ def record_scan(table: Table, columns) -> None:
 
 
 def configured_source_class(
-    settings: Settings, name: str = DATA_SOURCE_NAME, pushdown: bool = True
+    settings: Settings,
+    name: str = DATA_SOURCE_NAME,
+    pushdown: bool = True,
+    case_sensitive: bool = False,
 ) -> type[TieredHiveDataSource]:
     """A ``TieredHiveDataSource`` subclass that carries ``settings`` to Spark's workers and
-    registers as ``name``.
+    registers as ``name``; ``case_sensitive``: the session's ``spark.sql.caseSensitive``, for
+    reads the JVM provider does not tell (``column_names.py``).
 
     It is deliberately not importable by name, so cloudpickle ships it by value, with its
     ``_properties``.
@@ -461,6 +523,7 @@ def configured_source_class(
             "_properties": settings.properties(),
             "_name": name,
             "_pushdown": pushdown,
+            "_case_sensitive": case_sensitive,
             "__module__": __name__,
             "__qualname__": "ConfiguredTieredHiveDataSource.<configured>",
         },

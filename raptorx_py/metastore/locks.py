@@ -28,8 +28,9 @@ Semantics (the Hive documents "Hive Concurrency Model" and Hive 3's ``TxnHandler
   the lexicographic order; all-or-nothing acquisition also gives it.)
 * Locks of one transaction never conflict with each other (Hive's rule). A transaction's
   locks are released by its commit or abort and live as long as it heartbeats; a lock taken
-  outside a transaction is released by ``unlock`` and expires ``hive.txn.timeout`` after its
-  last heartbeat (see ``transactions.expire_timed_out``).
+  outside a transaction is released by ``unlock`` and expires after its last heartbeat by
+  its own timeout: the ``hive.txn.timeout`` of the client that took it, recorded with it
+  (LOCK_TIMEOUTS), never the expiring client's (see ``transactions.expire_timed_out``).
 * ``hive.support.concurrency=false`` makes ``LockManager`` a no-op.
 
 Which operation takes which lock (``lock_components``) follows the document's table
@@ -350,6 +351,11 @@ def try_lock(
                     for i, c in enumerate(wanted, 1)
                 ],
             )
+            if txn_id is None:  # a transaction's locks live and die with it
+                ms.sql.execute(
+                    "INSERT INTO LOCK_TIMEOUTS (LT_LOCK_EXT_ID, LT_TIMEOUT_MS) VALUES (?, ?)",
+                    (lock_id, int(ms.txn_timeout * 1000)),
+                )
             return LockResponse(lock_id, wanted)
     raise error
 
@@ -378,11 +384,12 @@ def unlock(ms: Metastore, lock_id: int) -> None:
         ).fetchall()
         if rows and rows[0][0] is None:
             ms.sql.execute("DELETE FROM HIVE_LOCKS WHERE HL_LOCK_EXT_ID = ?", (lock_id,))
+            ms.sql.execute("DELETE FROM LOCK_TIMEOUTS WHERE LT_LOCK_EXT_ID = ?", (lock_id,))
             return
     if not rows:
         raise NoSuchLockError(
             f"lock {lock_id} does not exist (released, or expired after no "
-            f"heartbeat for {ms.txn_timeout:g}s)"
+            f"heartbeat for its own timeout)"
         )
     raise LockError(
         f"lock {lock_id} belongs to transaction {rows[0][0]}: it is released when "

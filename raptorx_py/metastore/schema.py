@@ -9,7 +9,11 @@ HIVE_LOCKS, NEXT_LOCK_ID. A version is only ever *added* tables, indexes and see
 (``CREATE ... IF NOT EXISTS``, ``SEED``), so opening an older database upgrades it in place, in
 the transaction that checks the version. 3 adds TXN_TIMEOUTS (``DDL_V3``): each transaction's
 own timeout, recorded when it opens (a transaction opened before the upgrade has no row and
-expires after the expiring client's timeout, as before). Partitions of managed tables record
+expires after the expiring client's timeout, as before). 4 adds LOCK_TIMEOUTS (``DDL_V4``):
+the same for each lock request taken outside a transaction (one taken before the upgrade
+expires after the expiring client's timeout), and TXN_WRITE_PATHS, what each managed write
+created on storage (a write from before the upgrade recorded nothing: the cleaner leaves its
+directories). Partitions of managed tables record
 the write id that
 last wrote them as the partition parameter ``writeId`` (no column change: version 1 databases
 need no ALTER).
@@ -24,7 +28,7 @@ type, substituted per backend. Times in the version 2 tables are milliseconds si
 (Hive's), except NOTIFICATION_LOG.EVENT_TIME, which is seconds (Hive's too).
 """
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 DDL_V1 = [
     """CREATE TABLE IF NOT EXISTS VERSION (
@@ -178,7 +182,29 @@ DDL_V3 = [
         TT_TIMEOUT_MS BIGINT NOT NULL)""",
 ]
 
-DDL = DDL_V1 + DDL_V2 + DDL_V3
+#: The timeout (ms) of each lock request taken outside a transaction, from the
+#: hive.txn.timeout of the client that took it: such a lock expires after its own timeout
+#: without a heartbeat, as a transaction does (a transaction's locks go with it). Removed
+#: with the lock (unlock, expiry).
+#: TXN_WRITE_PATHS: what each managed write created on storage (``write_paths``): the
+#: directories it created ('d'), the files it placed ('f') and its staging directory ('s'),
+#: as URLs; the cleaner removes
+#: only what these name for this metastore's aborted transactions.
+DDL_V4 = [
+    """CREATE TABLE IF NOT EXISTS LOCK_TIMEOUTS (
+        LT_LOCK_EXT_ID BIGINT PRIMARY KEY,
+        LT_TIMEOUT_MS BIGINT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS TXN_WRITE_PATHS (
+        TWP_TXNID BIGINT NOT NULL REFERENCES TXNS (TXN_ID),
+        TWP_DATABASE TEXT NOT NULL,
+        TWP_TABLE TEXT NOT NULL,
+        TWP_KIND TEXT NOT NULL CHECK (TWP_KIND IN ('d', 'f', 's')),
+        TWP_PATH TEXT NOT NULL,
+        PRIMARY KEY (TWP_TXNID, TWP_PATH))""",
+    "CREATE INDEX IF NOT EXISTS TXN_WRITE_PATHS_TABLE ON TXN_WRITE_PATHS (TWP_DATABASE, TWP_TABLE)",
+]
+
+DDL = DDL_V1 + DDL_V2 + DDL_V3 + DDL_V4
 
 #: Rows the version 2 tables need, inserted only where missing (portable: no upsert).
 SEED = [

@@ -186,9 +186,9 @@ class Metastore:
 
     ``clock`` (seconds since the epoch) stamps transactions, locks and events, and decides
     their expiry: tests inject a fake one instead of sleeping. ``txn_timeout``
-    (``hive.txn.timeout``) is recorded with every transaction this client opens, which then
-    expires after that many seconds without a heartbeat whoever runs the expiry; it also
-    expires locks taken outside transactions.
+    (``hive.txn.timeout``) is recorded with every transaction this client opens and every
+    lock it takes outside a transaction, which then expires after that many seconds without
+    a heartbeat whoever runs the expiry.
     """
 
     def __init__(
@@ -629,11 +629,12 @@ class Metastore:
             "partition",
             f"{table.qualified_name}/{name}",
             (
-                f"{table.qualified_name}/{n}"
+                n
                 for (n,) in self.sql.execute(
                     "SELECT PART_NAME FROM PARTITIONS WHERE TBL_ID = ?", (table.id,)
                 )
             ),
+            hint=f"raptorx table show {table.qualified_name} --partitions lists them all",
         )
 
     def _add_partitions_with_event(

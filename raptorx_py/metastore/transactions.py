@@ -20,12 +20,13 @@ Contract:
   (TXN_TIMEOUTS), so a client with a short timeout never aborts another client's live
   transaction. The ABORT_TXN event records why and by whom (user, host, pid of the expiring
   client, the timeout, the last heartbeat), and a later heartbeat, commit or write-id request
-  of that transaction fails with that reason. A lock taken outside a transaction that has not
-  been heartbeated for the expiring client's ``txn_timeout`` is removed (limit: such locks
-  record no timeout of their own). ``expire_timed_out`` does it, and every write of this
-  module and of ``locks`` runs it first, in the same write transaction, so nothing needs a
-  background thread and a dead client's transaction cannot commit late. Times come from the
-  Metastore's injected ``clock``.
+  of that transaction fails with that reason. A lock taken outside a transaction has its own
+  timeout too (LOCK_TIMEOUTS, the ``txn_timeout`` of the client that took it) and is removed
+  after that long without a heartbeat (one taken before schema version 4 recorded none: the
+  expiring client's ``txn_timeout`` stands in). ``expire_timed_out`` does it, and every
+  write of this module and of ``locks`` runs it first, in the same write transaction, so
+  nothing needs a background thread and a dead client's transaction cannot commit late.
+  Times come from the Metastore's injected ``clock``.
 
 Limits: committed and aborted transactions are kept forever (no compactor or cleaner), so the
 exceptions of a snapshot include every aborted write id ever; reads that take no write
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from raptorx_py.metastore.store import Metastore
 
 OPEN, COMMITTED, ABORTED = "o", "c", "a"
-_STATE_NAMES = {OPEN: "open", COMMITTED: "committed", ABORTED: "aborted"}
+STATE_NAMES = {OPEN: "open", COMMITTED: "committed", ABORTED: "aborted"}
 
 
 class TxnError(MetastoreError):
@@ -113,8 +114,9 @@ def expire_timed_out(ms: Metastore) -> list[int]:
     heartbeated for ``ms.txn_timeout`` seconds and drop every lock taken outside a
     transaction that has not either. Returns the aborted transaction ids.
 
-    A transaction's timeout is its own (TXN_TIMEOUTS); ``ms.txn_timeout`` only stands in
-    for a transaction that recorded none and for locks outside transactions."""
+    A transaction's timeout is its own (TXN_TIMEOUTS), and so is a lock's taken outside a
+    transaction (LOCK_TIMEOUTS); ``ms.txn_timeout`` only stands in for one that recorded
+    none (taken before the schema recorded them)."""
     now = ms.sql.now_ms()
     default_ms = int(ms.txn_timeout * 1000)
     expired = ms.sql.execute(
@@ -132,10 +134,19 @@ def expire_timed_out(ms: Metastore) -> list[int]:
             f"more than its own timeout of {timeout / 1000:g}s "
             f"(the hive.txn.timeout of the client that opened it)",
         )
-    ms.sql.execute(
-        "DELETE FROM HIVE_LOCKS WHERE HL_TXNID IS NULL AND HL_LAST_HEARTBEAT < ?",
-        (now - default_ms,),
-    )
+    # All rows of one request share their heartbeat (heartbeat() updates them together).
+    dead_locks = [
+        (r[0],)
+        for r in ms.sql.execute(
+            "SELECT DISTINCT l.HL_LOCK_EXT_ID FROM HIVE_LOCKS l LEFT JOIN LOCK_TIMEOUTS o "
+            "ON o.LT_LOCK_EXT_ID = l.HL_LOCK_EXT_ID WHERE l.HL_TXNID IS NULL "
+            "AND l.HL_LAST_HEARTBEAT + COALESCE(o.LT_TIMEOUT_MS, ?) < ?",
+            (default_ms, now),
+        ).fetchall()
+    ]
+    if dead_locks:
+        ms.sql.executemany("DELETE FROM HIVE_LOCKS WHERE HL_LOCK_EXT_ID = ?", dead_locks)
+        ms.sql.executemany("DELETE FROM LOCK_TIMEOUTS WHERE LT_LOCK_EXT_ID = ?", dead_locks)
     return [r[0] for r in expired]
 
 
@@ -173,7 +184,7 @@ def state_error(txn_id: int, state: str | None, action: str) -> TxnError:
         return NoSuchTxnError(f"{txn_label(txn_id)} does not exist; cannot {action}")
     if state == ABORTED:
         return TxnAbortedError(f"{txn_label(txn_id)} is aborted; cannot {action}")
-    return TxnError(f"{txn_label(txn_id)} is already {_STATE_NAMES[state]}; cannot {action}")
+    return TxnError(f"{txn_label(txn_id)} is already {STATE_NAMES[state]}; cannot {action}")
 
 
 def require_open(ms: Metastore, txn_id: int, action: str) -> TxnError | None:
@@ -287,7 +298,7 @@ def heartbeat(ms: Metastore, txn_id: int | None = None, lock_id: int | None = No
             if not found:
                 error = NoSuchLockError(
                     f"lock {lock_id} does not exist (released, or expired "
-                    f"after no heartbeat for {ms.txn_timeout:g}s)"
+                    f"after no heartbeat for its own timeout)"
                 )
     if error is not None:
         raise error
@@ -303,7 +314,7 @@ def get_transaction(ms: Metastore, txn_id: int) -> TxnInfo:
         ).fetchone()
     if row is None:
         raise NoSuchTxnError(f"{txn_label(txn_id)} does not exist")
-    return TxnInfo(row[0], _STATE_NAMES[row[1]], *row[2:])
+    return TxnInfo(row[0], STATE_NAMES[row[1]], *row[2:])
 
 
 # -- write ids ---------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from raptorx_py.errors import AlreadyExistsError, NoSuchObjectError, SchemaError
 from raptorx_py.metastore.locks import LockManager, Operation, lock_components
 from raptorx_py.metastore.model import EXTERNAL_TABLE, Table
 from raptorx_py.metastore.partition_names import partition_name
+from raptorx_py.metastore.write_paths import DIRECTORY, FILE, forget_write_paths
 from raptorx_py.metrics import counters
 from raptorx_py.storage.acid_layout import base_dir_name, delta_dir_name
 from raptorx_py.tables.heartbeat import TxnHeartbeat
@@ -96,6 +97,10 @@ def commit_write(
                 metastore, partitions, write_id, overwrite=job.overwrite
             )
             metastore.commit_transaction(job.txn_id)
+            # What it placed is committed data now: no cleaner may need its records.
+            forget_write_paths(
+                metastore, table.database, table.name, [job.txn_id], (DIRECTORY, FILE)
+            )
         counters.add("writer.commits")
         return CommitResult(write_id, len(files), sum(f.num_rows for f in files), added, altered)
 

@@ -8,7 +8,11 @@ one that already exists belongs to someone else (another table or another metast
 the same directory) and fails the write with ``LocationInUseError`` instead of being written
 into. ``FilePlacement`` records exactly the files it moved or wrote and the directories it
 created; a rollback removes those files, then those directories if they are empty: never a
-directory, or a file, it did not make. Limit: on an object store the check and the first
+directory, or a file, it did not make. With ``records`` (what a commit passes) it also
+records them in the metastore (``metastore/write_paths.py``: each directory once created,
+each file before it is moved in), so that the cleaner, after a process died mid-commit,
+removes exactly what this metastore's write placed and never another's data of the same
+write id number. Limit: on an object store the check and the first
 move are not atomic (two metastores committing the same write id into one directory in the
 same instant can both pass); one metastore's write ids never collide.
 
@@ -21,6 +25,7 @@ must be a visible one for listings, which skip hidden names, to see the base.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
@@ -28,25 +33,43 @@ import pyarrow.parquet as pq
 
 from raptorx_py.errors import LocationInUseError
 from raptorx_py.hive_types import arrow_schema_for_spark
-from raptorx_py.storage.fs import filesystem_for, split_url
+from raptorx_py.metastore.write_paths import DIRECTORY, FILE, record_write_paths
+from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.tables.heartbeat import TxnHeartbeat
 from raptorx_py.tables.partition_records import WrittenPartitions
 from raptorx_py.tables.staging import best_effort
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.store import Metastore
 
 #: The Parquet file of no rows that makes an empty ``base_<wid>/`` exist and be listed.
 EMPTY_BASE_FILE = "empty-base.parquet"
 
 
+@dataclass(frozen=True)
+class WriteRecords:
+    """Where a placement records what it creates: the metastore, the write's transaction
+    and its table (``metastore/write_paths.py``)."""
+
+    metastore: Metastore
+    txn_id: int
+    database: str
+    table: str
+
+    def add(self, kind: str, urls: list[str]) -> None:
+        record_write_paths(self.metastore, self.txn_id, self.database, self.table, kind, urls)
+
+
 class FilePlacement:
     """Places one commit's files under ``<partition location>/<ACID directory>`` and records
-    what it created (``created_dirs``, ``placed_files``): only that may ``remove`` (the
-    rollback) delete. ``location`` is the table's: it names the filesystem."""
+    what it created (``created_dirs``, ``placed_files``; in the metastore too, with
+    ``records``): only that may ``remove`` (the rollback) or the cleaner delete.
+    ``location`` is the table's: it names the filesystem."""
 
-    def __init__(self, settings: Settings, location: str):
-        self.settings, self.location = settings, location
+    def __init__(self, settings: Settings, location: str, records: WriteRecords | None = None):
+        self.settings, self.location, self.records = settings, location, records
+        self.scheme, _ = split_url(location)
         self.created_dirs: list[str] = []
         self.placed_files: list[str] = []
 
@@ -61,10 +84,13 @@ class FilePlacement:
         """Move each written partition's staged files into its new ``acid_dir``."""
         for values, group in partitions.by_values.items():
             dest = self._create_own_dir(f"{partitions.location_of(values)}/{acid_dir}", partitions)
+            moves = []
             for f in group:
-                heartbeat.beat()  # moves on an object store are copies: they take time
                 _, src = split_url(f.url)
-                placed = f"{dest}/{src.rsplit('/', 1)[-1]}"
+                moves.append((src, f"{dest}/{src.rsplit('/', 1)[-1]}"))
+            self._record(FILE, [placed for _, placed in moves])  # before any is moved in
+            for src, placed in moves:
+                heartbeat.beat()  # moves on an object store are copies: they take time
                 self.fs.mv(src, placed)
                 self.placed_files.append(placed)
 
@@ -74,6 +100,7 @@ class FilePlacement:
         for values in partitions.untouched:
             dest = self._create_own_dir(f"{partitions.location_of(values)}/{acid_dir}", partitions)
             path = f"{dest}/{EMPTY_BASE_FILE}"
+            self._record(FILE, [path])
             self.placed_files.append(path)
             with self.fs.open(path, "wb") as f:
                 pq.write_table(empty, f)
@@ -109,7 +136,12 @@ class FilePlacement:
                 f"nothing there was touched"
             )
         self.created_dirs.append(path)
+        self._record(DIRECTORY, [path])
         return path
+
+    def _record(self, kind: str, paths: list[str]) -> None:
+        if self.records is not None:
+            self.records.add(kind, [join_url(self.scheme, p) for p in paths])
 
 
 def is_local(fs) -> bool:

@@ -110,16 +110,16 @@ def _describe(columns) -> str:
 
 def _partition(metastore: Metastore, table: Table, values: tuple) -> Partition:
     name = partition_name(table.partition_keys, values)
-    for p in metastore.list_partitions(table):
+    partitions = metastore.list_partitions(table)
+    for p in partitions:
         if p.values == tuple(values):
             return p
+    # As the metastore's own error (``Metastore._no_such_partition``): bare names, bounded.
     raise NoSuchObjectError(
         "partition",
         f"{table.qualified_name}/{name}",
-        (
-            f"{table.qualified_name}/{partition_name(table.partition_keys, p.values)}"
-            for p in metastore.list_partitions(table)
-        ),
+        (partition_name(table.partition_keys, p.values) for p in partitions),
+        hint=f"raptorx table show {table.qualified_name} --partitions lists them all",
     )
 
 

@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from raptorx_py.metrics import counters
-from raptorx_py.tables.file_placement import FilePlacement
+from raptorx_py.tables.file_placement import FilePlacement, WriteRecords
 from raptorx_py.tables.staging import remove_staging
 from raptorx_py.tables.write_job import WriteJob
 
@@ -33,7 +33,12 @@ class RollbackOnError:
 
     def __init__(self, metastore: Metastore, settings: Settings, job: WriteJob):
         self.metastore, self.settings, self.job = metastore, settings, job
-        self.placement = FilePlacement(settings, job.target.location)
+        target = job.target
+        self.placement = FilePlacement(
+            settings,
+            target.location,
+            WriteRecords(metastore, job.txn_id, target.database, target.name),
+        )
 
     def __enter__(self) -> FilePlacement:
         return self.placement

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from raptorx_py.metastore.model import Column
+from raptorx_py.metastore.write_paths import STAGING, record_write_paths
 from raptorx_py.names import check_name
+from raptorx_py.storage.fs import join_url, split_url
 from raptorx_py.tables.staging import staging_dir_name
 from raptorx_py.tables.write_target import WriteTarget, resolve_target
 
@@ -59,4 +61,6 @@ def begin_write(
     target = resolve_target(metastore, settings, database, name, columns, partition_by)
     txn_id = metastore.open_transaction(agent_info=f"{AGENT} {target.qualified_name}")
     staging = f"{target.location}/{staging_dir_name(txn_id)}"
+    # Recorded before any task writes there: the cleaner removes only staging it recorded.
+    record_write_paths(metastore, txn_id, database, name, STAGING, [join_url(*split_url(staging))])
     return WriteJob(target, txn_id, staging, overwrite)

@@ -19,7 +19,7 @@ from raptorx_py.tables.heartbeat import TxnHeartbeat
 from raptorx_py.tables.task_files import write_task
 from raptorx_py.tables.write_job import begin_write
 from tests.fake_clock import FakeClock
-from tests.unit.test_managed_write import COLUMNS, batch
+from tests.unit.test_managed_write import COLUMNS, batch, die_after_moving
 
 pytestmark = pytest.mark.s3
 
@@ -75,11 +75,12 @@ def test_append_overwrite_and_clean_on_s3(env, s3_endpoint, s3_bucket, tmp_path)
     job, files = write([7])
     wid = ms.allocate_write_id(job.txn_id, "db", "t")
     dead = f"{root}/region=EU/{delta_dir_name(wid)}"
-    fs.mv(files[0].url.removeprefix("s3://"), f"{dead}/x.parquet")
+    assert die_after_moving(settings, ms, job, files, wid) == [dead]
+    (placed,) = fs.ls(dead, refresh=True)
     assert read_ids() == [100]
     clock.now += 301
     report = clean_table(ms, settings, "db", "t")
-    assert report.removed_aborted == [f"s3://{dead}"]
-    assert not fs.exists(f"{dead}/x.parquet")
+    assert report.removed_aborted == [f"s3://{dead}"] and report.left_unrecorded == []
+    assert not fs.exists(placed)
     assert read_ids() == [100]
     ms.close()

@@ -239,3 +239,62 @@ def test_help_says_when_statistics_are_recomputed(capsys):
     assert "ANALYZE TABLE" in help_of("table", "analyze")
     assert "MSCK REPAIR TABLE" in help_of("table", "repair")
     assert "computed again" in help_of("table", "register")
+
+
+def _many_partitions(env, count):
+    """An external table db.t of ``count`` partitions k=00000.. (no files: metadata only)."""
+    from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, Partition, Table
+
+    db = env.unique_db("many")
+    with Metastore(backend_for_url(env.properties["hive.metastore.url"])) as ms:
+        ms.create_database(db)
+        table = ms.create_table(
+            Table(
+                db,
+                "t",
+                EXTERNAL_TABLE,
+                "file:///x",
+                (Column("id", "bigint"),),
+                (Column("k", "string"),),
+            )
+        )
+        ms.add_partitions(
+            table, [Partition((f"{i:05d}",), f"file:///x/k={i:05d}") for i in range(count)]
+        )
+    return f"{db}.t"
+
+
+def test_show_partitions_into_a_closed_pipe_stops_quietly(env):
+    """Issue 28: ``raptorx table show db.t --partitions | head`` ended in a BrokenPipeError
+    traceback. 4,000 partition lines are more than a pipe holds, so the command is still
+    writing when its reader closes the pipe."""
+    name = _many_partitions(env, 4000)
+    exe = os.path.join(os.path.dirname(sys.executable), "raptorx")
+    proc = subprocess.Popen(
+        [exe, "table", "show", name, "--partitions", *_args(env)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout.readline().startswith(name.encode())  # what `head -1` reads
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err  # 128 + SIGPIPE, as a shell reports `seq | head`
+    assert err == ""
+
+
+def test_a_missing_partitions_error_lists_a_bounded_readable_set(env, capsys):
+    """Issue 28: the error listed all 83 partitions on one line."""
+    name = _many_partitions(env, 83)
+    assert main(["partition", "seal", name, "k=00100", *_args(env)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"partition '{name}/k=00100' does not exist. 83 partitions exist, among them" in err
+    listed = [w.strip(",") for w in err.split() if w.startswith("k=0")]
+    assert len(listed) == 10 and "and 73 more" in err
+    # The closest to the missing name first (difflib's), then the first by name.
+    assert listed[:3] == ["k=00080", "k=00070", "k=00060"] and listed[3] == "k=00000"
+    assert f"raptorx table show {name} --partitions lists them all" in err
+    # A few are listed whole, as before.
+    small = _many_partitions(env, 3)
+    assert main(["partition", "seal", small, "k=9", *_args(env)]) == 2
+    assert "Existing partitions: k=00000, k=00001, k=00002" in capsys.readouterr().err

@@ -521,15 +521,30 @@ def test_describe_settings(empty_cwd):
         if line.startswith("    "):
             docs[name] += " " + line.strip()
         else:
-            name = line.split()[0]
+            name = line[2:].split()[0]
             rows[name], docs[name] = line, ""
     assert set(rows) == EXPECTED_NAMES
     assert max(len(line) for line in lines) <= 130  # the description on the row: 500
-    assert rows["hive.s3.aws-secret-key"].split()[1] == "<hidden>*"
-    assert rows["hive.s3.region"].split()[1] == "eu-west-1*"
+    # A value that differs is marked before its name, in a column of its own.
+    assert rows["hive.s3.aws-secret-key"].split()[0::2] == ["*", "<hidden>"]
+    assert rows["hive.s3.region"].split()[:3] == ["*", "hive.s3.region", "eu-west-1"]
     assert rows["hive.s3.connect-timeout"].split()[1:3] == ["5s", "5s"]
+    assert rows["hive.s3.connect-timeout"].startswith("  hive.s3.connect-timeout")
     for p in PROPERTIES:
         assert docs[p.name].strip() == " ".join(p.doc.split())
+
+
+def test_describe_settings_shows_a_star_value_as_it_is(empty_cwd):
+    """Issue 28: ``hive.file-status-cache-tables=*`` was shown as ``**`` (value and mark)."""
+    text = describe_settings(
+        load_settings(env={}, cwd=empty_cwd, overrides={"hive.file-status-cache-tables": "*"})
+    )
+    (row,) = [
+        line for line in text.splitlines() if line[2:].startswith("hive.file-status-cache-tables ")
+    ]
+    assert row.split() == ["*", "hive.file-status-cache-tables", "*", '""']
+    (row,) = [line for line in text.splitlines() if line[2:].startswith("cache.enabled ")]
+    assert row.split() == ["cache.enabled", "false", "false"]
 
 
 def test_describe_settings_marks_only_values_that_differ(empty_cwd):
@@ -542,12 +557,12 @@ def test_describe_settings_marks_only_values_that_differ(empty_cwd):
         )
     )
     rows = {
-        line.split()[0]: line.split()
-        for line in text.splitlines()
-        if line and not line.startswith(" ")
+        line[2:].split()[0]: line.split()
+        for line in text.splitlines()[2:-1]
+        if not line.startswith("    ")
     }
     assert rows["cache.type"][1] == "local" and rows["connector.name"][1] == "hive"
-    assert rows["cache.block-size"][1] == "2MB*"
+    assert rows["cache.block-size"][:3] == ["*", "cache.block-size", "2MB"]
 
 
 def test_a_presto_catalog_file_is_accepted_as_it_is(tmp_path):
@@ -576,3 +591,56 @@ def test_a_presto_catalog_file_is_accepted_as_it_is(tmp_path):
         r"hive.metastore.url",
     ):
         load_catalog("connector.name=hive-hadoop2\nhive.metastore.uri=thrift://metastore:9083\n")
+
+
+def test_every_bad_line_of_every_file_is_reported_at_once(empty_cwd):
+    """Issue 28: a conf file with two bad lines reported only the first. Each is named with
+    its file, line and key, in file and line order, bad names and bad values alike."""
+    from raptorx_py.errors import ConfigErrors
+
+    conf = empty_cwd / "conf"
+    first = write(
+        conf,
+        "config.properties",
+        "cache.enabled=maybe\nmetrics.directory=/m\ncache.block-size=lots\nx=\\u12\n",
+    )
+    second = write(conf, "hive.properties", "hive.s3.endpiont=http://x\nhive.s3.endpiont=y\n")
+    with pytest.raises(ConfigErrors) as info:
+        load_settings(env={}, cwd=empty_cwd, overrides={"hive.s3.region": ""})
+    found = [(e.source, e.line, e.key) for e in info.value.errors]
+    assert found == [
+        (str(first), 1, "cache.enabled"),
+        (str(first), 3, "cache.block-size"),
+        (str(first), 4, "x"),
+        (str(second), 1, "hive.s3.endpiont"),
+        (str(second), 2, "hive.s3.endpiont"),
+    ]
+    message = str(info.value)
+    assert message.startswith("5 problems in the configuration:\n")
+    assert f"  {first}:1, property 'cache.enabled': invalid value 'maybe'" in message
+    assert f"  {first}:4, property 'x': malformed \\uXXXX escape" in message
+    assert f"  {second}:1, property 'hive.s3.endpiont': unknown property; did you mean" in message
+    assert f"  {second}:2, property 'hive.s3.endpiont': duplicate property" in message
+    # One bad line is still one plain error, as before.
+    write(conf, "hive.properties", "")
+    write(conf, "config.properties", "cache.enabled=maybe\n")
+    with pytest.raises(ConfigError) as one:
+        load_settings(env={}, cwd=empty_cwd)
+    assert not isinstance(one.value, ConfigErrors) and one.value.line == 1
+
+
+def test_a_misspelled_read_option_gets_a_suggestion():
+    """Issue 28: a misspelled property in a file got "did you mean"; a read option did not."""
+    from raptorx_py.datasource.source import resolve_options
+    from raptorx_py.errors import ConfigErrors
+
+    with pytest.raises(ConfigError, match=r"option, property 'colums': .*did you mean 'columns'\?"):
+        resolve_options({}, {"colums": "a,b"})
+    with pytest.raises(ConfigError, match=r"did you mean 'hive.s3.endpoint'\?"):
+        resolve_options({}, {"hive.s3.endpiont": "http://x"})
+    with pytest.raises(ConfigError, match=r"'zzz': unknown option for tiered_hive; read options"):
+        resolve_options({}, {"zzz": "1"})
+    # Every bad option at once, unknown names and bad values alike.
+    with pytest.raises(ConfigErrors) as info:
+        resolve_options({}, {"colums": "a", "cache.enabled": "maybe", "zzz": "1"})
+    assert [e.key for e in info.value.errors] == ["colums", "zzz", "cache.enabled"]

@@ -83,6 +83,19 @@ def test_concise_message_finds_our_error_in_a_pyspark_exception():
     assert error_report.concise_message(wrapped) == (
         "raptorx_py.errors.StorageError: could not connect to http://h:1"
     )
+    several = fake(
+        "[PYTHON_DATA_SOURCE_ERROR] Failed: Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\n'
+        "raptorx_py.errors.ConfigErrors: 2 problems in the configuration:\n"
+        "  option, property 'a': invalid value 'x'\n"
+        "  option, property 'b': invalid value 'y'\n"
+        "(full traceback in /l)\n  SQLSTATE: 38000"
+    )
+    assert error_report.concise_message(several) == (
+        "raptorx_py.errors.ConfigErrors: 2 problems in the configuration:\n"
+        "  option, property 'a': invalid value 'x'\n"
+        "  option, property 'b': invalid value 'y'"
+    )
     assert error_report.concise_message(fake("no error of ours")) is None
     assert error_report.concise_message(ValueError("raptorx_py.errors.X: y")) is None
 

@@ -407,3 +407,58 @@ def test_two_connections_racing_for_one_exclusive_lock(metastore_url):
         t.join(60)
     assert errors == []
     assert len(wins) == 10 and len(set(wins)) == 10  # exactly one winner per round
+
+
+def test_a_lock_outside_a_transaction_keeps_its_own_timeout(metastore_url, clock):
+    """The timeout is the taking client's (LOCK_TIMEOUTS), as a transaction's is: a client
+    with a short hive.txn.timeout no longer drops a lock whose holder heartbeats under a
+    longer one; the lock still expires after its own timeout."""
+    with (
+        open_ms(metastore_url, clock=clock, txn_timeout=3 * TIMEOUT) as patient,
+        open_ms(metastore_url, clock=clock, txn_timeout=TIMEOUT) as hasty,
+    ):
+        lock = take(patient, C(X, "db.t"))
+        clock.advance(2 * TIMEOUT)  # past the hasty client's timeout, within the lock's
+        assert hasty.expire_timed_out() == []
+        assert not take(hasty, C(SR, "db.t")).acquired
+        patient.heartbeat(lock_id=lock.lock_id)
+        clock.advance(3 * TIMEOUT)
+        assert not take(hasty, C(SR, "db.t")).acquired  # exactly at its timeout: kept
+        clock.advance(0.001)
+        assert take(hasty, C(SR, "db.t")).acquired  # the hasty client expired it
+        with pytest.raises(NoSuchLockError, match=f"lock {lock.lock_id} does not exist"):
+            patient.heartbeat(lock_id=lock.lock_id)
+        (left,) = hasty.sql.execute(
+            "SELECT COUNT(*) FROM LOCK_TIMEOUTS WHERE LT_LOCK_EXT_ID = ?", (lock.lock_id,)
+        ).fetchone()
+        assert left == 0  # removed with the lock
+
+
+def test_unlock_removes_the_locks_timeout(ms):
+    lock = take(ms, C(X, "db.t"))
+    txn = ms.open_transaction()
+    assert take(ms, C(X, "db.u"), txn_id=txn).acquired
+    rows = ms.sql.execute("SELECT LT_LOCK_EXT_ID, LT_TIMEOUT_MS FROM LOCK_TIMEOUTS").fetchall()
+    assert [tuple(r) for r in rows] == [(lock.lock_id, int(TIMEOUT * 1000))]  # not the txn's
+    unlock(ms, lock.lock_id)
+    assert ms.sql.execute("SELECT COUNT(*) FROM LOCK_TIMEOUTS").fetchone()[0] == 0
+
+
+def test_a_lock_taken_before_the_upgrade_expires_after_the_expiring_clients_timeout(
+    metastore_url, clock
+):
+    """A version 3 database (no LOCK_TIMEOUTS) holding a lock upgrades in place; that lock
+    recorded no timeout, so the expiring client's stands in."""
+    from raptorx_py.metastore import schema
+
+    with open_ms(metastore_url, clock=clock, txn_timeout=3 * TIMEOUT) as old:
+        lock = take(old, C(X, "db.t"))
+        old.sql.execute("DROP TABLE LOCK_TIMEOUTS")
+        old.sql.execute("UPDATE VERSION SET SCHEMA_VERSION = 3")
+    with open_ms(metastore_url, clock=clock, txn_timeout=TIMEOUT) as new:
+        (version,) = new.sql.execute("SELECT SCHEMA_VERSION FROM VERSION").fetchone()
+        assert version == schema.SCHEMA_VERSION == 4
+        assert not take(new, C(SR, "db.t")).acquired
+        clock.advance(TIMEOUT + 1)
+        assert take(new, C(SR, "db.t")).acquired
+        assert lock.lock_id not in {r.lock_id for r in show_locks(new)}

@@ -25,10 +25,13 @@ from raptorx_py.metastore.locks import (
 from raptorx_py.metastore.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.transactions import TxnAbortedError, get_table_snapshots
+from raptorx_py.metastore.write_paths import DIRECTORY, FILE, STAGING, write_paths_of_table
 from raptorx_py.storage.acid_layout import delta_dir_name
 from raptorx_py.tables.cleaner import clean_table
 from raptorx_py.tables.commit import commit_write
+from raptorx_py.tables.file_placement import FilePlacement, WriteRecords
 from raptorx_py.tables.heartbeat import TxnHeartbeat
+from raptorx_py.tables.partition_records import WrittenPartitions, group_by_partition
 from raptorx_py.tables.rollback import abort_write
 from raptorx_py.tables.staging import staging_dir_name, staging_txn_id
 from raptorx_py.tables.task_files import write_task
@@ -73,6 +76,20 @@ def committed_then_allocated(settings, ms, ids: range):
     commit_write(ms, settings, *write(settings, ms, [batch(range(4))]))
     job, files = write(settings, ms, [batch(ids)])
     return job, files, ms.allocate_write_id(job.txn_id, "db", "t")
+
+
+def die_after_moving(settings, ms, job, files, wid):
+    """A commit that moves its files into ``delta_<wid>`` (through ``FilePlacement``, which
+    records what it creates) and then dies: no partition recorded, no commit, no abort.
+    Returns the directories it created."""
+    table = ms.get_table("db", "t")
+    placement = FilePlacement(
+        settings, table.location, WriteRecords(ms, job.txn_id, "db", table.name)
+    )
+    partitions = WrittenPartitions.of(ms, table, group_by_partition(files))
+    heartbeat = TxnHeartbeat(settings, job.txn_id, metastore=ms)
+    placement.move_files(partitions, delta_dir_name(wid), heartbeat)
+    return placement.created_dirs
 
 
 def batch(ids, region_of=lambda i: "EU" if i % 2 else "US"):
@@ -197,12 +214,13 @@ def test_uncommitted_write_is_invisible_to_a_concurrent_snapshot(setup):
 def test_commit_that_dies_after_allocating_is_invisible_then_cleaned(setup):
     settings, ms, clock, tmp = setup
     # the dying commit: write id allocated, files moved, then nothing (no commit, no abort)
-    job, files, wid = committed_then_allocated(settings, ms, range(10, 14))
+    commit_write(ms, settings, *write(settings, ms, [batch(range(4))]))
+    job, files = write(settings, ms, [batch(range(10, 14), region_of=lambda i: "NEW")])
+    wid = ms.allocate_write_id(job.txn_id, "db", "t")
     table_dir = f"{tmp}/warehouse/db.db/t"
     moved = f"{table_dir}/region=NEW/{delta_dir_name(wid)}"  # a partition never registered
-    os.makedirs(moved)
-    for f in files:
-        os.rename(f.url.removeprefix("file://"), f"{moved}/{f.url.rsplit('/', 1)[-1]}")
+    assert die_after_moving(settings, ms, job, files, wid) == [moved]
+    assert len(os.listdir(moved)) == len(files) == 1
     assert read_ids(settings, ms) == [0, 1, 2, 3]
 
     # still open: the cleaner keeps everything (the write may be running)
@@ -226,8 +244,8 @@ def test_commit_that_dies_after_allocating_is_invisible_then_cleaned(setup):
 
 def test_failed_commit_aborts_and_removes_what_it_moved(setup, monkeypatch):
     settings, ms, _, tmp = setup
-    job, files = write(settings, ms, [batch(range(4))])
-    commit_write(ms, settings, job, files)
+    first, files = write(settings, ms, [batch(range(4))])
+    commit_write(ms, settings, first, files)
     job, files = write(settings, ms, [batch(range(4, 8))])
 
     def broken(*args, **kwargs):
@@ -241,6 +259,14 @@ def test_failed_commit_aborts_and_removes_what_it_moved(setup, monkeypatch):
     assert not os.path.exists(f"{tmp}/warehouse/db.db/t/region=US/{delta_dir_name(2)}")
     assert not os.path.exists(job.staging_url[7:])
     assert read_ids(settings, ms) == [0, 1, 2, 3]
+    # The committed write kept only its staging record; the failed one all of its own, which
+    # the cleaner forgets without reporting as removed what the rollback already removed.
+    kinds = {(r.txn_id, r.kind) for r in write_paths_of_table(ms, "db", "t")}
+    assert {k for t, k in kinds if t == first.txn_id} == {STAGING}
+    assert {k for t, k in kinds if t == job.txn_id} == {STAGING, DIRECTORY, FILE}
+    report = clean_table(ms, settings, "db", "t")
+    assert report.removed == [] and report.left_unrecorded == []
+    assert write_paths_of_table(ms, "db", "t") == []
 
 
 def test_overwrite_refused_while_an_appender_holds_shared_write(setup):
@@ -346,10 +372,11 @@ def test_cli_clean(setup, capsys):
     from raptorx_py.cli import main
 
     settings, ms, _, tmp = setup
-    job, files, wid = committed_then_allocated(settings, ms, range(4, 6))
+    commit_write(ms, settings, *write(settings, ms, [batch(range(4))]))
+    job, files = write(settings, ms, [batch(range(4, 6), region_of=lambda i: "US")])
+    wid = ms.allocate_write_id(job.txn_id, "db", "t")
     dead = f"{tmp}/warehouse/db.db/t/region=US/{delta_dir_name(wid)}"
-    os.makedirs(dead)
-    os.rename(files[0].url[7:], f"{dead}/x.parquet")
+    assert die_after_moving(settings, ms, job, files, wid) == [dead]
     ms.abort_transaction(job.txn_id)  # the client aborted, then died before cleaning up
     args = ["-p", f"hive.metastore.url={settings.metastore_url}"]
     assert main(["table", "clean", "db.t", *args]) == 0

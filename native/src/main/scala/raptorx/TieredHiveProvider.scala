@@ -10,6 +10,7 @@ import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownA
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonScanBuilder, PythonWriteBuilder}
 import org.apache.spark.sql.execution.python.raptorx.{Affinity, ArrowColumnarScan}
+import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.sources.{DataSourceRegister, Filter}
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
@@ -46,8 +47,8 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
     // Here and in getTable, not in the constructor: Spark makes every registered provider
     // when it looks up any format, and a mismatch must not break reads of other formats.
     NativeCompatibility.check()
-    val created = TieredHiveProvider.freshPythonSource()
-      .getOrCreateDataSourceInPython(TieredHiveProvider.PythonName, options, None)
+    val created = TieredHiveProvider.freshPythonSource().getOrCreateDataSourceInPython(
+      TieredHiveProvider.PythonName, TieredHiveProvider.withCaseSensitivity(options), None)
     inferred = Some((options.asCaseSensitiveMap(), created))
     SourceHints.split(TableStatistics.split(created.schema)._1)._1
   }
@@ -72,6 +73,17 @@ object TieredHiveProvider {
   val PythonName = "tiered_hive_python"
   /** The write option naming the partition keys of a table the write creates. */
   val PartitionByOption = "partition_by"
+  /** The read option carrying the session's `spark.sql.caseSensitive` to the Python source,
+   * which resolves the read's column names by it (raptorx_py/datasource/column_names.py):
+   * the Python worker has no SQLConf. */
+  val CaseSensitiveOption = "raptorx.case_sensitive"
+
+  /** `options` plus the session's `spark.sql.caseSensitive`, for creating the Python source. */
+  def withCaseSensitivity(options: CaseInsensitiveStringMap): CaseInsensitiveStringMap = {
+    val merged = new util.HashMap[String, String](options.asCaseSensitiveMap())
+    merged.put(CaseSensitiveOption, SQLConf.get.caseSensitiveAnalysis.toString)
+    new CaseInsensitiveStringMap(merged)
+  }
 
   def freshPythonSource(): PythonDataSourceV2 = {
     val ds = new PythonDataSourceV2()
@@ -135,8 +147,9 @@ class TieredHiveTable(
     if (known != null && known._1 == options.asCaseSensitiveMap()) {
       return TieredHiveProvider.pythonSourceFrom(known._2)
     }
-    val made = TieredHiveProvider.freshPythonSource()
-      .getOrCreateDataSourceInPython(TieredHiveProvider.PythonName, options, Some(tableSchema))
+    val made = TieredHiveProvider.freshPythonSource().getOrCreateDataSourceInPython(
+      TieredHiveProvider.PythonName, TieredHiveProvider.withCaseSensitivity(options),
+      Some(tableSchema))
     created.compareAndSet(null, (options.asCaseSensitiveMap(), made))
     TieredHiveProvider.pythonSourceFrom(made)
   }
@@ -242,9 +255,10 @@ class TieredHiveScanBuilder(
   override def build(): Scan = {
     // On a cluster the Python scan also gets the live executors (soft affinity), which
     // takes a Python source created with them: one Python worker call more per scan.
-    val pythonOptions = Affinity.withExecutors(options)
+    val withExecutors = Affinity.withExecutors(options)
     val source =
-      if (pythonOptions eq options) pythonSource else TieredHiveProvider.freshPythonSource()
+      if (withExecutors eq options) pythonSource else TieredHiveProvider.freshPythonSource()
+    val pythonOptions = TieredHiveProvider.withCaseSensitivity(withExecutors)
     aggregation match {
       case Some(partial) => // the filters travel in the aggregation (see PartialAggregation)
         val python = new PythonScanBuilder(source, TieredHiveProvider.PythonName,
