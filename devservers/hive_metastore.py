@@ -101,6 +101,7 @@ class HiveMetastoreServer:
             "datanucleus.schema.autoCreateAll": "true",
             "hive.metastore.warehouse.dir": str(self.warehouse),
             "derby.stream.error.file": str(self.workdir / "derby.log"),
+            "log4j.configurationFile": str(self._log_config()),
         }
         if self.notification_listener:
             classpath.insert(0, str(listener_jar()))
@@ -115,6 +116,20 @@ class HiveMetastoreServer:
             "-p",
             str(port),
         ]
+
+    def _log_config(self) -> Path:
+        """Warnings and errors of the server (a failed call's stack trace) to its output."""
+        path = self.workdir / "log4j2.properties"
+        path.write_text(
+            "status = error\n"
+            "appender.console.type = Console\n"
+            "appender.console.name = console\n"
+            "appender.console.layout.type = PatternLayout\n"
+            "appender.console.layout.pattern = %d{ISO8601} %p %c{2}: %m%n\n"
+            "rootLogger.level = warn\n"
+            "rootLogger.appenderRef.console.ref = console\n"
+        )
+        return path
 
     def start(self) -> HiveMetastoreServer:
         self.workdir.mkdir(parents=True, exist_ok=True)

@@ -50,11 +50,11 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_table_register(args) -> int:
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
     from raptorx_py.tables.table_registration import register_external_table
 
     settings = settings_from_args(args)
-    with open_metastore(settings, create=True) as ms:
+    with open_catalog(settings, create=True) as ms:
         table = register_external_table(
             ms,
             settings,

@@ -39,6 +39,7 @@ from raptorx_py.tables.file_statistics import summarize
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
     from raptorx_py.metastore.store import Metastore
+    from raptorx_py.metastore.thrift_store import ThriftMetastore
 
 FOOTER_READ_THREADS = 16
 
@@ -182,7 +183,7 @@ def _describe(columns) -> str:
 
 
 def register_external_table(
-    metastore: Metastore,
+    metastore: Metastore | ThriftMetastore,
     settings: Settings,
     qualified_name: str,
     url: str,

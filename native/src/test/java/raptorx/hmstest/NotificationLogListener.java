@@ -30,12 +30,19 @@ import org.apache.hadoop.hive.metastore.messaging.PartitionFiles;
  * id from NOTIFICATION_SEQUENCE. Configured with
  * hive.metastore.event.listeners=raptorx.hmstest.NotificationLogListener.
  *
+ * Embedded Derby holds at most 32,700 characters in NOTIFICATION_LOG.MESSAGE (a production
+ * database holds a CLOB): a longer message (an ADD_PARTITION of hundreds of partitions carries
+ * every partition's Thrift JSON) is written as its db, table and timestamp with
+ * "truncated":true, which is all a consumer that invalidates by name needs.
+ *
  * Limits: runs after the change has committed (a plain, not transactional, listener), so a
  * server that dies in between loses that event; appends are serialised in this JVM only, as
  * in DbNotificationListener.
  */
 public class NotificationLogListener extends MetaStoreEventListener {
   private static final Object LOG_LOCK = new Object();
+  /** Derby's LONG VARCHAR, the type of NOTIFICATION_LOG.MESSAGE on the test server. */
+  private static final int DERBY_MESSAGE_LIMIT = 32700;
   private final MessageFactory messages = MessageFactory.getInstance();
 
   public NotificationLogListener(Configuration conf) {
@@ -107,14 +114,25 @@ public class NotificationLogListener extends MetaStoreEventListener {
             e.getFiles().iterator()).toString());
   }
 
+  /** A JSON string literal of a Hive name (letters, digits, underscores; quoted anyway). */
+  private static String quote(String name) {
+    return "\"" + name.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+  }
+
   /** Appends one event when the change succeeded (a failed change writes nothing). */
   private void append(ListenerEvent change, String type, String db, String table, String json)
       throws MetaException {
     if (!change.getStatus()) {
       return;
     }
-    NotificationEvent event =
-        new NotificationEvent(0L, (int) (System.currentTimeMillis() / 1000L), type, json);
+    int now = (int) (System.currentTimeMillis() / 1000L);
+    String message = json;
+    if (message.length() > DERBY_MESSAGE_LIMIT) {
+      message = "{\"server\":\"\",\"servicePrincipal\":\"\",\"db\":" + quote(db)
+          + (table == null ? "" : ",\"table\":" + quote(table))
+          + ",\"timestamp\":" + now + ",\"truncated\":true}";
+    }
+    NotificationEvent event = new NotificationEvent(0L, now, type, message);
     event.setDbName(db);
     if (table != null) {
       event.setTableName(table);
