@@ -1,0 +1,186 @@
+"""tiered_hive over a real Hive Metastore 2.3.10 (``hive.metastore.uri``), through Spark.
+
+- The 22 TPC-H queries (SF 0.01) over tables registered in the Hive Metastore equal DuckDB.
+- A table made by Spark's own Hive catalog (``enableHiveSupport()`` pointed at the same server,
+  ``CREATE TABLE ... USING parquet PARTITIONED BY``, ``INSERT``), in another Spark application
+  (a child process: a session's catalog implementation is fixed when its JVM starts), reads
+  through tiered_hive with the same rows as that application's ``spark.table``.
+- Another process's new partition is in the next query's answer, through HMS's notification
+  log: the cache's TTL (1h) and background refresh (1h) would not show it.
+
+Counted, never timed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from datetime import date
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from raptorx_py.config import load_settings
+from raptorx_py.metastore import Partition
+from raptorx_py.metastore.store import open_catalog
+from raptorx_py.tables.table_registration import register_external_table
+from raptorx_py.tpch import oracle, queries
+
+pytestmark = pytest.mark.spark
+
+DATABASE = "tpch_hms"
+
+
+def hms_options(uri: str) -> dict[str, str]:
+    return {
+        "hive.metastore.uri": uri,
+        "hive.metastore-cache-ttl": "1h",
+        "hive.metastore-refresh-interval": "1h",
+        # Embedded Derby takes seconds for a batch of partition statistics.
+        "hive.metastore-timeout": "120s",
+    }
+
+
+def reader(spark, uri: str):
+    def read(name: str):
+        return spark.read.format("tiered_hive").options(**hms_options(uri)).load(name)
+
+    return read
+
+
+@pytest.fixture(scope="module")
+def hms_tpch(spark, hms_uri, tpch_sf001_dir):
+    """SF 0.01's eight tables registered (EXTERNAL, sealed) in the Hive Metastore, and the
+    TPC-H names as temp views over tiered_hive reads of them."""
+    settings = load_settings(overrides=hms_options(hms_uri))
+    with open_catalog(settings) as ms:
+        ms.create_database(DATABASE)
+        for table in queries.TABLES:
+            register_external_table(
+                ms,
+                settings,
+                f"{DATABASE}.{table}",
+                f"file://{tpch_sf001_dir}/{table}",
+                replace=True,
+                sealed=True,
+            )
+    read = reader(spark, hms_uri)
+    queries.register_views(spark, lambda t: read(f"{DATABASE}.{t}"))
+    return read
+
+
+@pytest.fixture(scope="module")
+def duckdb_expected(tpch_sf001_dir, tpch_scale):
+    return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
+
+
+@pytest.mark.parametrize("n", list(queries.QUERY_NUMBERS), ids=lambda n: f"q{n:02d}")
+def test_tpch_over_the_hive_metastore_matches_duckdb(
+    n, spark, hms_tpch, duckdb_expected, tpch_scale
+):
+    actual = oracle.spark_rows(spark.sql(queries.query_text(n, tpch_scale, "spark")))
+    diff = oracle.compare_results(
+        duckdb_expected[n], actual, ordered=queries.ordered(n), sort_key=queries.ORDER_BY_COLUMNS[n]
+    )
+    assert diff is None, f"Q{n}: {diff}"
+    assert len(actual) > 0
+
+
+#: Run in a child Python: a Spark application with Spark's own Hive catalog on the server.
+HIVE_CATALOG_APP = textwrap.dedent(
+    """
+    import json, sys
+    from pyspark.sql import SparkSession
+    uri, warehouse = sys.argv[1], sys.argv[2]
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.sql.catalogImplementation", "hive")
+        .config("spark.hadoop.hive.metastore.uris", uri)
+        .config("spark.sql.warehouse.dir", warehouse)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .enableHiveSupport()
+        .getOrCreate()
+    )
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS sparkdb LOCATION '{warehouse}/sparkdb.db'")
+    spark.sql(
+        "CREATE TABLE sparkdb.events (id BIGINT, name STRING, day DATE, amount DECIMAL(10,2), "
+        "k INT) USING parquet PARTITIONED BY (k)"
+    )
+    spark.sql(
+        "INSERT INTO sparkdb.events VALUES "
+        "(1, 'a', DATE'2024-01-01', 1.50, 1), (2, 'b', DATE'2024-01-02', 2.25, 1), "
+        "(3, NULL, DATE'2024-02-01', NULL, 2), (4, 'd', NULL, 4.00, 2), "
+        "(5, 'e', DATE'2024-03-01', 5.75, 3)"
+    )
+    rows = [
+        [r.id, r.name, None if r.day is None else r.day.isoformat(),
+         None if r.amount is None else str(r.amount), r.k]
+        for r in spark.table("sparkdb.events").collect()
+    ]
+    print("ROWS " + json.dumps(sorted(rows, key=lambda r: r[0])), flush=True)
+    spark.stop()
+    """
+)
+
+
+def as_rows(df) -> list[list]:
+    return sorted(
+        (
+            [
+                r.id,
+                r.name,
+                None if r.day is None else r.day.isoformat(),
+                None if r.amount is None else str(r.amount),
+                r.k,
+            ]
+            for r in df.collect()
+        ),
+        key=lambda r: r[0],
+    )
+
+
+def test_a_table_of_sparks_hive_catalog_reads_the_same_and_sees_new_partitions(
+    spark, hms_uri, tmp_path
+):
+    done = subprocess.run(
+        [sys.executable, "-c", HIVE_CATALOG_APP, hms_uri, f"file://{tmp_path}/warehouse"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        cwd=tmp_path,
+    )
+    lines = [x for x in done.stdout.splitlines() if x.startswith("ROWS ")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    expected = json.loads(lines[0][len("ROWS ") :])
+    assert len(expected) == 5
+
+    read = reader(spark, hms_uri)
+    assert as_rows(read("sparkdb.events")) == expected
+    assert read("sparkdb.events").where("k = 2").count() == 2
+
+    # Another process (this one, a client of the server) adds a partition with a new file.
+    settings = load_settings(overrides=hms_options(hms_uri))
+    with open_catalog(settings) as writer:
+        table = writer.get_table("sparkdb", "events")
+        part_dir = f"{table.location[len('file://') :]}/k=9"
+        os.makedirs(part_dir)
+        pq.write_table(
+            pa.table(
+                {
+                    "id": pa.array([90], pa.int64()),
+                    "name": pa.array(["z"], pa.string()),
+                    "day": pa.array([date(2024, 9, 9)], pa.date32()),
+                    "amount": pa.array([None], pa.decimal128(10, 2)),
+                }
+            ),
+            f"{part_dir}/part-0.parquet",
+        )
+        writer.add_partitions(table, [Partition(("9",), f"file://{part_dir}")])
+    got = as_rows(read("sparkdb.events"))
+    assert got == expected + [[90, "z", "2024-09-09", None, 9]]
