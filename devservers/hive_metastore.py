@@ -102,6 +102,9 @@ class HiveMetastoreServer:
             "hive.metastore.warehouse.dir": str(self.warehouse),
             "derby.stream.error.file": str(self.workdir / "derby.log"),
             "log4j.configurationFile": str(self._log_config()),
+            # HMS's default pool (BoneCP) is not in pyspark's jars; its ACID listener's
+            # TxnHandler opens one on every drop_database/drop_table. HikariCP is.
+            "datanucleus.connectionPoolingType": "HikariCP",
         }
         if self.notification_listener:
             classpath.insert(0, str(listener_jar()))
