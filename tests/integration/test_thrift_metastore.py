@@ -12,6 +12,8 @@ import logging
 from datetime import date
 from decimal import Decimal
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.config import load_settings
@@ -232,3 +234,27 @@ def test_a_server_without_listener_is_said_once_and_falls_back_to_the_ttl(
     assert not cache.log_filled and c["metastore_cache.empty_notification_log"] == 1
     warnings = [r.getMessage() for r in caplog.records if "notification log" in r.getMessage()]
     assert len(warnings) == 1 and "hive.metastore-cache-ttl" in warnings[0]
+
+
+def test_cli_registers_lists_and_shows_through_the_hive_metastore(hms_uri, tmp_path, capsys):
+    from raptorx_py.cli import main
+
+    root = tmp_path / "sales"
+    for m, ids in (("2024-01", [1, 2]), ("2024-02", [3])):
+        (root / f"m={m}").mkdir(parents=True)
+        pq.write_table(
+            pa.table({"id": pa.array(ids, pa.int64())}), root / f"m={m}" / "part-0.parquet"
+        )
+    db = unique_db()
+    args = ["-p", f"hive.metastore.uri={hms_uri}", "-p", "hive.metastore-timeout=120s"]
+    assert main(["table", "register", f"{db}.sales", f"file://{root}", *args]) == 0
+    assert "2 partitions" in capsys.readouterr().out
+    assert main(["table", "list", db, *args]) == 0
+    assert capsys.readouterr().out.split() == [f"{db}.sales"]
+    assert main(["table", "show", f"{db}.sales", "--partitions", *args]) == 0
+    out = capsys.readouterr().out
+    assert "m string (partition key)" in out and "2 partitions, 3 rows" in out
+    # What needs transactions or locks says so instead of using hive.metastore.url.
+    assert main(["table", "clean", f"{db}.sales", *args]) == 2
+    err = capsys.readouterr().err
+    assert "Hive Metastore over Thrift" in err and "nothing was written" in err
