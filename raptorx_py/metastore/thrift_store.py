@@ -73,6 +73,10 @@ TRANSACTIONAL_PARAM = "transactional"
 PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
 PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+#: What Spark's Hive catalog records for a data source table (``USING parquet``); one it
+#: cannot store in Hive's form keeps its schema in table properties and a placeholder column
+#: ``col array<string>`` in the Hive schema.
+SPARK_PROVIDER_PARAM = "spark.sql.sources.provider"
 #: Calls that only read: safe to send again after a connection failed mid-call.
 READ_CALL_PREFIXES = ("get_",)
 _INTEGER_TYPES = {"tinyint", "smallint", "int", "integer", "bigint"}
@@ -490,6 +494,24 @@ class ThriftMetastore:
                 f"API does not have"
             )
         sd = raw.sd
+        provider = params.get(SPARK_PROVIDER_PARAM, "").lower()
+        if (
+            provider
+            and provider != "parquet"
+            or (not provider and sd.inputFormat and sd.inputFormat != PARQUET_INPUT)
+        ):
+            raise MetastoreError(
+                f"table {raw.dbName}.{raw.tableName} on the Hive Metastore {self.describe()} "
+                f"is not Parquet ({provider or sd.inputFormat}): tiered_hive reads Parquet "
+                f"tables only"
+            )
+        placeholder = [(c.name, c.type) for c in sd.cols or ()] == [("col", "array<string>")]
+        if provider and placeholder:
+            raise MetastoreError(
+                f"table {raw.dbName}.{raw.tableName} on the Hive Metastore {self.describe()} "
+                f"was stored by Spark in a form only Spark reads (its columns are in table "
+                f"properties, not in the Hive schema): tiered_hive cannot read it"
+            )
         return Table(
             raw.dbName,
             raw.tableName,

@@ -258,3 +258,51 @@ def test_cli_registers_lists_and_shows_through_the_hive_metastore(hms_uri, tmp_p
     assert main(["table", "clean", f"{db}.sales", *args]) == 2
     err = capsys.readouterr().err
     assert "Hive Metastore over Thrift" in err and "nothing was written" in err
+
+
+def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
+    """A text table, and a Spark data source table stored in Spark's own form (a placeholder
+    Hive column, the schema in table properties): refused when read, saying why."""
+    from thrift_files.libraries.thrift_hive_metastore_client import ttypes as t
+
+    db = unique_db()
+    ms.create_database(db)
+
+    def raw_table(name, cols, input_format, params):
+        sd = t.StorageDescriptor(
+            cols=[t.FieldSchema(n, ty, None) for n, ty in cols],
+            location=f"file:///tmp/{db}/{name}",
+            inputFormat=input_format,
+            outputFormat="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+            serdeInfo=t.SerDeInfo(
+                serializationLib="org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe",
+                parameters={},
+            ),
+            parameters={},
+        )
+        return t.Table(
+            tableName=name,
+            dbName=db,
+            sd=sd,
+            partitionKeys=[],
+            parameters=params,
+            tableType="EXTERNAL_TABLE",
+        )
+
+    ms.backend.call(
+        "create_table",
+        raw_table("txt", [("a", "int")], "org.apache.hadoop.mapred.TextInputFormat", {}),
+    )
+    with pytest.raises(MetastoreError, match=rf"{db}.txt .* is not Parquet .*TextInputFormat"):
+        ms.get_table(db, "txt")
+    ms.backend.call(
+        "create_table",
+        raw_table(
+            "sparkonly",
+            [("col", "array<string>")],
+            "org.apache.hadoop.mapred.SequenceFileInputFormat",
+            {"spark.sql.sources.provider": "parquet"},
+        ),
+    )
+    with pytest.raises(MetastoreError, match=rf"{db}.sparkonly .*in a form only Spark reads"):
+        ms.get_table(db, "sparkonly")
