@@ -89,7 +89,7 @@ from raptorx_py.names import parse_table_name
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.thrift_store import ThriftMetastore
+    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,8 @@ class QuerySnapshot(Mapping):
 class CachedMetastore:
     """The versioned cache in front of one ``Metastore`` (see the module docstring).
 
-    ``metastore``: a ``Metastore`` (used as is; closed by ``close`` only with
+    ``metastore``: a backend (``catalog.MetastoreCatalog``: a ``Metastore``, or a
+    ``ThriftMetastore`` over a Hive Metastore; used as is; closed by ``close`` only with
     ``owns_metastore=True``) or a metastore URL (opened here and closed by ``close``).
     ``clock`` (seconds, monotonic) decides TTLs; tests inject a fake one. Thread-safe: reads,
     ``refresh`` and the background refresher may run
@@ -155,7 +156,7 @@ class CachedMetastore:
 
     def __init__(
         self,
-        metastore: Metastore | ThriftMetastore | str,
+        metastore: MetastoreCatalog | str,
         settings: Settings,
         *,
         clock: Callable[[], float] = time.monotonic,
@@ -164,7 +165,7 @@ class CachedMetastore:
         self._owns_metastore = (
             isinstance(metastore, str) if owns_metastore is None else owns_metastore
         )
-        self.metastore: Metastore | ThriftMetastore = (
+        self.metastore: MetastoreCatalog = (
             Metastore(backend_for_url(metastore), txn_timeout=settings.txn_timeout)
             if isinstance(metastore, str)
             else metastore
@@ -559,7 +560,7 @@ class CachedMetastore:
             }
 
 
-def partition_counts(ms: Metastore | ThriftMetastore) -> dict[int, int]:
+def partition_counts(ms: MetastoreCatalog) -> dict[int, int]:
     """``{table id: number of partitions}`` (one round trip on a database)."""
     return ms.partition_counts()
 

@@ -77,7 +77,7 @@ from raptorx_py.sqlite_wal import connect_wal
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
     from raptorx_py.metastore.cached_store import QuerySnapshot
-    from raptorx_py.metastore.thrift_store import ThriftMetastore
+    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 __all__ = [
     "Metastore",
@@ -791,9 +791,7 @@ def open_metastore(settings: Settings, *, create: bool = False, **kwargs: Any) -
     return Metastore(backend_for_url(settings.metastore_url, create=create), **kwargs)
 
 
-def open_catalog(
-    settings: Settings, *, create: bool = False, **kwargs: Any
-) -> Metastore | ThriftMetastore:
+def open_catalog(settings: Settings, *, create: bool = False, **kwargs: Any) -> MetastoreCatalog:
     """The configured metastore: the Hive Metastore of ``hive.metastore.uri`` when it is set
     (Thrift; its timeout, retry and batch properties), else ``open_metastore``."""
     if settings.metastore_uri:

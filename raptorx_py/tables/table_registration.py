@@ -38,8 +38,7 @@ from raptorx_py.tables.file_statistics import summarize
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
-    from raptorx_py.metastore.thrift_store import ThriftMetastore
+    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 FOOTER_READ_THREADS = 16
 
@@ -183,7 +182,7 @@ def _describe(columns) -> str:
 
 
 def register_external_table(
-    metastore: Metastore | ThriftMetastore,
+    metastore: MetastoreCatalog,
     settings: Settings,
     qualified_name: str,
     url: str,
