@@ -60,8 +60,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from raptorx_py.errors import MetastoreError
@@ -83,7 +82,7 @@ from raptorx_py.metastore.store import (
     check_snapshot_table,
     open_catalog,
 )
-from raptorx_py.metastore.transactions import TableSnapshot
+from raptorx_py.metastore.transactions import QuerySnapshot, TableSnapshot
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
 
@@ -110,37 +109,6 @@ REFRESH_ROUND_TRIPS = "metastore.refresh_round_trips"
 
 #: Tables per snapshot statement while prewarming (the statement has one OR term per table).
 PREWARM_SNAPSHOT_BATCH = 500
-
-
-@dataclass(frozen=True)
-class QuerySnapshot(Mapping):
-    """The snapshot one query reads under: ``{"db.table": TableSnapshot}``. Plain values, so it
-    can be pickled along with a reader. ``txn_id``: the transaction it was taken for (its own
-    writes count as committed), ``None`` for a reader."""
-
-    tables: Mapping[str, TableSnapshot]
-    txn_id: int | None = None
-
-    def __getitem__(self, name: str) -> TableSnapshot:
-        return self.tables[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.tables)
-
-    def __len__(self) -> int:
-        return len(self.tables)
-
-    def table(self, name: str) -> TableSnapshot:
-        """The snapshot of ``name``; a ``MetastoreError`` naming the covered tables if the
-        query did not take one for it."""
-        try:
-            return self.tables[name]
-        except KeyError:
-            raise MetastoreError(
-                f"the query's snapshot does not cover {name} (it covers "
-                f"{', '.join(sorted(self.tables)) or 'no table'}): take the snapshot of every "
-                f"table the query reads"
-            ) from None
 
 
 class CachedMetastore:

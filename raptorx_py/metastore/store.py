@@ -76,7 +76,6 @@ from raptorx_py.sqlite_wal import connect_wal
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.cached_store import QuerySnapshot
     from raptorx_py.metastore.catalog import MetastoreCatalog
 
 __all__ = [
@@ -165,7 +164,7 @@ def backend_for_url(url: str, *, create: bool = True) -> Backend:
 
 
 def check_snapshot_table(
-    table: Table, snapshot: QuerySnapshot | None, key: str | None = None
+    table: Table, snapshot: transactions.QuerySnapshot | None, key: str | None = None
 ) -> Table:
     """``table``, if it is the table ``snapshot`` (a ``QuerySnapshot``, or None: no check) was
     taken of under ``key`` (default: its qualified name); a table dropped and recreated since
@@ -686,7 +685,7 @@ class Metastore:
         return added
 
     def list_partitions(
-        self, table: Table, snapshot: QuerySnapshot | None = None
+        self, table: Table, snapshot: transactions.QuerySnapshot | None = None
     ) -> list[Partition]:
         """Every partition of ``table`` with parameters and statistics (four queries).
 
