@@ -306,3 +306,26 @@ def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
     )
     with pytest.raises(MetastoreError, match=rf"{db}.sparkonly .*in a form only Spark reads"):
         ms.get_table(db, "sparkonly")
+
+
+def test_partitions_by_filter_are_hms_selection_then_batches_by_name(hms_uri, tmp_path):
+    """HMS's filter language picks the partitions (one call), then they are read by name."""
+    with open_catalog(
+        settings_for(hms_uri, **{"hive.metastore.partition-batch-size.max": "2"})
+    ) as ms:
+        db = unique_db()
+        ms.create_database(db)
+        table = ms.create_table(
+            external(db, "f", tmp_path, keys=(Column("ds", "string"),)),
+        )
+        ms.add_partitions(
+            table,
+            [
+                Partition((f"2024-01-0{d}",), f"{table.location}/ds=2024-01-0{d}")
+                for d in range(1, 8)
+            ],
+        )
+        with CounterDeltas() as c:
+            got = ms.get_partitions_by_filter(table, 'ds >= "2024-01-05"')
+        assert [p.values for p in got] == [("2024-01-05",), ("2024-01-06",), ("2024-01-07",)]
+        assert c[TRIPS] == 1 + 2 * 2  # the filter, then 2 batches x (partitions, statistics)
