@@ -202,3 +202,48 @@ def test_a_spark_write_through_the_hive_metastore_is_refused_before_anything_is_
         assert ms.list_tables("refused") == []
     # HMS made the database's directory at its creation; the write put nothing in it.
     assert list((tmp_path / "refused.db").rglob("*")) == []
+
+
+def write_partition(root, k: int, ids: list[int]) -> None:
+    os.makedirs(f"{root}/k={k}", exist_ok=True)
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), f"{root}/k={k}/part-0.parquet")
+
+
+def test_a_warm_query_through_spark_makes_only_the_notification_poll(
+    spark, hms_uri, tmp_path, counted
+):
+    """Counted over every process (the metrics sink): once the planning worker's cache holds
+    the table, a query's one metastore call is the notification poll; a partition another
+    process adds costs the next query the poll and the partitions' reload, once."""
+    root = tmp_path / "counted"
+    for k in (1, 2):
+        write_partition(root, k, [k * 10, k * 10 + 1])
+    settings = load_settings(overrides=hms_options(hms_uri))
+    with open_catalog(settings) as ms:
+        ms.create_database("counted_db")
+        register_external_table(ms, settings, "counted_db.t", f"file://{root}")
+    read = reader(spark, hms_uri)
+
+    def ids() -> list[int]:
+        return sorted(r.id for r in read("counted_db.t").where("k >= 1").collect())
+
+    assert ids() == [10, 11, 20, 21]  # cold: the workers' caches fill
+    for _ in range(2):
+        with counted() as warm:
+            assert ids() == [10, 11, 20, 21]
+        # load()'s schema() is answered from its worker's cache within the TTL (no call);
+        # the scan's snapshot is the poll: one call, and the cache serves the rest.
+        assert warm["metastore.round_trips"] == 1, warm.delta
+        assert warm["metastore_cache.partition_hits"] == 1
+    write_partition(root, 3, [30])
+    with open_catalog(settings) as ms:
+        table = ms.get_table("counted_db", "t")
+        ms.add_partitions(table, [Partition(("3",), f"file://{root}/k=3")])
+    with counted() as after:
+        assert ids() == [10, 11, 20, 21, 30]
+    # The poll, whose ADD_PARTITION invalidates the table's entries; then the snapshot of the
+    # table (1), the table (1) and its partitions: their names and one batch (partitions,
+    # statistics) (3).
+    assert after["metastore_cache.events_applied"] >= 1, after.delta
+    assert after["metastore_cache.partition_misses"] == 1
+    assert after["metastore.round_trips"] == 1 + 1 + 1 + 3, after.delta
