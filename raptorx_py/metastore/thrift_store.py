@@ -37,6 +37,7 @@ import datetime
 import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -276,8 +277,7 @@ def _stats_to_thrift(name: str, hive_type: str, stats: ColumnStats) -> Any | Non
         def dec(v: Any) -> Any:
             if v is None:
                 return None
-            sign, digits, exp = Decimal(v).as_tuple()
-            scale = max(0, -int(exp))
+            scale = max(0, -int(Decimal(v).as_tuple().exponent))
             unscaled = int(Decimal(v).scaleb(scale))
             size = max(1, (unscaled.bit_length() + 8) // 8)
             return t.Decimal(unscaled=unscaled.to_bytes(size, "big", signed=True), scale=scale)
@@ -331,8 +331,6 @@ class ThriftMetastore:
         partition_batch_size: int = 100,
         sleep: Callable[[float], None] = time.sleep,
     ):
-        import threading
-
         self.backend = ThriftConnection(
             parse_thrift_uris(uri),
             timeout=timeout,
