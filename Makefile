@@ -11,7 +11,10 @@ BENCH_OUT ?= bench-out
 BENCH_ARGS ?=
 
 JAR     := native/target/raptorx-native.jar
-NATIVE_SRC := $(shell find native/src -type f)
+NATIVE_SRC := $(shell find native/src/main -type f)
+# TEST code: the notification-log listener of the tests' Hive Metastore (devservers/hive_metastore.py).
+HMS_LISTENER_JAR := native/target/hms-test-listener.jar
+HMS_LISTENER_SRC := $(shell find native/src/test -type f)
 
 .PHONY: test bench bench-affinity stress venv native postgres clean
 
@@ -30,6 +33,9 @@ $(JAR): $(NATIVE_SRC) native/build.sh $(STAMP)
 
 native: $(JAR)
 
+$(HMS_LISTENER_JAR): $(HMS_LISTENER_SRC) native/build-test-listener.sh $(STAMP)
+	native/build-test-listener.sh $(PY)
+
 # PostgreSQL server binaries for the metastore tests, which start their own throw-away server
 # (tests/postgres_fixtures.py). Does nothing when initdb is already installed. Debian's package
 # may start its own cluster on port 5432; the tests do not use it, so it is stopped.
@@ -43,7 +49,7 @@ postgres:
 	if command -v pg_lsclusters >/dev/null && pg_lsclusters -h | grep -q online; then \
 	  $(SUDO) service postgresql stop; fi
 
-test: $(STAMP) $(JAR) postgres
+test: $(STAMP) $(JAR) $(HMS_LISTENER_JAR) postgres
 	$(PY) -m pytest tests
 
 stress: $(STAMP) $(JAR)

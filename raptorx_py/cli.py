@@ -54,11 +54,11 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_table_register(args) -> int:
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
     from raptorx_py.tables.table_registration import register_external_table
 
     settings = settings_from_args(args)
-    with open_metastore(settings, create=True) as ms:
+    with open_catalog(settings, create=True) as ms:
         table = register_external_table(
             ms,
             settings,
@@ -91,11 +91,11 @@ def _partition_types(specs) -> dict[str, str]:
 
 
 def cmd_table_list(args) -> int:
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
 
     settings = settings_from_args(args)
     found = 0
-    with open_metastore(settings) as ms:
+    with open_catalog(settings) as ms:
         databases = [args.database] if args.database else ms.list_databases()
         for db in databases:
             for t in ms.list_tables(db):
@@ -103,8 +103,15 @@ def cmd_table_list(args) -> int:
                 found += 1
     if not found:
         where = f"database {args.database} of " if args.database else ""
-        print(f"(no tables in {where}the metastore {masked_url(settings.metastore_url)})")
+        print(f"(no tables in {where}the metastore {metastore_named(settings)})")
     return 0
+
+
+def metastore_named(settings) -> str:
+    """The configured metastore: the Hive Metastore URI, or the database URL (masked)."""
+    if settings.metastore_uri:
+        return f"{settings.metastore_uri} (hive.metastore.uri)"
+    return masked_url(settings.metastore_url)
 
 
 def masked_url(url: str) -> str:
@@ -115,11 +122,11 @@ def masked_url(url: str) -> str:
 
 
 def cmd_table_show(args) -> int:
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
     from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM
     from raptorx_py.names import parse_table_name
 
-    with open_metastore(settings_from_args(args)) as ms:
+    with open_catalog(settings_from_args(args)) as ms:
         table = ms.get_table(*parse_table_name(args.table))
         parts = ms.list_partitions(table) if table.is_partitioned else []
     print(f"{table.qualified_name} ({table.table_type}) at {table.location}")
@@ -178,7 +185,7 @@ def cmd_config_show(args) -> int:
     if args.property:
         overridden = ", ".join(k.split("=", 1)[0] for k in args.property)
         print(f"overridden on the command line: {overridden}")
-    print(f"metastore: {masked_url(settings.metastore_url)}")
+    print(f"metastore: {metastore_named(settings)}")
     if args.sources:
         return 0
     print()
@@ -216,12 +223,12 @@ def cmd_partition_seal(args) -> int:
     listings of sealed partitions, and either change gives the partition a new version.
     Sealing verifies the partition's statistics against its files and recomputes them when
     they describe other files."""
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
     from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import seal_partition, unseal_partition
 
     settings = settings_from_args(args)
-    with open_metastore(settings) as ms:
+    with open_catalog(settings) as ms:
         table = ms.get_table(*parse_table_name(args.table))
         values = parse_partition_spec(table, args.partition)
         if args.partition_command == "seal":
@@ -240,12 +247,12 @@ def cmd_partition_seal(args) -> int:
 
 def cmd_partition_add(args) -> int:
     """Hive's ALTER TABLE ... ADD PARTITION for an external table, with statistics."""
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
     from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import add_partition
 
     settings = settings_from_args(args)
-    with open_metastore(settings) as ms:
+    with open_catalog(settings) as ms:
         table = ms.get_table(*parse_table_name(args.table))
         values = parse_partition_spec(table, args.partition)
         added = add_partition(
@@ -298,12 +305,12 @@ def add_partition_cli(sub) -> None:
 
 def cmd_table_analyze(args) -> int:
     """Hive's ANALYZE TABLE ... [PARTITION (...)] COMPUTE STATISTICS."""
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
     from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import analyze_partition, analyze_table
 
     settings = settings_from_args(args)
-    with open_metastore(settings) as ms:
+    with open_catalog(settings) as ms:
         table = ms.get_table(*parse_table_name(args.table))
         if args.partition:
             values = parse_partition_spec(table, args.partition)
@@ -318,12 +325,12 @@ def cmd_table_analyze(args) -> int:
 
 def cmd_table_repair(args) -> int:
     """Hive's MSCK REPAIR TABLE: register the partition directories the metastore lacks."""
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
     from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import repair_table
 
     settings = settings_from_args(args)
-    with open_metastore(settings) as ms:
+    with open_catalog(settings) as ms:
         table = ms.get_table(*parse_table_name(args.table))
         report = repair_table(ms, settings, table.qualified_name, seal=args.seal)
     for name in report.added:

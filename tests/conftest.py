@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.tpch_fixtures",
     "tests.metastore_fixtures",
     "tests.postgres_fixtures",
+    "tests.hms_fixtures",
 ]
 
 _names = itertools.count(1)

@@ -20,3 +20,32 @@ def metastore_url(request, tmp_path) -> str:
         # Requested lazily: SQLite-only runs (-k sqlite) never start the server.
         return request.getfixturevalue("postgres_database_url")
     raise AssertionError(f"unknown metastore backend {request.param}")
+
+
+#: The catalogue backends: the two databases, and a Hive Metastore over Thrift (a real HMS
+#: 2.3.10, one per test session: tests/hms_fixtures.py).
+CATALOG_BACKENDS = (*BACKENDS, "thrift")
+
+
+@pytest.fixture(params=CATALOG_BACKENDS)
+def catalog_settings(request, tmp_path):
+    """Settings whose metastore is one backend of ``CATALOG_BACKENDS``, empty (for the Hive
+    Metastore: every database but ``default`` dropped first), for the tests whose subject
+    every backend has (tables, partitions, statistics, external tables in the cache)."""
+    from raptorx_py.config import build_settings
+
+    if request.param == "thrift":
+        from raptorx_py.metastore.thrift_store import ThriftMetastore
+
+        uri = request.getfixturevalue("hms_uri")
+        with ThriftMetastore(uri, timeout=120) as hms:
+            for db in hms.list_databases():
+                if db != "default":
+                    hms.drop_database(db, cascade=True)
+        props = {"hive.metastore.uri": uri, "hive.metastore-timeout": "120s"}
+    elif request.param == "sqlite":
+        props = {"hive.metastore.url": f"sqlite:///{tmp_path}/metastore.db"}
+    else:
+        props = {"hive.metastore.url": request.getfixturevalue("postgres_database_url")}
+    props["hive.metastore-cache-ttl"] = "1h"
+    return build_settings({k: (v, "test", None) for k, v in props.items()})

@@ -114,11 +114,7 @@ def _value_string(name: str, value: Any, source: str, line: int | None) -> str:
 
 #: Presto/Hive property names that a copied catalog file may hold but that raptorx_py
 #: does not read, with what to use instead.
-FOREIGN_PROPERTIES = {
-    "hive.metastore.uri": "a Thrift metastore (thrift://host:9083) is not read by raptorx_py, "
-    "which reads the metastore database itself: set hive.metastore.url to "
-    "it instead (sqlite:///<path> or postgresql://user:password@host/db)",
-}
+FOREIGN_PROPERTIES: dict[str, str] = {}
 
 
 def unknown_property_error(name: str, source: str, line: int | None) -> ConfigError:

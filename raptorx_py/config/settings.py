@@ -87,6 +87,61 @@ PROPERTIES: tuple[Property, ...] = (
         "Metastore database: sqlite:///<path> (embedded default, created on first use).",
     ),
     Property(
+        "hive.metastore.uri",
+        "metastore_uri",
+        "",
+        "str",
+        "hive",
+        "A Hive Metastore over Thrift: thrift://host:9083, or a comma-separated list tried in "
+        "order. Set, it is the metastore (hive.metastore.url is then not read); empty: the "
+        "metastore database of hive.metastore.url.",
+    ),
+    Property(
+        "hive.metastore-timeout",
+        "metastore_timeout",
+        "10s",
+        "duration",
+        "hive",
+        "Thrift metastore: how long one call (and one connection attempt) may take.",
+        minimum="1ms",
+    ),
+    Property(
+        "hive.metastore.thrift.client.max-retries",
+        "metastore_max_retries",
+        "3",
+        "int",
+        "hive",
+        "Thrift metastore: how many times a call that failed on the connection (not one the "
+        "server refused) is retried, on the next URI of hive.metastore.uri, before the query "
+        "fails.",
+    ),
+    Property(
+        "hive.metastore.thrift.client.min-backoff-delay",
+        "metastore_min_backoff",
+        "1s",
+        "duration",
+        "hive",
+        "Thrift metastore: the wait before the first retry; it doubles for each further one.",
+    ),
+    Property(
+        "hive.metastore.thrift.client.max-backoff-delay",
+        "metastore_max_backoff",
+        "1s",
+        "duration",
+        "hive",
+        "Thrift metastore: the longest wait between two retries.",
+    ),
+    Property(
+        "hive.metastore.partition-batch-size.max",
+        "metastore_partition_batch_size",
+        "100",
+        "int",
+        "hive",
+        "Thrift metastore: partitions fetched per get_partitions_by_names call when a table's "
+        "partitions are read (one call per this many partitions, never one per partition).",
+        minimum="1",
+    ),
+    Property(
         "hive.metastore.warehouse.dir",
         "warehouse_dir",
         "~/.raptorx/warehouse",
@@ -493,6 +548,12 @@ class Settings:
 
     connector_name: str
     metastore_url: str
+    metastore_uri: str
+    metastore_timeout: float  # seconds
+    metastore_max_retries: int
+    metastore_min_backoff: float  # seconds
+    metastore_max_backoff: float  # seconds
+    metastore_partition_batch_size: int
     warehouse_dir: str
     metastore_cache_ttl: float  # seconds
     metastore_refresh_interval: float  # seconds

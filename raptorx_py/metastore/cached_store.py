@@ -60,8 +60,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from raptorx_py.errors import MetastoreError
@@ -74,25 +73,22 @@ from raptorx_py.metastore.cache_events import (
     apply_to_table,
     mark_committed,
 )
-from raptorx_py.metastore.model import Partition, Table
-from raptorx_py.metastore.notifications import (
-    NotificationEvent,
-    current_notification_id,
-    get_notifications,
-)
+from raptorx_py.metastore.model import EXTERNAL_TABLE, Partition, Table
+from raptorx_py.metastore.notifications import NotificationEvent
 from raptorx_py.metastore.sql_session import counting_as
 from raptorx_py.metastore.store import (
     Metastore,
     backend_for_url,
     check_snapshot_table,
-    open_metastore,
+    open_catalog,
 )
-from raptorx_py.metastore.transactions import TableSnapshot, get_table_snapshots
+from raptorx_py.metastore.transactions import QuerySnapshot, TableSnapshot
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
+    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 log = logging.getLogger(__name__)
 
@@ -115,41 +111,11 @@ REFRESH_ROUND_TRIPS = "metastore.refresh_round_trips"
 PREWARM_SNAPSHOT_BATCH = 500
 
 
-@dataclass(frozen=True)
-class QuerySnapshot(Mapping):
-    """The snapshot one query reads under: ``{"db.table": TableSnapshot}``. Plain values, so it
-    can be pickled along with a reader. ``txn_id``: the transaction it was taken for (its own
-    writes count as committed), ``None`` for a reader."""
-
-    tables: Mapping[str, TableSnapshot]
-    txn_id: int | None = None
-
-    def __getitem__(self, name: str) -> TableSnapshot:
-        return self.tables[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.tables)
-
-    def __len__(self) -> int:
-        return len(self.tables)
-
-    def table(self, name: str) -> TableSnapshot:
-        """The snapshot of ``name``; a ``MetastoreError`` naming the covered tables if the
-        query did not take one for it."""
-        try:
-            return self.tables[name]
-        except KeyError:
-            raise MetastoreError(
-                f"the query's snapshot does not cover {name} (it covers "
-                f"{', '.join(sorted(self.tables)) or 'no table'}): take the snapshot of every "
-                f"table the query reads"
-            ) from None
-
-
 class CachedMetastore:
     """The versioned cache in front of one ``Metastore`` (see the module docstring).
 
-    ``metastore``: a ``Metastore`` (used as is; closed by ``close`` only with
+    ``metastore``: a backend (``catalog.MetastoreCatalog``: a ``Metastore``, or a
+    ``ThriftMetastore`` over a Hive Metastore; used as is; closed by ``close`` only with
     ``owns_metastore=True``) or a metastore URL (opened here and closed by ``close``).
     ``clock`` (seconds, monotonic) decides TTLs; tests inject a fake one. Thread-safe: reads,
     ``refresh`` and the background refresher may run
@@ -158,7 +124,7 @@ class CachedMetastore:
 
     def __init__(
         self,
-        metastore: Metastore | str,
+        metastore: MetastoreCatalog | str,
         settings: Settings,
         *,
         clock: Callable[[], float] = time.monotonic,
@@ -167,7 +133,7 @@ class CachedMetastore:
         self._owns_metastore = (
             isinstance(metastore, str) if owns_metastore is None else owns_metastore
         )
-        self.metastore = (
+        self.metastore: MetastoreCatalog = (
             Metastore(backend_for_url(metastore), txn_timeout=settings.txn_timeout)
             if isinstance(metastore, str)
             else metastore
@@ -191,12 +157,55 @@ class CachedMetastore:
         self.refreshed = threading.Condition()
         # Everything after this event is applied by refresh(); anything before it is already
         # in whatever a read loads from now on.
-        self.last_event_id = current_notification_id(self.metastore) if self.enabled else 0
+        self.last_event_id = self.metastore.current_notification_id() if self.enabled else 0
+        #: False once the notification log is known to stay empty (a Hive Metastore without
+        #: a notification listener): entries are then served for their TTL only.
+        self.log_filled = True
+        if self.enabled and self.metastore.snapshots_from_log and self.last_event_id == 0:
+            self._check_log_filled()
 
     # -- the query's snapshot ---------------------------------------------------------------
     def snapshot(self, names: Iterable[str], txn_id: int | None = None) -> QuerySnapshot:
-        """Id, type and ValidWriteIdList of each ``db.table``: one round trip, never cached."""
-        return QuerySnapshot(dict(get_table_snapshots(self.metastore, names, txn_id)), txn_id)
+        """Id, type and ValidWriteIdList of each ``db.table``: one round trip, never cached.
+
+        Over a Hive Metastore (no write ids: ``snapshots_from_log``), the round trip is the
+        notification-log poll (``refresh``): a table whose entry survived it (and is within
+        its TTL) is answered from the cache, the others are asked for."""
+        if not (self.metastore.snapshots_from_log and self.enabled and txn_id is None):
+            return QuerySnapshot(dict(self.metastore.table_snapshots(names, txn_id)), txn_id)
+        self.refresh()
+        tables: dict[str, TableSnapshot] = {}
+        missing = []
+        for name in dict.fromkeys(names):
+            hit = self._lookup_by_age(self._tables, name) or self._lookup_by_age(
+                self._partitions, name
+            )
+            if hit is None:
+                missing.append(name)
+            else:
+                tables[name] = TableSnapshot(name, hit.table_id, EXTERNAL_TABLE, None)
+        if missing:
+            tables.update(self.metastore.table_snapshots(missing))
+        return QuerySnapshot(tables, txn_id)
+
+    def _check_log_filled(self) -> None:
+        """An empty notification log on a metastore that holds tables: no listener fills it
+        (said once, in the log); the cache then falls back to ``hive.metastore-cache-ttl``."""
+        ms = self.metastore
+        for db in ms.list_databases():
+            if ms.list_tables(db):
+                self.log_filled = False
+                log.warning(
+                    "the notification log of the metastore %s is empty though it holds "
+                    "tables (database %s): no notification listener (DbNotificationListener) "
+                    "is configured on it, so this cache sees other writers' changes only "
+                    "when an entry's hive.metastore-cache-ttl (%gs) runs out",
+                    ms.describe(),
+                    db,
+                    self.ttl,
+                )
+                counters.add("metastore_cache.empty_notification_log")
+                return
 
     # -- reads ------------------------------------------------------------------------------
     def get_table(self, database: str, name: str, snapshot: QuerySnapshot | None = None) -> Table:
@@ -295,7 +304,7 @@ class CachedMetastore:
         if not self.enabled:
             return 0
         with self._refresh_lock:
-            events = get_notifications(self.metastore, self.last_event_id)
+            events = self.metastore.notifications_after(self.last_event_id)
             applied = self.apply_events(events)
         with self.refreshed:
             self.refreshes += 1
@@ -429,8 +438,8 @@ class CachedMetastore:
             since = self._tables.generation(), self._partitions.generation()
         snaps: dict[str, TableSnapshot] = {}
         for i in range(0, len(names), PREWARM_SNAPSHOT_BATCH):
-            snaps.update(get_table_snapshots(ms, names[i : i + PREWARM_SNAPSHOT_BATCH]))
-        sizes = partition_counts(ms)
+            snaps.update(ms.table_snapshots(names[i : i + PREWARM_SNAPSHOT_BATCH]))
+        sizes = ms.partition_counts()
         budget = self._partitions.max_weight
         loaded = 0
         for name in names:
@@ -475,7 +484,7 @@ class CachedMetastore:
         self._thread = threading.Thread(
             target=self._refresh_loop,
             daemon=True,
-            name=f"metastore-cache-refresh {self.metastore.backend.describe()}",
+            name=f"metastore-cache-refresh {self.metastore.describe()}",
         )
         self._thread.start()
 
@@ -519,10 +528,9 @@ class CachedMetastore:
             }
 
 
-def partition_counts(ms: Metastore) -> dict[int, int]:
-    """``{table id: number of partitions}`` in one round trip."""
-    with ms.sql.lock:
-        return dict(ms.sql.execute("SELECT TBL_ID, COUNT(*) FROM PARTITIONS GROUP BY TBL_ID"))
+def partition_counts(ms: MetastoreCatalog) -> dict[int, int]:
+    """``{table id: number of partitions}`` (one round trip on a database)."""
+    return ms.partition_counts()
 
 
 # -- one cache per process per metastore --------------------------------------------------------
@@ -543,7 +551,7 @@ def cached_metastore_for(settings: Settings, *, start: bool = True) -> CachedMet
     the cache outlives a query. A forked child builds its own."""
     global _registry_pid
     key = (
-        settings.metastore_url,
+        settings.metastore_uri or settings.metastore_url,
         settings.metastore_cache_ttl,
         settings.metastore_cache_scope,
         settings.metastore_cache_maximum_size,
@@ -558,7 +566,7 @@ def cached_metastore_for(settings: Settings, *, start: bool = True) -> CachedMet
             _registry_pid = os.getpid()
         cache = _registry.get(key)
         if cache is None:
-            cache = CachedMetastore(open_metastore(settings), settings, owns_metastore=True)
+            cache = CachedMetastore(open_catalog(settings), settings, owns_metastore=True)
             if settings.metastore_cache_prewarm:
                 try:
                     cache.prewarm()
@@ -598,6 +606,12 @@ def _connection_failed(e: MetastoreError) -> bool:
 
         types.append(psycopg.OperationalError)
     except ImportError:  # PostgreSQL support not installed
+        pass
+    try:
+        from thrift.transport.TTransport import TTransportException
+
+        types.append(TTransportException)
+    except ImportError:  # the Thrift client is not installed
         pass
     return isinstance(e.__cause__, tuple(types))
 

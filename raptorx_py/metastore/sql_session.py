@@ -48,6 +48,12 @@ def counting_as(name: str) -> Iterator[None]:
             _counting.name = previous
 
 
+def count_round_trip() -> None:
+    """Count one round trip to the metastore (one statement, one Thrift call) as
+    ``metastore.round_trips``, or as the name of this thread's ``counting_as``."""
+    counters.add(getattr(_counting, "name", ROUND_TRIPS))
+
+
 class Cursor(Protocol):
     """What a statement returns (``sqlite3.Cursor``, ``psycopg.Cursor``)."""
 
@@ -100,14 +106,14 @@ class SqlSession:
             self._conn.close()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        counters.add(getattr(_counting, "name", ROUND_TRIPS))
+        count_round_trip()
         try:
             return self._conn.execute(sql, tuple(params))
         except self.backend.error_types as e:
             raise MetastoreError(f"metastore query failed on {self.backend.describe()}: {e}") from e
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Cursor:
-        counters.add(getattr(_counting, "name", ROUND_TRIPS))
+        count_round_trip()
         try:
             return self._conn.executemany(sql, rows)
         except self.backend.error_types as e:

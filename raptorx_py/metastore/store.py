@@ -53,8 +53,11 @@ from raptorx_py.metastore.model import (
     Table,
 )
 from raptorx_py.metastore.notifications import (
+    NotificationEvent,
     append_event,
     append_partition_event,
+    current_notification_id,
+    get_notifications,
     partition_message,
     table_message,
 )
@@ -73,13 +76,14 @@ from raptorx_py.sqlite_wal import connect_wal
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.cached_store import QuerySnapshot
+    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 __all__ = [
     "Metastore",
     "SqliteBackend",
     "backend_for_url",
     "check_snapshot_table",
+    "open_catalog",
     "open_metastore",
 ]
 
@@ -160,7 +164,7 @@ def backend_for_url(url: str, *, create: bool = True) -> Backend:
 
 
 def check_snapshot_table(
-    table: Table, snapshot: QuerySnapshot | None, key: str | None = None
+    table: Table, snapshot: transactions.QuerySnapshot | None, key: str | None = None
 ) -> Table:
     """``table``, if it is the table ``snapshot`` (a ``QuerySnapshot``, or None: no check) was
     taken of under ``key`` (default: its qualified name); a table dropped and recreated since
@@ -303,6 +307,32 @@ class Metastore:
             name: snap.write_ids
             for name, snap in transactions.get_table_snapshots(self, names, txn_id).items()
         }
+
+    # -- what the versioned cache reads (the same methods on ThriftMetastore) ---------------
+    #: A query's snapshot is one statement here (write ids included), so the cache asks.
+    snapshots_from_log = False
+
+    def table_snapshots(
+        self, names: Iterable[str], txn_id: int | None = None
+    ) -> dict[str, transactions.TableSnapshot]:
+        """Id, type and ValidWriteIdList of each ``db.table`` (one round trip)."""
+        return transactions.get_table_snapshots(self, names, txn_id)
+
+    def current_notification_id(self) -> int:
+        return current_notification_id(self)
+
+    def notifications_after(
+        self, after_event_id: int = 0, limit: int | None = None
+    ) -> list[NotificationEvent]:
+        return get_notifications(self, after_event_id, limit)
+
+    def partition_counts(self) -> dict[int, int]:
+        """``{table id: number of partitions}`` in one round trip."""
+        with self.sql.lock:
+            return dict(self.sql.execute("SELECT TBL_ID, COUNT(*) FROM PARTITIONS GROUP BY TBL_ID"))
+
+    def describe(self) -> str:
+        return self.backend.describe()
 
     # -- databases --------------------------------------------------------------------
     def create_database(
@@ -656,7 +686,7 @@ class Metastore:
         return added
 
     def list_partitions(
-        self, table: Table, snapshot: QuerySnapshot | None = None
+        self, table: Table, snapshot: transactions.QuerySnapshot | None = None
     ) -> list[Partition]:
         """Every partition of ``table`` with parameters and statistics (four queries).
 
@@ -744,8 +774,35 @@ class Metastore:
 
 
 def open_metastore(settings: Settings, *, create: bool = False, **kwargs: Any) -> Metastore:
-    """The metastore named by ``hive.metastore.url`` (transactions it opens expire after
-    ``hive.txn.timeout``); ``create``: a missing SQLite file may be created (only callers
-    that create tables pass it); ``kwargs`` go to ``Metastore`` (e.g. ``clock``)."""
+    """The metastore database named by ``hive.metastore.url`` (transactions it opens expire
+    after ``hive.txn.timeout``); ``create``: a missing SQLite file may be created (only callers
+    that create tables pass it); ``kwargs`` go to ``Metastore`` (e.g. ``clock``). Callers
+    that also serve a Thrift metastore use ``open_catalog``; with ``hive.metastore.uri`` set,
+    what needs the database (transactions, locks, managed writes) is refused here, naming
+    why, rather than run against the ``hive.metastore.url`` the user did not mean."""
+    if settings.metastore_uri:
+        raise MetastoreError(
+            f"hive.metastore.uri={settings.metastore_uri} makes a Hive Metastore over Thrift "
+            f"the metastore, and this operation needs transactions, write ids or locks, which "
+            f"its API (Hive 2.3) does not have: managed (insert-only ACID) writes, table "
+            f"cleaning and lock listings are not available through it; nothing was written"
+        )
     kwargs.setdefault("txn_timeout", settings.txn_timeout)
     return Metastore(backend_for_url(settings.metastore_url, create=create), **kwargs)
+
+
+def open_catalog(settings: Settings, *, create: bool = False, **kwargs: Any) -> MetastoreCatalog:
+    """The configured metastore: the Hive Metastore of ``hive.metastore.uri`` when it is set
+    (Thrift; its timeout, retry and batch properties), else ``open_metastore``."""
+    if settings.metastore_uri:
+        from raptorx_py.metastore.thrift_store import ThriftMetastore
+
+        return ThriftMetastore(
+            settings.metastore_uri,
+            timeout=settings.metastore_timeout,
+            max_retries=settings.metastore_max_retries,
+            min_backoff=settings.metastore_min_backoff,
+            max_backoff=settings.metastore_max_backoff,
+            partition_batch_size=settings.metastore_partition_batch_size,
+        )
+    return open_metastore(settings, create=create, **kwargs)

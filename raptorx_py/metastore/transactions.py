@@ -41,7 +41,7 @@ import json
 import os
 import socket
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -91,6 +91,37 @@ class TableSnapshot:
     table_id: int
     table_type: str
     write_ids: ValidWriteIdList | None
+
+
+@dataclass(frozen=True)
+class QuerySnapshot(Mapping):
+    """The snapshot one query reads under: ``{"db.table": TableSnapshot}``. Plain values, so it
+    can be pickled along with a reader. ``txn_id``: the transaction it was taken for (its own
+    writes count as committed), ``None`` for a reader."""
+
+    tables: Mapping[str, TableSnapshot]
+    txn_id: int | None = None
+
+    def __getitem__(self, name: str) -> TableSnapshot:
+        return self.tables[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tables)
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    def table(self, name: str) -> TableSnapshot:
+        """The snapshot of ``name``; a ``MetastoreError`` naming the covered tables if the
+        query did not take one for it."""
+        try:
+            return self.tables[name]
+        except KeyError:
+            raise MetastoreError(
+                f"the query's snapshot does not cover {name} (it covers "
+                f"{', '.join(sorted(self.tables)) or 'no table'}): take the snapshot of every "
+                f"table the query reads"
+            ) from None
 
 
 def default_user() -> str | None:

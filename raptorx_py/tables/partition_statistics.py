@@ -47,7 +47,7 @@ from raptorx_py.tables.table_registration import FOOTER_READ_THREADS, read_file_
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
+    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class DirectoryStatistics:
         return self.parameters[STATS_FILES_PARAM]
 
 
-def external_table(metastore: Metastore, qualified_name: str) -> Table:
+def external_table(metastore: MetastoreCatalog, qualified_name: str) -> Table:
     """The table ``qualified_name``; a ``SchemaError`` unless it is EXTERNAL."""
     table = metastore.get_table(*parse_table_name(qualified_name))
     if table.table_type != EXTERNAL_TABLE:
@@ -108,13 +108,13 @@ def _describe(columns) -> str:
     return ", ".join(f"{c.name} {c.type}" for c in columns)
 
 
-def _partition(metastore: Metastore, table: Table, values: tuple) -> Partition:
+def _partition(metastore: MetastoreCatalog, table: Table, values: tuple) -> Partition:
     name = partition_name(table.partition_keys, values)
     partitions = metastore.list_partitions(table)
     for p in partitions:
         if p.values == tuple(values):
             return p
-    # As the metastore's own error (``Metastore._no_such_partition``): bare names, bounded.
+    # As the metastore's own error (``store.Metastore._no_such_partition``): bare names, bounded.
     raise NoSuchObjectError(
         "partition",
         f"{table.qualified_name}/{name}",
@@ -124,7 +124,7 @@ def _partition(metastore: Metastore, table: Table, values: tuple) -> Partition:
 
 
 def analyze_partition(
-    metastore: Metastore,
+    metastore: MetastoreCatalog,
     settings: Settings,
     qualified_name: str,
     values: tuple,
@@ -138,7 +138,7 @@ def analyze_partition(
 
 
 def _analyzed(
-    metastore: Metastore, settings: Settings, table: Table, old: Partition, seal: bool | None
+    metastore: MetastoreCatalog, settings: Settings, table: Table, old: Partition, seal: bool | None
 ) -> Partition:
     """``old`` with the statistics of its files now (``analyze_partition``)."""
     found = directory_statistics(settings, table, old.location)
@@ -159,7 +159,7 @@ class SealOutcome:
 
 
 def seal_partition(
-    metastore: Metastore, settings: Settings, qualified_name: str, values: tuple
+    metastore: MetastoreCatalog, settings: Settings, qualified_name: str, values: tuple
 ) -> SealOutcome:
     """Seal partition ``values``: its listing may be cached from now on. Its statistics are
     first checked against its current listing (one listing) and, when they describe other
@@ -174,13 +174,15 @@ def seal_partition(
     return SealOutcome(old.values, True)
 
 
-def unseal_partition(metastore: Metastore, qualified_name: str, values: tuple) -> None:
+def unseal_partition(metastore: MetastoreCatalog, qualified_name: str, values: tuple) -> None:
     """Mark partition ``values`` open: its listing is never cached, so files may change."""
     table = metastore.get_table(*parse_table_name(qualified_name))
     metastore.set_partition_parameters(table, tuple(values), {SEALED_PARAM: None})
 
 
-def analyze_table(metastore: Metastore, settings: Settings, qualified_name: str) -> list[tuple]:
+def analyze_table(
+    metastore: MetastoreCatalog, settings: Settings, qualified_name: str
+) -> list[tuple]:
     """Recompute every partition's statistics (an unpartitioned table: the table's, by
     registering it again in place, see the module's limits). Returns the partitions'
     values (``[()]`` for an unpartitioned table)."""
@@ -202,7 +204,7 @@ def analyze_table(metastore: Metastore, settings: Settings, qualified_name: str)
 
 
 def add_partition(
-    metastore: Metastore,
+    metastore: MetastoreCatalog,
     settings: Settings,
     qualified_name: str,
     values: tuple,
@@ -238,7 +240,7 @@ class RepairReport:
 
 
 def repair_table(
-    metastore: Metastore, settings: Settings, qualified_name: str, *, seal: bool = False
+    metastore: MetastoreCatalog, settings: Settings, qualified_name: str, *, seal: bool = False
 ) -> RepairReport:
     """Hive's ``MSCK REPAIR TABLE``: one recursive listing of the table's location; every
     partition directory the metastore does not have is registered (one ADD_PARTITION for

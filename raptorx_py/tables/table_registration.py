@@ -40,7 +40,7 @@ from raptorx_py.tables.file_statistics import summarize
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
+    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 FOOTER_READ_THREADS = 16
 
@@ -187,7 +187,7 @@ def _describe(columns) -> str:
 
 
 def register_external_table(
-    metastore: Metastore,
+    metastore: MetastoreCatalog,
     settings: Settings,
     qualified_name: str,
     url: str,
@@ -225,7 +225,7 @@ def register_external_table(
     return metastore.create_table(table, partitions, replace=replace)
 
 
-def _sealed_before(metastore: Metastore, table: Table) -> set[tuple]:
+def _sealed_before(metastore: MetastoreCatalog, table: Table) -> set[tuple]:
     """The values of the partitions sealed in the stored table ``table`` replaces (``()``:
     an unpartitioned table that was sealed); none when there is no such table."""
     try:

@@ -75,7 +75,7 @@ def load_tpch(
     Storage failures raise ``raptorx_py.errors.StorageError`` naming the URL; generation
     failures ``generate.TpchGenerationError``.
     """
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
     from raptorx_py.storage.fs import filesystem_for
     from raptorx_py.tables.table_registration import register_external_table
 
@@ -104,7 +104,7 @@ def load_tpch(
         _write_json(fs, f"{db_path}/{LOAD_MARKER}", db_url, wanted)
 
     urls = {t: f"{db_url}/{t}" for t in TABLES}
-    with open_metastore(settings, create=True) as metastore:
+    with open_catalog(settings, create=True) as metastore:
         metastore.create_database(database, location=db_url)
         for table in TABLES:
             say(f"registering {database}.{table} at {urls[table]}")
@@ -119,10 +119,10 @@ def check_own_tables(settings: Settings, database: str, db_url: str) -> None:
     load into ``db_url`` did not register: its location is elsewhere, so it is someone
     else's table and a load must not replace it."""
     from raptorx_py.errors import AlreadyExistsError, MetastoreNotFoundError
-    from raptorx_py.metastore import open_metastore
+    from raptorx_py.metastore.store import open_catalog
 
     try:
-        metastore = open_metastore(settings)
+        metastore = open_catalog(settings)
     except MetastoreNotFoundError:
         return  # no metastore yet, so no one's table to replace; the load creates it
     with metastore:

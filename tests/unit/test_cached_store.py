@@ -23,7 +23,7 @@ from raptorx_py.metastore.cached_store import (
     close_cached_metastores,
 )
 from raptorx_py.metastore.notifications import NotificationEvent, get_notifications
-from raptorx_py.metastore.store import Metastore, SqliteBackend
+from raptorx_py.metastore.store import Metastore, SqliteBackend, open_catalog
 from raptorx_py.metastore.transactions import TableSnapshot
 from tests.counter_deltas import CounterDeltas
 from tests.fake_clock import FakeClock
@@ -731,3 +731,63 @@ def run(rng, writer, cache, table, names):
             step,
             op,
         )
+
+
+# -- every catalogue backend, the Hive Metastore over Thrift included ----------------------------
+@pytest.fixture
+def catalog_writer(catalog_settings):
+    """The other application, on ``catalog_settings``' backend, with an empty ``db``."""
+    with open_catalog(catalog_settings, create=True) as ms:
+        ms.create_database("db")
+        yield ms
+
+
+@pytest.fixture
+def catalog_cache(catalog_settings, catalog_writer, clock):
+    with CachedMetastore(
+        open_catalog(catalog_settings), catalog_settings, clock=clock, owns_metastore=True
+    ) as cache:
+        yield cache
+
+
+def test_on_every_backend_an_external_change_arrives_by_its_event_once(
+    catalog_writer, catalog_cache
+):
+    """Warm: one round trip (the snapshot; over Thrift, the notification poll that is the
+    snapshot). A new partition is seen after its event is applied; the same event again is
+    a duplicate and changes nothing."""
+    ext = new_external_table(catalog_writer, "a")
+    query(catalog_cache, "db.ext")
+    with Trips() as t:
+        _, parts = query(catalog_cache, "db.ext")
+    assert values_of(parts) == ["a"] and t.n == 1 and t["partition_hits"] == 1
+    catalog_cache.refresh()  # the table's creation, applied (a no-op over Thrift: done)
+    before = catalog_cache.last_event_id
+    catalog_writer.add_partitions(ext, [partition("b")])
+    catalog_cache.refresh()
+    _, parts = query(catalog_cache, "db.ext")
+    assert values_of(parts) == ["a", "b"]
+    events = catalog_writer.notifications_after(before)
+    assert [e.event_type for e in events] == ["ADD_PARTITION"]
+    with Trips() as t:
+        assert catalog_cache.apply_events(events) == 0
+    assert t["duplicate_events"] == 1 and t["invalidations"] == 0
+
+
+def test_on_every_backend_a_gap_reloads_everything_and_the_ttl_bounds_an_entry(
+    catalog_writer, catalog_cache, clock
+):
+    new_external_table(catalog_writer, "a")
+    query(catalog_cache, "db.ext")
+    assert catalog_cache.stats()["partition_lists"] == 1
+    gap = catalog_cache.last_event_id + 2
+    catalog_cache.apply_events(
+        [NotificationEvent(gap, 0, "ALTER_DATABASE", "db", None, None, None, {})]
+    )
+    assert catalog_cache.stats()["partition_lists"] == catalog_cache.stats()["tables"] == 0
+    assert catalog_cache.last_event_id == gap
+    query(catalog_cache, "db.ext")  # reloaded
+    clock.advance(3600)  # hive.metastore-cache-ttl=1h: every entry is now too old
+    with Trips() as t:
+        query(catalog_cache, "db.ext")
+    assert t["partition_misses"] == 1 and t["partition_hits"] == 0

@@ -28,6 +28,12 @@ REPO = Path(__file__).resolve().parents[2]
 EXPECTED_DEFAULTS = {
     "connector_name": "hive-hadoop2",
     "metastore_url": "sqlite:///~/.raptorx/metastore.db",
+    "metastore_uri": "",
+    "metastore_timeout": 10.0,
+    "metastore_max_retries": 3,
+    "metastore_min_backoff": 1.0,
+    "metastore_max_backoff": 1.0,
+    "metastore_partition_batch_size": 100,
     "warehouse_dir": "~/.raptorx/warehouse",
     "metastore_cache_ttl": 0.0,
     "metastore_refresh_interval": 1.0,
@@ -82,6 +88,32 @@ NON_DEFAULTS = {
         "sqlite:////srv/meta.db",
         "metastore_url",
         "sqlite:////srv/meta.db",
+    ),
+    "hive.metastore.uri": (
+        "hive",
+        "thrift://hms1:9083,thrift://hms2:9083",
+        "metastore_uri",
+        "thrift://hms1:9083,thrift://hms2:9083",
+    ),
+    "hive.metastore-timeout": ("hive", "30s", "metastore_timeout", 30.0),
+    "hive.metastore.thrift.client.max-retries": ("hive", "9", "metastore_max_retries", 9),
+    "hive.metastore.thrift.client.min-backoff-delay": (
+        "hive",
+        "200ms",
+        "metastore_min_backoff",
+        0.2,
+    ),
+    "hive.metastore.thrift.client.max-backoff-delay": (
+        "hive",
+        "5s",
+        "metastore_max_backoff",
+        5.0,
+    ),
+    "hive.metastore.partition-batch-size.max": (
+        "hive",
+        "500",
+        "metastore_partition_batch_size",
+        500,
     ),
     "hive.metastore.warehouse.dir": (
         "hive",
@@ -191,6 +223,12 @@ EXPECTED_NAMES = {
     "fragment-result-cache.max-single-cached-entry-size",
     "cache.group-shared",
     "hive.metastore.url",
+    "hive.metastore.uri",
+    "hive.metastore-timeout",
+    "hive.metastore.thrift.client.max-retries",
+    "hive.metastore.thrift.client.min-backoff-delay",
+    "hive.metastore.thrift.client.max-backoff-delay",
+    "hive.metastore.partition-batch-size.max",
     "hive.metastore.warehouse.dir",
     "hive.metastore-cache-ttl",
     "hive.metastore-refresh-interval",
@@ -567,7 +605,7 @@ def test_describe_settings_marks_only_values_that_differ(empty_cwd):
 
 def test_a_presto_catalog_file_is_accepted_as_it_is(tmp_path):
     """What a RaptorX catalog names: the Hive connector is accepted, another is refused,
-    and a Thrift metastore URI is answered with the property to use instead."""
+    and a Thrift metastore URI selects the Thrift backend."""
     conf = tmp_path / "conf"
 
     def load_catalog(text: str):
@@ -584,13 +622,55 @@ def test_a_presto_catalog_file_is_accepted_as_it_is(tmp_path):
         r"the Hive connector",
     ):
         load_catalog("connector.name=iceberg\n")
-    with pytest.raises(
-        ConfigError,
-        match=r"hive.properties:2, property 'hive.metastore.uri': "
-        r"a Thrift metastore .* is not read .*set "
-        r"hive.metastore.url",
-    ):
-        load_catalog("connector.name=hive-hadoop2\nhive.metastore.uri=thrift://metastore:9083\n")
+    thrift = load_catalog(
+        "connector.name=hive-hadoop2\nhive.metastore.uri=thrift://metastore:9083\n"
+    )
+    assert thrift.metastore_uri == "thrift://metastore:9083"
+
+
+#: RaptorX's documented Hive catalog (the Presto RaptorX user guide's hive.properties),
+#: line for line.
+RAPTORX_CATALOG = """\
+connector.name=hive-hadoop2
+hive.metastore.uri=thrift://127.0.0.1:9083
+hive.metastore-cache-scope=PARTITION
+hive.metastore-cache-ttl=2d
+hive.metastore-refresh-interval=3d
+hive.metastore-cache-maximum-size=10000000
+hive.partition-versioning-enabled=true
+hive.file-status-cache-expire-time=24h
+hive.file-status-cache-size=100000000
+hive.file-status-cache-tables=*
+cache.enabled=true
+cache.base-directory=file:///mnt/flash/data
+cache.type=ALLUXIO
+cache.alluxio.max-cache-size=1600GB
+hive.node-selection-strategy=SOFT_AFFINITY
+fragment-result-cache.enabled=true
+fragment-result-cache.max-cached-entries=1000000
+fragment-result-cache.base-directory=file:///mnt/flash/fragment
+fragment-result-cache.cache-ttl=24h
+hive.partition-statistics-based-optimization-enabled=true
+hive.parquet.metadata-cache-enabled=true
+hive.parquet.metadata-cache-size=100MB
+hive.parquet.metadata-cache-ttl-since-last-access=6h
+"""
+
+
+def test_raptorx_documented_catalog_loads_verbatim(tmp_path):
+    """Every line of RaptorX's own catalog file loads, the Thrift URI included (issue 24)."""
+    conf = tmp_path / "conf"
+    write(conf, "hive.properties", RAPTORX_CATALOG)
+    settings = load_settings(conf_dir=conf, env={}, cwd=tmp_path)
+    assert settings.metastore_uri == "thrift://127.0.0.1:9083"
+    assert settings.metastore_cache_scope == "PARTITION"
+    assert settings.metastore_cache_ttl == 2 * 86400.0
+    assert settings.node_selection_strategy == "SOFT_AFFINITY"
+    assert settings.cache_max_size == 1600 * 2**30
+    loaded = settings.properties()
+    for line in RAPTORX_CATALOG.splitlines():
+        name, value = line.split("=", 1)
+        assert loaded[name] == value, name
 
 
 def test_every_bad_line_of_every_file_is_reported_at_once(empty_cwd):

@@ -12,7 +12,7 @@ from raptorx_py.metastore import (
     Partition,
     Table,
 )
-from raptorx_py.metastore.store import SqliteBackend, backend_for_url
+from raptorx_py.metastore.store import SqliteBackend, backend_for_url, open_catalog
 from tests.counter_deltas import CounterDeltas
 
 
@@ -20,6 +20,13 @@ from tests.counter_deltas import CounterDeltas
 def ms(metastore_url):
     """A fresh metastore, once on SQLite and once on PostgreSQL (see metastore_fixtures)."""
     with Metastore(backend_for_url(metastore_url)) as m:
+        yield m
+
+
+@pytest.fixture
+def catalog(catalog_settings):
+    """A fresh catalogue on every backend: SQLite, PostgreSQL and a Hive Metastore (Thrift)."""
+    with open_catalog(catalog_settings, create=True) as m:
         yield m
 
 
@@ -86,7 +93,8 @@ def test_sqlite_file_and_its_directory_created_on_first_use(tmp_path):
         assert HMS_TABLES <= names
 
 
-def test_round_trip_of_table_partitions_and_typed_stats(ms):
+def test_round_trip_of_table_partitions_and_typed_stats(catalog):
+    ms = catalog
     ms.create_database("db")
     t = ms.create_table(_table(), [_partition("2024-01"), _partition(None)])
     got = ms.get_table("db", "t")
@@ -100,7 +108,8 @@ def test_round_trip_of_table_partitions_and_typed_stats(ms):
     assert p.stats["p"].high == Decimal("10.00") and p.stats["id"].low == 1
 
 
-def test_unknown_names_list_what_exists(ms):
+def test_unknown_names_list_what_exists(catalog):
+    ms = catalog
     ms.create_database("db")
     ms.create_table(_table(name="alpha"))
     ms.create_table(_table(name="beta"))
@@ -126,7 +135,8 @@ def test_failed_create_leaves_metastore_unchanged(ms):
     assert [p.values for p in ms.list_partitions(original)] == [("a",)]
 
 
-def test_create_without_replace_refuses(ms):
+def test_create_without_replace_refuses(catalog):
+    ms = catalog
     ms.create_database("db")
     ms.create_table(_table())
     with pytest.raises(AlreadyExistsError, match="db.t"):

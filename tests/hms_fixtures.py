@@ -1,0 +1,39 @@
+"""A real Hive Metastore 2.3.10 (Thrift, embedded Derby) for the tests, one per test session.
+
+``hms_server`` starts ``devservers.hive_metastore.HiveMetastoreServer`` with the test
+notification listener (about 10-30 s), logs in a temporary directory, and stops it at the end
+of the session. ``hms_uri`` is its ``thrift://`` URI. Each test that needs isolation uses its
+own database names (HMS has one catalogue per server; Derby cannot be reset cheaply).
+``hms_server_without_listener`` is a second server whose notification log stays empty.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from devservers.hive_metastore import HiveMetastoreServer
+
+
+@pytest.fixture(scope="session")
+def hms_server(tmp_path_factory):
+    server = HiveMetastoreServer(tmp_path_factory.mktemp("hms")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def hms_uri(hms_server) -> str:
+    return hms_server.uri
+
+
+@pytest.fixture(scope="session")
+def hms_server_without_listener(tmp_path_factory):
+    server = HiveMetastoreServer(
+        tmp_path_factory.mktemp("hms-nolog"), notification_listener=False
+    ).start()
+    try:
+        yield server
+    finally:
+        server.stop()
