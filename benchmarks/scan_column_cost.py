@@ -38,7 +38,7 @@ QUERIES = {
 def prepare(scale: float, work_dir: str) -> tuple[dict[str, str], str]:
     """Properties of a metastore that has ``bench.lineitem`` over the local lineitem files,
     and that directory."""
-    from raptorx_py.config import load_settings
+    from raptorx_py.config import TIERS_OFF, load_settings
     from raptorx_py.metastore import open_metastore
     from raptorx_py.tables.table_registration import register_external_table
     from raptorx_py.tpch.generate import format_scale, generate_tpch
@@ -48,8 +48,10 @@ def prepare(scale: float, work_dir: str) -> tuple[dict[str, str], str]:
         os.path.join(work_dir, "tpch", f"sf{format_scale(scale)}"),
         progress=lambda m: print(m, flush=True),
     )
+    metastore = os.path.abspath(os.path.join(work_dir, "scan-cost.db"))
     properties = {
-        "hive.metastore.url": f"sqlite:///{os.path.abspath(os.path.join(work_dir, 'scan-cost.db'))}"
+        "hive.metastore.url": f"sqlite:///{metastore}",
+        **TIERS_OFF,  # the cost of decoding each column, not of caching it
     }
     settings = load_settings(overrides=properties)
     with open_metastore(settings, create=True) as ms:

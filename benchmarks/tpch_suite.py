@@ -433,6 +433,7 @@ class Bench:
         )
 
         from devservers.s3_endpoint import S3Endpoint
+        from raptorx_py.config import TIERS_OFF
         from raptorx_py.metrics import MetricsSink
         from raptorx_py.session import tiered_session
 
@@ -448,6 +449,12 @@ class Bench:
             properties = {
                 "hive.metastore.url": f"sqlite:///{metastore}",
                 "metrics.directory": metrics_dir,
+                # Each configuration turns on the tiers it measures (configurations.py).
+                **TIERS_OFF,
+                "cache.base-directory": os.path.join(self.work_dir, "cache", "default"),
+                "fragment-result-cache.base-directory": os.path.join(
+                    self.work_dir, "cache", "default-fragments"
+                ),
                 **endpoint.s3_properties(),
             }
             with self.phase(

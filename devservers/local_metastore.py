@@ -14,11 +14,17 @@ CLUSTER_TPCH_DATABASE = "tpch_cluster"
 
 def local_metastore_properties(root: Path) -> dict[str, str]:
     """The raptorx properties of a SQLite metastore at ``root/metastore.db`` with its
-    warehouse at ``root/warehouse`` and metrics under ``root/metrics``."""
+    warehouse at ``root/warehouse``, metrics under ``root/metrics``, cache directories under
+    ``root`` and every cache tier off (``TIERS_OFF``: a run turns on what it measures)."""
+    from raptorx_py.config import TIERS_OFF
+
     return {
         "hive.metastore.url": f"sqlite:///{root / 'metastore.db'}",
         "hive.metastore.warehouse.dir": str(root / "warehouse"),
         "metrics.directory": str(root / "metrics"),
+        "cache.base-directory": str(root / "cache"),
+        "fragment-result-cache.base-directory": str(root / "fragment-cache"),
+        **TIERS_OFF,
     }
 
 

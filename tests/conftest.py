@@ -24,9 +24,14 @@ _names = itertools.count(1)
 
 
 class Env:
-    """The test session's raptorx configuration: a metastore file and a metrics directory."""
+    """The test session's raptorx configuration: a metastore file, a metrics directory, cache
+    directories of its own (never the user's ``~/.raptorx``) and every cache tier off
+    (``raptorx_py.config.TIERS_OFF``: the shipped defaults turn them all on; a test that
+    wants a tier turns it on itself)."""
 
     def __init__(self, root):
+        from raptorx_py.config import TIERS_OFF
+
         self.root = str(root)
         self.metastore_path = os.path.join(self.root, "metastore.db")
         self.metrics_dir = os.path.join(self.root, "metrics")
@@ -35,6 +40,9 @@ class Env:
             "hive.metastore.url": f"sqlite:///{self.metastore_path}",
             "hive.metastore.warehouse.dir": self.warehouse_dir,
             "metrics.directory": self.metrics_dir,
+            "cache.base-directory": os.path.join(self.root, "cache"),
+            "fragment-result-cache.base-directory": os.path.join(self.root, "fragment-cache"),
+            **TIERS_OFF,
         }
 
     def settings(self, **extra):

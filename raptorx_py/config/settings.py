@@ -153,13 +153,16 @@ PROPERTIES: tuple[Property, ...] = (
     Property(
         "hive.metastore-cache-ttl",
         "metastore_cache_ttl",
-        "0s",
+        "1h",
         "duration",
         "hive",
         "How long a cached metastore entry without write ids is served: an external "
         "table's, or a managed table's partitions with hive.partition-versioning-enabled="
         "false (other managed entries are checked against each query's write ids "
-        "instead). 0s turns the whole metastore cache off: every query reads the database.",
+        "instead). The cache follows the metastore's notification log (every "
+        "hive.metastore-refresh-interval), so this only bounds how long a change the log "
+        "missed can be served. 0s turns the whole metastore cache off: every query reads "
+        "the database.",
     ),
     Property(
         "hive.metastore-refresh-interval",
@@ -374,11 +377,12 @@ PROPERTIES: tuple[Property, ...] = (
     Property(
         "hive.file-status-cache-tables",
         "file_status_cache_tables",
-        "",
+        "*",
         "str",
         "hive",
-        "Tables whose sealed partitions' listings are cached: comma-separated patterns "
-        "such as *, tpch.* or db.table; empty: none.",
+        "Tables whose sealed and managed partitions' listings are cached: comma-separated "
+        "patterns such as *, tpch.* or db.table; empty: none (the listing cache off). "
+        "Unsealed external partitions are listed by every query.",
     ),
     Property(
         "hive.file-status-cache-size",
@@ -400,10 +404,11 @@ PROPERTIES: tuple[Property, ...] = (
     Property(
         "hive.parquet.metadata-cache-enabled",
         "parquet_metadata_cache_enabled",
-        "false",
+        "true",
         "bool",
         "hive",
-        "Cache Parquet footers in memory and on the node's local disk.",
+        "Cache Parquet footers in memory and on the node's local disk (under "
+        "cache.base-directory); false turns the tier off.",
     ),
     Property(
         "hive.parquet.metadata-cache-size",
@@ -426,10 +431,12 @@ PROPERTIES: tuple[Property, ...] = (
     Property(
         "cache.enabled",
         "cache_enabled",
-        "false",
+        "true",
         "bool",
         "hive",
-        "Cache file contents in aligned blocks on the node's local disk.",
+        "Cache file contents in aligned blocks on the node's local disk (under "
+        "cache.base-directory, at most cache.alluxio.max-cache-size); false turns the tier "
+        "off.",
     ),
     Property(
         "cache.type",
@@ -478,11 +485,12 @@ PROPERTIES: tuple[Property, ...] = (
     Property(
         "fragment-result-cache.enabled",
         "fragment_cache_enabled",
-        "false",
+        "true",
         "bool",
         "config",
         "Keep each split's result (rows after filters, or its partial aggregation) on the "
-        "node's local disk and answer the same split read the same way from it.",
+        "node's local disk and answer the same split read the same way from it; false turns "
+        "the tier off.",
     ),
     Property(
         "fragment-result-cache.base-directory",
@@ -540,6 +548,17 @@ PROPERTIES: tuple[Property, ...] = (
 )
 
 PROPERTIES_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
+
+#: The property values that turn every cache tier off (each tier is on by default): the
+#: metastore cache, the listing cache, the footer cache, the block cache and the fragment
+#: result cache. For comparisons with and without caching, and for tests that assume no cache.
+TIERS_OFF: dict[str, str] = {
+    "hive.metastore-cache-ttl": "0s",
+    "hive.file-status-cache-tables": "",
+    "hive.parquet.metadata-cache-enabled": "false",
+    "cache.enabled": "false",
+    "fragment-result-cache.enabled": "false",
+}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from raptorx_py.cache.block_store import DATA_DIR
+
 REPO = Path(__file__).resolve().parents[2]
 BENCH_TIMEOUT = 600
 
@@ -133,6 +135,22 @@ def test_readme_snippet_runs_after_the_benchmark(tmp_path):
     counts = shown_counts(run.stdout)
     assert counts == expected_returnflag_counts(tmp_path / "work" / "tpch" / "sf0.01")
     assert sum(counts.values()) > 0
+
+    # Every tier is on by default, under ~/.raptorx: the first run filled the block and
+    # fragment caches; the same snippet again answers the same from them, fetching no block.
+    blocks = home / ".raptorx" / "cache" / "blocks" / DATA_DIR  # block files, not the index
+    fragments = home / ".raptorx" / "fragment-cache"
+    filled = files_under(blocks)
+    assert filled, "the block cache is on by default and the first run filled it"
+    assert len(files_under(fragments)) > 2, "more than the fragment cache's index and secret"
+    again = run_user_script(tmp_path / "snippet.py", home, readme_snippet())
+    assert again.returncode == 0, again.stderr
+    assert shown_counts(again.stdout) == counts
+    assert files_under(blocks) == filled
+
+
+def files_under(directory: Path) -> set[Path]:
+    return {p for p in directory.rglob("*") if p.is_file()} if directory.is_dir() else set()
 
 
 def run_failing_script(tmp_path: Path, home: Path, body: str) -> list[str]:

@@ -591,8 +591,12 @@ def test_other_methods_are_the_targets(target, source, tmp_path):
 
 
 def test_block_cache_for_uses_settings_and_reuses_instances(target, tmp_path):
-    off = load_settings(overrides={}, env={}, cwd=tmp_path)
+    off = load_settings(overrides={"cache.enabled": "false"}, env={}, cwd=tmp_path)
     assert block_cache_for(off, target) is target
+    default = load_settings(
+        overrides={"cache.base-directory": str(tmp_path / "default")}, env={}, cwd=tmp_path
+    )
+    assert isinstance(block_cache_for(default, target), BlockCacheFileSystem)  # on by default
     on = load_settings(
         overrides={
             "cache.enabled": "true",

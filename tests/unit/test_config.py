@@ -35,7 +35,7 @@ EXPECTED_DEFAULTS = {
     "metastore_max_backoff": 1.0,
     "metastore_partition_batch_size": 100,
     "warehouse_dir": "~/.raptorx/warehouse",
-    "metastore_cache_ttl": 0.0,
+    "metastore_cache_ttl": 3600.0,
     "metastore_refresh_interval": 1.0,
     "metastore_cache_maximum_size": 10000,
     "metastore_cache_prewarm": False,
@@ -58,19 +58,19 @@ EXPECTED_DEFAULTS = {
     "max_split_size": 64 * 2**20,
     "min_split_count": 0,
     "node_selection_strategy": "NO_PREFERENCE",
-    "file_status_cache_tables": "",
+    "file_status_cache_tables": "*",
     "file_status_cache_size": 1_000_000,
     "file_status_cache_expire_time": 86400.0,
-    "parquet_metadata_cache_enabled": False,
+    "parquet_metadata_cache_enabled": True,
     "parquet_metadata_cache_size": 100 * 2**20,
     "parquet_metadata_cache_ttl": 7200.0,
-    "cache_enabled": False,
+    "cache_enabled": True,
     "cache_type": "LOCAL",
     "cache_base_directory": "~/.raptorx/cache",
     "cache_block_size": 2**20,
     "cache_max_size": 2 * 2**30,
     "cache_group_shared": False,
-    "fragment_cache_enabled": False,
+    "fragment_cache_enabled": True,
     "fragment_cache_base_directory": "~/.raptorx/fragment-cache",
     "fragment_cache_max_entries": 10000,
     "fragment_cache_ttl": 2 * 86400.0,
@@ -142,7 +142,12 @@ NON_DEFAULTS = {
     "hive.file-status-cache-tables": ("hive", "tpch.*", "file_status_cache_tables", "tpch.*"),
     "hive.file-status-cache-size": ("hive", "5000", "file_status_cache_size", 5000),
     "hive.file-status-cache-expire-time": ("hive", "1h", "file_status_cache_expire_time", 3600.0),
-    "hive.parquet.metadata-cache-enabled": ("hive", "true", "parquet_metadata_cache_enabled", True),
+    "hive.parquet.metadata-cache-enabled": (
+        "hive",
+        "false",
+        "parquet_metadata_cache_enabled",
+        False,
+    ),
     "hive.parquet.metadata-cache-size": ("hive", "8MB", "parquet_metadata_cache_size", 8 * 2**20),
     "hive.parquet.metadata-cache-ttl-since-last-access": (
         "hive",
@@ -150,7 +155,7 @@ NON_DEFAULTS = {
         "parquet_metadata_cache_ttl",
         1800.0,
     ),
-    "cache.enabled": ("hive", "true", "cache_enabled", True),
+    "cache.enabled": ("hive", "false", "cache_enabled", False),
     "cache.type": ("hive", "ALLUXIO", "cache_type", "LOCAL"),
     "cache.base-directory": (
         "hive",
@@ -176,7 +181,7 @@ NON_DEFAULTS = {
         False,
     ),
     "hive.aggregation-pushdown-enabled": ("hive", "false", "aggregation_pushdown_enabled", False),
-    "fragment-result-cache.enabled": ("config", "true", "fragment_cache_enabled", True),
+    "fragment-result-cache.enabled": ("config", "false", "fragment_cache_enabled", False),
     "fragment-result-cache.base-directory": (
         "config",
         "/srv/fragments",
@@ -580,9 +585,16 @@ def test_describe_settings_shows_a_star_value_as_it_is(empty_cwd):
     (row,) = [
         line for line in text.splitlines() if line[2:].startswith("hive.file-status-cache-tables ")
     ]
-    assert row.split() == ["*", "hive.file-status-cache-tables", "*", '""']
+    assert row.split() == ["hive.file-status-cache-tables", "*", "*"]  # the default, unmarked
+    text = describe_settings(
+        load_settings(env={}, cwd=empty_cwd, overrides={"hive.file-status-cache-tables": ""})
+    )
+    (row,) = [
+        line for line in text.splitlines() if line[2:].startswith("hive.file-status-cache-tables ")
+    ]
+    assert row.split() == ["*", "hive.file-status-cache-tables", '""', "*"]
     (row,) = [line for line in text.splitlines() if line[2:].startswith("cache.enabled ")]
-    assert row.split() == ["cache.enabled", "false", "false"]
+    assert row.split() == ["cache.enabled", "true", "true"]
 
 
 def test_describe_settings_marks_only_values_that_differ(empty_cwd):

@@ -20,7 +20,7 @@ import pytest
 from raptorx_py.cache.block_cache import block_cache_for
 from raptorx_py.cache.footer_cache import FileIdentity, footer_cache_for
 from raptorx_py.cache.fragment_cache import fragment_cache_for
-from raptorx_py.config import load_settings
+from raptorx_py.config import TIERS_OFF, load_settings
 from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.datasource.scan import read_split
@@ -91,6 +91,7 @@ def make_table(tmp_path, tiers: dict):
             "hive.metastore.warehouse.dir": str(tmp_path / "warehouse"),
             "cache.base-directory": str(tmp_path / "cache"),
             "fragment-result-cache.base-directory": str(tmp_path / "fragments"),
+            **TIERS_OFF,  # each test turns on the tiers it is about
             **tiers,
         },
         env={},

@@ -342,7 +342,8 @@ def test_footer_cache_for_settings(tmp_path):
             cwd=tmp_path,
         )
 
-    assert footer_cache_for(settings()) is None  # off by default
+    assert footer_cache_for(settings()) is not None  # on by default
+    assert footer_cache_for(settings(**{"hive.parquet.metadata-cache-enabled": "false"})) is None
     on = settings(
         **{
             "hive.parquet.metadata-cache-enabled": "true",

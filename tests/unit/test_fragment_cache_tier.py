@@ -146,8 +146,13 @@ def test_an_unusable_directory_turns_the_tier_off_without_failing(tmp_path):
     assert_tier_off(blocker / "fragments")
 
 
-def test_off_by_default():
-    assert fragment_cache_for(load_settings(overrides={})) is None
+def test_on_by_default_and_off_by_its_property(tmp_path):
+    directory = str(tmp_path / "fragments")
+    on = load_settings(overrides={"fragment-result-cache.base-directory": directory}, env={})
+    cache = fragment_cache_for(on)
+    assert cache is not None and cache.directory == directory
+    off = load_settings(overrides={"fragment-result-cache.enabled": "false"}, env={})
+    assert fragment_cache_for(off) is None
 
 
 def _store_in_child(directory: str) -> None:

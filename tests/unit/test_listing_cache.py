@@ -250,7 +250,8 @@ def test_listing_cache_for_settings(tmp_path):
     def settings(**props):
         return load_settings(overrides=props, env={}, cwd=tmp_path)
 
-    assert listing_cache_for(settings()) is None
+    assert listing_cache_for(settings()) is not None  # every table's, by default
+    assert listing_cache_for(settings(**{"hive.file-status-cache-tables": ""})) is None
     s = settings(
         **{
             "hive.file-status-cache-tables": "tpch.*, sales.events",
