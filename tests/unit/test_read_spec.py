@@ -1,21 +1,28 @@
-"""A split's read spec (datasource/read_spec.py) and the JVM hand-off mark
-(datasource/fragment_handoff.py), without Spark."""
+"""A split's read spec (datasource/read_spec.py), the JVM hand-off mark
+(datasource/fragment_handoff.py) and a fallback task's reads, without Spark."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 
+from raptorx_py.cache.fragment_cache import fragment_cache_for
+from raptorx_py.config import load_settings
 from raptorx_py.datasource import fragment_handoff as handoff
 from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.placement import PlacedPartition
 from raptorx_py.datasource.planner import Split
 from raptorx_py.datasource.read_spec import ReadSpec, read_specs
+from raptorx_py.datasource.source import TieredHiveReader
+from raptorx_py.hive_types import arrow_schema_for_spark
 from raptorx_py.metastore.model import Column, Table
 from raptorx_py.predicates import Comparison
+from tests.counter_deltas import CounterDeltas
 
 SCHEMA = pa.schema([pa.field("x", pa.int64())])
 TABLE = Table("db", "t", "EXTERNAL_TABLE", "file:///t", (Column("x", "bigint"),), id=7)
@@ -71,3 +78,39 @@ def test_no_mark_or_a_mark_for_another_task_serves_nothing():
         InputPartition(()), handoff.handoff_mark("d", None, [b"k" * 20])
     )
     assert handoff.served_by_jvm(partition, 2) == (False, False)
+
+
+def test_a_fallback_task_neither_reads_nor_fills_the_fragment_cache(tmp_path):
+    """A soft-affinity task running away from its preferred executor computes its splits:
+    the entries of this node's cache are not read (a planted entry is not served) and none
+    is stored; on its preferred executor the same task is served from the cache."""
+    path = tmp_path / "t" / "f.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.table({"x": pa.array(range(100), pa.int64())}), path)
+    st = os.stat(path)
+    table = Table("db", "t", "EXTERNAL_TABLE", f"file://{path.parent}", TABLE.columns, id=1)
+    split = Split(f"file://{path}", st.st_size, st.st_mtime, None, ())
+    settings = load_settings(
+        overrides={
+            "fragment-result-cache.enabled": "true",
+            "fragment-result-cache.base-directory": str(tmp_path / "fragments"),
+        }
+    )
+    schema = arrow_schema_for_spark(table.columns)
+    spec = ReadSpec.of(table, split, table.columns, (), None, schema)
+    cache = fragment_cache_for(settings)
+    planted = pa.record_batch([pa.array([-1], pa.int64())], schema)
+    assert cache.put(spec.key, schema, [planted])
+    reader = object.__new__(TieredHiveReader)  # what read() uses of a planned reader
+    reader.settings, reader.aggregation = settings, None
+
+    def run(flag: str) -> list[int]:
+        partition = PlacedPartition((spec,), "executor_h_1")
+        partition.placement = partition.placement[:-1] + flag
+        return [x for b in reader.read(partition) for x in b.column(0).to_pylist()]
+
+    deltas = CounterDeltas()
+    assert run("F") == list(range(100))
+    assert deltas["fragment_cache.hits"] == deltas["fragment_cache.stores"] == 0
+    assert deltas["reader.fragments_computed"] == 1 and len(cache) == 1
+    assert run("P") == [-1]  # the same task on its preferred executor: served
