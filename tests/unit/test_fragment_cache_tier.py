@@ -29,7 +29,7 @@ OTHER = b"o" * 20
 
 
 def batches(n: int = 10_000) -> list[pa.RecordBatch]:
-    # Over diskcache's 32 KiB: stored as a value file, as real results mostly are.
+    # About 150 KB: a result of realistic size.
     return [
         pa.record_batch([pa.array(range(n)), pa.array([f"v{i}" for i in range(n)])], SCHEMA),
         pa.record_batch([pa.array([1]), pa.array([None], pa.string())], SCHEMA),
