@@ -33,7 +33,13 @@ def test_an_all_hit_query_runs_no_python_reader(spark, env, tmp_path, counted):
     sql = "SELECT x, s FROM {t} WHERE x > 7000"
     first = both(spark, sql, counted)
     assert first["fragment_cache.stores"] == len(DAYS)
+    stored = {p: os.stat(p).st_mtime_ns for p in _entries(cache_dir)}
+    assert len(stored) == len(DAYS)
+    for p in stored:  # as if stored a minute ago
+        os.utime(p, ns=(stored[p] - 60 * 10**9, stored[p] - 60 * 10**9))
     again = both(spark, sql, counted)
+    # each hit touched its entry (its last use, which eviction honours)
+    assert all(os.stat(p).st_mtime_ns > stored[p] - 60 * 10**9 for p in stored)
     assert again["fragment_cache.jvm_hits"] == again["fragment_cache.hits"] == len(DAYS)
     assert again["reader.python_tasks"] == 0
     assert again["reader.fragments_computed"] == 0 and again["reader.rows_read"] == 0
