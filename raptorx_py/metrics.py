@@ -13,10 +13,15 @@ Contract and limits:
 - Names are dotted, ``<tier>.<what>``; values are integers.
 - With no directory configured, flushing is a no-op and counts stay in the process.
 - The sink is for tests and the benchmark (who reads it between queries), not a time series.
+- The JVM counts too (the fragment hits its columnar reader serves, ``FragmentHits.scala``)
+  but has no SQLite driver: it appends ``<source>\t<name>\t<value>`` lines to a file of its
+  own under ``<directory>/jvm-counters/`` (``JVM_COUNTS_DIR``), which ``totals`` and
+  ``totals_by_source`` fold in (a line without its newline, being written, is not read yet).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -79,6 +84,8 @@ class MetricsSink:
     left as it is and not read: these are scratch counts, read between queries."""
 
     FILE_NAME = "metrics.db"
+    #: Where JVMs append their counts (one ``*.tsv`` file per JVM).
+    JVM_COUNTS_DIR = "jvm-counters"
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -113,7 +120,7 @@ class MetricsSink:
         return {
             name: total
             for (_, name), total in self._sums(
-                "SELECT '', name, SUM(value) FROM deltas GROUP BY name"
+                "SELECT '', name, SUM(value) FROM deltas GROUP BY name", by_source=False
             )
         }
 
@@ -121,22 +128,53 @@ class MetricsSink:
         """``totals`` per Spark process (``process_source``): ``{"executor 0": {...}, ...}``."""
         out: dict[str, dict[str, int]] = defaultdict(dict)
         for (source, name), total in self._sums(
-            "SELECT source, name, SUM(value) FROM deltas GROUP BY source, name"
+            "SELECT source, name, SUM(value) FROM deltas GROUP BY source, name", by_source=True
         ):
             out[source][name] = total
         return dict(out)
 
-    def _sums(self, sql: str) -> list[tuple[tuple[str, str], int]]:
-        if not os.path.exists(self.path):
-            return []
-        conn = self._connect()
+    def _sums(self, sql: str, by_source: bool) -> list[tuple[tuple[str, str], int]]:
+        sums: Counter[tuple[str, str]] = Counter()
+        if os.path.exists(self.path):
+            conn = self._connect()
+            try:
+                rows = conn.execute(sql).fetchall()
+            finally:
+                conn.close()
+            for source, name, total in rows:
+                sums[(source, name)] += int(total)
+        for source, name, value in self._jvm_counts():
+            sums[(source if by_source else "", name)] += value
+        return list(sums.items())
+
+    def _jvm_counts(self) -> list[tuple[str, str, int]]:
+        """The JVMs' appended counts: complete lines of ``jvm-counters/*.tsv``."""
+        directory = os.path.join(self.directory, self.JVM_COUNTS_DIR)
         try:
-            rows = conn.execute(sql).fetchall()
-        finally:
-            conn.close()
-        return [((source, name), int(total)) for source, name, total in rows]
+            names = sorted(os.listdir(directory))
+        except FileNotFoundError:
+            return []
+        out = []
+        for file_name in names:
+            if not file_name.endswith(".tsv"):
+                continue
+            try:
+                with open(os.path.join(directory, file_name), encoding="utf-8") as f:
+                    text = f.read()
+            except FileNotFoundError:
+                continue  # cleared meanwhile
+            for line in text.split("\n")[:-1]:
+                parts = line.split("\t")
+                if len(parts) == 3 and parts[2].lstrip("-").isdigit():
+                    out.append((parts[0], parts[1], int(parts[2])))
+        return out
 
     def clear(self) -> None:
+        jvm = os.path.join(self.directory, self.JVM_COUNTS_DIR)
+        if os.path.isdir(jvm):
+            for file_name in os.listdir(jvm):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(jvm, file_name))
         if os.path.exists(self.path):
             conn = self._connect()
             try:

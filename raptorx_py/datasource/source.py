@@ -36,10 +36,11 @@ from raptorx_py.datasource.column_names import (
     requested_names,
     resolve_columns,
 )
-from raptorx_py.datasource.fragment_keys import fragment_key
+from raptorx_py.datasource.fragment_handoff import handoff_mark, mark_partition, served_by_jvm
 from raptorx_py.datasource.placement import FALLBACK, PREFERRED, PlacedPartition
-from raptorx_py.datasource.planner import plan_scan, split_predicates
+from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_query
+from raptorx_py.datasource.read_spec import ReadSpec, read_specs
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.datasource.writer import TieredHiveWriter
 from raptorx_py.error_report import short_worker_errors
@@ -354,11 +355,39 @@ class TieredHiveReader(DataSourceReader):
                 ),
             )
             record_scan(self.table, self.columns)
+            # Each split's read spec, and so its fragment key, is made here on the driver:
+            # the reader computes from it and the JVM finds the split's entry by its key.
+            specs = read_specs(
+                self.table,
+                plan.tasks,
+                self.columns,
+                plan.data_predicates,
+                self.aggregation,
+                self._result_schema(),
+            )
+            partitions: list[InputPartition]
             if plan.locations:
-                return [PlacedPartition(task, loc) for task, loc in zip(plan.tasks, plan.locations)]
-            return [InputPartition(task) for task in plan.tasks]
+                partitions = [PlacedPartition(t, loc) for t, loc in zip(specs, plan.locations)]
+            else:
+                partitions = [InputPartition(t) for t in specs]
+            if self.settings.fragment_cache_enabled:
+                for partition, task in zip(partitions, specs):
+                    mark_partition(
+                        partition,
+                        handoff_mark(
+                            self.settings.fragment_cache_base_directory,
+                            self.settings.metrics_directory,
+                            [spec.key for spec in task],
+                        ),
+                    )
+            return partitions
         finally:
             metrics.flush(self.settings.metrics_directory)
+
+    def _result_schema(self):
+        """The Arrow schema of what a split hands to Spark: its rows, or its partial
+        aggregation."""
+        return self.output_schema if self.aggregation is not None else self.row_schema
 
     @short_worker_errors
     def read(self, partition):
@@ -369,16 +398,17 @@ class TieredHiveReader(DataSourceReader):
                 if empty is not None:
                     yield empty
             return
+        counters.add("reader.python_tasks")
         try:
-            # pyspark pickles this reader for the executors *before* it calls partitions(),
-            # so only what pushFilters stored is visible here.
-            _, data_predicates = split_predicates(self.table, self.predicates)
             fill = count_placement(partition)
-            fragments = fragment_cache_for(self.settings)
-            for split in task:
-                # Statistics may have dropped predicates that are always true in its partition.
-                evaluated = data_predicates if split.predicates is None else split.predicates
-                for batch in self._split_result(split, evaluated, fill, fragments):
+            # A task running away from its preferred executor neither reads nor fills this
+            # executor's fragment cache: the entries are the preferred executor's.
+            fragments = fragment_cache_for(self.settings) if fill else None
+            served = served_by_jvm(partition, len(task))
+            for spec, by_jvm in zip(task, served):
+                if by_jvm:  # the JVM served it from this executor's cache (FragmentHits)
+                    continue
+                for batch in self._split_result(spec, fill, fragments):
                     counters.add("reader.rows_to_spark", batch.num_rows)
                     if self.output_names is not None:
                         batch = batch.rename_columns(self.output_names)
@@ -386,27 +416,24 @@ class TieredHiveReader(DataSourceReader):
         finally:
             metrics.flush(self.settings.metrics_directory)
 
-    def _split_result(self, split, data_predicates, fill: bool, fragments):
-        """The batches ``split`` hands to Spark: from the fragment result cache when it holds
-        them, else computed (read, filtered, aggregated when an aggregation is pushed) and,
-        once complete and unless this task runs away from its preferred executor
-        (``fill``), stored."""
-        schema = self.output_schema if self.aggregation is not None else self.row_schema
-        key = None
-        if fragments is not None:
-            key = fragment_key(
-                self.table, split, self.columns, data_predicates, self.aggregation, schema
-            )
-            cached = fragments.get(key) if key is not None else None
+    def _split_result(self, spec: ReadSpec, fill: bool, fragments):
+        """The batches a split hands to Spark, computed from its read spec (made at
+        planning): from the fragment result cache when it holds the spec's key, else
+        computed (read, filtered, aggregated when an aggregation is pushed) and, once
+        complete and unless this task runs away from its preferred executor (``fill``),
+        stored."""
+        key = spec.key if fragments is not None else None
+        if key is not None:
+            cached = fragments.get(key)
             if cached is not None:
                 yield from cached
                 return
         counters.add("reader.fragments_computed")
         batches = read_split(
-            split, self.table, self.columns, data_predicates, self.settings, fill_caches=fill
+            spec.split, spec.table, spec.columns, spec.predicates, self.settings, fill_caches=fill
         )
-        if self.aggregation is not None:
-            out = aggregation.aggregate_batches(self.aggregation, batches, self.output_schema)
+        if spec.aggregation is not None:
+            out = aggregation.aggregate_batches(spec.aggregation, batches, spec.output_schema)
             batches = iter([out] if out is not None else [])
         if key is None or not fill:
             yield from batches
@@ -424,7 +451,7 @@ class TieredHiveReader(DataSourceReader):
                     kept.clear()
             yield batch
         if keeping:
-            fragments.put(key, schema, kept)
+            fragments.put(key, spec.output_schema, kept)
         else:
             counters.add("fragment_cache.too_large")
 

@@ -120,9 +120,9 @@ def test_a_damaged_entry_is_recomputed(spark, daily, counted):
     sql = "SELECT x, s FROM {t} WHERE ds = date '2021-01-03'"
     both(spark, sql, counted)
     values = [
-        os.path.join(d, f) for d, _, fs in os.walk(cache_dir) for f in fs if f.endswith(".val")
+        os.path.join(d, f) for d, _, fs in os.walk(cache_dir) for f in fs if f.endswith(".arrow")
     ]
-    assert values, "a 5000-row result is stored as a value file"
+    assert values, "a 5000-row result is stored as an entry file"
     for path in values:
         with open(path, "r+b") as f:
             f.truncate(os.path.getsize(path) // 2)

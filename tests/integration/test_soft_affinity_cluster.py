@@ -118,6 +118,29 @@ def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, sm
     assert {f for f in files if after[f] != owners[f]} == {f for f in files if owners[f] == lost}
 
 
+def test_fragment_hits_are_served_by_each_executors_jvm(standalone_cluster, small_table):
+    """Issue 23: with the fragment result cache in each executor's own directory, a warm run
+    is served by the executors' JVMs from their own entries (counted by them in the metrics
+    sink); only a task that ran away from its preferred executor goes to Python, which
+    neither reads nor fills that executor's cache."""
+    props, _ = small_table
+    options = {
+        "hive.node-selection-strategy": "SOFT_AFFINITY",
+        "fragment-result-cache.enabled": "true",
+        "fragment-result-cache.base-directory": "raptorx-fragments",  # per executor
+        "hive.min-split-count": "4",
+    }
+    out = drive(standalone_cluster, props, runs=[{}, {}], options=options)
+    expected_sum = FILES * ROWS * (FILES * ROWS - 1) // 2
+    assert [r["result"] for r in out["runs"]] == [expected_sum, expected_sum]
+    cold, warm = (r["counters"] for r in out["runs"])
+    assert cold["fragment_cache.stores"] >= 0.9 * FILES, cold
+    fallback = warm.get("affinity.fallback", 0)
+    assert warm["fragment_cache.jvm_hits"] == warm["fragment_cache.hits"] >= 0.9 * FILES, warm
+    assert warm.get("reader.python_tasks", 0) <= fallback, warm
+    assert warm.get("reader.fragments_computed", 0) <= FILES - warm["fragment_cache.jvm_hits"]
+
+
 @pytest.mark.stress
 def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_table):
     """Three workers; a worker's process group is killed as a read starts: the read returns

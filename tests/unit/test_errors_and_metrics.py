@@ -154,3 +154,24 @@ def test_unwritable_sink_never_raises_and_keeps_counts(tmp_path):
 )
 def test_storage_failures_are_told_from_bad_bytes(exc, expected):
     assert errors.is_storage_failure(exc) is expected
+
+
+def test_the_jvms_appended_counts_are_folded_in(tmp_path):
+    """The JVM (FragmentHits.scala) appends ``source<TAB>name<TAB>value`` lines to its own
+    file under ``jvm-counters/``; a line still being written (no newline) is not read yet."""
+    sink = MetricsSink(str(tmp_path / "m"))
+    sink.write({"fragment_cache.hits": 2})
+    jvm = tmp_path / "m" / MetricsSink.JVM_COUNTS_DIR
+    jvm.mkdir()
+    (jvm / "a.tsv").write_text(
+        "executor 1\tfragment_cache.hits\t3\nexecutor 1\tfragment_cache.jvm_hits\t3\n"
+        "executor 1\tfragment_cache.hits\t9"
+    )
+    (jvm / "b.tsv").write_text("driver\tfragment_cache.jvm_hits\t1\n")
+    assert sink.totals()["fragment_cache.hits"] == 5
+    assert sink.totals()["fragment_cache.jvm_hits"] == 4
+    by_source = sink.totals_by_source()
+    assert by_source["executor 1"] == {"fragment_cache.hits": 3, "fragment_cache.jvm_hits": 3}
+    assert by_source["driver"]["fragment_cache.jvm_hits"] == 1
+    sink.clear()
+    assert sink.totals() == {}

@@ -8,13 +8,14 @@ import datetime as dt
 import errno
 import multiprocessing
 import os
+import shutil
 import subprocess
 from dataclasses import replace
 
 import pyarrow as pa
 import pytest
 
-from raptorx_py.cache.fragment_cache import FragmentCache, fragment_cache_for
+from raptorx_py.cache.fragment_cache import FragmentCache, entry_path, fragment_cache_for
 from raptorx_py.config import load_settings
 from raptorx_py.datasource.aggregation import Aggregate, PushedAggregation
 from raptorx_py.datasource.fragment_keys import fragment_key
@@ -29,7 +30,7 @@ OTHER = b"o" * 20
 
 
 def batches(n: int = 10_000) -> list[pa.RecordBatch]:
-    # Over diskcache's 32 KiB: stored as a value file, as real results mostly are.
+    # About 150 KB: a result of realistic size.
     return [
         pa.record_batch([pa.array(range(n)), pa.array([f"v{i}" for i in range(n)])], SCHEMA),
         pa.record_batch([pa.array([1]), pa.array([None], pa.string())], SCHEMA),
@@ -63,7 +64,7 @@ def test_an_empty_result_is_a_hit_with_no_rows(tmp_path):
 
 def _value_files(root) -> list[str]:
     return [
-        os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f.endswith(".val")
+        os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f.endswith(".arrow")
     ]
 
 
@@ -91,7 +92,8 @@ def test_an_entry_under_another_key_is_not_served(tmp_path):
     """A value copied under another key's name fails the keyed checksum."""
     c = cache(tmp_path)
     c.put(KEY, SCHEMA, batches())
-    c._cache.set(OTHER.hex(), c._cache.get(KEY.hex()))
+    os.makedirs(os.path.dirname(entry_path(c.directory, OTHER)), exist_ok=True)
+    shutil.copy(entry_path(c.directory, KEY), entry_path(c.directory, OTHER))
     deltas = CounterDeltas()
     assert c.get(OTHER) is None
     assert deltas["fragment_cache.corrupt"] == 1
@@ -116,7 +118,7 @@ def test_the_size_limit_evicts_least_recently_used(tmp_path):
     c = cache(tmp_path, max_bytes=600_000)
     for i in range(8):  # ~150 KB each
         c.put(bytes([i]) * 20, SCHEMA, batches())
-    assert 2 <= len(c) < 8 and c._cache.volume() < 800_000
+    assert 2 <= len(c) < 8 and c.volume() < 800_000
     assert c.get(bytes([7]) * 20) is not None  # the newest stays
     assert c.get(bytes([0]) * 20) is None  # the least recently used went first
 
@@ -262,7 +264,9 @@ def _fill(directory) -> None:
     assert full.value.errno == errno.ENOSPC
 
 
-def test_a_full_disk_stores_nothing_and_fails_nothing(tiny_disk):
+def test_a_full_disk_stores_nothing_and_still_serves_hits(tiny_disk):
+    """Issue 27 item 5d: a hit writes nothing but its file's mtime, so on a full disk hits
+    are served (read-only); stores fail, counted, never an exception."""
     c = FragmentCache(
         str(tiny_disk / "fragments"),
         max_bytes=2**30,
@@ -270,22 +274,80 @@ def test_a_full_disk_stores_nothing_and_fails_nothing(tiny_disk):
         max_entry_bytes=2**26,
         ttl=None,
     )
-    assert c.put(KEY, SCHEMA, batches(100))  # small: inside the SQLite index
+    assert c.put(KEY, SCHEMA, batches(100))
     _fill(tiny_disk)
     deltas = CounterDeltas()
-    assert not c.put(OTHER, SCHEMA, batches())  # a value file: ENOSPC
-    assert not c.put(b"s" * 20, SCHEMA, batches(100))  # a row: SQLite's "disk is full"
-    # diskcache records a hit's access time (least-recently-used), so on a full disk a hit
-    # fails too: computed instead, counted, never an exception; an absent key is a plain miss
-    assert c.get(KEY) is None and c.get(OTHER) is None
-    assert (deltas["fragment_cache.errors"], deltas["fragment_cache.misses"]) == (3, 1)
-    assert deltas["fragment_cache.stores"] == 0
-    # nothing stored before is lost: with room again it is served
-    os.remove(tiny_disk / "filler")
+    assert not c.put(OTHER, SCHEMA, batches())  # the entry file: ENOSPC
     assert pa.Table.from_batches(c.get(KEY)) == pa.Table.from_batches(batches(100))
-    assert c.get(OTHER) is None and len(c) == 1
+    assert c.get(OTHER) is None  # never stored: a plain miss
+    assert deltas["fragment_cache.errors"] == 1 and deltas["fragment_cache.stores"] == 0
+    assert (deltas["fragment_cache.hits"], deltas["fragment_cache.misses"]) == (1, 1)
+    os.remove(tiny_disk / "filler")
+    assert c.put(OTHER, SCHEMA, batches()) and len(c) == 2
 
 
 def test_a_full_disk_before_the_cache_opens_turns_the_tier_off(tiny_disk):
     _fill(tiny_disk)
     assert_tier_off(tiny_disk / "fragments")
+
+
+# --- the entry layout the JVM reads --------------------------------------------------------
+
+
+def test_an_entry_is_one_file_named_by_its_key(tmp_path):
+    c = cache(tmp_path)
+    c.put(KEY, SCHEMA, batches())
+    path = entry_path(c.directory, KEY)
+    assert _value_files(c.directory) == [path]
+    assert path.endswith(f"/entries/{KEY.hex()[:2]}/{KEY.hex()}.arrow")
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    with open(path, "rb") as f:
+        assert f.read(4) == b"RXF1"
+
+
+def test_an_entry_written_without_the_secret_is_not_served(tmp_path):
+    """A forger who cannot read ``cache.secret`` writes a well-formed entry under another
+    secret: it fails the MAC."""
+    c = cache(tmp_path)
+    other = FragmentCache(
+        str(tmp_path / "elsewhere"),
+        max_bytes=2**30,
+        max_entries=10,
+        max_entry_bytes=2**26,
+        ttl=None,
+    )
+    other.put(KEY, SCHEMA, batches())
+    os.makedirs(os.path.dirname(entry_path(c.directory, KEY)), exist_ok=True)
+    shutil.copy(entry_path(other.directory, KEY), entry_path(c.directory, KEY))
+    deltas = CounterDeltas()
+    assert c.get(KEY) is None
+    assert deltas["fragment_cache.corrupt"] == 1
+    assert not os.path.exists(entry_path(c.directory, KEY))
+
+
+def test_an_entry_expires_by_its_header(tmp_path):
+    now = [1_000_000.0]
+    c = cache(tmp_path, ttl=60, clock=lambda: now[0])
+    c.put(KEY, SCHEMA, batches(10))
+    now[0] += 59
+    assert c.get(KEY) is not None
+    now[0] += 2
+    deltas = CounterDeltas()
+    assert c.get(KEY) is None
+    assert (deltas["fragment_cache.expired"], deltas["fragment_cache.misses"]) == (1, 1)
+    assert len(c) == 0
+
+
+def test_a_touched_file_counts_as_used_for_eviction(tmp_path):
+    """A reader that touches an entry's mtime (the JVM does, on a hit) keeps it: eviction
+    takes the later of the index's use and the file's mtime."""
+    c = cache(tmp_path, max_bytes=400_000)
+    c.put(b"a" * 20, SCHEMA, batches())
+    c.put(b"b" * 20, SCHEMA, batches())
+    future = os.stat(entry_path(c.directory, b"b" * 20)).st_mtime + 10
+    os.utime(entry_path(c.directory, b"a" * 20), (future, future))  # "a" read since
+    deltas = CounterDeltas()
+    c.put(b"c" * 20, SCHEMA, batches())
+    assert deltas["fragment_cache.evicted"] == 1
+    assert os.path.exists(entry_path(c.directory, b"a" * 20))
+    assert not os.path.exists(entry_path(c.directory, b"b" * 20))

@@ -85,6 +85,12 @@ object Affinity {
     s"executor_${env.blockManager.blockManagerId.host}_${env.executorId}"
   }
 
+  /** Whether `partition` prefers another executor than this one (a fallback run). */
+  def ranAway(partition: InputPartition): Boolean = partition match {
+    case p: PlacedPythonInputPartition => p.location != here()
+    case _ => false
+  }
+
   def stamped(partition: InputPartition): InputPartition = partition match {
     case p: PlacedPythonInputPartition =>
       find(p.pickedPartition) match {

@@ -65,8 +65,17 @@ class ArrowColumnarReaderFactory(inner: PartitionReaderFactory) extends Partitio
 
   override def supportColumnarReads(partition: InputPartition): Boolean = true
 
-  override def createColumnarReader(partition: InputPartition): PartitionReader[ColumnarBatch] =
-    new ArrowColumnarReader(inner, Affinity.stamped(partition).asInstanceOf[PythonInputPartition])
+  /** A task whose partition carries a fragment hand-off is served from this node's fragment
+   * result cache first ([[FragmentServingReader]]), unless it runs away from its preferred
+   * executor (whose entries those are); every other task runs the Python reader. */
+  override def createColumnarReader(partition: InputPartition): PartitionReader[ColumnarBatch] = {
+    val stamped = Affinity.stamped(partition).asInstanceOf[PythonInputPartition]
+    FragmentHits.handoff(stamped.pickedPartition) match {
+      case Some(handoff) if !Affinity.ranAway(partition) =>
+        new FragmentServingReader(inner, stamped, handoff)
+      case _ => new ArrowColumnarReader(inner, stamped)
+    }
+  }
 }
 
 class ArrowColumnarReader(factory: PartitionReaderFactory, partition: PythonInputPartition)

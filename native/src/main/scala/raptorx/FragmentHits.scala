@@ -1,0 +1,340 @@
+package org.apache.spark.sql.execution.python.raptorx
+
+import java.io.ByteArrayInputStream
+import java.nio.charset.StandardCharsets.{US_ASCII, UTF_8}
+import java.nio.file.{Files, NoSuchFileException, Path, Paths, StandardOpenOption}
+import java.nio.file.attribute.FileTime
+import java.security.MessageDigest
+import java.util.UUID
+import javax.crypto.Mac
+import javax.crypto.spec.SecretKeySpec
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import org.apache.arrow.memory.BufferAllocator
+import org.apache.arrow.vector.ipc.ArrowStreamReader
+
+import org.apache.spark.SparkEnv
+import org.apache.spark.sql.connector.metric.CustomTaskMetric
+import org.apache.spark.sql.connector.read.{PartitionReader, PartitionReaderFactory}
+import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
+import org.apache.spark.sql.types.{DataType, StructType}
+import org.apache.spark.sql.util.ArrowUtils
+import org.apache.spark.sql.vectorized.{ArrowColumnVector, ColumnVector, ColumnarBatch}
+
+/**
+ * Fragment result cache hits served by the JVM: the JVM's half of raptorx_py's
+ * `datasource.fragment_handoff` (the mark's layout) and `cache.fragment_cache` (the entry
+ * layout). The constants below are spelled once here and once there.
+ *
+ * - The planner attaches to each task's pickled partition the ASCII mark
+ *   `raptorx-fragments|<cache dir hex>|<metrics dir hex>|<key hex>,...|<flag per split>|`;
+ *   [[FragmentHits.handoff]] finds it in the pickled bytes without unpickling them.
+ * - For each key, [[FragmentHits.verified]] reads `<cache dir>/entries/<2 hex>/<key>.arrow`
+ *   whole, checks its header (magic, format, expiry) and its HMAC-SHA256 keyed with
+ *   `<cache dir>/cache.secret` over the header's first 16 bytes, the key and the Arrow
+ *   stream. Anything else (absent, expired, torn, forged, unreadable, another schema) is
+ *   left to Python, which counts it (`fragment_cache.misses`, `.corrupt`) and recomputes.
+ * - [[FragmentServingReader]] hands the verified entries' Arrow batches to Spark as
+ *   `ColumnarBatch`es (the vectors Arrow Java read, no per-value copy; decimals as
+ *   `LongDecimalColumnVector`), touches each served entry's mtime (its last use, which the
+ *   cache's eviction honours), and when some splits were not served runs the Python reader
+ *   afterwards with their flags still `-` and the served ones stamped `J` (same length: the
+ *   pickle stays valid), so Python computes only the missing splits. A task whose splits all
+ *   hit starts no Python worker.
+ * - Its counts are appended to `<metrics dir>/jvm-counters/<jvm>.tsv`, which raptorx_py's
+ *   metrics sink folds in (the JVM has no SQLite driver).
+ *
+ * Limits: an entry is read into the heap whole (its MAC covers every byte) and then into
+ * Arrow buffers; a task on a soft-affinity fallback executor is not served here (those
+ * entries are the preferred executor's).
+ */
+object FragmentHits {
+  val Marker = "raptorx-fragments|"
+  val NoKey = "-"
+  val Unserved: Byte = '-'.toByte
+  val Served: Byte = 'J'.toByte
+
+  val EntryMagic = "RXF1"
+  val EntryFormat = 1
+  val PrefixBytes = 16
+  val MacBytes = 32
+  val HeaderBytes: Int = PrefixBytes + MacBytes
+  val EntriesDir = "entries"
+  val EntrySuffix = ".arrow"
+  val SecretFile = "cache.secret"
+  val SecretBytes = 32
+  val JvmCountsDir = "jvm-counters"
+
+  private val MarkerBytes = Marker.getBytes(US_ASCII)
+  private val Bar = '|'.toByte
+
+  /** A task's hand-off: the directories as given, the keys in hex (or [[NoKey]]), and where
+   * the flags start in the pickled bytes. */
+  final case class Handoff(cacheDir: String, metricsDir: String, keys: IndexedSeq[String],
+                           flagsAt: Int)
+
+  def handoff(bytes: Array[Byte]): Option[Handoff] = {
+    val at = indexOf(bytes, MarkerBytes)
+    if (at < 0) return None
+    var pos = at + MarkerBytes.length
+    val fields = mutable.ArrayBuffer.empty[(Int, Int)]
+    while (fields.length < 4) {
+      val end = bytes.indexOf(Bar, pos)
+      if (end < 0) return None
+      fields += ((pos, end))
+      pos = end + 1
+    }
+    def text(i: Int): String = new String(bytes, fields(i)._1, fields(i)._2 - fields(i)._1, US_ASCII)
+    val keys = text(2).split(",").toIndexedSeq
+    val (flagsAt, flagsEnd) = fields(3)
+    if (flagsEnd - flagsAt != keys.length) return None
+    for {
+      cache <- unhex(text(0))
+      metrics <- unhex(text(1))
+    } yield Handoff(cache, metrics, keys, flagsAt)
+  }
+
+  /** `bytes` with the flags of the splits `served` stamped [[Served]]. */
+  def stamp(bytes: Array[Byte], handoff: Handoff, served: collection.Set[Int]): Array[Byte] = {
+    val out = bytes.clone()
+    served.foreach(i => out(handoff.flagsAt + i) = Served)
+    out
+  }
+
+  /** The cache directory as raptorx_py resolves it in this process's working directory:
+   * `~` expanded (from `HOME`, as Python's `expanduser`), relative to the working directory. */
+  def resolve(dir: String): Path = {
+    val home = Option(System.getenv("HOME")).getOrElse(System.getProperty("user.home"))
+    val expanded =
+      if (dir == "~") home
+      else if (dir.startsWith("~/")) home + dir.substring(1)
+      else dir
+    Paths.get(expanded).toAbsolutePath.normalize()
+  }
+
+  def entryPath(dir: Path, key: String): Path =
+    dir.resolve(EntriesDir).resolve(key.substring(0, 2)).resolve(key + EntrySuffix)
+
+  /** The cache's secret, or None (absent, unreadable, or not a secret). */
+  def secret(dir: Path): Option[Array[Byte]] =
+    try {
+      val s = Files.readAllBytes(dir.resolve(SecretFile))
+      if (s.length == SecretBytes) Some(s) else None
+    } catch { case NonFatal(_) => None }
+
+  /** The entry of `key` if it is present, unexpired and its MAC holds (its whole bytes;
+   * the Arrow stream starts at [[HeaderBytes]]); None otherwise. */
+  def verified(dir: Path, secret: Array[Byte], key: String, nowMillis: Long): Option[Array[Byte]] = {
+    val keyBytes = if (key == NoKey || key.length < 2) None else unhexBytes(key)
+    keyBytes.flatMap(k => verifiedEntry(dir, secret, key, k, nowMillis))
+  }
+
+  private def verifiedEntry(dir: Path, secret: Array[Byte], key: String, keyBytes: Array[Byte],
+                            nowMillis: Long): Option[Array[Byte]] = {
+    val data = try Files.readAllBytes(entryPath(dir, key)) catch {
+      case _: NoSuchFileException => return None
+    }
+    if (data.length < HeaderBytes) return None
+    if (new String(data, 0, 4, US_ASCII) != EntryMagic || data(4) != EntryFormat) return None
+    val mac = Mac.getInstance("HmacSHA256")
+    mac.init(new SecretKeySpec(secret, "HmacSHA256"))
+    mac.update(data, 0, PrefixBytes)
+    mac.update(littleEndianInt(keyBytes.length))
+    mac.update(keyBytes)
+    mac.update(data, HeaderBytes, data.length - HeaderBytes)
+    val expected = java.util.Arrays.copyOfRange(data, PrefixBytes, HeaderBytes)
+    if (!MessageDigest.isEqual(mac.doFinal(), expected)) return None
+    val expires = littleEndianLong(data, 8)
+    if (expires != 0 && nowMillis > expires) return None
+    Some(data)
+  }
+
+  /** Whether an entry's Arrow schema reads as `schema`'s types (names and nullability
+   * aside: the Python reader wrote the entry for exactly this read schema). */
+  def sameTypes(entry: org.apache.arrow.vector.types.pojo.Schema, schema: StructType): Boolean = {
+    val read = ArrowUtils.fromArrowSchema(entry)
+    read.length == schema.length && read.fields.zip(schema.fields).forall { case (a, b) =>
+      DataType.equalsStructurally(a.dataType, b.dataType, ignoreNullability = true)
+    }
+  }
+
+  /** The Spark process whose counts these are, named as raptorx_py's `process_source`. */
+  def source(): String = {
+    val env = SparkEnv.get
+    if (env == null || env.executorId == "driver") "driver" else s"executor ${env.executorId}"
+  }
+
+  private lazy val countsFile = s"${UUID.randomUUID()}.tsv"
+
+  /** Append `counts` (the non-zero ones) to this JVM's counts file under `metricsDir`; a
+   * failure loses the counts, never the query. */
+  def appendCounts(metricsDir: String, counts: collection.Map[String, Long]): Unit = {
+    val nonZero = counts.filter(_._2 != 0)
+    if (metricsDir.isEmpty || nonZero.isEmpty) return
+    val src = source()
+    val text = nonZero.map { case (k, v) => s"$src\t$k\t$v\n" }.mkString
+    try {
+      val dir = resolve(metricsDir).resolve(JvmCountsDir)
+      Files.createDirectories(dir)
+      // Opened per append: a cleared sink (its files removed) gets a new file.
+      Files.write(dir.resolve(countsFile), text.getBytes(UTF_8),
+        StandardOpenOption.CREATE, StandardOpenOption.APPEND)
+    } catch { case NonFatal(_) => () }
+  }
+
+  private def littleEndianInt(v: Int): Array[Byte] =
+    Array(v.toByte, (v >>> 8).toByte, (v >>> 16).toByte, (v >>> 24).toByte)
+
+  private def littleEndianLong(b: Array[Byte], at: Int): Long =
+    (0 until 8).foldLeft(0L)((acc, i) => acc | ((b(at + i) & 0xffL) << (8 * i)))
+
+  private def unhexBytes(s: String): Option[Array[Byte]] = {
+    if (s.length % 2 != 0) return None
+    val out = new Array[Byte](s.length / 2)
+    var i = 0
+    while (i < out.length) {
+      val hi = Character.digit(s.charAt(2 * i), 16)
+      val lo = Character.digit(s.charAt(2 * i + 1), 16)
+      if (hi < 0 || lo < 0) return None
+      out(i) = ((hi << 4) | lo).toByte
+      i += 1
+    }
+    Some(out)
+  }
+
+  private def unhex(s: String): Option[String] = unhexBytes(s).map(new String(_, UTF_8))
+
+  private def indexOf(bytes: Array[Byte], pattern: Array[Byte]): Int = {
+    var i = 0
+    val last = bytes.length - pattern.length
+    while (i <= last) {
+      var j = 0
+      while (j < pattern.length && bytes(i + j) == pattern(j)) j += 1
+      if (j == pattern.length) return i
+      i += 1
+    }
+    -1
+  }
+}
+
+/**
+ * The columnar reader of a task with a fragment hand-off (see [[FragmentHits]]): its splits'
+ * entries from this node's cache, then, only if some were not served, the Python reader for
+ * those.
+ */
+class FragmentServingReader(
+    factory: PartitionReaderFactory,
+    partition: PythonInputPartition,
+    handoff: FragmentHits.Handoff) extends PartitionReader[ColumnarBatch] {
+  import raptorx.NativeCompatibility.ReaderFactory
+
+  private val schema = ReaderFactory.outputSchema.get[StructType](factory)
+  private val types = schema.fields.map(_.dataType)
+  private val counts = mutable.LinkedHashMap.empty[String, Long].withDefaultValue(0L)
+  private val served = mutable.BitSet.empty
+  private var allocated = false
+  private lazy val allocator: BufferAllocator = {
+    allocated = true
+    ArrowUtils.rootAllocator.newChildAllocator("raptorx fragment hits", 0, Long.MaxValue)
+  }
+  private val dir: Option[Path] =
+    try Some(FragmentHits.resolve(handoff.cacheDir)) catch { case NonFatal(_) => None }
+  private val secret: Option[Array[Byte]] = dir.flatMap(FragmentHits.secret)
+  if (secret.isEmpty) counts("fragment_cache.jvm_unavailable") += 1
+
+  private var nextSplit = 0 // the next split to look up
+  private var entry: ArrowStreamReader = _
+  private var python: PartitionReader[ColumnarBatch] = _
+  private var current: ColumnarBatch = _
+
+  override def next(): Boolean = {
+    while (true) {
+      if (entry != null) {
+        if (entry.loadNextBatch()) {
+          current = batchOf(entry)
+          counts("reader.rows_to_spark") += current.numRows()
+          return true
+        }
+        entry.close()
+        entry = null
+      } else if (nextSplit < handoff.keys.length) {
+        entry = open(nextSplit)
+        nextSplit += 1
+      } else if (served.size == handoff.keys.length) {
+        return false
+      } else {
+        if (python == null) {
+          val stamped = FragmentHits.stamp(partition.pickedPartition, handoff, served)
+          python = new ArrowColumnarReader(factory, PythonInputPartition(partition.index, stamped))
+        }
+        if (!python.next()) return false
+        current = python.get()
+        return true
+      }
+    }
+    false
+  }
+
+  /** The reader of split `i`'s verified entry, or null (Python computes the split). */
+  private def open(i: Int): ArrowStreamReader = {
+    val (d, s) = (dir, secret) match {
+      case (Some(d), Some(s)) => (d, s)
+      case _ => return null
+    }
+    val key = handoff.keys(i)
+    try {
+      FragmentHits.verified(d, s, key, System.currentTimeMillis()) match {
+        case None =>
+          counts("fragment_cache.jvm_misses") += 1
+          null
+        case Some(data) =>
+          val reader = new ArrowStreamReader(new ByteArrayInputStream(
+            data, FragmentHits.HeaderBytes, data.length - FragmentHits.HeaderBytes), allocator)
+          if (!FragmentHits.sameTypes(reader.getVectorSchemaRoot.getSchema, schema)) {
+            reader.close()
+            counts("fragment_cache.jvm_schema_mismatch") += 1
+            return null
+          }
+          served += i
+          counts("fragment_cache.hits") += 1
+          counts("fragment_cache.jvm_hits") += 1
+          try Files.setLastModifiedTime(FragmentHits.entryPath(d, key),
+            FileTime.fromMillis(System.currentTimeMillis()))
+          catch { case NonFatal(_) => counts("fragment_cache.touch_failed") += 1 }
+          reader
+      }
+    } catch {
+      case NonFatal(_) =>
+        counts("fragment_cache.jvm_errors") += 1
+        null
+    }
+  }
+
+  private def batchOf(reader: ArrowStreamReader): ColumnarBatch = {
+    val root = reader.getVectorSchemaRoot
+    val vectors = root.getFieldVectors.asScala
+    val columns: Array[ColumnVector] = types.indices.map { i =>
+      ArrowColumnarReader.column(new ArrowColumnVector(vectors(i)), types(i))
+    }.toArray
+    new ColumnarBatch(columns, root.getRowCount)
+  }
+
+  override def get(): ColumnarBatch = current
+
+  override def close(): Unit = {
+    try {
+      if (entry != null) entry.close()
+      if (python != null) python.close()
+      if (allocated) allocator.close()
+    } finally {
+      entry = null
+      FragmentHits.appendCounts(handoff.metricsDir, counts)
+    }
+  }
+
+  override def currentMetricsValues(): Array[CustomTaskMetric] =
+    if (python == null) Array.empty else python.currentMetricsValues()
+}

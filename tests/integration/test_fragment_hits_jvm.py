@@ -1,0 +1,173 @@
+"""Fragment result cache hits served by the JVM (issue 23 part 1), shown by counts: a task
+whose splits all hit runs no Python reader, a task mixing hits and misses computes only its
+misses in Python, and a flipped byte, a truncated entry, an entry forged without the secret
+and an entry gone after planning are each recomputed, counted, with the right rows. The
+entry layout is checked from both sides: what Python writes, the JVM verifies."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+
+from raptorx_py.cache import fragment_cache as fc
+from raptorx_py.datasource import fragment_handoff
+from tests.integration.test_fragment_cache import DAYS, ROWS, _daily_table, both, window
+
+pytestmark = pytest.mark.spark
+
+
+def _entries(cache_dir: str) -> list[str]:
+    return sorted(
+        os.path.join(d, f)
+        for d, _, files in os.walk(cache_dir)
+        for f in files
+        if f.endswith(fc.ENTRY_SUFFIX)
+    )
+
+
+def test_an_all_hit_query_runs_no_python_reader(spark, env, tmp_path, counted):
+    _, cache_dir = _daily_table(env, tmp_path, spark)
+    sql = "SELECT x, s FROM {t} WHERE x > 7000"
+    first = both(spark, sql, counted)
+    assert first["fragment_cache.stores"] == len(DAYS)
+    stored = {p: os.stat(p).st_mtime_ns for p in _entries(cache_dir)}
+    assert len(stored) == len(DAYS)
+    for p in stored:  # as if stored a minute ago
+        os.utime(p, ns=(stored[p] - 60 * 10**9, stored[p] - 60 * 10**9))
+    again = both(spark, sql, counted)
+    # each hit touched its entry (its last use, which eviction honours)
+    assert all(os.stat(p).st_mtime_ns > stored[p] - 60 * 10**9 for p in stored)
+    assert again["fragment_cache.jvm_hits"] == again["fragment_cache.hits"] == len(DAYS)
+    assert again["reader.python_tasks"] == 0
+    assert again["reader.fragments_computed"] == 0 and again["reader.rows_read"] == 0
+    assert again["reader.rows_to_spark"] == first["reader.rows_to_spark"] == len(DAYS) * ROWS - 7001
+    # pushed partial aggregations are served the same way
+    agg = window(DAYS[0], DAYS[4])
+    both(spark, agg, counted)
+    served = both(spark, agg, counted)
+    assert served["fragment_cache.jvm_hits"] == len(DAYS) and served["reader.python_tasks"] == 0
+
+
+def test_a_task_mixing_hits_and_misses_computes_only_its_misses(spark, env, tmp_path, counted):
+    """Days 1 and 3 first; then all five days: the task holding days 1-3 has two hits (the
+    JVM serves them) and one miss (Python computes day 2 alone)."""
+    _daily_table(env, tmp_path, spark)
+    both(spark, f"SELECT x, s FROM {{t}} WHERE ds IN (date '{DAYS[0]}', date '{DAYS[2]}')", counted)
+    # A filter on the partition key here too: its column is then read by both (same key).
+    mixed = both(spark, f"SELECT x, s FROM {{t}} WHERE ds >= date '{DAYS[0]}'", counted)
+    assert mixed["fragment_cache.jvm_hits"] == mixed["fragment_cache.hits"] == 2
+    assert mixed["fragment_cache.misses"] == mixed["reader.fragments_computed"] == 3
+    assert mixed["reader.rows_read"] == 3 * ROWS
+    assert mixed["planner.tasks"] == mixed["reader.python_tasks"] == 2
+
+
+def _flip(path: str) -> None:
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0x01]))
+
+
+def _truncate(path: str) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) - 100)
+
+
+def _forge(path: str) -> None:
+    """The same result and key, written by a cache with another secret (a forger without
+    ``cache.secret``)."""
+    forger = fc.FragmentCache(
+        os.path.dirname(path) + "-forger",
+        max_bytes=2**30,
+        max_entries=10,
+        max_entry_bytes=2**26,
+        ttl=None,
+    )
+    key = bytes.fromhex(os.path.basename(path)[: -len(fc.ENTRY_SUFFIX)])
+    with open(path, "rb") as f:
+        stream = f.read()[fc.HEADER_BYTES :]
+    with pa.ipc.open_stream(stream) as r:
+        forger.put(key, r.schema, list(r))
+    shutil.copy(fc.entry_path(forger.directory, key), path)
+
+
+def _remove(path: str) -> None:
+    os.remove(path)
+
+
+@pytest.mark.parametrize("damage", [_flip, _truncate, _forge, _remove], ids=lambda f: f.__name__)
+def test_a_damaged_or_missing_entry_is_recomputed(spark, env, tmp_path, counted, damage):
+    """The JVM does not serve it; the Python reader counts it (a corrupt entry is deleted),
+    computes the split and stores it again. ``_remove``: an entry evicted after the scan was
+    planned with its key (planning does not look at entries)."""
+    _, cache_dir = _daily_table(env, tmp_path, spark)
+    sql = f"SELECT x, s FROM {{t}} WHERE ds = date '{DAYS[2]}'"
+    both(spark, sql, counted)
+    (entry,) = _entries(cache_dir)
+    damage(entry)
+    again = both(spark, sql, counted)
+    assert again["fragment_cache.jvm_hits"] == 0
+    assert again["fragment_cache.corrupt"] == (0 if damage is _remove else 1)
+    assert again["fragment_cache.misses"] == again["reader.fragments_computed"] == 1
+    assert again["fragment_cache.stores"] == 1
+    served = both(spark, sql, counted)
+    assert served["fragment_cache.jvm_hits"] == 1 and served["reader.python_tasks"] == 0
+
+
+def _fragment_hits(spark):
+    return spark.sparkContext._jvm.org.apache.spark.sql.execution.python.raptorx.FragmentHits
+
+
+def test_the_layout_and_the_mark_are_spelled_alike_on_both_sides(spark):
+    jvm = _fragment_hits(spark)
+    assert jvm.Marker() == fragment_handoff.MARKER
+    assert jvm.NoKey() == fragment_handoff.NO_KEY
+    assert chr(jvm.Unserved()) == fragment_handoff.UNSERVED
+    assert chr(jvm.Served()) == fragment_handoff.SERVED
+    assert jvm.EntryMagic().encode() == fc.ENTRY_MAGIC and jvm.EntryFormat() == fc.ENTRY_FORMAT
+    assert jvm.HeaderBytes() == fc.HEADER_BYTES and jvm.MacBytes() == fc.MAC_BYTES
+    assert (jvm.EntriesDir(), jvm.EntrySuffix()) == (fc.ENTRIES_DIR, fc.ENTRY_SUFFIX)
+    from raptorx_py.cache.cache_files import SECRET_BYTES, SECRET_FILE
+    from raptorx_py.metrics import MetricsSink
+
+    assert (jvm.SecretFile(), jvm.SecretBytes()) == (SECRET_FILE, SECRET_BYTES)
+    assert jvm.JvmCountsDir() == MetricsSink.JVM_COUNTS_DIR
+
+
+def test_the_jvm_verifies_what_python_writes(spark, tmp_path):
+    """Python's entry passes the JVM's check; a flipped byte, another key's name, an expired
+    header and a missing secret do not."""
+    now = [1_000_000.0]
+    cache = fc.FragmentCache(
+        str(tmp_path / "fragments"),
+        max_bytes=2**30,
+        max_entries=10,
+        max_entry_bytes=2**26,
+        ttl=60,
+        clock=lambda: now[0],
+    )
+    schema = pa.schema([pa.field("x", pa.int64())])
+    key = bytes(range(20))
+    assert cache.put(key, schema, [pa.record_batch([pa.array(range(1000))], schema)])
+    jvm = _fragment_hits(spark)
+    directory = jvm.resolve(cache.directory)
+    secret = jvm.secret(directory).get()
+    at = int(now[0] * 1000)
+
+    def ok(k: bytes = key, millis: int = at) -> bool:
+        return jvm.verified(directory, secret, k.hex(), millis).isDefined()
+
+    assert ok()
+    assert not ok(millis=at + 61_000)  # expired
+    other = bytes(20)
+    os.makedirs(os.path.dirname(fc.entry_path(cache.directory, other)), exist_ok=True)
+    shutil.copy(fc.entry_path(cache.directory, key), fc.entry_path(cache.directory, other))
+    assert not ok(other)  # moved under another key's name
+    _flip(fc.entry_path(cache.directory, key))
+    assert not ok()
+    os.remove(os.path.join(cache.directory, "cache.secret"))
+    assert jvm.secret(directory).isEmpty()
