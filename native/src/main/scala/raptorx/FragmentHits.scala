@@ -152,12 +152,15 @@ object FragmentHits {
     Some(data)
   }
 
-  /** Whether an entry's Arrow schema reads as `schema`'s types (names and nullability
-   * aside: the Python reader wrote the entry for exactly this read schema). */
+  /** Whether an entry's Arrow schema reads as `schema`: the same columns in the same order
+   * (names compared case-insensitively, as Spark resolves them) of the same types
+   * (nullability aside). The key already names the output schema; this keeps a column
+   * from ever being served in another's place. */
   def sameTypes(entry: org.apache.arrow.vector.types.pojo.Schema, schema: StructType): Boolean = {
     val read = ArrowUtils.fromArrowSchema(entry)
     read.length == schema.length && read.fields.zip(schema.fields).forall { case (a, b) =>
-      DataType.equalsStructurally(a.dataType, b.dataType, ignoreNullability = true)
+      a.name.equalsIgnoreCase(b.name) &&
+        DataType.equalsStructurally(a.dataType, b.dataType, ignoreNullability = true)
     }
   }
 
