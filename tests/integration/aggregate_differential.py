@@ -5,10 +5,10 @@ A table (``write_table``) is Hive-partitioned Parquet (``k`` string, with a null
 ``n`` int), 1-3 files per partition (some of no rows), small row groups, and columns of
 every type the source reads: integers of every width, decimals of precision 18, 19 and 38
 with scale, date, string (with non-ASCII and supplementary characters), boolean, timestamp,
-timestamp_ntz, double (with -0.0, NaN and infinities), each with nulls, its type's edge values
-and, in some files, no value at all. A query (``random_query``) groups by 0-2 columns and
-asks 1-4 of ``SUM COUNT COUNT(*) MIN MAX AVG try_sum try_avg`` over columns and the
-arithmetic Spark translates, with or without a filter.
+timestamp_ntz, binary, double (with -0.0, NaN and infinities), each with nulls, its type's
+edge values and, in some files, no value at all. A query (``random_query``) groups by 0-2
+columns and asks 1-4 of ``SUM COUNT COUNT(*) MIN MAX AVG try_sum try_avg`` over columns and
+the arithmetic Spark translates, with or without a filter.
 
 What the generator leaves out, and why: a query whose answer from Spark itself depends on the
 order rows are added in. Spark adds a bigint or decimal ``SUM`` row by row; under ANSI an
@@ -74,6 +74,13 @@ COLUMNS: tuple[Column, ...] = (
         lambda r: _d(r.choice(["1.5000", "-1.5000", "2.0001"])),
     ),
     Column("gx", pa.float64(), (0.0, -0.0, math.nan), lambda r: r.choice([1.0, 2.0])),
+    Column("gbin", pa.binary(), (b"", b"\x00", b"\xff"), lambda r: r.choice([b"a", b"ab"])),
+    Column(
+        "gntz",
+        pa.timestamp("us"),
+        (dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)),
+        lambda r: r.choice([dt.datetime(2000, 1, 1), dt.datetime(2000, 1, 1, 0, 0, 0, 1)]),
+    ),
     Column(
         "gts",
         pa.timestamp("us", tz="UTC"),
@@ -181,7 +188,7 @@ def write_table(root: str, seed: int, max_rows: int) -> dict:
 
 
 # -- queries --------------------------------------------------------------------------------
-KEYS = ("k", "n", "g", "gs", "gd", "gdec", "b", "gx", "gts")
+KEYS = ("k", "n", "g", "gs", "gd", "gdec", "b", "gx", "gts", "gntz", "gbin")
 # Arguments of SUM/AVG whose sums Spark answers the same in any order (module docstring).
 SUM_COLUMNS = (
     "t8",

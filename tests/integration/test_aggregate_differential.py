@@ -84,6 +84,7 @@ def run_differential(spark, env, tmp_path_factory, seed: int, queries: int, max_
         spark.conf.unset("spark.sql.ansi.enabled")
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert not failures, "\n".join(failures[:10])
+    print(f"seed {seed}: {pushed} pushed, {not_pushed} not, {errors} failing in Spark too")
     return pushed, not_pushed, errors
 
 

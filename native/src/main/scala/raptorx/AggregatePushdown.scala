@@ -282,7 +282,7 @@ object PartialAggregation {
   private def numeric(t: DataType) = integral(t) || t.isInstanceOf[DecimalType]
   private def summable(t: DataType) = numeric(t)
   private def ordered(t: DataType) = numeric(t) || (t match {
-    case StringType | DateType | BooleanType | TimestampType => true
+    case StringType | DateType | BooleanType | TimestampType | TimestampNTZType => true
     case _ => false
   })
   private def groupable(t: DataType) = ordered(t) || t == BinaryType
