@@ -286,7 +286,8 @@ def _aggregate(rng: random.Random) -> str:
 @dataclass(frozen=True)
 class Query:
     sql: str  # with ``{t}`` for the view
-    zone: str
+    zone: str  # spark.sql.session.timeZone
+    precision_loss: bool  # spark.sql.decimalOperations.allowPrecisionLoss
 
 
 def random_query(rng: random.Random) -> Query:
@@ -298,7 +299,7 @@ def random_query(rng: random.Random) -> Query:
         sql += " WHERE " + " AND ".join(filters)
     if keys:
         sql += " GROUP BY " + ", ".join(keys)
-    return Query(sql, rng.choice(ZONES))
+    return Query(sql, rng.choice(ZONES), rng.random() < 0.75)
 
 
 # -- comparison -----------------------------------------------------------------------------

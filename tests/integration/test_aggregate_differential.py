@@ -4,9 +4,10 @@ The rule: a pushed aggregation returns what the same query returns without pushd
 every function, type and value, in both ANSI modes, or it is not pushed. Each query of
 ``aggregate_differential.random_query`` runs three ways, ``tiered_hive`` with pushdown on,
 with it off (``hive.aggregation-pushdown-enabled=false``) and Spark's own Parquet reader on
-the same files, under ANSI on and off and a drawn session time zone; the rows (or the kind of
-error) must be equal: exactly, doubles within ``DOUBLE_REL_TOL`` (Spark's own double sums
-depend on the order of additions). Seeded: a failure names the seed and the query.
+the same files, under ANSI on and off, with a drawn session time zone and decimal
+precision-loss setting; the rows (or the error condition) must be equal: exactly, doubles
+within ``DOUBLE_REL_TOL`` (Spark's own double sums depend on the order of additions).
+Seeded: a failure names the seed and the query.
 
 The default suite runs one table and ``QUERIES`` queries (a few minutes on two cores);
 ``make stress`` runs more tables, larger, and more queries (``-m stress``).
@@ -24,6 +25,7 @@ from tests.integration import aggregate_differential as gen
 pytestmark = pytest.mark.spark
 
 OFF = "hive.aggregation-pushdown-enabled"
+PRECISION_LOSS = "spark.sql.decimalOperations.allowPrecisionLoss"
 SEED = 27
 QUERIES = 30
 
@@ -64,6 +66,7 @@ def run_differential(spark, env, tmp_path_factory, seed: int, queries: int, max_
         for q in range(queries):
             query = gen.random_query(rng)
             spark.conf.set("spark.sql.session.timeZone", query.zone)
+            spark.conf.set(PRECISION_LOSS, str(query.precision_loss).lower())
             for ansi in ("true", "false"):
                 spark.conf.set("spark.sql.ansi.enabled", ansi)
                 dfs = {way: spark.sql(query.sql.format(t=v)) for way, v in views.items()}
@@ -78,10 +81,11 @@ def run_differential(spark, env, tmp_path_factory, seed: int, queries: int, max_
                     if diff:
                         failures.append(
                             f"seed {seed} query {q} ansi={ansi} zone={query.zone} "
-                            f"[{way}] {query.sql}: {diff}"
+                            f"precision_loss={query.precision_loss} [{way}] {query.sql}: {diff}"
                         )
     finally:
         spark.conf.unset("spark.sql.ansi.enabled")
+        spark.conf.unset(PRECISION_LOSS)
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert not failures, "\n".join(failures[:10])
     print(f"seed {seed}: {pushed} pushed, {not_pushed} not, {errors} failing in Spark too")
@@ -99,7 +103,7 @@ def test_pushed_aggregates_equal_spark_on_random_tables_and_queries(spark, env, 
 
 
 @pytest.mark.stress
-@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_pushed_aggregates_equal_spark_stress(seed, spark, env, tmp_path_factory):
-    pushed, _, _ = run_differential(spark, env, tmp_path_factory, seed, 150, max_rows=2_000)
+    pushed, _, _ = run_differential(spark, env, tmp_path_factory, seed, 120, max_rows=2_000)
     assert pushed > 0
