@@ -260,4 +260,5 @@ def _endpoint_of(exc: BaseException) -> str | None:
 class AggregateOverflowError(RaptorxError, ArithmeticError):
     """A value of a pushed aggregation's input expression does not fit the type Spark gives
     it: Spark fails such a query (its arithmetic is ANSI there), so the read fails too,
-    naming the expression and the type."""
+    naming the expression, the type and the error condition Spark's own evaluation raises
+    (``ARITHMETIC_OVERFLOW`` for integers, ``NUMERIC_VALUE_OUT_OF_RANGE`` for decimals)."""

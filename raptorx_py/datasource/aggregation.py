@@ -19,9 +19,12 @@ Contract, per split (``aggregate_split``), after the pushed filters:
   exact, then rounded half away from zero to the node's decimal scale; a value that does
   not fit the node's type fails the read (``AggregateOverflowError``), as Spark fails.
 
-Limits: a decimal product is computed exactly in Arrow's 76-digit decimal and rounded once,
-where Spark first rounds a product of more than 38 significant digits to 38 of them; the
-two differ only for such products. A split's input columns are held in memory at once.
+A decimal product is computed exactly in Arrow's 76-digit decimal and rounded once. Spark
+4.3 first truncates a product to 39 significant digits, then rounds to the scale; the digit
+that decides the rounding of a result that fits its type is always among those 39, so the
+two agree on every value.
+
+Limits: a split's input columns are held in memory at once.
 
 Usable without Spark (pyspark only for its type mapping).
 """
@@ -213,7 +216,7 @@ def _fit_decimal(x, p: int, s: int, what: Expr):
     if pc.any(over).as_py():
         raise AggregateOverflowError(
             f"pushed aggregation: {what} overflows decimal({p},{s}) "
-            f"(Spark's ANSI arithmetic fails the query)"
+            f"[NUMERIC_VALUE_OUT_OF_RANGE] (Spark's ANSI arithmetic fails the query so)"
         )
     return x.cast(pa.decimal128(p, s)) if p <= 38 else x
 
@@ -258,7 +261,10 @@ def _evaluate(e: Expr, table: pa.Table, memo: dict):
         try:
             return fn(left, right)
         except pa.ArrowInvalid as err:
-            raise AggregateOverflowError(f"pushed aggregation: {e} overflows {e.type}") from err
+            raise AggregateOverflowError(
+                f"pushed aggregation: {e} overflows {e.type} [ARITHMETIC_OVERFLOW] "
+                f"(Spark's ANSI arithmetic fails the query so)"
+            ) from err
     fn = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}[e.op]
     if _exact_type(e.op, left.type, right.type)[0] <= 38:  # exact in decimal128: cheaper
         return _fit_decimal(fn(left, right), dec[0], dec[1], e)

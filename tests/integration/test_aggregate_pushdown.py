@@ -183,12 +183,22 @@ def test_a_query_that_pushes_no_aggregation_plans_and_reads_as_without_pushdown(
     assert c_on["reader.rows_to_spark"] > 0
 
 
-def test_avg_is_pushed_as_sum_and_count(spark, agg_table):
-    sql = "SELECT g, avg(i), avg(d15), avg(d38), avg(sm) FROM {t} GROUP BY g"
+def test_avg_is_pushed_as_sum_and_count_where_that_keeps_its_answer(spark, agg_table):
+    """Over smallint and decimal(15,2) Spark's SUM/COUNT rewrite cannot overflow where AVG
+    does not; over int (bigint sum) and decimal(38,10) (try_avg) it can, so those are not."""
+    sql = "SELECT g, avg(d15), avg(sm), sum(i) FROM {t} GROUP BY g"
     on, off = _both(spark, sql)
     plan = _plan(on)
-    assert "PushedAggregates: [SUM(i), COUNT(i)" in plan, plan
+    pushed = re.search(r"PushedAggregates: \[([^]]*)\]", plan)
+    assert pushed, plan
+    assert sorted(pushed.group(1).split(", ")) == sorted(
+        ["SUM(d15)", "COUNT(d15)", "SUM(sm)", "COUNT(sm)", "SUM(i)"]
+    )
     assert sorted(oracle.spark_rows(on), key=repr) == sorted(oracle.spark_rows(off), key=repr)
+    for refused in ("avg(i)", "avg(d38)", "avg(big)"):
+        on, off = _both(spark, f"SELECT g, avg(d15), {refused} FROM {{t}} GROUP BY g")
+        assert "PushedAggregates" not in _plan(on), refused
+        assert sorted(oracle.spark_rows(on), key=repr) == sorted(oracle.spark_rows(off), key=repr)
 
 
 @pytest.mark.parametrize("ansi", ["true", "false"])
@@ -240,3 +250,94 @@ def test_what_spark_must_not_push_is_not_pushed_and_right(name, spark, agg_table
         oracle.compare_results(_duckdb(agg_table, sql), oracle.spark_rows(on), ordered=False)
         is None
     )
+
+
+# -- AVG: Spark's rewrite into SUM and COUNT must not change the answer ----------------------
+B_MAX = 2**63 - 1
+
+
+@pytest.fixture(scope="module")
+def avg_edge_table(env, tmp_path_factory, spark):
+    """Two files (two splits): bigint values whose exact sum passes the bigint range, ints at
+    their maximum, decimals of precision 38 whose sum passes decimal(38)'s range."""
+    root = str(tmp_path_factory.mktemp("avgedge") / "t")
+    os.makedirs(root)
+    d38 = Decimal("9" * 34 + ".1234")
+    files = [
+        {
+            "g": pa.array([1, 1, 2], pa.int32()),
+            "big": pa.array([B_MAX - 5, B_MAX - 7, 3], pa.int64()),
+            "i": pa.array([2**31 - 1, 2**31 - 1, -(2**31)], pa.int32()),
+            "d38": pa.array([d38, d38, Decimal(1)], pa.decimal128(38, 4)),
+        },
+        {
+            "g": pa.array([1, 2], pa.int32()),
+            "big": pa.array([B_MAX - 9, 4], pa.int64()),
+            "i": pa.array([5, 7], pa.int32()),
+            "d38": pa.array([Decimal("1.0001"), Decimal(2)], pa.decimal128(38, 4)),
+        },
+    ]
+    for n, cols in enumerate(files):
+        pq.write_table(pa.table(cols), os.path.join(root, f"part-{n}.parquet"))
+    db = env.unique_db("avgedge")
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), f"{db}.t", root)
+    spark.read.format("tiered_hive").load(f"{db}.t").createOrReplaceTempView("avg_on")
+    spark.read.format("tiered_hive").option(OFF, "false").load(f"{db}.t").createOrReplaceTempView(
+        "avg_off"
+    )
+    spark.read.parquet(root).createOrReplaceTempView("avg_pq")
+    return root
+
+
+def _outcome(df):
+    """The rows, or the error's class (Spark's error condition) when the query fails."""
+    try:
+        return sorted(oracle.spark_rows(df), key=repr)
+    except Exception as err:  # noqa: BLE001 - the error is the outcome compared
+        m = re.search(r"\[([A-Z_]+)\]", str(err))
+        return f"error {m.group(1) if m else type(err).__name__}"
+
+
+@pytest.mark.parametrize("ansi", ["true", "false"])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # Spark's AVG of an integral column adds in double; the SUM it substitutes is a
+        # bigint, which the exact sum of these bigints (or of 2^32 ints) passes
+        "SELECT avg(big) FROM {t}",
+        "SELECT g, avg(big), count(*) FROM {t} GROUP BY g",
+        "SELECT g, avg(i), sum(i) FROM {t} GROUP BY g",
+        # try_avg is null on overflow where the substituted SUM under ANSI fails
+        "SELECT try_avg(d38) FROM {t}",
+        "SELECT try_avg(big) FROM {t}",
+    ],
+)
+def test_an_average_the_rewrite_could_overflow_is_not_pushed_and_right(
+    sql, ansi, spark, avg_edge_table
+):
+    spark.conf.set("spark.sql.ansi.enabled", ansi)
+    try:
+        on = spark.sql(sql.format(t="avg_on"))
+        assert "PushedAggregates" not in _plan(on)
+        got = _outcome(on)
+        assert got == _outcome(spark.sql(sql.format(t="avg_off")))
+        assert got == _outcome(spark.sql(sql.format(t="avg_pq")))
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+
+
+@pytest.mark.parametrize("ansi", ["true", "false"])
+def test_sum_and_count_of_the_same_bigint_are_still_pushed(ansi, spark, avg_edge_table):
+    """Only AVG is refused: the same SUM and COUNT asked for themselves are exact (the
+    partial sums are split to fit bigint; the final SUM wraps or fails as Spark's own)."""
+    spark.conf.set("spark.sql.ansi.enabled", ansi)
+    try:
+        sql = "SELECT g, sum(big), count(big), min(big) FROM {t} GROUP BY g"
+        on = spark.sql(sql.format(t="avg_on"))
+        assert "PushedAggregates: [SUM(big), COUNT(big), MIN(big)]" in _plan(on)
+        got = _outcome(on)
+        assert got == _outcome(spark.sql(sql.format(t="avg_pq")))
+        assert got == ("error ARITHMETIC_OVERFLOW" if ansi == "true" else got)
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")

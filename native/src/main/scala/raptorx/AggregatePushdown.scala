@@ -6,7 +6,7 @@ import scala.util.Try
 
 import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, Expression => CatalystExpression, Literal => CatalystLiteral, Multiply, Subtract}
 import org.apache.spark.sql.connector.expressions.{Cast => V2Cast, Expression => V2Expression, GeneralScalarExpression, Literal => V2Literal, NamedReference}
-import org.apache.spark.sql.connector.expressions.aggregate.{Aggregation, Count, CountStar, Max, Min, Sum}
+import org.apache.spark.sql.connector.expressions.aggregate.{Aggregation, Avg, Count, CountStar, Max, Min, Sum}
 import org.apache.spark.sql.connector.metric.{CustomMetric, CustomTaskMetric}
 import org.apache.spark.sql.connector.read.{Batch, Scan, Statistics, SupportsReportStatistics}
 import org.apache.spark.sql.sources
@@ -93,9 +93,44 @@ object SourceHints {
 }
 
 /**
+ * Whether Spark's rewrite of `AVG` keeps its answer. A source that does not complete an
+ * aggregation is offered it first with `AVG` ([[TieredHiveScanBuilder]]'s
+ * `supportCompletePushDown`); Spark then replaces each `AVG(e)` by `SUM(e)` and `COUNT(e)`
+ * (`V2ScanRelationPushDown`) and offers that. The `SUM` it substitutes is typed as `SUM`'s
+ * own result and evaluated under the session's ANSI mode, which `AVG` is not:
+ *
+ *  - `AVG` of an integral column adds in double and never overflows; the substituted `SUM` is
+ *    a bigint, which the exact sum of bigints passes with two rows (a wrong, wrapped average
+ *    with ANSI off, `ARITHMETIC_OVERFLOW` with it on) and of ints past 2^32 rows. So `AVG`
+ *    over int and bigint is not pushed; over tinyint and smallint the bigint sum would need
+ *    2^48 rows of one group to overflow, and below 2^53 the double sum is exact as well.
+ *  - `AVG` of decimal(p, s) sums in decimal(min(p + 10, 38), s), as `SUM` does, but
+ *    `try_avg` (which the source cannot tell from `avg`: both are `Avg`) is null on overflow
+ *    where the substituted `SUM` under ANSI fails. For p <= 28 the sum type has ten digits
+ *    more than the input and cannot overflow below 10^10 rows of one group; for p > 28 it
+ *    can with two rows, so such an `AVG` is not pushed.
+ *  - `AVG` of anything else (float, double, intervals) is not pushed anyway (no float `SUM`).
+ *
+ * Once an `AVG` that is not kept was offered, the builder refuses the rewritten aggregation
+ * too, whole: the plain scan and Spark's own `AVG` answer it.
+ */
+object AverageRewrite {
+  /** Whether every `AVG` in `aggregation` keeps its answer as `SUM`/`COUNT` over `table`. */
+  def keepsAnswer(aggregation: Aggregation, table: StructType): Boolean =
+    aggregation.aggregateExpressions().forall {
+      case avg: Avg => Try(PartialAggregation.inputType(avg.column(), table)).toOption.exists {
+        case ByteType | ShortType => true
+        case d: DecimalType => d.precision <= 28
+        case _ => false
+      }
+      case _ => true
+    }
+}
+
+/**
  * A partial aggregation the Python reader computes per split: group-by columns and
  * `SUM`/`COUNT`/`COUNT(*)`/`MIN`/`MAX` (Spark turns `AVG` into `SUM` and `COUNT` before it
- * asks) over columns and the arithmetic Spark translates (`+ - *`, casts, literals).
+ * asks, where [[AverageRewrite]] lets it) over columns and the arithmetic Spark translates (`+ - *`, casts, literals).
  *
  * The types of the partial result are exactly those Spark's rewrite of the plan expects
  * (`V2ScanRelationPushDown`): Spark merges `SUM` partials with a `SUM` over the partials cast
@@ -236,6 +271,10 @@ object PartialAggregation {
     Some(PartialAggregation(agg, StructType(fields.result()), json))
   }
 
+  /** Spark's type of an input expression the provider translates (throws if it does not). */
+  private[raptorx] def inputType(e: V2Expression, table: StructType): DataType =
+    expression(e, table).dataType
+
   private def integral(t: DataType) = t match {
     case ByteType | ShortType | IntegerType | LongType => true
     case _ => false
@@ -243,7 +282,7 @@ object PartialAggregation {
   private def numeric(t: DataType) = integral(t) || t.isInstanceOf[DecimalType]
   private def summable(t: DataType) = numeric(t)
   private def ordered(t: DataType) = numeric(t) || (t match {
-    case StringType | DateType | BooleanType | TimestampType => true
+    case StringType | DateType | BooleanType | TimestampType | TimestampNTZType => true
     case _ => false
   })
   private def groupable(t: DataType) = ordered(t) || t == BinaryType

@@ -208,7 +208,8 @@ class TieredHiveTable(
  * Aggregates: a partial aggregation Spark pushes ([[PartialAggregation]]; never complete:
  * Spark keeps the final aggregate) is read by the Python reader, which returns per split one
  * row per group; the scan's schema is then the partial schema. `hive.aggregation-pushdown-
- * enabled` false (a hint from Python) refuses every aggregation.
+ * enabled` false (a hint from Python) refuses every aggregation; so does an `AVG` whose
+ * rewrite into `SUM`/`COUNT` would answer differently ([[AverageRewrite]]).
  *
  * Next here: limits, preferred locations for input partitions (soft affinity) and custom
  * metrics.
@@ -230,10 +231,16 @@ class TieredHiveScanBuilder(
     pushed.filterNot(handled)
   }
 
-  override def supportCompletePushDown(aggregation: Aggregation): Boolean = false
+  // Set once Spark offered an AVG its rewrite into SUM/COUNT would answer differently.
+  private var averageRewriteRefused = false
+
+  override def supportCompletePushDown(aggregation: Aggregation): Boolean = {
+    if (!AverageRewrite.keepsAnswer(aggregation, tableSchema)) averageRewriteRefused = true
+    false
+  }
 
   override def pushAggregation(pushed: Aggregation): Boolean = {
-    aggregation = if (hints.aggregationPushdown) {
+    aggregation = if (hints.aggregationPushdown && !averageRewriteRefused) {
       PartialAggregation.translate(pushed, tableSchema, filters.toSeq, hints)
     } else None
     aggregation.isDefined
