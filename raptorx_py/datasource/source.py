@@ -20,7 +20,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
-from raptorx_py import metrics
+from raptorx_py import jvm_protocol, metrics
 from raptorx_py import predicates as preds
 from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
@@ -35,6 +35,7 @@ from raptorx_py.datasource.writer import TieredHiveWriter
 from raptorx_py.error_report import short_worker_errors
 from raptorx_py.errors import ConfigError, SchemaError
 from raptorx_py.hive_types import arrow_schema_for_spark, spark_struct, spark_type
+from raptorx_py.jvm_protocol import PARTITION_BY_OPTION
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metastore.model import Column, Table
 from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM, TOTAL_SIZE_PARAM
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 DATA_SOURCE_NAME = PUBLIC_NAME
 # partition_by: for writes (datasource/writer.py).
 # raptorx.executors: the live executors, from the JVM provider (scheduling.affinity).
-READ_OPTIONS = ("path", "table", "columns", "partition_by", EXECUTORS_OPTION)
+READ_OPTIONS = ("path", "table", "columns", PARTITION_BY_OPTION, EXECUTORS_OPTION)
 
 
 def resolve_options(properties: dict[str, str] | None, options) -> tuple[Settings, dict]:
@@ -164,7 +165,7 @@ class TieredHiveDataSource(DataSource):
             self.table_name,
             schema,
             overwrite,
-            self.read_options.get("partition_by"),
+            self.read_options.get(PARTITION_BY_OPTION),
         )
 
     @short_worker_errors
@@ -390,8 +391,8 @@ def count_placement(partition) -> bool:
 
 #: Metadata keys on a schema's first field carrying the table's size to the JVM provider
 #: (``native/.../TableStatistics.scala``, which removes them), for Spark's join planning.
-TABLE_BYTES_KEY = "raptorx.table_bytes"
-TABLE_ROWS_KEY = "raptorx.table_rows"
+TABLE_BYTES_KEY = jvm_protocol.TABLE_BYTES_KEY
+TABLE_ROWS_KEY = jvm_protocol.TABLE_ROWS_KEY
 
 
 def with_table_statistics(schema: StructType, table: Table) -> StructType:
@@ -412,8 +413,8 @@ def with_table_statistics(schema: StructType, table: Table) -> StructType:
 
 #: Metadata keys on a schema's first field carrying what the JVM provider must know of the
 #: Python reader (``native/.../AggregatePushdown.scala``, ``SourceHints``, which removes them).
-EXACT_FILTER_COLUMNS_KEY = "raptorx.exact_filter_columns"
-AGGREGATION_PUSHDOWN_KEY = "raptorx.aggregation_pushdown"
+EXACT_FILTER_COLUMNS_KEY = jvm_protocol.EXACT_FILTER_COLUMNS_KEY
+AGGREGATION_PUSHDOWN_KEY = jvm_protocol.AGGREGATION_PUSHDOWN_KEY
 
 
 def with_source_hints(schema: StructType, table: Table, settings: Settings) -> StructType:

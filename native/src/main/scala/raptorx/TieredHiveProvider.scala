@@ -68,10 +68,10 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
 }
 
 object TieredHiveProvider {
-  val PublicName = "tiered_hive"
-  val PythonName = "tiered_hive_python"
+  val PublicName: String = Protocol.PublicName
+  val PythonName: String = Protocol.PythonName
   /** The write option naming the partition keys of a table the write creates. */
-  val PartitionByOption = "partition_by"
+  val PartitionByOption: String = Protocol.PartitionByOption
 
   def freshPythonSource(): PythonDataSourceV2 = {
     val ds = new PythonDataSourceV2()
