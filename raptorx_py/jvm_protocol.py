@@ -51,6 +51,10 @@ AFFINITY_UNKNOWN = "-"
 AFFINITY_PREFERRED = "P"
 AFFINITY_FALLBACK = "F"
 
+# The status byte opening a driver planner's answer (``DriverPlanner``): ok, or an error text
+PLANNER_OK = "O"
+PLANNER_FAILED = "E"
+
 # The filter JSON of an aggregated scan: operators
 FILTER_NOT = "not"
 FILTER_EQUAL = "="

@@ -26,6 +26,7 @@ from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
 from raptorx_py.config.settings import Settings
 from raptorx_py.datasource import aggregation
+from raptorx_py.datasource.driver_planner import count_planning_call
 from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.placement import FALLBACK, PREFERRED, PlacedPartition
 from raptorx_py.datasource.planner import plan_scan, split_predicates
@@ -135,6 +136,7 @@ class TieredHiveDataSource(DataSource):
         self.database, self.table_name = parse_table_name(table)
         # Once per load() behind the JVM provider, not per scan: counted so tests can see it.
         counters.add("source.created")
+        count_planning_call()  # in the driver's planner, or in a planning Python worker
         metrics.flush(self.settings.metrics_directory)
 
     def _table(self) -> Table:
@@ -299,6 +301,8 @@ class TieredHiveReader(DataSourceReader):
                 ),
             )
             record_scan(self.table, self.columns)
+            counters.add("planning.scans")
+            count_planning_call()
             if plan.locations:
                 return [PlacedPartition(task, loc) for task, loc in zip(plan.tasks, plan.locations)]
             return [InputPartition(task) for task in plan.tasks]

@@ -46,6 +46,10 @@ object Protocol {
   val AffinityPreferred = "P"
   val AffinityFallback = "F"
 
+  // The status byte opening a driver planner's answer (`DriverPlanner`): ok, or an error text
+  val PlannerOk = "O"
+  val PlannerFailed = "E"
+
   // The filter JSON of an aggregated scan: operators
   val FilterNot = "not"
   val FilterEqual = "="
