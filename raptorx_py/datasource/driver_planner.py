@@ -33,7 +33,13 @@ Contract and limits:
   exception with its traceback.
 - Counted: ``planning.driver_calls`` / ``planning.worker_calls`` (by the source, for each
   creation and each scan planned, by where it ran), ``planning.driver_micros`` (time of the
-  planner's scan planning, Python side, whole request).
+  planner's scan planning, Python side, whole request). The planner's counts stay in this
+  process's counters (``metrics.deferring_flushes``) until the process next flushes outside
+  a callback (the tests' and the benchmark's readings do) or exits.
+- The query snapshots of the scans it plans are kept in this process
+  (``query_snapshots.in_process``, the same rule as the node's store, without its SQLite
+  commit per scan). A scan of the same query planned by a worker instead (only after a
+  callback failed in transport) does not see them and takes its own snapshot.
 """
 
 from __future__ import annotations
@@ -106,7 +112,9 @@ class DriverPlanner:
     def _serve(self, what: str, serve, request: bytes) -> bytes:
         out = io.BytesIO()
         out.write(_OK)
-        with self._lock:
+        # Flushes wait (metrics.deferring_flushes): this process reads its own counts, and a
+        # flush per call (a SQLite commit) would be most of a warm scan's planning time.
+        with self._lock, metrics.deferring_flushes():
             _serving.active = True
             try:
                 serve(io.BytesIO(bytes(request)), out)
@@ -132,7 +140,7 @@ class DriverPlanner:
 
     def _plan(self, infile: io.BytesIO, out: io.BytesIO) -> None:
         """What ``pyspark.sql.worker.data_source_pushdown_filters._main`` does, reading and
-        writing the same bytes; timed, and flushed to the source's metrics directory."""
+        writing the same bytes; timed."""
         started = time.perf_counter()
         data_source = self._source(infile)
         schema = _parse_datatype_json_string(utf8_deserializer.loads(infile))
@@ -165,8 +173,6 @@ class DriverPlanner:
         for i in taken:
             write_int(i, out)
         counters.add("planning.driver_micros", int((time.perf_counter() - started) * 1e6))
-        settings = getattr(data_source, "settings", None)
-        metrics.flush(getattr(settings, "metrics_directory", None))
 
 
 def _failure_text(e: BaseException, where: str) -> str:

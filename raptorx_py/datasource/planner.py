@@ -403,6 +403,8 @@ def _list_splits(
 
     if not locations:
         return []
+    if len(locations) == 1:  # no thread for one listing (most often served by the cache)
+        return list_one(locations[0])
     with ThreadPoolExecutor(max_workers=min(LISTING_THREADS, len(locations))) as pool:
         return [s for group in pool.map(list_one, locations) for s in group]
 

@@ -25,8 +25,8 @@ from raptorx_py import predicates as preds
 from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
 from raptorx_py.config.settings import Settings
-from raptorx_py.datasource import aggregation
-from raptorx_py.datasource.driver_planner import count_planning_call
+from raptorx_py.datasource import aggregation, query_snapshots
+from raptorx_py.datasource.driver_planner import count_planning_call, planning_in_driver
 from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.placement import FALLBACK, PREFERRED, PlacedPartition
 from raptorx_py.datasource.planner import plan_scan, split_predicates
@@ -238,7 +238,10 @@ class TieredHiveReader(DataSourceReader):
         (``query_snapshots``: one snapshot per query, not per scan)."""
         key = self.table.qualified_name
         try:
-            recorded = snapshot_for_query(token, key, self.snapshot)
+            if planning_in_driver():  # every scan of the query is planned in this process
+                recorded = query_snapshots.in_process.snapshot_for_query(token, key, self.snapshot)
+            else:
+                recorded = snapshot_for_query(token, key, self.snapshot)
         except (OSError, sqlite3.Error) as e:
             # The store only makes scans agree; without it each scan keeps its own snapshot.
             counters.add("source.query_snapshot_unavailable")
