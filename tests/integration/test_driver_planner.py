@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,7 @@ def commit_in_another_process(url: str, location: str, k: int) -> int:
     its write id."""
     script = f"""
 import sys
+import threading
 from tests.integration.test_metastore_cache_reads import Tables, write_files, rows_of
 from raptorx_py.metastore import Partition
 from raptorx_py.metastore.store import Metastore, backend_for_url
@@ -167,3 +169,48 @@ def test_an_error_in_planning_names_what_was_wrong(spark, planner, tables):
     with pytest.raises(Exception, match="column 'nope' does not exist"):
         spark.read.format("tiered_hive").options(**opts).schema("nope int").load("db.t").collect()
     assert planner_registered(spark)  # an error of the source is not the planner's fault
+
+
+class _SilentPlanner:
+    """A planner that answers nothing (as a broken one would): the JVM must plan without it."""
+
+    def create(self, request):
+        return b""
+
+    def plan(self, request):
+        return b""
+
+    class Java:
+        implements = ["raptorx.DriverPlanner"]
+
+
+def test_a_planner_that_answers_nothing_leaves_planning_to_the_workers(
+    spark, planner, tables, counted
+):
+    tables.managed("t", [1, 2])
+    silent = _SilentPlanner()  # kept alive here: Py4J holds callback objects weakly
+    spark.sparkContext._jvm.raptorx.DriverPlanners.register(silent)
+    with counted() as c:
+        assert ids(load(spark, "db.t", cached_options(tables.url))) == [*rows_of(1), *rows_of(2)]
+    assert c["planning.worker_calls"] == 2 and c["planning.driver_calls"] == 0, c.delta
+
+
+def test_queries_from_two_threads_share_the_planner(spark, planner, tables, counted):
+    """Callbacks of concurrent queries are served one at a time; both get their rows."""
+    tables.managed("t", [1, 2, 3])
+    opts = cached_options(tables.url)
+    df = load(spark, "db.t", opts)
+    assert ids(df) == [*rows_of(1), *rows_of(2), *rows_of(3)]
+    results: dict[int, list] = {}
+
+    def run(k: int) -> None:
+        results[k] = [ids(df.where(f"k = {k}")) for _ in range(3)]
+
+    with counted() as c:
+        threads = [threading.Thread(target=run, args=(k,)) for k in (1, 3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+    assert results == {1: [list(rows_of(1))] * 3, 3: [list(rows_of(3))] * 3}
+    assert c["planning.scans"] == 6 and c["planning.worker_calls"] == 0, c.delta
