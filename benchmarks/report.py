@@ -394,6 +394,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     """The Markdown report: header (command, machine, date, store), one table with a row per
     query (median seconds and ratio to the baseline per configuration, remote requests and
     bytes per run) ending with the geometric means, then the columns read and bytes decoded,
+    planning (scans, milliseconds per scan, worker calls, LISTs, metastore round trips),
     the storage tiers' counters per query (configurations with caches on), and totals per
     configuration."""
     s = summarize(results)
@@ -475,6 +476,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     lines += _chart_section(results, s)
     lines += _remote_section(s)
     lines += _decoding_section(s)
+    lines += _planning_section(s)
     lines += _fragments_section(s)
     lines += _tiers_section(s)
     lines += _totals_section(s)
@@ -554,6 +556,43 @@ def _decoding_section(s: Mapping[str, Any]) -> list[str]:
             ("columns", lambda per: format_count(columns_read(per["metrics"]))),
             ("decoded", lambda per: format_bytes(per["metrics"].get("reader.bytes_decoded", 0))),
             ("rows to Spark", _counter("reader.rows_to_spark")),
+        ],
+    )
+
+
+def planning_ms_per_scan(metrics: Mapping[str, float]) -> float | None:
+    """Milliseconds the driver's planner spent per scan it planned (None: no scan was planned
+    there, e.g. without the native jar or on a Connect server, where workers plan)."""
+    micros, scans = metrics.get("planning.driver_micros", 0), metrics.get("planning.scans", 0)
+    if not micros or not scans:
+        return None
+    return micros / 1000.0 / scans
+
+
+def _planning_section(s: Mapping[str, Any]) -> list[str]:
+    """Per query and tiered configuration: the scans planned, the driver planner's
+    milliseconds per scan, the Python worker calls planning made, and the LIST requests and
+    metastore round trips of the run."""
+
+    def ms(per: Mapping[str, Any]) -> str:
+        value = planning_ms_per_scan(per["metrics"])
+        return "—" if value is None else f"{value:.1f}"
+
+    return _per_query_section(
+        s,
+        "Planning per query",
+        "Scans: scans planned (`planning.scans`). ms/scan: the driver's planner's time per "
+        "scan, Python side (`planning.driver_micros` / scans; — when Python workers planned). "
+        "Workers: Python worker calls made to plan, sources created included "
+        "(`planning.worker_calls`; 0 with the driver's planner). LIST: directory listings "
+        "sent (`storage.listings`). Metastore: round trips (`metastore.round_trips`).",
+        lambda m: "planning.scans" in m,
+        [
+            ("scans", _counter("planning.scans")),
+            ("ms/scan", ms),
+            ("workers", _counter("planning.worker_calls")),
+            ("LIST", _counter("storage.listings")),
+            ("metastore", _counter("metastore.round_trips")),
         ],
     )
 

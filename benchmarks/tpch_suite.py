@@ -614,6 +614,7 @@ class Bench:
         self, sql: str, config: Configuration, ctx: BenchContext, endpoint: Any, sink: Any
     ) -> dict[str, Any]:
         """One run: register the views, prepare, then time ``collect()`` and take deltas."""
+        from raptorx_py.metrics import flush
         from raptorx_py.tpch.oracle import plain_value
 
         t_setup = time.perf_counter()
@@ -621,11 +622,15 @@ class Bench:
         if config.prepare is not None:
             config.prepare(ctx)
         setup_seconds = time.perf_counter() - t_setup
+        # This process's own counts first: the driver's planner counts here and leaves its
+        # counts in the process (metrics.deferring_flushes).
+        flush(sink.directory)
         stats_before, metrics_before = endpoint.stats(), sink.totals()
         t0 = time.perf_counter()
         rows = ctx.spark.sql(sql).collect()
         seconds = time.perf_counter() - t0
         stats_delta = store_delta(endpoint.stats(), stats_before)
+        flush(sink.directory)
         metrics_delta = numeric_delta(sink.totals(), metrics_before)
         requests, nbytes = split_store_stats(stats_delta)
         return {

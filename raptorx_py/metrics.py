@@ -17,10 +17,13 @@ Contract and limits:
   but has no SQLite driver: it appends ``<source>\t<name>\t<value>`` lines to a file of its
   own under ``<directory>/jvm-counters/`` (``JVM_COUNTS_DIR``), which ``totals`` and
   ``totals_by_source`` fold in (a line without its newline, being written, is not read yet).
+- Inside ``deferring_flushes`` (the driver's planner) flushes wait for the process's next
+  flush outside it, or its exit: whoever reads the sink from that process flushes first.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -28,7 +31,8 @@ import sqlite3
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from functools import cache
 
 from raptorx_py.sqlite_wal import connect_wal
@@ -183,9 +187,40 @@ class MetricsSink:
                 conn.close()
 
 
+#: Directories whose flushes ``deferring_flushes`` put off, flushed at exit (or by a caller).
+_deferred: set[str] = set()
+_deferring = threading.local()
+
+
+@contextmanager
+def deferring_flushes() -> Iterator[None]:
+    """Within the block, on this thread, ``flush`` only notes its directory: the counts stay in
+    this process's counters. For a long-lived process that reads its own sink (the driver's
+    planner, ``datasource/driver_planner.py``: its process is the one that reads the counts,
+    and a flush is a SQLite commit per call, most of a warm scan's planning time). The counts
+    reach the sink at the process's next flush outside such a block (the tests' and the
+    benchmark's readings flush first), or at exit."""
+    previous = getattr(_deferring, "active", False)
+    _deferring.active = True
+    try:
+        yield
+    finally:
+        _deferring.active = previous
+
+
+@atexit.register
+def _flush_deferred() -> None:
+    for directory in sorted(_deferred):
+        flush(directory)
+
+
 def flush(directory: str | None) -> None:
-    """Ship this process's counts to the sink in ``directory`` (no-op without one)."""
+    """Ship this process's counts to the sink in ``directory`` (no-op without one; noted for
+    later inside ``deferring_flushes``)."""
     if not directory:
+        return
+    if getattr(_deferring, "active", False):
+        _deferred.add(directory)
         return
     deltas = counters.drain()
     try:

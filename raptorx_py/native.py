@@ -18,13 +18,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from raptorx_py import jvm_protocol
 from raptorx_py.errors import NativeJarError
 
 PROVIDER_CLASS = "raptorx.TieredHiveProvider"
 #: The jar's check of the Spark internals it uses (its static ``report()``: "" when all there).
 COMPATIBILITY_CLASS = "raptorx.NativeCompatibility"
-PUBLIC_NAME = "tiered_hive"
-PYTHON_NAME = "tiered_hive_python"  # must equal TieredHiveProvider.PythonName in Scala
+# The two names of the source (jvm_protocol: Protocol.scala spells them on the JVM side).
+PUBLIC_NAME = jvm_protocol.PUBLIC_NAME
+PYTHON_NAME = jvm_protocol.PYTHON_NAME
 BUILD_HINT = "build it with `make native` (or native/build.sh) and start Spark with it"
 
 

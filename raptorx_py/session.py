@@ -42,6 +42,7 @@ def register(
     """
     # Deferred, not a cycle: these import pyspark's data source API, and ``import raptorx_py``
     # stays light until a session is registered.
+    from raptorx_py.datasource.driver_planner import register_planner
     from raptorx_py.datasource.source import configured_source_class
     from raptorx_py.error_report import install_excepthook
 
@@ -67,6 +68,9 @@ def register(
         # first query that reads.
         native.require_compatible(native.compatibility_report(spark))
         source = configured_source_class(settings, name=native.PYTHON_NAME, pushdown=True)
+        # The application's one planner, in this (the driver's) process: every scan is
+        # planned here, with one metastore and listing cache, instead of in Python workers.
+        register_planner(spark)
     else:
         global _warned_no_jar
         if not _warned_no_jar:

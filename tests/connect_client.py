@@ -75,7 +75,7 @@ class Counting:
                 "error": f"{type(e).__module__}.{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc(),
             }
-        out["counts"] = {k: v for k, v in deltas.items() if k.startswith("scan.")}
+        out["counts"] = {k: v for k, v in deltas.items() if k.startswith(("scan.", "planning."))}
         out["seconds"] = round(time.monotonic() - started, 2)  # diagnostics only
         return out
 

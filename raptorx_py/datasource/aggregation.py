@@ -40,13 +40,14 @@ from decimal import Decimal, localcontext
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from raptorx_py import jvm_protocol
 from raptorx_py import predicates as preds
 from raptorx_py.errors import AggregateOverflowError, SchemaError
 from raptorx_py.hive_types import arrow_type_for_spark
 from raptorx_py.metrics import counters
 
 #: Metadata key (on the partial schema's first field) of the pushed aggregation's JSON.
-AGGREGATION_KEY = "raptorx.aggregation"
+AGGREGATION_KEY = jvm_protocol.AGGREGATION_KEY
 
 _INTEGER_RANGES = {"tinyint": 2**7, "smallint": 2**15, "int": 2**31, "bigint": 2**63}
 

@@ -27,12 +27,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from raptorx_py import jvm_protocol
 from raptorx_py.errors import SchemaError
 from raptorx_py.metastore.model import Column, Table
 
 #: The read option carrying the session's ``spark.sql.caseSensitive`` ("true"/"false").
-#: Must equal ``TieredHiveProvider.CaseSensitiveOption`` in Scala.
-CASE_SENSITIVE_OPTION = "raptorx.case_sensitive"
+CASE_SENSITIVE_OPTION = jvm_protocol.CASE_SENSITIVE_OPTION
 
 
 def parse_case_sensitive(value: str | None, default: bool = False) -> bool:

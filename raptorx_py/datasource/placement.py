@@ -14,8 +14,12 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import InputPartition
 
-MARKER = "raptorx-affinity|"
-UNKNOWN, PREFERRED, FALLBACK = "-", "P", "F"
+from raptorx_py import jvm_protocol
+
+MARKER = jvm_protocol.AFFINITY_MARK
+UNKNOWN = jvm_protocol.AFFINITY_UNKNOWN
+PREFERRED = jvm_protocol.AFFINITY_PREFERRED
+FALLBACK = jvm_protocol.AFFINITY_FALLBACK
 
 
 class PlacedPartition(InputPartition):

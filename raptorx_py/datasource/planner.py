@@ -473,6 +473,8 @@ def _list_locations(
 
     if not locations:
         return []
+    if len(locations) == 1:  # no thread for one listing (most often served by the cache)
+        return [list_one(locations[0])]
     with ThreadPoolExecutor(max_workers=min(LISTING_THREADS, len(locations))) as pool:
         return list(pool.map(list_one, locations))
 

@@ -34,12 +34,14 @@ import os
 import pickle
 import sqlite3
 import tempfile
+import threading
 import time
 
+from raptorx_py import jvm_protocol
 from raptorx_py.sqlite_wal import connect_wal
 
 #: The schema field metadata key carrying the query's token (native/.../QueryToken.scala).
-TOKEN_KEY = "raptorx.query_token"
+TOKEN_KEY = jvm_protocol.QUERY_TOKEN_KEY
 MAX_AGE = 3600.0
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS QUERY_SNAPSHOTS (
@@ -52,6 +54,33 @@ def query_token(schema) -> str | None:
     fields = getattr(schema, "fields", None) or []
     token = (fields[0].metadata or {}).get(TOKEN_KEY) if fields else None
     return str(token) if token else None
+
+
+class ProcessQuerySnapshots:
+    """``snapshot_for_query``'s rule held in this process's memory, for a process that plans
+    every scan of a query itself (the driver's planner, ``driver_planner.py``): the first scan
+    of a table in a query records its snapshot, later ones read under it; entries older than
+    ``MAX_AGE`` seconds are dropped when one is recorded. Thread-safe."""
+
+    def __init__(self, clock=time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, str], tuple[float, object]] = {}
+
+    def snapshot_for_query(self, token: str, table: str, snapshot):
+        with self._lock:
+            found = self._entries.get((token, table))
+            if found is not None:
+                return found[1]
+            now = self._clock()
+            for key in [k for k, (at, _) in self._entries.items() if at < now - MAX_AGE]:
+                del self._entries[key]
+            self._entries[(token, table)] = (now, snapshot)
+            return snapshot
+
+
+#: This process's query snapshots (used by the driver's planner).
+in_process = ProcessQuerySnapshots()
 
 
 def default_path() -> str:

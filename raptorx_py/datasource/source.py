@@ -22,12 +22,12 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
-from raptorx_py import metrics
+from raptorx_py import jvm_protocol, metrics
 from raptorx_py import predicates as preds
 from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
 from raptorx_py.config.settings import Settings
-from raptorx_py.datasource import aggregation
+from raptorx_py.datasource import aggregation, query_snapshots
 from raptorx_py.datasource.column_names import (
     CASE_SENSITIVE_OPTION,
     filter_with_table_names,
@@ -36,6 +36,7 @@ from raptorx_py.datasource.column_names import (
     requested_names,
     resolve_columns,
 )
+from raptorx_py.datasource.driver_planner import count_planning_call, planning_in_driver
 from raptorx_py.datasource.fragment_handoff import handoff_mark, mark_partition, served_by_jvm
 from raptorx_py.datasource.placement import FALLBACK, PREFERRED, PlacedPartition
 from raptorx_py.datasource.planner import plan_scan
@@ -46,6 +47,7 @@ from raptorx_py.datasource.writer import TieredHiveWriter
 from raptorx_py.error_report import short_worker_errors
 from raptorx_py.errors import ConfigError, SchemaError, did_you_mean, raise_config_errors
 from raptorx_py.hive_types import arrow_schema_for_spark, spark_struct, spark_type
+from raptorx_py.jvm_protocol import PARTITION_BY_OPTION
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metastore.model import Column, Table
 from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM, TOTAL_SIZE_PARAM
@@ -64,7 +66,7 @@ READ_OPTIONS = (
     "path",
     "table",
     "columns",
-    "partition_by",
+    PARTITION_BY_OPTION,
     EXECUTORS_OPTION,
     CASE_SENSITIVE_OPTION,
 )
@@ -179,6 +181,7 @@ class TieredHiveDataSource(DataSource):
         )
         # Once per load() behind the JVM provider, not per scan: counted so tests can see it.
         counters.add("source.created")
+        count_planning_call()  # in the driver's planner, or in a planning Python worker
         metrics.flush(self.settings.metrics_directory)
 
     def _table(self) -> Table:
@@ -211,7 +214,7 @@ class TieredHiveDataSource(DataSource):
             self.table_name,
             schema,
             overwrite,
-            self.read_options.get("partition_by"),
+            self.read_options.get(PARTITION_BY_OPTION),
         )
 
     @short_worker_errors
@@ -292,7 +295,10 @@ class TieredHiveReader(DataSourceReader):
         (``query_snapshots``: one snapshot per query, not per scan)."""
         key = self.table.qualified_name
         try:
-            recorded = snapshot_for_query(token, key, self.snapshot)
+            if planning_in_driver():  # every scan of the query is planned in this process
+                recorded = query_snapshots.in_process.snapshot_for_query(token, key, self.snapshot)
+            else:
+                recorded = snapshot_for_query(token, key, self.snapshot)
         except (OSError, sqlite3.Error) as e:
             # The store only makes scans agree; without it each scan keeps its own snapshot.
             counters.add("source.query_snapshot_unavailable")
@@ -355,6 +361,8 @@ class TieredHiveReader(DataSourceReader):
                 ),
             )
             record_scan(self.table, self.columns)
+            counters.add("planning.scans")
+            count_planning_call()
             # Each split's read spec, and so its fragment key, is made here on the driver:
             # the reader computes from it and the JVM finds the split's entry by its key.
             specs = read_specs(
@@ -475,8 +483,8 @@ def count_placement(partition) -> bool:
 
 #: Metadata keys on a schema's first field carrying the table's size to the JVM provider
 #: (``native/.../TableStatistics.scala``, which removes them), for Spark's join planning.
-TABLE_BYTES_KEY = "raptorx.table_bytes"
-TABLE_ROWS_KEY = "raptorx.table_rows"
+TABLE_BYTES_KEY = jvm_protocol.TABLE_BYTES_KEY
+TABLE_ROWS_KEY = jvm_protocol.TABLE_ROWS_KEY
 
 
 def with_table_statistics(schema: StructType, table: Table) -> StructType:
@@ -497,8 +505,8 @@ def with_table_statistics(schema: StructType, table: Table) -> StructType:
 
 #: Metadata keys on a schema's first field carrying what the JVM provider must know of the
 #: Python reader (``native/.../AggregatePushdown.scala``, ``SourceHints``, which removes them).
-EXACT_FILTER_COLUMNS_KEY = "raptorx.exact_filter_columns"
-AGGREGATION_PUSHDOWN_KEY = "raptorx.aggregation_pushdown"
+EXACT_FILTER_COLUMNS_KEY = jvm_protocol.EXACT_FILTER_COLUMNS_KEY
+AGGREGATION_PUSHDOWN_KEY = jvm_protocol.AGGREGATION_PUSHDOWN_KEY
 
 
 def with_source_hints(schema: StructType, table: Table, settings: Settings) -> StructType:

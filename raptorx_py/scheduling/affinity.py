@@ -19,13 +19,15 @@ from dataclasses import dataclass
 
 import xxhash
 
+from raptorx_py import jvm_protocol
+
 NO_PREFERENCE = "NO_PREFERENCE"
 SOFT_AFFINITY = "SOFT_AFFINITY"
 STRATEGIES = (NO_PREFERENCE, SOFT_AFFINITY)
 
 #: The read option by which the JVM provider hands the live executors to the Python scan:
-#: ``host/id`` pairs joined by commas (``native/.../LiveExecutors.scala``).
-EXECUTORS_OPTION = "raptorx.executors"
+#: ``host/id`` pairs joined by commas (``native/.../Affinity.scala``; ``jvm_protocol``).
+EXECUTORS_OPTION = jvm_protocol.EXECUTORS_OPTION
 
 
 @dataclass(frozen=True, order=True)

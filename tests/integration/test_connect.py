@@ -136,7 +136,11 @@ def ok(step: dict) -> dict:
 def classic_step(counted, fn) -> dict:
     with counted() as c:
         result = connect_client.rows(fn())
-    return {"rows": result, "counts": {k: v for k, v in c.delta.items() if k.startswith("scan.")}}
+    return {"rows": result, "counts": c.delta}
+
+
+def scan_counts(counts: dict) -> dict:
+    return {k: v for k, v in counts.items() if k.startswith("scan.")}
 
 
 def test_the_client_is_a_connect_session(client_run):
@@ -149,7 +153,15 @@ def test_reads_equal_the_classic_session(client_run, spark, counted, tables, nam
     local = classic_step(counted, lambda: connect_client.QUERIES[name](spark, tables))
     assert remote["rows"] == local["rows"] and local["rows"]
     # The same scans, each reading the same columns: the JVM provider prunes for Connect too.
-    assert remote["counts"] == local["counts"]
+    assert scan_counts(remote["counts"]) == scan_counts(local["counts"])
+    # Planned where each can be: the classic session by the driver's planner, the Connect
+    # server (no driver Python process) by pyspark's planning workers (driver_planner.py).
+    scans = local["counts"]["planning.scans"]
+    assert scans >= 1 and remote["counts"]["planning.scans"] == scans
+    assert local["counts"].get("planning.worker_calls", 0) == 0
+    assert local["counts"]["planning.driver_calls"] >= scans
+    assert remote["counts"].get("planning.driver_calls", 0) == 0
+    assert remote["counts"]["planning.worker_calls"] >= scans
 
 
 def test_pruning_reads_only_the_columns_the_query_needs(client_run, tables):

@@ -100,6 +100,10 @@ def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, sm
         placed = run.get("affinity.preferred", 0) + run.get("affinity.fallback", 0)
         assert placed == run["planner.tasks_with_preference"] >= 2, run
         assert run.get("affinity.preferred", 0) >= 0.9 * placed, run
+        # The executors reach the planning from the driver's planner, not from a Python
+        # worker: load()'s source, the scan's source with the executors, the scan's plan.
+        assert run.get("planning.worker_calls", 0) == 0, run
+        assert run["planning.driver_calls"] == 3 and run["planning.scans"] == 1, run
     # The locations tasks preferred are the rendezvous choice of their files.
     owners = assignment(files, executors)
     wanted = {e.location for e in owners.values()}

@@ -302,3 +302,28 @@ def test_fragment_cache_counts_per_query(results):
     header = next(line for line in lines if line.startswith("| query | remote computed"))
     assert "local" not in header
     assert any(line.startswith("| Q1 | 2 | 7 | 3 | 5 |") for line in lines), md
+
+
+def test_planning_counts_per_query(results):
+    """A configuration whose scans were planned gets its per-query planning table: scans,
+    the driver planner's milliseconds per scan, worker calls, LISTs and metastore round
+    trips; a query planned by workers shows no milliseconds."""
+    for run in results["queries"]["1"]["configs"]["remote"]["runs"]:
+        run["metrics"].update(
+            {
+                "planning.scans": 4,
+                "planning.driver_micros": 10_000,
+                "storage.listings": 0,
+                "metastore.round_trips": 1,
+            }
+        )
+    for run in results["queries"]["10"]["configs"]["remote"]["runs"]:
+        run["metrics"].update({"planning.scans": 2, "planning.worker_calls": 3})
+    md = report.render_markdown(results)
+    assert "## Planning per query" in md
+    lines = md.splitlines()
+    header = next(line for line in lines if line.startswith("| query | remote scans"))
+    assert "local" not in header
+    assert any(line.startswith("| Q1 | 4 | 2.5 | 0 | 0 | 1 |") for line in lines), md
+    assert any(line.startswith("| Q10 | 2 | — | 3 | 0 | 0 |") for line in lines), md
+    assert report.planning_ms_per_scan({"planning.scans": 0}) is None

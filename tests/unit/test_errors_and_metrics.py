@@ -5,7 +5,15 @@ import os
 import pytest
 
 from raptorx_py import errors
-from raptorx_py.metrics import Counters, MetricsSink, counters, diff, flush, process_source
+from raptorx_py.metrics import (
+    Counters,
+    MetricsSink,
+    counters,
+    deferring_flushes,
+    diff,
+    flush,
+    process_source,
+)
 
 
 @pytest.mark.parametrize(
@@ -128,6 +136,21 @@ def test_flush_without_directory_keeps_counts():
     flush("")
     assert counters.snapshot() == {"x.y": 1}
     counters.drain()
+
+
+def test_a_deferred_flush_keeps_the_counts_until_the_next_flush(tmp_path):
+    """Inside ``deferring_flushes`` (the driver's planner) a flush writes nothing; the next
+    flush outside it ships everything counted meanwhile."""
+    directory = str(tmp_path / "m")
+    sink = MetricsSink(directory)
+    flush(directory)  # whatever earlier tests left in this process
+    before = sink.totals()
+    with deferring_flushes():
+        counters.add("deferred.count", 3)
+        flush(directory)
+        assert diff(sink.totals(), before) == {}
+    flush(directory)
+    assert diff(sink.totals(), before) == {"deferred.count": 3}
 
 
 def test_unwritable_sink_never_raises_and_keeps_counts(tmp_path):

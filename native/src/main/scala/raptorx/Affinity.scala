@@ -28,8 +28,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
  * Limits: a partition without the mark (soft affinity off, local mode) is left as it is.
  */
 object Affinity {
-  val ExecutorsOption = "raptorx.executors"
-  private val Mark = "raptorx-affinity|".getBytes(US_ASCII)
+  val ExecutorsOption: String = raptorx.Protocol.ExecutorsOption
+  private val Mark = raptorx.Protocol.AffinityMark.getBytes(US_ASCII)
+  private val Preferred = raptorx.Protocol.AffinityPreferred.getBytes(US_ASCII)(0)
+  private val Fallback = raptorx.Protocol.AffinityFallback.getBytes(US_ASCII)(0)
   private val Bar = '|'.toByte
 
   /** `host/id` of each live executor, sorted; empty without a `SparkEnv` or executors. */
@@ -96,7 +98,7 @@ object Affinity {
       find(p.pickedPartition) match {
         case Some((_, end)) =>
           val bytes = p.pickedPartition.clone()
-          bytes(end + 1) = (if (p.location == here()) 'P' else 'F').toByte
+          bytes(end + 1) = if (p.location == here()) Preferred else Fallback
           PythonInputPartition(p.index, bytes)
         case None => p
       }

@@ -54,8 +54,8 @@ case class SourceHints(exactColumns: Set[String], aggregationPushdown: Boolean) 
 }
 
 object SourceHints {
-  val ExactColumnsKey = "raptorx.exact_filter_columns"
-  val AggregationKey = "raptorx.aggregation_pushdown"
+  val ExactColumnsKey: String = Protocol.ExactFilterColumnsKey
+  val AggregationKey: String = Protocol.AggregationPushdownKey
   val Empty: SourceHints = SourceHints(Set.empty, aggregationPushdown = false)
 
   /** The schema without the hints, and the hints (None when the source gave none). */
@@ -169,7 +169,7 @@ case class PartialAggregation(
 }
 
 object PartialAggregation {
-  val JsonKey = "raptorx.aggregation"
+  val JsonKey: String = Protocol.AggregationKey
 
   /** The partial aggregation of `aggregation` over `table` after `filters` (each one the
    * Python reader evaluates exactly: Spark pushes an aggregation only when none is left to
@@ -185,12 +185,12 @@ object PartialAggregation {
   private def filterJson(f: sources.Filter): String = {
     def value(v: Any): String = {
       val (t, text) = v match {
-        case d: java.math.BigDecimal => ("decimal", d.toPlainString)
-        case n: java.lang.Number => ("integer", n.longValue().toString)
-        case d: java.sql.Date => ("date", d.toLocalDate.toString)
-        case d: java.time.LocalDate => ("date", d.toString)
-        case b: java.lang.Boolean => ("boolean", b.toString)
-        case s: String => ("string", s)
+        case d: java.math.BigDecimal => (Protocol.ValueDecimal, d.toPlainString)
+        case n: java.lang.Number => (Protocol.ValueInteger, n.longValue().toString)
+        case d: java.sql.Date => (Protocol.ValueDate, d.toLocalDate.toString)
+        case d: java.time.LocalDate => (Protocol.ValueDate, d.toString)
+        case b: java.lang.Boolean => (Protocol.ValueBoolean, b.toString)
+        case s: String => (Protocol.ValueString, s)
         case _ => no()
       }
       Json.obj("type" -> Json.str(t), "value" -> Json.str(text))
@@ -201,20 +201,20 @@ object PartialAggregation {
     def text(op: String, a: String, v: String) =
       Json.obj("op" -> Json.str(op), "column" -> Json.str(a), "value" -> Json.str(v))
     f match {
-      case sources.Not(c) => Json.obj("op" -> Json.str("not"), "child" -> filterJson(c))
-      case sources.EqualTo(a, v) => cmp("=", a, v)
-      case sources.EqualNullSafe(a, v) => cmp("<=>", a, v)
-      case sources.GreaterThan(a, v) => cmp(">", a, v)
-      case sources.GreaterThanOrEqual(a, v) => cmp(">=", a, v)
-      case sources.LessThan(a, v) => cmp("<", a, v)
-      case sources.LessThanOrEqual(a, v) => cmp("<=", a, v)
-      case sources.In(a, vs) => Json.obj("op" -> Json.str("in"), "column" -> Json.str(a),
+      case sources.Not(c) => Json.obj("op" -> Json.str(Protocol.FilterNot), "child" -> filterJson(c))
+      case sources.EqualTo(a, v) => cmp(Protocol.FilterEqual, a, v)
+      case sources.EqualNullSafe(a, v) => cmp(Protocol.FilterEqualNullSafe, a, v)
+      case sources.GreaterThan(a, v) => cmp(Protocol.FilterGreater, a, v)
+      case sources.GreaterThanOrEqual(a, v) => cmp(Protocol.FilterGreaterOrEqual, a, v)
+      case sources.LessThan(a, v) => cmp(Protocol.FilterLess, a, v)
+      case sources.LessThanOrEqual(a, v) => cmp(Protocol.FilterLessOrEqual, a, v)
+      case sources.In(a, vs) => Json.obj("op" -> Json.str(Protocol.FilterIn), "column" -> Json.str(a),
         "values" -> Json.arr(vs.toSeq.map(value)))
-      case sources.IsNull(a) => col("is_null", a)
-      case sources.IsNotNull(a) => col("is_not_null", a)
-      case sources.StringStartsWith(a, v) => text("starts", a, v)
-      case sources.StringEndsWith(a, v) => text("ends", a, v)
-      case sources.StringContains(a, v) => text("contains", a, v)
+      case sources.IsNull(a) => col(Protocol.FilterIsNull, a)
+      case sources.IsNotNull(a) => col(Protocol.FilterIsNotNull, a)
+      case sources.StringStartsWith(a, v) => text(Protocol.FilterStartsWith, a, v)
+      case sources.StringEndsWith(a, v) => text(Protocol.FilterEndsWith, a, v)
+      case sources.StringContains(a, v) => text(Protocol.FilterContains, a, v)
       case _ => no()
     }
   }

@@ -205,6 +205,10 @@ object NativeCompatibility {
     val udpds = DsPython + "UserDefinedPythonDataSource"
     val runner = ExecPython + "ArrowPythonRunner"
     val filters = "org.apache.spark.sql.sources.Filter[]"
+    val readInfo = DsPython + "PythonDataSourceReadInfo"
+    val createRunner = DsPython + "UserDefinedPythonDataSourceRunner"
+    val planRunner = DsPython + "UserDefinedPythonDataSourceFilterPushdownRunner"
+    val pushdown = DsPython + "PythonFilterPushdownResult"
     Seq(
       // TieredHiveProvider: a fresh pyspark source per scan, its scan and write builders
       LinkedMethod(v2, "<init>", Seq()),
@@ -248,7 +252,29 @@ object NativeCompatibility {
       LinkedMethod("org.apache.spark.storage.BlockManager", "master", Seq(),
         "org.apache.spark.storage.BlockManagerMaster"),
       LinkedMethod("org.apache.spark.storage.BlockManagerMaster", "getMemoryStatus", Seq(),
-        MapType))
+        MapType),
+      // PlannedPython: pyspark's planning protocol through the driver's planner
+      LinkedMethod(v2, "source", Seq(), udpds),
+      LinkedMethod(v2, "setReadInfo", Seq(readInfo)),
+      LinkedMethod(udpds, "dataSourceCls", Seq(), "org.apache.spark.api.python.PythonFunction"),
+      LinkedMethod(udpds, "createPythonFunction", Seq("byte[]"),
+        "org.apache.spark.api.python.PythonFunction"),
+      LinkedMethod(createRunner, "<init>", Seq("org.apache.spark.api.python.PythonFunction",
+        StringType, OptionType, "org.apache.spark.sql.catalyst.util.CaseInsensitiveMap")),
+      LinkedMethod(createRunner, "writeToPython", Seq("java.io.DataOutputStream",
+        "net.razorvine.pickle.Pickler")),
+      LinkedMethod(createRunner, "receiveFromPython", Seq("java.io.DataInputStream"), created),
+      LinkedMethod(planRunner, "<init>", Seq("org.apache.spark.api.python.PythonFunction",
+        StructType, "scala.collection.Seq")),
+      LinkedMethod(planRunner, "writeToPython", Seq("java.io.DataOutputStream",
+        "net.razorvine.pickle.Pickler")),
+      LinkedMethod(planRunner, "receiveFromPython", Seq("java.io.DataInputStream"), pushdown),
+      LinkedMethod(pushdown, "readInfo", Seq(), readInfo),
+      LinkedMethod(pushdown, "isFilterPushed", Seq(), "scala.collection.Seq"),
+      LinkedMethod(DsPython + "PythonScan", "<init>",
+        Seq(v2, StringType, StructType, OptionsMap, filters)),
+      LinkedMethod("org.apache.spark.api.python.PythonException", "<init>", Seq(StringType,
+        "java.lang.Throwable", OptionType, MapType, "org.apache.spark.QueryContext[]")))
   }
 
   /** Everything the jar expects of Spark's internals. */

@@ -24,8 +24,8 @@ import org.apache.spark.sql.types.{MetadataBuilder, StructType}
  * (`count(*)`) carries none. [[ArrowColumnarScan]] reports the schema without it.
  */
 object QueryToken {
-  /** Must equal `query_snapshots.TOKEN_KEY` on the Python side. */
-  val TokenKey = "raptorx.query_token"
+  /** `Protocol.QueryTokenKey` (Python: `jvm_protocol.QUERY_TOKEN_KEY`). */
+  val TokenKey: String = Protocol.QueryTokenKey
 
   private val tokens = Collections.synchronizedMap(new WeakHashMap[QueryPlanningTracker, String]())
 

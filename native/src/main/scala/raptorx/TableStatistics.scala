@@ -32,8 +32,8 @@ case class TableStatistics(bytes: Long, rows: Option[Long]) {
 }
 
 object TableStatistics {
-  val BytesKey = "raptorx.table_bytes"
-  val RowsKey = "raptorx.table_rows"
+  val BytesKey: String = Protocol.TableBytesKey
+  val RowsKey: String = Protocol.TableRowsKey
 
   /** The schema without the statistics the Python source put in it, and those statistics. */
   def split(schema: StructType): (StructType, Option[TableStatistics]) = {

@@ -9,6 +9,7 @@ import org.apache.spark.sql.connector.expressions.aggregate.Aggregation
 import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownAggregates, SupportsPushDownFilters, SupportsPushDownRequiredColumns}
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonScanBuilder, PythonWriteBuilder}
+import org.apache.spark.sql.execution.datasources.v2.python.raptorx.PlannedPython
 import org.apache.spark.sql.execution.python.raptorx.{Affinity, ArrowColumnarScan}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.sources.{DataSourceRegister, Filter}
@@ -69,14 +70,14 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
 }
 
 object TieredHiveProvider {
-  val PublicName = "tiered_hive"
-  val PythonName = "tiered_hive_python"
+  val PublicName: String = Protocol.PublicName
+  val PythonName: String = Protocol.PythonName
   /** The write option naming the partition keys of a table the write creates. */
-  val PartitionByOption = "partition_by"
+  val PartitionByOption: String = Protocol.PartitionByOption
   /** The read option carrying the session's `spark.sql.caseSensitive` to the Python source,
    * which resolves the read's column names by it (raptorx_py/datasource/column_names.py):
    * the Python worker has no SQLConf. */
-  val CaseSensitiveOption = "raptorx.case_sensitive"
+  val CaseSensitiveOption: String = Protocol.CaseSensitiveOption
 
   /** `options` plus the session's `spark.sql.caseSensitive`, for creating the Python source. */
   def withCaseSensitivity(options: CaseInsensitiveStringMap): CaseInsensitiveStringMap = {
@@ -85,8 +86,10 @@ object TieredHiveProvider {
     new CaseInsensitiveStringMap(merged)
   }
 
+  /** A fresh `PythonDataSourceV2` whose Python `DataSource` the application's planner
+   * creates when one is registered (`DriverPlanners`), else a planning worker. */
   def freshPythonSource(): PythonDataSourceV2 = {
-    val ds = new PythonDataSourceV2()
+    val ds = new org.apache.spark.sql.execution.datasources.v2.python.raptorx.PlannedPythonDataSource()
     ds.setShortName(PythonName)
     ds
   }
@@ -261,16 +264,20 @@ class TieredHiveScanBuilder(
 
   override def build(): Scan = {
     // On a cluster the Python scan also gets the live executors (soft affinity), which
-    // takes a Python source created with them: one Python worker call more per scan.
+    // takes a Python source created with them: with the driver's planner one callback more
+    // per scan, without it one Python worker call more.
     val withExecutors = Affinity.withExecutors(options)
     val source =
       if (withExecutors eq options) pythonSource else TieredHiveProvider.freshPythonSource()
     val pythonOptions = TieredHiveProvider.withCaseSensitivity(withExecutors)
     aggregation match {
       case Some(partial) => // the filters travel in the aggregation (see PartialAggregation)
-        val python = new PythonScanBuilder(source, TieredHiveProvider.PythonName,
-          QueryToken.tag(partial.schemaForPython), pythonOptions)
-        new AggregatedScan(new ArrowColumnarScan(python.build()), partial, filters.toSeq)
+        val schema = QueryToken.tag(partial.schemaForPython)
+        val python = PlannedPython.plan(source, TieredHiveProvider.PythonName, schema,
+          pythonOptions, Array.empty).map(_._1).getOrElse(
+          new PythonScanBuilder(source, TieredHiveProvider.PythonName, schema, pythonOptions)
+            .build())
+        new AggregatedScan(new ArrowColumnarScan(python), partial, filters.toSeq)
       case None =>
         new ArrowColumnarScan(pythonScan(source, pythonOptions, requiredSchema),
           statistics.map(_.forColumns(requiredSchema, tableSchema)))
@@ -290,16 +297,25 @@ class TieredHiveScanBuilder(
    * without it. */
   private def pythonScan(source: PythonDataSourceV2, pythonOptions: CaseInsensitiveStringMap,
                          schema: StructType): Scan = {
-    val python = new PythonScanBuilder(
-      source, TieredHiveProvider.PythonName, QueryToken.tag(schema), pythonOptions)
+    val tagged = QueryToken.tag(schema)
     val offered = filters.filter(PythonFilterValues.representable)
-    val notTaken = python.pushFilters(offered).toSet
-    val lost = offered.filter(f => notTaken.contains(f) && handled(f))
+    // One callback into the driver's planner when there is one, else pyspark's planning
+    // worker (pushFilters plans the read there).
+    val (scan, notTaken) =
+      PlannedPython.plan(source, TieredHiveProvider.PythonName, tagged, pythonOptions, offered)
+        .getOrElse {
+          val python = new PythonScanBuilder(
+            source, TieredHiveProvider.PythonName, tagged, pythonOptions)
+          val refused = python.pushFilters(offered)
+          (python.build(), refused)
+        }
+    val notTakenSet = notTaken.toSet
+    val lost = offered.filter(f => notTakenSet.contains(f) && handled(f))
     if (lost.nonEmpty) {
       throw new IllegalStateException(s"tiered_hive: the Python reader did not take the " +
         s"filters ${lost.mkString(", ")}, which the provider reported to Spark as evaluated " +
         "by the source (is spark.sql.python.filterPushdown.enabled false?)")
     }
-    python.build()
+    scan
   }
 }

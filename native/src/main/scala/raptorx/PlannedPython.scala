@@ -1,0 +1,122 @@
+package org.apache.spark.sql.execution.datasources.v2.python.raptorx
+
+import java.io.{ByteArrayInputStream, ByteArrayOutputStream, DataInputStream, DataOutputStream}
+import java.nio.charset.StandardCharsets.UTF_8
+
+import scala.jdk.CollectionConverters._
+
+import net.razorvine.pickle.Pickler
+import py4j.{Py4JException, Py4JNetworkException}
+
+import org.apache.spark.QueryContext
+import org.apache.spark.api.python.{PythonException, PythonFunction}
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap
+import org.apache.spark.sql.connector.read.Scan
+import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonFilterPushdownResult, PythonScan, UserDefinedPythonDataSourceFilterPushdownRunner, UserDefinedPythonDataSourceRunner}
+import org.apache.spark.sql.sources.Filter
+import org.apache.spark.sql.types.StructType
+import org.apache.spark.sql.util.CaseInsensitiveStringMap
+
+import _root_.raptorx.{DriverPlanner, DriverPlanners}
+
+/**
+ * Planning through the application's planner ([[DriverPlanners]]): pyspark's own planning
+ * protocol (its runners write the request and read the answer, byte for byte what a planning
+ * worker's socket carries), with one Py4J callback as the transport.
+ */
+object PlannedPython extends Logging {
+  /** The Python `DataSource` of `ds` for `options`, created by the planner. */
+  def create(ds: PythonDataSourceV2, shortName: String, options: CaseInsensitiveStringMap,
+      userSchema: Option[StructType]): Option[PythonDataSourceCreationResult] =
+    DriverPlanners.current.flatMap { planner =>
+      val runner = new CreateRequest(ds.source.dataSourceCls, shortName,
+        userSchema, CaseInsensitiveMap(options.asCaseSensitiveMap().asScala.toMap))
+      call(planner, "create", runner.write, planner.create, runner.read)
+    }
+
+  /** A scan of `ds` reading `schema`, planned by the planner with `filters` offered, and the
+   * filters the reader did not take. `ds` keeps the read plan (pyspark's `setReadInfo`), so
+   * the scan's batch neither plans again nor starts a worker. */
+  def plan(ds: PythonDataSourceV2, shortName: String, schema: StructType,
+      options: CaseInsensitiveStringMap, filters: Array[Filter]): Option[(Scan, Array[Filter])] =
+    DriverPlanners.current.flatMap { planner =>
+      val created = ds.getOrCreateDataSourceInPython(shortName, options, Some(schema))
+      val runner = new PlanRequest(
+        ds.source.createPythonFunction(created.dataSource), schema, filters.toSeq)
+      call(planner, "plan", runner.write, planner.plan, runner.read).map { result =>
+        ds.setReadInfo(result.readInfo)
+        val pushed = result.isFilterPushed
+        val taken = filters.indices.filter(i => pushed(i)).map(filters(_)).toArray
+        val notTaken = filters.indices.filterNot(i => pushed(i)).map(filters(_)).toArray
+        (new PythonScan(ds, shortName, schema, options, taken), notTaken)
+      }
+    }
+
+  private def call[T](planner: DriverPlanner, what: String,
+      write: DataOutputStream => Unit, serve: Array[Byte] => Array[Byte],
+      read: DataInputStream => T): Option[T] = {
+    val bytes = new ByteArrayOutputStream()
+    val out = new DataOutputStream(bytes)
+    write(out)
+    out.flush()
+    val answer = try serve(bytes.toByteArray) catch {
+      case e: Py4JException =>
+        // The planner is unreachable or broke outside the source's own code: the worker
+        // path can still answer, so it does; a planner whose process is gone is dropped.
+        if (e.isInstanceOf[Py4JNetworkException]) DriverPlanners.drop(planner)
+        logWarning(s"raptorx: the driver's planner failed to $what ($e); " +
+          "planning in a Python worker instead")
+        return None
+    }
+    if (answer == null || answer.isEmpty) {
+      logWarning(s"raptorx: the driver's planner returned nothing for $what; " +
+        "planning in a Python worker instead")
+      return None
+    }
+    val in = new DataInputStream(new ByteArrayInputStream(answer, 1, answer.length - 1))
+    if (answer(0) == DriverPlanners.Ok) Some(read(in))
+    else throw new PythonException(new String(answer, 1, answer.length - 1, UTF_8),
+      null: Throwable, None: Option[String], Map.empty[String, String],
+      Array.empty[QueryContext])
+  }
+}
+
+/** pyspark's request to create a source: what its runner writes to a worker, and reads back. */
+private class CreateRequest(cls: PythonFunction, provider: String, schema: Option[StructType],
+    options: CaseInsensitiveMap[String])
+    extends UserDefinedPythonDataSourceRunner(cls, provider, schema, options) {
+  def write(out: DataOutputStream): Unit = writeToPython(out, new Pickler())
+  def read(in: DataInputStream): PythonDataSourceCreationResult = receiveFromPython(in)
+}
+
+/** pyspark's request to plan a read with filters pushed: what its runner writes to a worker,
+ * and reads back. */
+private class PlanRequest(source: PythonFunction, schema: StructType, filters: Seq[Filter])
+    extends UserDefinedPythonDataSourceFilterPushdownRunner(source, schema, filters) {
+  def write(out: DataOutputStream): Unit = writeToPython(out, new Pickler())
+  def read(in: DataInputStream): PythonFilterPushdownResult = receiveFromPython(in)
+}
+
+/**
+ * A `PythonDataSourceV2` whose Python `DataSource` is created by the application's planner
+ * when one is registered ([[DriverPlanners.create]]), else by pyspark (a worker).
+ */
+class PlannedPythonDataSource extends PythonDataSourceV2 {
+  /** What the planner created (pyspark's own path keeps its result itself). */
+  @volatile private var created: PythonDataSourceCreationResult = _
+
+  override def getOrCreateDataSourceInPython(
+      shortName: String,
+      options: CaseInsensitiveStringMap,
+      userSpecifiedSchema: Option[StructType]): PythonDataSourceCreationResult = {
+    if (created == null) {
+      PlannedPython.create(this, shortName, options, userSpecifiedSchema) match {
+        case Some(made) => created = made
+        case None => return super.getOrCreateDataSourceInPython(shortName, options,
+          userSpecifiedSchema)
+      }
+    }
+    created
+  }
+}

@@ -1,0 +1,76 @@
+package raptorx
+
+/**
+ * The contract between raptorx_py and this jar: every name one side writes and the other
+ * reads, spelled once on this side. Its twin is `raptorx_py/jvm_protocol.py`, which spells
+ * each constant here once on the Python side, named in upper snake case
+ * (`QueryTokenKey` is `QUERY_TOKEN_KEY`); `tests/unit/test_jvm_protocol.py` reads this file as
+ * text and fails when a constant is missing on either side or the two values differ.
+ *
+ * What crosses, and by which channel:
+ *  - the source names: the public one this provider registers, the internal one the Python
+ *    source registers under;
+ *  - read and write options the provider adds to a Python source's options;
+ *  - metadata keys on the first field of a schema: the Python source's `schema()` tells the
+ *    provider the table's size and its hints; the provider tells the Python reader the
+ *    query's token and a pushed aggregation;
+ *  - the soft-affinity mark inside a pickled input partition, and its one-byte flag;
+ *  - the vocabulary of the filter JSON the provider writes for an aggregated scan
+ *    (`PartialAggregation`) and `raptorx_py.datasource.aggregation` parses.
+ *
+ * Only constants live here (values must be plain string literals, one per `val`, for the
+ * test's reading); what each side does with them stays in its own module.
+ */
+object Protocol {
+  // Source names
+  val PublicName = "tiered_hive"
+  val PythonName = "tiered_hive_python"
+
+  // Options
+  /** The write option naming the partition keys of a table the write creates. */
+  val PartitionByOption = "partition_by"
+  /** The live executors (`host/id,host/id`) handed to the Python scan (soft affinity). */
+  val ExecutorsOption = "raptorx.executors"
+  /** The session's `spark.sql.caseSensitive`, by which the Python source resolves a read's
+   * column names (the Python worker has no SQLConf). */
+  val CaseSensitiveOption = "raptorx.case_sensitive"
+
+  // Metadata keys on a schema's first field
+  val QueryTokenKey = "raptorx.query_token"
+  val TableBytesKey = "raptorx.table_bytes"
+  val TableRowsKey = "raptorx.table_rows"
+  val ExactFilterColumnsKey = "raptorx.exact_filter_columns"
+  val AggregationPushdownKey = "raptorx.aggregation_pushdown"
+  val AggregationKey = "raptorx.aggregation"
+
+  // Soft affinity: `<mark><location>|<flag>` at the start of a pickled partition
+  val AffinityMark = "raptorx-affinity|"
+  val AffinityUnknown = "-"
+  val AffinityPreferred = "P"
+  val AffinityFallback = "F"
+
+  // The status byte opening a driver planner's answer (`DriverPlanner`): ok, or an error text
+  val PlannerOk = "O"
+  val PlannerFailed = "E"
+
+  // The filter JSON of an aggregated scan: operators
+  val FilterNot = "not"
+  val FilterEqual = "="
+  val FilterEqualNullSafe = "<=>"
+  val FilterGreater = ">"
+  val FilterGreaterOrEqual = ">="
+  val FilterLess = "<"
+  val FilterLessOrEqual = "<="
+  val FilterIn = "in"
+  val FilterIsNull = "is_null"
+  val FilterIsNotNull = "is_not_null"
+  val FilterStartsWith = "starts"
+  val FilterEndsWith = "ends"
+  val FilterContains = "contains"
+  // ... and the kinds of a literal value
+  val ValueDecimal = "decimal"
+  val ValueInteger = "integer"
+  val ValueDate = "date"
+  val ValueBoolean = "boolean"
+  val ValueString = "string"
+}

@@ -1,0 +1,84 @@
+"""The contract between raptorx_py and the native jar: every name one side writes and the
+other reads, spelled once on the Python side.
+
+Its twin is ``native/src/main/scala/raptorx/Protocol.scala``: each constant here is one of
+that object's, named in upper snake case (``QueryTokenKey`` is ``QUERY_TOKEN_KEY``), with
+the same value. ``tests/unit/test_jvm_protocol.py`` reads the Scala file as text and fails
+when a constant is missing on either side or the values differ.
+
+What crosses, and by which channel:
+
+- the source names: the public one the JVM provider registers, the internal one the Python
+  source registers under behind it (``native.py``, ``session.py``);
+- options the provider adds to a Python source's options (``datasource/writer.py``,
+  ``scheduling/affinity.py``);
+- metadata keys on the first field of a schema: the Python source's ``schema()`` tells the
+  provider the table's size and its hints (``datasource/source.py``); the provider tells the
+  Python reader the query's token (``datasource/query_snapshots.py``) and a pushed
+  aggregation (``datasource/aggregation.py``);
+- the soft-affinity mark inside a pickled input partition and its one-byte flag
+  (``datasource/placement.py``);
+- the vocabulary of the filter JSON the provider writes for an aggregated scan and
+  ``datasource/aggregation.py`` parses.
+
+Only constants (plain strings) live here, so every layer may import it; what each side does
+with them stays in its own module.
+"""
+
+from __future__ import annotations
+
+# Source names
+PUBLIC_NAME = "tiered_hive"
+PYTHON_NAME = "tiered_hive_python"
+
+# Options
+#: The write option naming the partition keys of a table the write creates.
+PARTITION_BY_OPTION = "partition_by"
+#: The live executors (``host/id,host/id``) the provider hands the Python scan.
+EXECUTORS_OPTION = "raptorx.executors"
+#: The session's ``spark.sql.caseSensitive`` (``datasource.column_names``).
+CASE_SENSITIVE_OPTION = "raptorx.case_sensitive"
+
+# Metadata keys on a schema's first field
+QUERY_TOKEN_KEY = "raptorx.query_token"
+TABLE_BYTES_KEY = "raptorx.table_bytes"
+TABLE_ROWS_KEY = "raptorx.table_rows"
+EXACT_FILTER_COLUMNS_KEY = "raptorx.exact_filter_columns"
+AGGREGATION_PUSHDOWN_KEY = "raptorx.aggregation_pushdown"
+AGGREGATION_KEY = "raptorx.aggregation"
+
+# Soft affinity: ``<mark><location>|<flag>`` at the start of a pickled partition
+AFFINITY_MARK = "raptorx-affinity|"
+AFFINITY_UNKNOWN = "-"
+AFFINITY_PREFERRED = "P"
+AFFINITY_FALLBACK = "F"
+
+# The status byte opening a driver planner's answer (``DriverPlanner``): ok, or an error text
+PLANNER_OK = "O"
+PLANNER_FAILED = "E"
+
+# The filter JSON of an aggregated scan: operators
+FILTER_NOT = "not"
+FILTER_EQUAL = "="
+FILTER_EQUAL_NULL_SAFE = "<=>"
+FILTER_GREATER = ">"
+FILTER_GREATER_OR_EQUAL = ">="
+FILTER_LESS = "<"
+FILTER_LESS_OR_EQUAL = "<="
+FILTER_IN = "in"
+FILTER_IS_NULL = "is_null"
+FILTER_IS_NOT_NULL = "is_not_null"
+FILTER_STARTS_WITH = "starts"
+FILTER_ENDS_WITH = "ends"
+FILTER_CONTAINS = "contains"
+# ... and the kinds of a literal value
+VALUE_DECIMAL = "decimal"
+VALUE_INTEGER = "integer"
+VALUE_DATE = "date"
+VALUE_BOOLEAN = "boolean"
+VALUE_STRING = "string"
+
+
+def constants() -> dict[str, str]:
+    """Every constant of the contract, by its Python name."""
+    return {k: v for k, v in globals().items() if k.isupper() and isinstance(v, str)}

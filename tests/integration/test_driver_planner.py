@@ -1,0 +1,216 @@
+"""One planner per Spark application (``raptorx_py/datasource/driver_planner.py``): with the
+native jar, ``register`` makes the driver's own Python process plan every ``tiered_hive``
+source and scan through a Py4J callback, so no planning Python worker starts and every scan of
+every query shares one metastore cache and one listing cache.
+
+Counted, never timed, over every process (``counted``): ``planning.driver_calls`` and
+``planning.worker_calls`` (a source created or a scan planned, by where it ran),
+``storage.listings`` (LIST requests), ``metastore.round_trips``. The tables are managed ones
+of each test's own metastore (``Tables``, shared with ``test_metastore_cache_reads.py``), so
+the caches of one test are never those of another.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from raptorx_py.datasource.driver_planner import (
+    planner_registered,
+    register_planner,
+    unregister_planner,
+)
+from tests.integration.test_metastore_cache_reads import (
+    Tables,
+    ids,
+    load,
+    options,
+    rows_of,
+)
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cached_options(url: str) -> dict[str, str]:
+    """The metastore cache on (``options``) and every table's listings cached."""
+    return options(url, **{"hive.file-status-cache-tables": "*"})
+
+
+@pytest.fixture
+def tables(metastore_url, tmp_path):
+    t = Tables(metastore_url, tmp_path)
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def planner(spark):
+    """The session's planner is registered (``register`` did it); left registered."""
+    assert planner_registered(spark)
+    yield
+    register_planner(spark)
+
+
+def test_planning_starts_no_python_worker(spark, planner, tables, counted):
+    tables.managed("t", [1, 2])
+    with counted() as c:
+        df = load(spark, "db.t", cached_options(tables.url))
+        assert ids(df) == [*rows_of(1), *rows_of(2)]
+        assert ids(df.where("k = 2")) == list(rows_of(2))
+    # load(): the source, created once; each query: its one scan. All in the driver.
+    assert c["planning.driver_calls"] == 3, c.delta
+    assert c["planning.worker_calls"] == 0
+    assert c["planning.scans"] == 2
+    assert c["source.created"] == 1
+
+
+def test_a_second_query_lists_nothing_and_reads_only_the_snapshot(spark, planner, tables, counted):
+    """Every scan of every query shares the driver's caches: a second query, even through a
+    new ``load()`` and with another filter, makes no LIST and no metastore round trip but its
+    snapshot (the version check)."""
+    tables.managed("t", [1, 2, 3])
+    opts = cached_options(tables.url)
+    df = load(spark, "db.t", opts)
+    with counted() as first:
+        assert ids(df) == [*rows_of(1), *rows_of(2), *rows_of(3)]
+    assert first["storage.listings"] == 3, first.delta  # one per partition, cold
+
+    with counted() as second:
+        assert ids(df.where("k >= 2")) == [*rows_of(2), *rows_of(3)]
+    assert second["storage.listings"] == 0, second.delta
+    assert second["metastore.round_trips"] == 1  # the snapshot
+    assert second["listing_cache.hits"] == 2 and second["planning.worker_calls"] == 0
+
+    with counted() as other:  # another DataFrame of the same table: its schema() and scan
+        assert ids(load(spark, "db.t", opts).where("k = 1")) == list(rows_of(1))
+    assert other["storage.listings"] == 0, other.delta
+    assert other["metastore.round_trips"] == 2  # load()'s snapshot and the scan's
+    assert other["metastore_cache.table_hits"] == 2 and other["metastore_cache.table_misses"] == 0
+
+
+def commit_in_another_process(url: str, location: str, k: int) -> int:
+    """Add partition ``k`` to ``db.t`` in one transaction of a separate Python process;
+    its write id."""
+    script = f"""
+import sys
+import threading
+from tests.integration.test_metastore_cache_reads import Tables, write_files, rows_of
+from raptorx_py.metastore import Partition
+from raptorx_py.metastore.store import Metastore, backend_for_url
+ms = Metastore(backend_for_url({url!r}))
+table = ms.get_table("db", "t")
+txn = ms.open_transaction(user="other")
+wid = ms.allocate_write_id(txn, "db", "t")
+write_files({location!r}, {k}, wid, rows_of({k}, wid))
+ms.add_partitions(table, [Partition(("{k}",), table.location + "/k={k}")], write_id=wid)
+ms.commit_transaction(txn)
+print(wid)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return int(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_commit_by_another_process_is_seen_by_the_next_query(spark, planner, tables, counted):
+    """The shared cache never serves a stale read: the next query's snapshot sees the other
+    process's commit, so the entries cached before it are not fresh for it (snapshot rules
+    unchanged: ``query_snapshots.py``)."""
+    table = tables.managed("t", [1, 2])
+    df = load(spark, "db.t", cached_options(tables.url))
+    assert ids(df) == [*rows_of(1), *rows_of(2)]
+    with counted() as warm:
+        assert ids(df) == [*rows_of(1), *rows_of(2)]
+    assert warm["metastore.round_trips"] == 1 and warm["storage.listings"] == 0, warm.delta
+
+    wid = commit_in_another_process(tables.url, table.location[len("file://") :], 3)
+    with counted() as after:
+        assert ids(df) == [*rows_of(1), *rows_of(2), *rows_of(3, wid)]
+    assert after["metastore_cache.partition_misses"] == 1, after.delta
+    assert after["storage.listings"] == 1  # the new partition only
+    assert after["planning.worker_calls"] == 0
+
+
+def test_without_a_planner_scans_are_planned_in_workers(spark, planner, tables, counted):
+    """The fallback (a Spark Connect server, ``spark-sql``, a Scala application: no driver
+    Python process registered a planner): pyspark's planning workers, same rows."""
+    tables.managed("t", [1, 2])
+    opts = cached_options(tables.url)
+    unregister_planner(spark)
+    assert not planner_registered(spark)
+    with counted() as c:
+        assert ids(load(spark, "db.t", opts).where("k = 2")) == list(rows_of(2))
+    assert c["planning.driver_calls"] == 0, c.delta
+    assert c["planning.worker_calls"] == 2  # the source's creation, the scan
+    register_planner(spark)
+    with counted() as back:
+        assert ids(load(spark, "db.t", opts).where("k = 2")) == list(rows_of(2))
+    assert back["planning.worker_calls"] == 0 and back["planning.driver_calls"] == 2
+
+
+def test_an_error_in_planning_names_what_was_wrong(spark, planner, tables):
+    tables.managed("t", [1])
+    opts = cached_options(tables.url)
+    with pytest.raises(Exception, match=r"raptorx_py\.errors\.\w+: table 'db\.nope' does not"):
+        load(spark, "db.nope", opts)
+    with pytest.raises(Exception, match="column 'nope' does not exist"):
+        spark.read.format("tiered_hive").options(**opts).schema("nope int").load("db.t").collect()
+    assert planner_registered(spark)  # an error of the source is not the planner's fault
+
+
+class _SilentPlanner:
+    """A planner that answers nothing (as a broken one would): the JVM must plan without it."""
+
+    def create(self, request):
+        return b""
+
+    def plan(self, request):
+        return b""
+
+    class Java:
+        implements = ["raptorx.DriverPlanner"]
+
+
+def test_a_planner_that_answers_nothing_leaves_planning_to_the_workers(
+    spark, planner, tables, counted
+):
+    tables.managed("t", [1, 2])
+    silent = _SilentPlanner()  # kept alive here: Py4J holds callback objects weakly
+    spark.sparkContext._jvm.raptorx.DriverPlanners.register(silent)
+    with counted() as c:
+        assert ids(load(spark, "db.t", cached_options(tables.url))) == [*rows_of(1), *rows_of(2)]
+    assert c["planning.worker_calls"] == 2 and c["planning.driver_calls"] == 0, c.delta
+
+
+def test_queries_from_two_threads_share_the_planner(spark, planner, tables, counted):
+    """Callbacks of concurrent queries are served one at a time; both get their rows."""
+    tables.managed("t", [1, 2, 3])
+    opts = cached_options(tables.url)
+    df = load(spark, "db.t", opts)
+    assert ids(df) == [*rows_of(1), *rows_of(2), *rows_of(3)]
+    results: dict[int, list] = {}
+
+    def run(k: int) -> None:
+        results[k] = [ids(df.where(f"k = {k}")) for _ in range(3)]
+
+    with counted() as c:
+        threads = [threading.Thread(target=run, args=(k,)) for k in (1, 3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+    assert results == {1: [list(rows_of(1))] * 3, 3: [list(rows_of(3))] * 3}
+    assert c["planning.scans"] == 6 and c["planning.worker_calls"] == 0, c.delta
