@@ -49,3 +49,13 @@ def test_mypy_passes():
     untyped third-party modules). No cache is written into the tree, as for ruff."""
     done = _run("mypy", "--cache-dir", os.devnull)
     assert done.returncode == 0, done.stdout[-12000:] + done.stderr
+
+
+def test_test_modules_have_unique_names():
+    """The test directories are not packages, so pytest imports each test file by its base
+    name: two files of one name (a unit and an integration test of one subject) fail the
+    whole run's collection, which a run of one directory never shows."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
