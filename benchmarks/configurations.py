@@ -89,11 +89,16 @@ def all_configurations() -> list[Configuration]:
 #: What ``make bench`` runs when no configuration is named: the main job, what the caches buy
 #: over the emulated remote store, against Spark's own reader on local disk. The local
 #: with/without-jar configurations are named explicitly (see BENCHMARKS.md).
+#: What ``make bench`` runs: the baseline, the remote store without and with every tier (cold,
+#: warm, warm with the fragment result cache: the product's headline), and Spark's own
+#: in-memory cache, the other thing a user would reach for.
 DEFAULT_CONFIGURATIONS = (
     "spark-parquet-local",
     "tiered-hive-s3",
     "tiered-hive-s3-cold",
     "tiered-hive-s3-warm",
+    "tiered-hive-s3-warm-fragments",
+    "spark-cache-table",
 )
 
 

@@ -111,6 +111,15 @@ def test_cache_configurations_are_registered():
     )
 
 
+def test_the_default_run_shows_the_fragment_cache_and_spark_cache_table():
+    # The main job's report must show the product's headline (warm reads with the fragment
+    # result cache) beside what a user would otherwise reach for (CACHE TABLE).
+    names = [c.name for c in configurations.get_configurations(None)]
+    assert names[0] == "spark-parquet-local"
+    assert "tiered-hive-s3-warm-fragments" in names
+    assert "spark-cache-table" in names
+
+
 def _registered_options(config, ctx, monkeypatch):
     seen = []
     monkeypatch.setattr(
