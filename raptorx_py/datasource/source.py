@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Iterable, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -49,7 +50,7 @@ from raptorx_py.errors import ConfigError, SchemaError, did_you_mean, raise_conf
 from raptorx_py.hive_types import arrow_schema_for_spark, spark_struct, spark_type
 from raptorx_py.jvm_protocol import PARTITION_BY_OPTION
 from raptorx_py.metastore.cached_store import with_cached_metastore
-from raptorx_py.metastore.model import Column, Table
+from raptorx_py.metastore.model import Column, Partition, Table
 from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM, TOTAL_SIZE_PARAM
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
@@ -202,7 +203,14 @@ class TieredHiveDataSource(DataSource):
             # Behind the JVM provider (the only case with pushdown), which takes them out.
             if not self._pushdown:
                 return schema
-            return with_source_hints(with_table_statistics(schema, table), table, self.settings)
+            partitions = (
+                with_cached_metastore(self.settings, lambda cache: cache.list_partitions(table))
+                if table.partition_keys
+                else ()
+            )
+            return with_source_hints(
+                with_table_statistics(schema, table, partitions), table, self.settings
+            )
         finally:
             metrics.flush(self.settings.metrics_directory)
 
@@ -487,20 +495,48 @@ TABLE_BYTES_KEY = jvm_protocol.TABLE_BYTES_KEY
 TABLE_ROWS_KEY = jvm_protocol.TABLE_ROWS_KEY
 
 
-def with_table_statistics(schema: StructType, table: Table) -> StructType:
-    """``schema`` with an unpartitioned table's ``totalSize``/``numRows`` in its first field's
-    metadata (a partitioned table's would cost a partition listing, and is left unknown)."""
-    size = table.parameters.get(TOTAL_SIZE_PARAM)
-    if table.partition_keys or not schema.fields or size is None or not size.isdigit():
+def with_table_statistics(
+    schema: StructType, table: Table, partitions: Sequence[Partition] = ()
+) -> StructType:
+    """``schema`` with the table's ``totalSize``/``numRows`` in its first field's metadata: an
+    unpartitioned table's own, a partitioned table's summed over ``partitions`` (its
+    partitions, read through the metastore cache, which planning reads next anyway).
+
+    They are an estimate for Spark's join planning only (which side to broadcast), never for
+    what a scan returns; without them (a partitioned table with a partition that has no
+    ``totalSize``), Spark assumes the table is too big to broadcast, as it would be without
+    raptorx_py's statistics.
+    """
+    if not schema.fields:
+        return schema
+    if table.partition_keys:
+        size = _summed(p.parameters.get(TOTAL_SIZE_PARAM) for p in partitions)
+        rows = _summed(p.parameters.get(NUM_ROWS_PARAM) for p in partitions)
+        if not partitions:
+            size = rows = None  # no partition read yet: unknown, not empty
+    else:
+        size = _summed([table.parameters.get(TOTAL_SIZE_PARAM)])
+        rows = _summed([table.parameters.get(NUM_ROWS_PARAM)])
+    if size is None:
         return schema
     first = schema.fields[0]
-    meta = {**(first.metadata or {}), TABLE_BYTES_KEY: int(size)}
-    rows = table.parameters.get(NUM_ROWS_PARAM)
-    if rows is not None and rows.isdigit():
-        meta[TABLE_ROWS_KEY] = int(rows)
+    meta = {**(first.metadata or {}), TABLE_BYTES_KEY: size}
+    if rows is not None:
+        meta[TABLE_ROWS_KEY] = rows
     return StructType(
         [StructField(first.name, first.dataType, first.nullable, meta), *schema.fields[1:]]
     )
+
+
+def _summed(values: Iterable[str | None]) -> int | None:
+    """The sum of counts stored as metastore parameters; None if any is missing or not a
+    count."""
+    total = 0
+    for value in values:
+        if value is None or not value.isdigit():
+            return None
+        total += int(value)
+    return total
 
 
 #: Metadata keys on a schema's first field carrying what the JVM provider must know of the

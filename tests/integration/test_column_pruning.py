@@ -162,13 +162,38 @@ def test_an_unpartitioned_table_reports_its_size_and_a_small_one_is_broadcast(sp
     assert plan_size(df.select("k")) < size  # fewer columns, fewer bytes
     # The statistics travel outside the schema Spark and the user see.
     assert all(not f.metadata for f in df.schema.fields)
-    # A partitioned table reports no size: Spark's default, never broadcast.
-    assert (
-        plan_size(spark.read.format("tiered_hive").load(wide))
-        == spark._jsparkSession.sessionState().conf().defaultSizeInBytes()
-    )
     facts = spark.read.format("tiered_hive").load(wide)
     joined = facts.join(df, on=facts.qty == df.k)
     plan = joined._jdf.queryExecution().executedPlan().toString()
     assert "BroadcastHashJoin" in plan and "SortMergeJoin" not in plan
     assert joined.count() == 40
+
+
+def test_a_partitioned_table_reports_its_partitions_summed_size(spark, env, wide, dim):
+    # As Spark's own reader does for a partitioned directory: a partitioned table small
+    # enough is broadcast (TPC-H Q22 joins customer with orders that way).
+    with env.metastore() as ms:
+        table = ms.get_table(*wide.split("."))
+        partitions = ms.list_partitions(table)
+    size = sum(int(p.parameters["totalSize"]) for p in partitions)
+    facts = spark.read.format("tiered_hive").load(wide)
+    assert len(partitions) > 1 and plan_size(facts) == size
+    assert plan_size(facts.select("id")) < size
+    name, _ = dim
+    dims = spark.read.format("tiered_hive").load(name)
+    plan = dims.join(facts, on=facts.qty == dims.k)._jdf.queryExecution().executedPlan()
+    assert "BroadcastHashJoin" in plan.toString()
+
+
+def test_a_partition_without_a_size_leaves_the_tables_size_unknown(spark, env, tmp_path):
+    root = tmp_path / "facts"
+    write_monthly_facts(root, with_day=True)
+    db = env.unique_db("nosize")
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), f"{db}.facts", str(root))
+        table = ms.get_table(db, "facts")
+        first = ms.list_partitions(table)[0]
+        ms.set_partition_parameters(table, first.values, {"totalSize": None})
+    df = spark.read.format("tiered_hive").load(f"{db}.facts")
+    default = spark._jsparkSession.sessionState().conf().defaultSizeInBytes()
+    assert plan_size(df) == default  # Spark's default: never broadcast

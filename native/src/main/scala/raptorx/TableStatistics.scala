@@ -10,13 +10,13 @@ import org.apache.spark.sql.types.{MetadataBuilder, StructType}
  * `spark.sql.defaultSizeInBytes` (effectively infinite), so Spark never broadcasts even a
  * 25-row `nation` and shuffles both sides of every join instead.
  *
- * The Python source's `schema()` reports the metastore's `totalSize` and `numRows` of an
- * unpartitioned table in the metadata of the schema's first field (the one thing its
- * creation hands the JVM besides the pickled source); [[TableStatistics.split]] takes them out,
- * so Spark's and the user's schema never show them. A scan's size is the table's, scaled by
- * the width of the columns it reads (as Spark's own `FileScan` estimates). A partitioned
- * table reports none: summing its partitions would cost `load()` a partition listing, and
- * its scans are the big side of a join anyway.
+ * The Python source's `schema()` reports the metastore's `totalSize` and `numRows` (an
+ * unpartitioned table's own, a partitioned table's summed over its partitions) in the
+ * metadata of the schema's first field (the one thing its creation hands the JVM besides the
+ * pickled source); [[TableStatistics.split]] takes them out, so Spark's and the user's schema
+ * never show them. A scan's size is the table's, scaled by the width of the columns it reads
+ * (as Spark's own `FileScan` estimates). A partitioned table with a partition of unknown size
+ * reports none (Spark's default: never broadcast).
  */
 case class TableStatistics(bytes: Long, rows: Option[Long]) {
   def forColumns(read: StructType, table: StructType): Statistics = {
