@@ -122,8 +122,8 @@ def masked_url(url: str) -> str:
 
 
 def cmd_table_show(args) -> int:
+    from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM
     from raptorx_py.metastore.store import open_catalog
-    from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM
     from raptorx_py.names import parse_table_name
 
     with open_catalog(settings_from_args(args)) as ms:
@@ -197,7 +197,7 @@ def parse_partition_spec(table, spec: str) -> tuple[str | None, ...]:
     """``"k1=v1/k2=v2"`` (a Hive partition name, values escaped as in directory names) ->
     the partition's values in ``table``'s key order. Every key must be named exactly once."""
     from raptorx_py.errors import SchemaError
-    from raptorx_py.metastore.partition_names import unescape_partition_value
+    from raptorx_py.hive.partition_names import unescape_partition_value
 
     given: dict[str, str | None] = {}
     for part in spec.strip("/").split("/"):

@@ -64,6 +64,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from raptorx_py.errors import MetastoreError
+from raptorx_py.hive.model import EXTERNAL_TABLE, Partition, Table
 from raptorx_py.metastore.cache_entries import CachedVersion, VersionedEntries
 from raptorx_py.metastore.cache_events import (
     TXN_EVENTS,
@@ -73,7 +74,6 @@ from raptorx_py.metastore.cache_events import (
     apply_to_table,
     mark_committed,
 )
-from raptorx_py.metastore.model import EXTERNAL_TABLE, Partition, Table
 from raptorx_py.metastore.notifications import NotificationEvent
 from raptorx_py.metastore.sql_session import counting_as
 from raptorx_py.metastore.store import (

@@ -23,10 +23,10 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
 if TYPE_CHECKING:
-    from raptorx_py.metastore.model import Database, Partition, Table
+    from raptorx_py.hive.model import Database, Partition, Table
+    from raptorx_py.hive.write_ids import ValidWriteIdList
     from raptorx_py.metastore.notifications import NotificationEvent
     from raptorx_py.metastore.transactions import TableSnapshot
-    from raptorx_py.metastore.write_ids import ValidWriteIdList
 
 __all__ = ["MetastoreCatalog"]
 

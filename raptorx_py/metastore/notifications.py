@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from raptorx_py.metastore.model import Table
+    from raptorx_py.hive.model import Table
     from raptorx_py.metastore.store import Metastore
 
 MESSAGE_FORMAT = "json-0.1"

@@ -43,15 +43,17 @@ from raptorx_py.errors import (
     MetastoreNotFoundError,
     NoSuchObjectError,
 )
-from raptorx_py.hive_types import decode_value
-from raptorx_py.metastore import schema, transactions
-from raptorx_py.metastore.model import (
+from raptorx_py.hive.column_types import decode_value
+from raptorx_py.hive.model import (
     Column,
     ColumnStats,
     Database,
     Partition,
     Table,
 )
+from raptorx_py.hive.partition_names import partition_name
+from raptorx_py.hive.write_ids import ValidWriteIdList
+from raptorx_py.metastore import schema, transactions
 from raptorx_py.metastore.notifications import (
     NotificationEvent,
     append_event,
@@ -61,7 +63,6 @@ from raptorx_py.metastore.notifications import (
     partition_message,
     table_message,
 )
-from raptorx_py.metastore.partition_names import partition_name
 from raptorx_py.metastore.partition_rows import (
     check_partition_values,
     insert_partition_details,
@@ -70,7 +71,6 @@ from raptorx_py.metastore.partition_rows import (
 )
 from raptorx_py.metastore.sql_session import Backend, SqlSession
 from raptorx_py.metastore.transactions import check_write_id
-from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.names import check_name
 from raptorx_py.sqlite_wal import connect_wal
 

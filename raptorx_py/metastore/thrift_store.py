@@ -46,8 +46,8 @@ from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from raptorx_py.errors import AlreadyExistsError, MetastoreError, NoSuchObjectError
-from raptorx_py.hive_types import base_type
-from raptorx_py.metastore.model import (
+from raptorx_py.hive.column_types import base_type
+from raptorx_py.hive.model import (
     EXTERNAL_TABLE,
     HIVE_DEFAULT_PARTITION,
     MANAGED_TABLE,
@@ -57,12 +57,12 @@ from raptorx_py.metastore.model import (
     Partition,
     Table,
 )
+from raptorx_py.hive.partition_names import partition_name
+from raptorx_py.hive.write_ids import ValidWriteIdList
 from raptorx_py.metastore.notifications import NotificationEvent
-from raptorx_py.metastore.partition_names import partition_name
 from raptorx_py.metastore.sql_session import count_round_trip
 from raptorx_py.metastore.store import check_snapshot_table
 from raptorx_py.metastore.transactions import TableSnapshot
-from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.names import check_name, parse_table_name
 
 log = logging.getLogger(__name__)

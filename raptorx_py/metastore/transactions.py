@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from raptorx_py.errors import MetastoreError, NoSuchLockError
-from raptorx_py.metastore.model import EXTERNAL_TABLE, Table
+from raptorx_py.hive.model import EXTERNAL_TABLE, Table
+from raptorx_py.hive.write_ids import ValidWriteIdList
 from raptorx_py.metastore.notifications import append_event
-from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.names import parse_table_name
 
 if TYPE_CHECKING:

@@ -163,8 +163,8 @@ def load_tpch_managed(
     else tables go under its location or ``hive.metastore.warehouse.dir``. Use a database
     of its own: an external load's files in the same directories would only be hidden.
     """
+    from raptorx_py.hive.model import EXTERNAL_TABLE
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.metastore.model import EXTERNAL_TABLE
     from raptorx_py.tpch.queries import PARTITION_COLUMNS, parquet_reader
 
     say = _printer(progress)

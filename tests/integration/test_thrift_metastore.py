@@ -18,7 +18,7 @@ import pytest
 
 from raptorx_py.config import load_settings
 from raptorx_py.errors import MetastoreError, NoSuchObjectError
-from raptorx_py.metastore import (
+from raptorx_py.hive.model import (
     EXTERNAL_TABLE,
     MANAGED_TABLE,
     Column,

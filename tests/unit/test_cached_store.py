@@ -14,7 +14,7 @@ import pytest
 
 from raptorx_py.config import build_settings
 from raptorx_py.errors import MetastoreError
-from raptorx_py.metastore import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
+from raptorx_py.hive.model import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
 from raptorx_py.metastore.cache_events import mark_committed
 from raptorx_py.metastore.cached_store import (
     CachedMetastore,

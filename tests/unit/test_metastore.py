@@ -4,14 +4,8 @@ from decimal import Decimal
 import pytest
 
 from raptorx_py.errors import AlreadyExistsError, MetastoreError, NoSuchObjectError
-from raptorx_py.metastore import (
-    EXTERNAL_TABLE,
-    Column,
-    ColumnStats,
-    Metastore,
-    Partition,
-    Table,
-)
+from raptorx_py.hive.model import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
+from raptorx_py.metastore import Metastore
 from raptorx_py.metastore.store import SqliteBackend, backend_for_url, open_catalog
 from tests.counter_deltas import CounterDeltas
 

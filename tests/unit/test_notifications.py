@@ -4,7 +4,7 @@ same transaction, in total order, without gaps; messages carry what a cache need
 import pytest
 
 from raptorx_py.errors import AlreadyExistsError, MetastoreError
-from raptorx_py.metastore import EXTERNAL_TABLE, Column, Partition, Table
+from raptorx_py.hive.model import EXTERNAL_TABLE, Column, Partition, Table
 from raptorx_py.metastore.notifications import (
     EVENT_TYPES,
     append_event,
