@@ -74,21 +74,21 @@ from raptorx_py.metastore.cache_events import (
     apply_to_table,
     mark_committed,
 )
-from raptorx_py.metastore.notifications import NotificationEvent
-from raptorx_py.metastore.sql_session import counting_as
-from raptorx_py.metastore.store import (
-    Metastore,
-    backend_for_url,
+from raptorx_py.metastore.catalog import (
+    MetastoreCatalog,
+    NotificationEvent,
+    QuerySnapshot,
+    TableSnapshot,
     check_snapshot_table,
-    open_catalog,
 )
-from raptorx_py.metastore.transactions import QuerySnapshot, TableSnapshot
+from raptorx_py.metastore.configured import open_catalog
+from raptorx_py.metastore.sql_session import counting_as
+from raptorx_py.metastore.store import Metastore, backend_for_url
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 log = logging.getLogger(__name__)
 

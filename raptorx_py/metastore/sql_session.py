@@ -1,8 +1,10 @@
 """One connection to the metastore's database: what every metastore module sends SQL through.
 
 ``SqlSession`` is the metastore's whole interface to its database. ``Metastore`` owns one
-(``Metastore.sql``) and the modules beside it (``transactions``, ``notifications``,
-``locks``, ``partition_rows``, ``cached_store``) use only its public members:
+(``Metastore.sql``) and the modules below it (``transactions``, ``notifications``,
+``locks``, ``write_paths``, ``partition_rows``) use only its public members; they take the
+``Metastore`` as an ``SqlMetastore`` (its session, its transaction timeout and table
+lookups), so none of them imports ``store``, which imports them:
 
 - ``execute(sql, params)`` / ``executemany(sql, rows)``: one statement each, with ``?``
   placeholders (the backend translates them); a driver error becomes ``MetastoreError``
@@ -27,6 +29,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from raptorx_py.errors import MetastoreError
+from raptorx_py.hive.model import Table
 from raptorx_py.metrics import counters
 
 #: What every statement counts as, unless its thread is inside ``counting_as``.
@@ -157,3 +160,15 @@ class SqlSession:
     def now_ms(self) -> int:
         """``clock()`` in whole milliseconds (how TXNS and HIVE_LOCKS store times)."""
         return int(self.clock() * 1000)
+
+
+class SqlMetastore(Protocol):
+    """What the SQL modules below ``store.Metastore`` (``transactions``, ``notifications``,
+    ``locks``, ``write_paths``) need of the ``Metastore`` they are given: its one session,
+    the ``hive.txn.timeout`` its transactions and locks are recorded with, and a table
+    lookup that raises ``NoSuchObjectError`` naming the tables that exist."""
+
+    sql: SqlSession
+    txn_timeout: float
+
+    def get_table(self, database: str, name: str) -> Table: ...

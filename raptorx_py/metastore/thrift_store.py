@@ -59,10 +59,13 @@ from raptorx_py.hive.model import (
 )
 from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.hive.write_ids import ValidWriteIdList
-from raptorx_py.metastore.notifications import NotificationEvent
+from raptorx_py.metastore.catalog import (
+    NotificationEvent,
+    QuerySnapshot,
+    TableSnapshot,
+    check_snapshot_table,
+)
 from raptorx_py.metastore.sql_session import count_round_trip
-from raptorx_py.metastore.store import check_snapshot_table
-from raptorx_py.metastore.transactions import TableSnapshot
 from raptorx_py.names import check_name, parse_table_name
 
 log = logging.getLogger(__name__)
@@ -753,11 +756,12 @@ class ThriftMetastore:
         """Every partition name of ``table`` (one call)."""
         return list(self._call("get_partition_names", table.database, table.name, -1))
 
-    def list_partitions(self, table: Table, snapshot: Any = None) -> list[Partition]:
+    def list_partitions(
+        self, table: Table, snapshot: QuerySnapshot | None = None
+    ) -> list[Partition]:
         """Every partition of ``table`` with parameters and statistics, in name order:
         ``get_partition_names``, then batches by name (see the module docstring)."""
-        if snapshot is not None:
-            check_snapshot_table(table, snapshot)
+        check_snapshot_table(table, snapshot)
         return self.get_partitions_by_names(table, sorted(self.partition_names(table)))
 
     def get_partitions_by_names(self, table: Table, names: Sequence[str]) -> list[Partition]:

@@ -75,7 +75,7 @@ def load_tpch(
     Storage failures raise ``raptorx_py.errors.StorageError`` naming the URL; generation
     failures ``generate.TpchGenerationError``.
     """
-    from raptorx_py.metastore.store import open_catalog
+    from raptorx_py.metastore.configured import open_catalog
     from raptorx_py.storage.fs import filesystem_for
     from raptorx_py.tables.table_registration import register_external_table
 
@@ -119,7 +119,7 @@ def check_own_tables(settings: Settings, database: str, db_url: str) -> None:
     load into ``db_url`` did not register: its location is elsewhere, so it is someone
     else's table and a load must not replace it."""
     from raptorx_py.errors import AlreadyExistsError, MetastoreNotFoundError
-    from raptorx_py.metastore.store import open_catalog
+    from raptorx_py.metastore.configured import open_catalog
 
     try:
         metastore = open_catalog(settings)

@@ -26,7 +26,7 @@ import pytest
 
 from raptorx_py.config import load_settings
 from raptorx_py.hive.model import Partition
-from raptorx_py.metastore.store import open_catalog
+from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle, queries
 

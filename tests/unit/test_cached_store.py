@@ -18,13 +18,13 @@ from raptorx_py.hive.model import EXTERNAL_TABLE, Column, ColumnStats, Partition
 from raptorx_py.metastore.cache_events import mark_committed
 from raptorx_py.metastore.cached_store import (
     CachedMetastore,
-    QuerySnapshot,
     cached_metastore_for,
     close_cached_metastores,
 )
-from raptorx_py.metastore.notifications import NotificationEvent, get_notifications
-from raptorx_py.metastore.store import Metastore, SqliteBackend, open_catalog
-from raptorx_py.metastore.transactions import TableSnapshot
+from raptorx_py.metastore.catalog import NotificationEvent, QuerySnapshot, TableSnapshot
+from raptorx_py.metastore.configured import open_catalog
+from raptorx_py.metastore.notifications import get_notifications
+from raptorx_py.metastore.store import Metastore, SqliteBackend
 from tests.counter_deltas import CounterDeltas
 from tests.fake_clock import FakeClock
 from tests.unit.txn_helpers import managed_table, open_ms, partition

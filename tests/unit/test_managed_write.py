@@ -424,7 +424,7 @@ def test_listing_cache_keeps_raw_managed_listings_and_filters_by_snapshot(tmp_pa
     """Managed partitions are cached whether sealed or not; a snapshot older than the cached
     listing still reads only its own write ids; a commit changes the partition's version."""
     from raptorx_py.cache.listing_cache import listing_cache_for
-    from raptorx_py.metastore.cached_store import QuerySnapshot
+    from raptorx_py.metastore.catalog import QuerySnapshot
 
     settings = load_settings(
         overrides={
@@ -465,7 +465,7 @@ def test_statistics_of_an_unseen_overwrite_never_prune_an_older_snapshot(setup):
     """An overwrite records its (narrower) statistics; a snapshot from before it still reads
     the old rows, so those statistics must not prune the partition for it."""
     from raptorx_py import predicates as preds
-    from raptorx_py.metastore.cached_store import QuerySnapshot
+    from raptorx_py.metastore.catalog import QuerySnapshot
 
     settings, ms, _, _ = setup
     job, files = write(settings, ms, [batch(range(1, 40, 2))])  # EU ids 1..39

@@ -6,7 +6,8 @@ import pytest
 from raptorx_py.errors import AlreadyExistsError, MetastoreError, NoSuchObjectError
 from raptorx_py.hive.model import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
 from raptorx_py.metastore import Metastore
-from raptorx_py.metastore.store import SqliteBackend, backend_for_url, open_catalog
+from raptorx_py.metastore.configured import open_catalog
+from raptorx_py.metastore.store import SqliteBackend, backend_for_url
 from tests.counter_deltas import CounterDeltas
 
 
