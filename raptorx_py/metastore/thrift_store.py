@@ -39,7 +39,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from decimal import Decimal
 from typing import Any, NoReturn
@@ -70,7 +70,7 @@ from raptorx_py.names import check_name, parse_table_name
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ThriftConnection", "ThriftMetastore", "parse_thrift_uris"]
+__all__ = ["ThriftConnection", "ThriftMetastore", "merged_parameters", "parse_thrift_uris"]
 
 #: What HMS answers for a table written by a Hive 3 ACID writer, and a Hive 2.3 ACID table.
 TRANSACTIONAL_PARAM = "transactional"
@@ -203,6 +203,22 @@ class ThriftConnection:
         if isinstance(e, TimeoutError) or isinstance(inner, TimeoutError):
             return f"did not answer within hive.metastore-timeout ({self.timeout:g}s)"
         return f"did not answer ({e})"
+
+
+def merged_parameters(
+    stored: Mapping[str, str] | None, changes: Mapping[str, str | None]
+) -> dict[str, str]:
+    """``stored`` parameters (a table's or a partition's, as the server sent them) with
+    ``changes`` applied: a value sets its key, ``None`` removes it (a missing key is no
+    error). HMS's ``alter_table``/``alter_partition`` replace the whole map, so a change of a
+    few keys is sent as the merged map."""
+    merged = dict(stored or {})
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _location(uri: str | None) -> str:
@@ -653,13 +669,7 @@ class ThriftMetastore:
         if write_id is not None:
             self._refuse(f"altering {database}.{name} under a write id")
         raw = self._thrift_table(database, name)
-        params = dict(raw.parameters or {})
-        for key, value in parameters.items():
-            if value is None:
-                params.pop(key, None)
-            else:
-                params[key] = value
-        raw.parameters = params
+        raw.parameters = merged_parameters(raw.parameters, parameters)
         self._call("alter_table", raw.dbName, raw.tableName, raw)
         return self.get_table(database, name)
 
@@ -727,13 +737,7 @@ class ThriftMetastore:
         """Set (``None``: remove) parameters of one partition: one get and one alter call."""
         name = partition_name(table.partition_keys, values)
         raw = self._call("get_partition_by_name", table.database, table.name, name)
-        merged = dict(raw.parameters or {})
-        for key, value in params.items():
-            if value is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = value
-        raw.parameters = merged
+        raw.parameters = merged_parameters(raw.parameters, params)
         self._call("alter_partition", table.database, table.name, raw)
 
     def drop_partitions(
