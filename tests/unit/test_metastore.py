@@ -162,6 +162,25 @@ def test_parameters_are_merged_and_none_removes_a_key_on_every_backend(catalog, 
     assert not {"sealed", "never"} & set(part.parameters)
 
 
+def test_partitions_list_in_name_order_alter_and_drop_on_every_backend(catalog, tmp_path):
+    ms = catalog
+    ms.create_database("db")
+    root = tmp_path.as_uri()
+    table = ms.create_table(dataclasses.replace(_table(), location=root))
+    added = ms.add_partitions(
+        table, [Partition((v,), f"{root}/m={v}", {"numRows": "1"}) for v in ("b", "c", "a")]
+    )
+    assert [p.values for p in added] == [("b",), ("c",), ("a",)]  # as given
+    assert [p.values for p in ms.list_partitions(table)] == [("a",), ("b",), ("c",)]
+    moved = ms.alter_partition(table, Partition(("b",), f"{root}/elsewhere", {"numRows": "5"}))
+    assert (moved.location, moved.row_count) == (f"{root}/elsewhere", 5)
+    ms.drop_partitions(table, [("a",)])
+    assert [(p.values, p.location) for p in ms.list_partitions(table)] == [
+        (("b",), f"{root}/elsewhere"),
+        (("c",), f"{root}/m=c"),
+    ]
+
+
 def test_replace_gives_a_new_table_id_and_drop_removes_everything(ms):
     ms.create_database("db")
     first = ms.create_table(_table(), [_partition("a")])
