@@ -82,7 +82,7 @@ from raptorx_py.metastore.catalog import (
     check_snapshot_table,
 )
 from raptorx_py.metastore.configured import open_catalog
-from raptorx_py.metastore.sql_session import counting_as
+from raptorx_py.metastore.round_trips import counting_as
 from raptorx_py.metastore.store import Metastore, backend_for_url
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name

@@ -9,7 +9,8 @@ lookups), so none of them imports ``store``, which imports them:
 - ``execute(sql, params)`` / ``executemany(sql, rows)``: one statement each, with ``?``
   placeholders (the backend translates them); a driver error becomes ``MetastoreError``
   naming the database. Each counts one ``metastore.round_trips`` (``executemany`` is one
-  batch, one count), except in a thread inside ``counting_as(name)``, which counts ``name``.
+  batch, one count), except in a thread inside ``round_trips.counting_as(name)``, which
+  counts ``name``.
 - ``insert(sql, params, id_column)``: an INSERT returning the generated id.
 - ``transaction()``: a write transaction (the backend's ``begin_write``: SQLite's
   ``BEGIN IMMEDIATE``, PostgreSQL's advisory lock) that commits when the block ends and
@@ -30,31 +31,7 @@ from typing import Any, Protocol
 
 from raptorx_py.errors import MetastoreError
 from raptorx_py.hive.model import Table
-from raptorx_py.metrics import counters
-
-#: What every statement counts as, unless its thread is inside ``counting_as``.
-ROUND_TRIPS = "metastore.round_trips"
-_counting = threading.local()
-
-
-@contextmanager
-def counting_as(name: str) -> Iterator[None]:
-    """Count this thread's statements as ``name`` instead of ``metastore.round_trips``."""
-    previous = getattr(_counting, "name", None)
-    _counting.name = name
-    try:
-        yield
-    finally:
-        if previous is None:
-            del _counting.name
-        else:
-            _counting.name = previous
-
-
-def count_round_trip() -> None:
-    """Count one round trip to the metastore (one statement, one Thrift call) as
-    ``metastore.round_trips``, or as the name of this thread's ``counting_as``."""
-    counters.add(getattr(_counting, "name", ROUND_TRIPS))
+from raptorx_py.metastore.round_trips import count_round_trip
 
 
 class Cursor(Protocol):

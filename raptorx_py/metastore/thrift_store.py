@@ -14,7 +14,7 @@ Contract:
   ``...min-backoff-delay`` and ``...max-backoff-delay``; then ``MetastoreError`` names every
   URI and the last error. A call the server answered with an error is never retried.
 - Every Thrift call counts one ``metastore.round_trips`` (or the name given by
-  ``sql_session.counting_as``), as one SQL statement does on the other backends.
+  ``round_trips.counting_as``), as one SQL statement does on the other backends.
 - A table's partitions are read in a number of calls that does not grow one per partition:
   ``get_partition_names`` then ``get_partitions_by_names`` and
   ``get_partitions_statistics_req`` per ``hive.metastore.partition-batch-size.max`` names.
@@ -65,7 +65,7 @@ from raptorx_py.metastore.catalog import (
     TableSnapshot,
     check_snapshot_table,
 )
-from raptorx_py.metastore.sql_session import count_round_trip
+from raptorx_py.metastore.round_trips import count_round_trip
 from raptorx_py.names import check_name, parse_table_name
 
 log = logging.getLogger(__name__)
