@@ -37,7 +37,7 @@ import uuid
 from contextlib import ExitStack
 
 from raptorx_py.config import build_settings
-from raptorx_py.metastore import (
+from raptorx_py.hive.model import (
     EXTERNAL_TABLE,
     MANAGED_TABLE,
     Column,

@@ -54,7 +54,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_table_register(args) -> int:
-    from raptorx_py.metastore.store import open_catalog
+    from raptorx_py.metastore.configured import open_catalog
     from raptorx_py.tables.table_registration import register_external_table
 
     settings = settings_from_args(args)
@@ -91,7 +91,7 @@ def _partition_types(specs) -> dict[str, str]:
 
 
 def cmd_table_list(args) -> int:
-    from raptorx_py.metastore.store import open_catalog
+    from raptorx_py.metastore.configured import open_catalog
 
     settings = settings_from_args(args)
     found = 0
@@ -122,8 +122,8 @@ def masked_url(url: str) -> str:
 
 
 def cmd_table_show(args) -> int:
-    from raptorx_py.metastore.store import open_catalog
-    from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM
+    from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM
+    from raptorx_py.metastore.configured import open_catalog
     from raptorx_py.names import parse_table_name
 
     with open_catalog(settings_from_args(args)) as ms:
@@ -197,7 +197,7 @@ def parse_partition_spec(table, spec: str) -> tuple[str | None, ...]:
     """``"k1=v1/k2=v2"`` (a Hive partition name, values escaped as in directory names) ->
     the partition's values in ``table``'s key order. Every key must be named exactly once."""
     from raptorx_py.errors import SchemaError
-    from raptorx_py.metastore.partition_names import unescape_partition_value
+    from raptorx_py.hive.partition_names import unescape_partition_value
 
     given: dict[str, str | None] = {}
     for part in spec.strip("/").split("/"):
@@ -223,7 +223,7 @@ def cmd_partition_seal(args) -> int:
     listings of sealed partitions, and either change gives the partition a new version.
     Sealing verifies the partition's statistics against its files and recomputes them when
     they describe other files."""
-    from raptorx_py.metastore.store import open_catalog
+    from raptorx_py.metastore.configured import open_catalog
     from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import seal_partition, unseal_partition
 
@@ -247,7 +247,7 @@ def cmd_partition_seal(args) -> int:
 
 def cmd_partition_add(args) -> int:
     """Hive's ALTER TABLE ... ADD PARTITION for an external table, with statistics."""
-    from raptorx_py.metastore.store import open_catalog
+    from raptorx_py.metastore.configured import open_catalog
     from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import add_partition
 
@@ -305,7 +305,7 @@ def add_partition_cli(sub) -> None:
 
 def cmd_table_analyze(args) -> int:
     """Hive's ANALYZE TABLE ... [PARTITION (...)] COMPUTE STATISTICS."""
-    from raptorx_py.metastore.store import open_catalog
+    from raptorx_py.metastore.configured import open_catalog
     from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import analyze_partition, analyze_table
 
@@ -325,7 +325,7 @@ def cmd_table_analyze(args) -> int:
 
 def cmd_table_repair(args) -> int:
     """Hive's MSCK REPAIR TABLE: register the partition directories the metastore lacks."""
-    from raptorx_py.metastore.store import open_catalog
+    from raptorx_py.metastore.configured import open_catalog
     from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import repair_table
 

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raptorx_py.errors import SchemaError
-from raptorx_py.hive_types import is_exactly_comparable
-from raptorx_py.metastore.model import ColumnStats
+from raptorx_py.hive.column_types import is_exactly_comparable
+from raptorx_py.hive.model import ColumnStats
 
 
 @dataclass(frozen=True)

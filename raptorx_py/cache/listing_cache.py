@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from raptorx_py.cache.process_registry import ProcessRegistry
-from raptorx_py.metastore.table_parameters import SEALED_PARAM
+from raptorx_py.hive.table_parameters import SEALED_PARAM
 from raptorx_py.metrics import counters
 
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 from raptorx_py import jvm_protocol
 from raptorx_py import predicates as preds
 from raptorx_py.errors import AggregateOverflowError, SchemaError
-from raptorx_py.hive_types import arrow_type_for_spark
+from raptorx_py.hive.column_types import arrow_type_for_spark
 from raptorx_py.metrics import counters
 
 #: Metadata key (on the partial schema's first field) of the pushed aggregation's JSON.

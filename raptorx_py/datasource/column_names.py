@@ -29,7 +29,7 @@ from collections.abc import Iterable
 
 from raptorx_py import jvm_protocol
 from raptorx_py.errors import SchemaError
-from raptorx_py.metastore.model import Column, Table
+from raptorx_py.hive.model import Column, Table
 
 #: The read option carrying the session's ``spark.sql.caseSensitive`` ("true"/"false").
 CASE_SENSITIVE_OPTION = jvm_protocol.CASE_SENSITIVE_OPTION

@@ -30,7 +30,7 @@ import json
 import pyarrow as pa
 
 from raptorx_py.datasource.code_identity import code_identity
-from raptorx_py.metastore.model import Column, Table
+from raptorx_py.hive.model import Column, Table
 
 
 def fragment_key(

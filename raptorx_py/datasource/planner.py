@@ -42,15 +42,15 @@ from typing import TYPE_CHECKING
 
 from raptorx_py import predicates as preds
 from raptorx_py.cache.listing_cache import is_sealed, listing_cache_for, partition_version
-from raptorx_py.hive_types import decode_value
-from raptorx_py.metastore.cached_store import CachedMetastore
-from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
-from raptorx_py.metastore.table_parameters import (
+from raptorx_py.hive.column_types import decode_value
+from raptorx_py.hive.model import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
+from raptorx_py.hive.table_parameters import (
     NUM_ROWS_PARAM,
     STATS_FILES_PARAM,
     WRITE_ID_PARAM,
 )
-from raptorx_py.metastore.write_ids import ValidWriteIdList
+from raptorx_py.hive.write_ids import ValidWriteIdList
+from raptorx_py.metastore.cached_store import CachedMetastore
 from raptorx_py.metrics import counters
 from raptorx_py.scheduling import affinity
 from raptorx_py.storage.acid_layout import visible_files

@@ -27,7 +27,7 @@ import pyarrow as pa
 from raptorx_py.datasource.aggregation import PushedAggregation
 from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.planner import Split
-from raptorx_py.metastore.model import Column, Table
+from raptorx_py.hive.model import Column, Table
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from raptorx_py.errors import (
     SchemaError,
     UnsupportedValueError,
 )
-from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
-from raptorx_py.metastore.model import Column
-from raptorx_py.metastore.partition_names import partition_name
+from raptorx_py.hive.column_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
+from raptorx_py.hive.model import Column
+from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.metrics import counters
 from raptorx_py.storage.file_versions import current_identity, is_another_version
 from raptorx_py.storage.fs import filesystem_for

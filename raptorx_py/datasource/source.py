@@ -47,11 +47,11 @@ from raptorx_py.datasource.scan import read_split
 from raptorx_py.datasource.writer import TieredHiveWriter
 from raptorx_py.error_report import short_worker_errors
 from raptorx_py.errors import ConfigError, SchemaError, did_you_mean, raise_config_errors
-from raptorx_py.hive_types import arrow_schema_for_spark, spark_struct, spark_type
+from raptorx_py.hive.column_types import arrow_schema_for_spark, spark_struct, spark_type
+from raptorx_py.hive.model import Column, Partition, Table
+from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM, TOTAL_SIZE_PARAM
 from raptorx_py.jvm_protocol import PARTITION_BY_OPTION
 from raptorx_py.metastore.cached_store import with_cached_metastore
-from raptorx_py.metastore.model import Column, Partition, Table
-from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM, TOTAL_SIZE_PARAM
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
 from raptorx_py.native import PUBLIC_NAME

@@ -23,9 +23,9 @@ from pyspark.sql.pandas.types import to_arrow_type
 from raptorx_py import metrics
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import SchemaError, WriteError
-from raptorx_py.hive_types import arrow_to_hive
+from raptorx_py.hive.column_types import arrow_to_hive
+from raptorx_py.hive.model import Column
 from raptorx_py.metastore import open_metastore
-from raptorx_py.metastore.model import Column
 from raptorx_py.tables.commit import commit_write
 from raptorx_py.tables.rollback import abort_write
 from raptorx_py.tables.task_files import write_task

@@ -1,26 +1,7 @@
-"""The metastore (Hive Metastore-like schema in SQLite) and its model."""
+"""The metastore: Hive Metastore-like catalogues (SQLite, PostgreSQL, a Hive Metastore over
+Thrift), transactions, locks, the notification log and the versioned cache. What it holds is
+described by the foundation package ``raptorx_py.hive`` (``hive.model``)."""
 
-from raptorx_py.metastore.model import (
-    EXTERNAL_TABLE,
-    HIVE_DEFAULT_PARTITION,
-    MANAGED_TABLE,
-    Column,
-    ColumnStats,
-    Database,
-    Partition,
-    Table,
-)
 from raptorx_py.metastore.store import Metastore, open_metastore
 
-__all__ = [
-    "EXTERNAL_TABLE",
-    "HIVE_DEFAULT_PARTITION",
-    "MANAGED_TABLE",
-    "Column",
-    "ColumnStats",
-    "Database",
-    "Metastore",
-    "Partition",
-    "Table",
-    "open_metastore",
-]
+__all__ = ["Metastore", "open_metastore"]

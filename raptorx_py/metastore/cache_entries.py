@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from raptorx_py.metastore.write_ids import ValidWriteIdList
+from raptorx_py.hive.write_ids import ValidWriteIdList
 
 
 @dataclass(frozen=True)

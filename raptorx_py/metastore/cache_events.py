@@ -24,11 +24,11 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raptorx_py.metastore.model import Column, Partition, Table
-from raptorx_py.metastore.notifications import NotificationEvent
-from raptorx_py.metastore.partition_names import partition_name
-from raptorx_py.metastore.table_parameters import WRITE_ID_PARAM
-from raptorx_py.metastore.write_ids import ValidWriteIdList
+from raptorx_py.hive.model import Column, Partition, Table
+from raptorx_py.hive.partition_names import partition_name
+from raptorx_py.hive.table_parameters import WRITE_ID_PARAM
+from raptorx_py.hive.write_ids import ValidWriteIdList
+from raptorx_py.metastore.catalog import NotificationEvent
 
 #: Events that change a table or its partitions; with a TXN_ID they are staged until commit.
 WRITE_EVENTS = frozenset({"ALTER_TABLE", "ADD_PARTITION", "ALTER_PARTITION", "DROP_PARTITION"})

@@ -64,6 +64,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from raptorx_py.errors import MetastoreError
+from raptorx_py.hive.model import EXTERNAL_TABLE, Partition, Table
 from raptorx_py.metastore.cache_entries import CachedVersion, VersionedEntries
 from raptorx_py.metastore.cache_events import (
     TXN_EVENTS,
@@ -73,22 +74,21 @@ from raptorx_py.metastore.cache_events import (
     apply_to_table,
     mark_committed,
 )
-from raptorx_py.metastore.model import EXTERNAL_TABLE, Partition, Table
-from raptorx_py.metastore.notifications import NotificationEvent
-from raptorx_py.metastore.sql_session import counting_as
-from raptorx_py.metastore.store import (
-    Metastore,
-    backend_for_url,
+from raptorx_py.metastore.catalog import (
+    MetastoreCatalog,
+    NotificationEvent,
+    QuerySnapshot,
+    TableSnapshot,
     check_snapshot_table,
-    open_catalog,
 )
-from raptorx_py.metastore.transactions import QuerySnapshot, TableSnapshot
+from raptorx_py.metastore.configured import open_catalog
+from raptorx_py.metastore.round_trips import counting_as
+from raptorx_py.metastore.store import Metastore, backend_for_url
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 log = logging.getLogger(__name__)
 

@@ -54,16 +54,19 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from raptorx_py.errors import LockError, LockRefusedError, NoSuchLockError
+from raptorx_py.metastore.sql_session import SqlMetastore
 from raptorx_py.metastore.transactions import (
     default_host,
     default_user,
     expire_timed_out,
     require_open,
 )
+from raptorx_py.metastore.transactions import (
+    heartbeat as send_heartbeat,
+)
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
 
 
 class LockType(Enum):
@@ -294,7 +297,7 @@ def _lock_info(row, extended: bool = True) -> LockInfo:
 
 # -- the metastore side: one attempt, one write transaction ---------------------------------
 def try_lock(
-    ms: Metastore,
+    ms: SqlMetastore,
     components: Iterable[LockComponent],
     *,
     txn_id: int | None = None,
@@ -375,7 +378,7 @@ def _first_conflict(
     return None
 
 
-def unlock(ms: Metastore, lock_id: int) -> None:
+def unlock(ms: SqlMetastore, lock_id: int) -> None:
     """Release a lock request taken outside a transaction (a transaction's locks go with
     its commit or abort, as in Hive)."""
     with ms.sql.transaction():
@@ -398,7 +401,7 @@ def unlock(ms: Metastore, lock_id: int) -> None:
 
 
 def show_locks(
-    ms: Metastore,
+    ms: SqlMetastore,
     db: str | None = None,
     table: str | None = None,
     partition: str | None = None,
@@ -440,8 +443,10 @@ class HeldLock:
 
     def heartbeat(self) -> None:
         if self.lock_id is not None:
-            self.manager.metastore.heartbeat(
-                txn_id=self.txn_id, lock_id=None if self.txn_id else self.lock_id
+            send_heartbeat(
+                self.manager.metastore,
+                txn_id=self.txn_id,
+                lock_id=None if self.txn_id else self.lock_id,
             )
 
     def release(self) -> None:
@@ -471,7 +476,7 @@ class LockManager:
 
     def __init__(
         self,
-        metastore: Metastore,
+        metastore: SqlMetastore,
         settings: Settings,
         *,
         sleep: Callable[[float], None] = time.sleep,

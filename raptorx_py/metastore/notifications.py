@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from raptorx_py.metastore.model import Table
-    from raptorx_py.metastore.store import Metastore
+from raptorx_py.hive.model import Table
+from raptorx_py.metastore.catalog import NotificationEvent
+from raptorx_py.metastore.sql_session import SqlMetastore
 
 MESSAGE_FORMAT = "json-0.1"
 
@@ -53,22 +52,8 @@ EVENT_TYPES = {
 }
 
 
-@dataclass(frozen=True)
-class NotificationEvent:
-    """One row of NOTIFICATION_LOG; ``message`` is the decoded JSON."""
-
-    event_id: int
-    event_time: int  # seconds since the epoch
-    event_type: str
-    db_name: str | None
-    table_name: str | None
-    txn_id: int | None
-    write_id: int | None
-    message: dict[str, Any]
-
-
 def append_event(
-    ms: Metastore,
+    ms: SqlMetastore,
     event_type: str,
     *,
     db: str | None = None,
@@ -110,7 +95,7 @@ def append_event(
 
 
 def get_notifications(
-    ms: Metastore, after_event_id: int = 0, limit: int | None = None
+    ms: SqlMetastore, after_event_id: int = 0, limit: int | None = None
 ) -> list[NotificationEvent]:
     """Events with ``EVENT_ID > after_event_id``, oldest first, at most ``limit`` (one
     round trip)."""
@@ -132,7 +117,7 @@ def get_notifications(
     ]
 
 
-def current_notification_id(ms: Metastore) -> int:
+def current_notification_id(ms: SqlMetastore) -> int:
     """The id of the last committed event, 0 when there is none (one round trip)."""
     with ms.sql.lock:
         (next_id,) = ms.sql.execute(
@@ -142,7 +127,7 @@ def current_notification_id(ms: Metastore) -> int:
 
 
 def append_partition_event(
-    ms: Metastore,
+    ms: SqlMetastore,
     event_type: str,
     table: Table,
     partitions: list[dict[str, Any]],

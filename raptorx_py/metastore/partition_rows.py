@@ -7,7 +7,7 @@ metadata table, so adding N partitions costs a fixed number of statements (at mo
 whatever N is, instead of four per partition. They run inside the caller's write transaction
 and append no event: the caller records the one event of its change.
 
-Statistics are stored as one LOW/HIGH text pair in ``hive_types``' canonical form
+Statistics are stored as one LOW/HIGH text pair in ``hive.column_types``' canonical form
 (``encode_stats``), for partitions and unpartitioned tables alike.
 """
 
@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from raptorx_py.errors import AlreadyExistsError, MetastoreError
-from raptorx_py.hive_types import encode_value
-from raptorx_py.metastore.model import ColumnStats, Partition, Table
-from raptorx_py.metastore.partition_names import partition_name
+from raptorx_py.hive.column_types import encode_value
+from raptorx_py.hive.model import ColumnStats, Partition, Table
+from raptorx_py.hive.partition_names import partition_name
+from raptorx_py.hive.table_parameters import WRITE_ID_PARAM
 from raptorx_py.metastore.sql_session import SqlSession
-from raptorx_py.metastore.table_parameters import WRITE_ID_PARAM
 
 #: How many names of clashing partitions an error lists.
 _CLASHES_NAMED = 10

@@ -20,8 +20,8 @@ need no ALTER).
 
 Differences from HMS, on purpose: the storage descriptor is folded into TBLS/PARTITIONS
 (location and format only: every table here is Parquet), and column statistics keep one
-LOW_VALUE/HIGH_VALUE text pair in a canonical per-type form (see ``hive_types.encode_value``)
-instead of one column per value type.
+LOW_VALUE/HIGH_VALUE text pair in a canonical per-type form (see
+``hive.column_types.encode_value``) instead of one column per value type.
 
 The DDL is portable between SQLite and PostgreSQL: ``{id}`` is the auto-increment primary key
 type, substituted per backend. Times in the version 2 tables are milliseconds since the epoch

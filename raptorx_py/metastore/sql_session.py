@@ -1,13 +1,16 @@
 """One connection to the metastore's database: what every metastore module sends SQL through.
 
 ``SqlSession`` is the metastore's whole interface to its database. ``Metastore`` owns one
-(``Metastore.sql``) and the modules beside it (``transactions``, ``notifications``,
-``locks``, ``partition_rows``, ``cached_store``) use only its public members:
+(``Metastore.sql``) and the modules below it (``transactions``, ``notifications``,
+``locks``, ``write_paths``, ``partition_rows``) use only its public members; they take the
+``Metastore`` as an ``SqlMetastore`` (its session, its transaction timeout and table
+lookups), so none of them imports ``store``, which imports them:
 
 - ``execute(sql, params)`` / ``executemany(sql, rows)``: one statement each, with ``?``
   placeholders (the backend translates them); a driver error becomes ``MetastoreError``
   naming the database. Each counts one ``metastore.round_trips`` (``executemany`` is one
-  batch, one count), except in a thread inside ``counting_as(name)``, which counts ``name``.
+  batch, one count), except in a thread inside ``round_trips.counting_as(name)``, which
+  counts ``name``.
 - ``insert(sql, params, id_column)``: an INSERT returning the generated id.
 - ``transaction()``: a write transaction (the backend's ``begin_write``: SQLite's
   ``BEGIN IMMEDIATE``, PostgreSQL's advisory lock) that commits when the block ends and
@@ -27,31 +30,8 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from raptorx_py.errors import MetastoreError
-from raptorx_py.metrics import counters
-
-#: What every statement counts as, unless its thread is inside ``counting_as``.
-ROUND_TRIPS = "metastore.round_trips"
-_counting = threading.local()
-
-
-@contextmanager
-def counting_as(name: str) -> Iterator[None]:
-    """Count this thread's statements as ``name`` instead of ``metastore.round_trips``."""
-    previous = getattr(_counting, "name", None)
-    _counting.name = name
-    try:
-        yield
-    finally:
-        if previous is None:
-            del _counting.name
-        else:
-            _counting.name = previous
-
-
-def count_round_trip() -> None:
-    """Count one round trip to the metastore (one statement, one Thrift call) as
-    ``metastore.round_trips``, or as the name of this thread's ``counting_as``."""
-    counters.add(getattr(_counting, "name", ROUND_TRIPS))
+from raptorx_py.hive.model import Table
+from raptorx_py.metastore.round_trips import count_round_trip
 
 
 class Cursor(Protocol):
@@ -157,3 +137,15 @@ class SqlSession:
     def now_ms(self) -> int:
         """``clock()`` in whole milliseconds (how TXNS and HIVE_LOCKS store times)."""
         return int(self.clock() * 1000)
+
+
+class SqlMetastore(Protocol):
+    """What the SQL modules below ``store.Metastore`` (``transactions``, ``notifications``,
+    ``locks``, ``write_paths``) need of the ``Metastore`` they are given: its one session,
+    the ``hive.txn.timeout`` its transactions and locks are recorded with, and a table
+    lookup that raises ``NoSuchObjectError`` naming the tables that exist."""
+
+    sql: SqlSession
+    txn_timeout: float
+
+    def get_table(self, database: str, name: str) -> Table: ...

@@ -43,17 +43,24 @@ from raptorx_py.errors import (
     MetastoreNotFoundError,
     NoSuchObjectError,
 )
-from raptorx_py.hive_types import decode_value
-from raptorx_py.metastore import schema, transactions
-from raptorx_py.metastore.model import (
+from raptorx_py.hive.column_types import decode_value
+from raptorx_py.hive.model import (
     Column,
     ColumnStats,
     Database,
     Partition,
     Table,
 )
-from raptorx_py.metastore.notifications import (
+from raptorx_py.hive.partition_names import partition_name
+from raptorx_py.hive.write_ids import ValidWriteIdList
+from raptorx_py.metastore import schema, transactions
+from raptorx_py.metastore.catalog import (
     NotificationEvent,
+    QuerySnapshot,
+    TableSnapshot,
+    check_snapshot_table,
+)
+from raptorx_py.metastore.notifications import (
     append_event,
     append_partition_event,
     current_notification_id,
@@ -61,7 +68,6 @@ from raptorx_py.metastore.notifications import (
     partition_message,
     table_message,
 )
-from raptorx_py.metastore.partition_names import partition_name
 from raptorx_py.metastore.partition_rows import (
     check_partition_values,
     insert_partition_details,
@@ -70,20 +76,16 @@ from raptorx_py.metastore.partition_rows import (
 )
 from raptorx_py.metastore.sql_session import Backend, SqlSession
 from raptorx_py.metastore.transactions import check_write_id
-from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.names import check_name
 from raptorx_py.sqlite_wal import connect_wal
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 __all__ = [
     "Metastore",
     "SqliteBackend",
     "backend_for_url",
-    "check_snapshot_table",
-    "open_catalog",
     "open_metastore",
 ]
 
@@ -161,23 +163,6 @@ def backend_for_url(url: str, *, create: bool = True) -> Backend:
         f"unsupported metastore URL '{url}': expected sqlite:///<path> or "
         f"postgresql://user:password@host:port/dbname"
     )
-
-
-def check_snapshot_table(
-    table: Table, snapshot: transactions.QuerySnapshot | None, key: str | None = None
-) -> Table:
-    """``table``, if it is the table ``snapshot`` (a ``QuerySnapshot``, or None: no check) was
-    taken of under ``key`` (default: its qualified name); a table dropped and recreated since
-    has another id, and reading it under that snapshot would mix two tables."""
-    if snapshot is not None:
-        key = key or table.qualified_name
-        taken = snapshot.table(key)
-        if taken.table_id != table.id:
-            raise MetastoreError(
-                f"table {key} was dropped and recreated after the query's snapshot (table id "
-                f"{taken.table_id} in the snapshot, {table.id} now): run the query again"
-            )
-    return table
 
 
 class Metastore:
@@ -314,7 +299,7 @@ class Metastore:
 
     def table_snapshots(
         self, names: Iterable[str], txn_id: int | None = None
-    ) -> dict[str, transactions.TableSnapshot]:
+    ) -> dict[str, TableSnapshot]:
         """Id, type and ValidWriteIdList of each ``db.table`` (one round trip)."""
         return transactions.get_table_snapshots(self, names, txn_id)
 
@@ -686,7 +671,7 @@ class Metastore:
         return added
 
     def list_partitions(
-        self, table: Table, snapshot: transactions.QuerySnapshot | None = None
+        self, table: Table, snapshot: QuerySnapshot | None = None
     ) -> list[Partition]:
         """Every partition of ``table`` with parameters and statistics (four queries).
 
@@ -777,9 +762,10 @@ def open_metastore(settings: Settings, *, create: bool = False, **kwargs: Any) -
     """The metastore database named by ``hive.metastore.url`` (transactions it opens expire
     after ``hive.txn.timeout``); ``create``: a missing SQLite file may be created (only callers
     that create tables pass it); ``kwargs`` go to ``Metastore`` (e.g. ``clock``). Callers
-    that also serve a Thrift metastore use ``open_catalog``; with ``hive.metastore.uri`` set,
-    what needs the database (transactions, locks, managed writes) is refused here, naming
-    why, rather than run against the ``hive.metastore.url`` the user did not mean."""
+    that also serve a Thrift metastore use ``configured.open_catalog``; with
+    ``hive.metastore.uri`` set, what needs the database (transactions, locks, managed
+    writes) is refused here, naming why, rather than run against the ``hive.metastore.url``
+    the user did not mean."""
     if settings.metastore_uri:
         raise MetastoreError(
             f"hive.metastore.uri={settings.metastore_uri} makes a Hive Metastore over Thrift "
@@ -789,20 +775,3 @@ def open_metastore(settings: Settings, *, create: bool = False, **kwargs: Any) -
         )
     kwargs.setdefault("txn_timeout", settings.txn_timeout)
     return Metastore(backend_for_url(settings.metastore_url, create=create), **kwargs)
-
-
-def open_catalog(settings: Settings, *, create: bool = False, **kwargs: Any) -> MetastoreCatalog:
-    """The configured metastore: the Hive Metastore of ``hive.metastore.uri`` when it is set
-    (Thrift; its timeout, retry and batch properties), else ``open_metastore``."""
-    if settings.metastore_uri:
-        from raptorx_py.metastore.thrift_store import ThriftMetastore
-
-        return ThriftMetastore(
-            settings.metastore_uri,
-            timeout=settings.metastore_timeout,
-            max_retries=settings.metastore_max_retries,
-            min_backoff=settings.metastore_min_backoff,
-            max_backoff=settings.metastore_max_backoff,
-            partition_batch_size=settings.metastore_partition_batch_size,
-        )
-    return open_metastore(settings, create=create, **kwargs)

@@ -14,7 +14,7 @@ Contract:
   ``...min-backoff-delay`` and ``...max-backoff-delay``; then ``MetastoreError`` names every
   URI and the last error. A call the server answered with an error is never retried.
 - Every Thrift call counts one ``metastore.round_trips`` (or the name given by
-  ``sql_session.counting_as``), as one SQL statement does on the other backends.
+  ``round_trips.counting_as``), as one SQL statement does on the other backends.
 - A table's partitions are read in a number of calls that does not grow one per partition:
   ``get_partition_names`` then ``get_partitions_by_names`` and
   ``get_partitions_statistics_req`` per ``hive.metastore.partition-batch-size.max`` names.
@@ -39,15 +39,15 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from decimal import Decimal
 from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from raptorx_py.errors import AlreadyExistsError, MetastoreError, NoSuchObjectError
-from raptorx_py.hive_types import base_type
-from raptorx_py.metastore.model import (
+from raptorx_py.hive.column_types import base_type
+from raptorx_py.hive.model import (
     EXTERNAL_TABLE,
     HIVE_DEFAULT_PARTITION,
     MANAGED_TABLE,
@@ -57,17 +57,20 @@ from raptorx_py.metastore.model import (
     Partition,
     Table,
 )
-from raptorx_py.metastore.notifications import NotificationEvent
-from raptorx_py.metastore.partition_names import partition_name
-from raptorx_py.metastore.sql_session import count_round_trip
-from raptorx_py.metastore.store import check_snapshot_table
-from raptorx_py.metastore.transactions import TableSnapshot
-from raptorx_py.metastore.write_ids import ValidWriteIdList
+from raptorx_py.hive.partition_names import partition_name
+from raptorx_py.hive.write_ids import ValidWriteIdList
+from raptorx_py.metastore.catalog import (
+    NotificationEvent,
+    QuerySnapshot,
+    TableSnapshot,
+    check_snapshot_table,
+)
+from raptorx_py.metastore.round_trips import count_round_trip
 from raptorx_py.names import check_name, parse_table_name
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ThriftConnection", "ThriftMetastore", "parse_thrift_uris"]
+__all__ = ["ThriftConnection", "ThriftMetastore", "merged_parameters", "parse_thrift_uris"]
 
 #: What HMS answers for a table written by a Hive 3 ACID writer, and a Hive 2.3 ACID table.
 TRANSACTIONAL_PARAM = "transactional"
@@ -200,6 +203,22 @@ class ThriftConnection:
         if isinstance(e, TimeoutError) or isinstance(inner, TimeoutError):
             return f"did not answer within hive.metastore-timeout ({self.timeout:g}s)"
         return f"did not answer ({e})"
+
+
+def merged_parameters(
+    stored: Mapping[str, str] | None, changes: Mapping[str, str | None]
+) -> dict[str, str]:
+    """``stored`` parameters (a table's or a partition's, as the server sent them) with
+    ``changes`` applied: a value sets its key, ``None`` removes it (a missing key is no
+    error). HMS's ``alter_table``/``alter_partition`` replace the whole map, so a change of a
+    few keys is sent as the merged map."""
+    merged = dict(stored or {})
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _location(uri: str | None) -> str:
@@ -650,13 +669,7 @@ class ThriftMetastore:
         if write_id is not None:
             self._refuse(f"altering {database}.{name} under a write id")
         raw = self._thrift_table(database, name)
-        params = dict(raw.parameters or {})
-        for key, value in parameters.items():
-            if value is None:
-                params.pop(key, None)
-            else:
-                params[key] = value
-        raw.parameters = params
+        raw.parameters = merged_parameters(raw.parameters, parameters)
         self._call("alter_table", raw.dbName, raw.tableName, raw)
         return self.get_table(database, name)
 
@@ -724,13 +737,7 @@ class ThriftMetastore:
         """Set (``None``: remove) parameters of one partition: one get and one alter call."""
         name = partition_name(table.partition_keys, values)
         raw = self._call("get_partition_by_name", table.database, table.name, name)
-        merged = dict(raw.parameters or {})
-        for key, value in params.items():
-            if value is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = value
-        raw.parameters = merged
+        raw.parameters = merged_parameters(raw.parameters, params)
         self._call("alter_partition", table.database, table.name, raw)
 
     def drop_partitions(
@@ -753,11 +760,12 @@ class ThriftMetastore:
         """Every partition name of ``table`` (one call)."""
         return list(self._call("get_partition_names", table.database, table.name, -1))
 
-    def list_partitions(self, table: Table, snapshot: Any = None) -> list[Partition]:
+    def list_partitions(
+        self, table: Table, snapshot: QuerySnapshot | None = None
+    ) -> list[Partition]:
         """Every partition of ``table`` with parameters and statistics, in name order:
         ``get_partition_names``, then batches by name (see the module docstring)."""
-        if snapshot is not None:
-            check_snapshot_table(table, snapshot)
+        check_snapshot_table(table, snapshot)
         return self.get_partitions_by_names(table, sorted(self.partition_names(table)))
 
     def get_partitions_by_names(self, table: Table, names: Sequence[str]) -> list[Partition]:

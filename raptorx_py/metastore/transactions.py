@@ -41,18 +41,16 @@ import json
 import os
 import socket
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from raptorx_py.errors import MetastoreError, NoSuchLockError
-from raptorx_py.metastore.model import EXTERNAL_TABLE, Table
+from raptorx_py.hive.model import EXTERNAL_TABLE, Table
+from raptorx_py.hive.write_ids import ValidWriteIdList
+from raptorx_py.metastore.catalog import TableSnapshot
 from raptorx_py.metastore.notifications import append_event
-from raptorx_py.metastore.write_ids import ValidWriteIdList
+from raptorx_py.metastore.sql_session import SqlMetastore
 from raptorx_py.names import parse_table_name
-
-if TYPE_CHECKING:
-    from raptorx_py.metastore.store import Metastore
 
 OPEN, COMMITTED, ABORTED = "o", "c", "a"
 STATE_NAMES = {OPEN: "open", COMMITTED: "committed", ABORTED: "aborted"}
@@ -82,48 +80,6 @@ class TxnInfo:
     timeout_ms: int | None = None  # its own timeout (None: opened before schema version 3)
 
 
-@dataclass(frozen=True)
-class TableSnapshot:
-    """What a query fetches per table, uncached: the table's id and type, and for a managed
-    table its ``ValidWriteIdList`` (``None`` for an external table, which has no write ids)."""
-
-    name: str  # "db.table", as requested
-    table_id: int
-    table_type: str
-    write_ids: ValidWriteIdList | None
-
-
-@dataclass(frozen=True)
-class QuerySnapshot(Mapping):
-    """The snapshot one query reads under: ``{"db.table": TableSnapshot}``. Plain values, so it
-    can be pickled along with a reader. ``txn_id``: the transaction it was taken for (its own
-    writes count as committed), ``None`` for a reader."""
-
-    tables: Mapping[str, TableSnapshot]
-    txn_id: int | None = None
-
-    def __getitem__(self, name: str) -> TableSnapshot:
-        return self.tables[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.tables)
-
-    def __len__(self) -> int:
-        return len(self.tables)
-
-    def table(self, name: str) -> TableSnapshot:
-        """The snapshot of ``name``; a ``MetastoreError`` naming the covered tables if the
-        query did not take one for it."""
-        try:
-            return self.tables[name]
-        except KeyError:
-            raise MetastoreError(
-                f"the query's snapshot does not cover {name} (it covers "
-                f"{', '.join(sorted(self.tables)) or 'no table'}): take the snapshot of every "
-                f"table the query reads"
-            ) from None
-
-
 def default_user() -> str | None:
     try:
         return getpass.getuser()
@@ -140,7 +96,7 @@ def txn_label(txn_id: int) -> str:
 
 
 # -- expiry ------------------------------------------------------------------------------
-def expire_timed_out(ms: Metastore) -> list[int]:
+def expire_timed_out(ms: SqlMetastore) -> list[int]:
     """Inside an open write transaction: abort every open transaction that has not
     heartbeated for ``ms.txn_timeout`` seconds and drop every lock taken outside a
     transaction that has not either. Returns the aborted transaction ids.
@@ -181,7 +137,7 @@ def expire_timed_out(ms: Metastore) -> list[int]:
     return [r[0] for r in expired]
 
 
-def _abort(ms: Metastore, txn_id: int, reason: str) -> None:
+def _abort(ms: SqlMetastore, txn_id: int, reason: str) -> None:
     write_ids = _write_ids_of(ms, txn_id)
     ms.sql.execute("UPDATE TXNS SET TXN_STATE = ? WHERE TXN_ID = ?", (ABORTED, txn_id))
     ms.sql.execute("DELETE FROM HIVE_LOCKS WHERE HL_TXNID = ?", (txn_id,))
@@ -193,7 +149,7 @@ def _abort(ms: Metastore, txn_id: int, reason: str) -> None:
     )
 
 
-def _write_ids_of(ms: Metastore, txn_id: int) -> list[dict]:
+def _write_ids_of(ms: SqlMetastore, txn_id: int) -> list[dict]:
     return [
         {"db": db, "table": tbl, "writeId": wid}
         for db, tbl, wid in ms.sql.execute(
@@ -204,7 +160,7 @@ def _write_ids_of(ms: Metastore, txn_id: int) -> list[dict]:
     ]
 
 
-def _state(ms: Metastore, txn_id: int) -> str | None:
+def _state(ms: SqlMetastore, txn_id: int) -> str | None:
     row = ms.sql.execute("SELECT TXN_STATE FROM TXNS WHERE TXN_ID = ?", (txn_id,)).fetchone()
     return None if row is None else row[0]
 
@@ -218,7 +174,7 @@ def state_error(txn_id: int, state: str | None, action: str) -> TxnError:
     return TxnError(f"{txn_label(txn_id)} is already {STATE_NAMES[state]}; cannot {action}")
 
 
-def require_open(ms: Metastore, txn_id: int, action: str) -> TxnError | None:
+def require_open(ms: SqlMetastore, txn_id: int, action: str) -> TxnError | None:
     """Inside a write transaction: ``None`` when ``txn_id`` is open, else the error to raise
     *after* the write transaction commits (so an expiry done in it is kept). An aborted
     transaction's error says who aborted it and why (its ABORT_TXN event)."""
@@ -232,7 +188,7 @@ def require_open(ms: Metastore, txn_id: int, action: str) -> TxnError | None:
     return state_error(txn_id, state, action)
 
 
-def abort_reason(ms: Metastore, txn_id: int) -> str | None:
+def abort_reason(ms: SqlMetastore, txn_id: int) -> str | None:
     """Why ``txn_id`` was aborted, as its ABORT_TXN event recorded it."""
     row = ms.sql.execute(
         "SELECT MESSAGE FROM NOTIFICATION_LOG WHERE EVENT_TYPE = 'ABORT_TXN' "
@@ -247,7 +203,10 @@ def abort_reason(ms: Metastore, txn_id: int) -> str | None:
 
 # -- the transaction lifecycle ---------------------------------------------------------------
 def open_transaction(
-    ms: Metastore, user: str | None = None, host: str | None = None, agent_info: str | None = None
+    ms: SqlMetastore,
+    user: str | None = None,
+    host: str | None = None,
+    agent_info: str | None = None,
 ) -> int:
     user = default_user() if user is None else user
     host = default_host() if host is None else host
@@ -270,7 +229,7 @@ def open_transaction(
     return txn_id
 
 
-def commit_transaction(ms: Metastore, txn_id: int) -> None:
+def commit_transaction(ms: SqlMetastore, txn_id: int) -> None:
     """Commit: its write ids become visible to snapshots taken from now on; its locks go."""
     with ms.sql.transaction():
         expire_timed_out(ms)
@@ -286,7 +245,7 @@ def commit_transaction(ms: Metastore, txn_id: int) -> None:
         raise error
 
 
-def abort_transaction(ms: Metastore, txn_id: int, reason: str = "aborted by its client") -> None:
+def abort_transaction(ms: SqlMetastore, txn_id: int, reason: str = "aborted by its client") -> None:
     """Abort: its write ids stay invisible forever; its locks go. Aborting an aborted
     transaction does nothing (so ``except: abort`` after a failed commit is safe)."""
     with ms.sql.transaction():
@@ -301,7 +260,7 @@ def abort_transaction(ms: Metastore, txn_id: int, reason: str = "aborted by its 
         raise error
 
 
-def heartbeat(ms: Metastore, txn_id: int | None = None, lock_id: int | None = None) -> None:
+def heartbeat(ms: SqlMetastore, txn_id: int | None = None, lock_id: int | None = None) -> None:
     """Tell the metastore the client of ``txn_id`` (and its locks) and/or of the lock
     request ``lock_id`` is alive. Fails for a transaction that is no longer open (it may
     have just been expired) and for a lock that no longer exists."""
@@ -335,7 +294,7 @@ def heartbeat(ms: Metastore, txn_id: int | None = None, lock_id: int | None = No
         raise error
 
 
-def get_transaction(ms: Metastore, txn_id: int) -> TxnInfo:
+def get_transaction(ms: SqlMetastore, txn_id: int) -> TxnInfo:
     with ms.sql.lock:
         row = ms.sql.execute(
             "SELECT TXN_ID, TXN_STATE, TXN_STARTED, TXN_LAST_HEARTBEAT, TXN_USER, TXN_HOST, "
@@ -349,7 +308,7 @@ def get_transaction(ms: Metastore, txn_id: int) -> TxnInfo:
 
 
 # -- write ids ---------------------------------------------------------------------------
-def allocate_write_id(ms: Metastore, txn_id: int, database: str, table: str) -> int:
+def allocate_write_id(ms: SqlMetastore, txn_id: int, database: str, table: str) -> int:
     """The write id of ``database.table`` for ``txn_id``: a new one (the table's next), or
     the one this transaction already has for that table."""
     with ms.sql.transaction():
@@ -360,7 +319,7 @@ def allocate_write_id(ms: Metastore, txn_id: int, database: str, table: str) -> 
     raise error
 
 
-def _allocate(ms: Metastore, txn_id: int, database: str, table: str) -> int:
+def _allocate(ms: SqlMetastore, txn_id: int, database: str, table: str) -> int:
     row = ms.sql.execute(
         "SELECT t.TBL_ID, t.TBL_TYPE FROM TBLS t JOIN DBS d ON d.DB_ID = t.DB_ID "
         "WHERE d.NAME = ? AND t.TBL_NAME = ?",
@@ -403,7 +362,7 @@ def _allocate(ms: Metastore, txn_id: int, database: str, table: str) -> int:
     return write_id
 
 
-def txn_of_write_id(ms: Metastore, database: str, table: str, write_id: int) -> int:
+def txn_of_write_id(ms: SqlMetastore, database: str, table: str, write_id: int) -> int:
     """Inside a write transaction: the open transaction that owns ``write_id`` of the table;
     raises ``TxnError`` when the write id was not allocated or its transaction has ended
     (writing metadata under a finished transaction's write id is a bug)."""
@@ -420,7 +379,7 @@ def txn_of_write_id(ms: Metastore, database: str, table: str, write_id: int) -> 
     return row[0]
 
 
-def check_write_id(ms: Metastore, table: Table, write_id: int | None) -> int | None:
+def check_write_id(ms: SqlMetastore, table: Table, write_id: int | None) -> int | None:
     """Inside a write transaction: the open transaction owning ``write_id`` of ``table``
     (None without a write id). An EXTERNAL table has no write ids; see ``txn_of_write_id``
     for the rest."""
@@ -436,7 +395,7 @@ def check_write_id(ms: Metastore, table: Table, write_id: int | None) -> int | N
 
 # -- snapshots ---------------------------------------------------------------------------
 def get_table_snapshots(
-    ms: Metastore, names: Iterable[str], txn_id: int | None = None
+    ms: SqlMetastore, names: Iterable[str], txn_id: int | None = None
 ) -> dict[str, TableSnapshot]:
     """Id, type and ValidWriteIdList of each ``db.table`` in ``names``, in one round trip.
 

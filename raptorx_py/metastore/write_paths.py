@@ -18,12 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from raptorx_py.metastore.sql_session import SqlMetastore
 from raptorx_py.metastore.transactions import STATE_NAMES
-
-if TYPE_CHECKING:
-    from raptorx_py.metastore.store import Metastore
 
 #: TWP_KIND: a directory the write created, a file it placed, its staging directory.
 DIRECTORY, FILE, STAGING = "d", "f", "s"
@@ -38,7 +35,7 @@ class WritePath:
 
 
 def record_write_paths(
-    ms: Metastore, txn_id: int, database: str, table: str, kind: str, urls: Iterable[str]
+    ms: SqlMetastore, txn_id: int, database: str, table: str, kind: str, urls: Iterable[str]
 ) -> None:
     """Record ``urls`` (of one ``kind``) as created by ``txn_id``'s write to the table, in one
     database transaction. Recording a path twice is harmless."""
@@ -61,7 +58,7 @@ def record_write_paths(
             )
 
 
-def write_paths_of_table(ms: Metastore, database: str, table: str) -> list[WritePath]:
+def write_paths_of_table(ms: SqlMetastore, database: str, table: str) -> list[WritePath]:
     """Every recorded path of writes to the table, with its transaction's state, in one
     round trip (ordered by transaction, then path)."""
     rows = ms.sql.execute(
@@ -74,7 +71,7 @@ def write_paths_of_table(ms: Metastore, database: str, table: str) -> list[Write
 
 
 def forget_write_paths(
-    ms: Metastore,
+    ms: SqlMetastore,
     database: str,
     table: str,
     txn_ids: Sequence[int],

@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from raptorx_py.metastore.write_ids import ValidWriteIdList
+from raptorx_py.hive.write_ids import ValidWriteIdList
 
 BASE_PREFIX = "base_"
 DELTA_PREFIX = "delta_"

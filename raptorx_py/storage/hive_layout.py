@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raptorx_py.errors import EmptyTableLocationError, LayoutError, translate_storage_error
-from raptorx_py.metastore.partition_names import unescape_partition_value
+from raptorx_py.hive.partition_names import unescape_partition_value
 from raptorx_py.metrics import counters
 from raptorx_py.storage.file_versions import current_identity, etag_of
 

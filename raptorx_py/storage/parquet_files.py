@@ -21,7 +21,7 @@ from raptorx_py.errors import (
     is_storage_failure,
     translate_storage_error,
 )
-from raptorx_py.metastore.model import ColumnStats
+from raptorx_py.hive.model import ColumnStats
 from raptorx_py.metrics import counters
 from raptorx_py.storage.file_versions import current_identity, is_another_version
 from raptorx_py.storage.fs import CountingFile

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from raptorx_py.errors import MetastoreError
-from raptorx_py.metastore.model import EXTERNAL_TABLE, Table
+from raptorx_py.hive.model import EXTERNAL_TABLE, Table
 from raptorx_py.metastore.transactions import NoSuchTxnError
 from raptorx_py.metastore.write_paths import (
     DIRECTORY,

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from raptorx_py.errors import AlreadyExistsError, NoSuchObjectError, SchemaError
+from raptorx_py.hive.model import EXTERNAL_TABLE, Table
+from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.metastore.locks import LockManager, Operation, lock_components
-from raptorx_py.metastore.model import EXTERNAL_TABLE, Table
-from raptorx_py.metastore.partition_names import partition_name
 from raptorx_py.metastore.write_paths import DIRECTORY, FILE, forget_write_paths
 from raptorx_py.metrics import counters
 from raptorx_py.storage.acid_layout import base_dir_name, delta_dir_name

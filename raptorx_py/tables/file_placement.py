@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 
 from raptorx_py.errors import LocationInUseError
-from raptorx_py.hive_types import arrow_schema_for_spark
+from raptorx_py.hive.column_types import arrow_schema_for_spark
 from raptorx_py.metastore.write_paths import DIRECTORY, FILE, record_write_paths
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.tables.heartbeat import TxnHeartbeat

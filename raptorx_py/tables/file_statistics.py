@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from raptorx_py.metastore.model import ColumnStats, Partition
-from raptorx_py.metastore.table_parameters import (
+from raptorx_py.hive.model import ColumnStats, Partition
+from raptorx_py.hive.table_parameters import (
     COUNT_PARAMS,
     NUM_FILES_PARAM,
     NUM_ROWS_PARAM,

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from raptorx_py.errors import SchemaError
-from raptorx_py.metastore.model import HIVE_DEFAULT_PARTITION, Partition, Table
-from raptorx_py.metastore.partition_names import partition_name
-from raptorx_py.metastore.table_parameters import WRITE_ID_PARAM
+from raptorx_py.hive.model import HIVE_DEFAULT_PARTITION, Partition, Table
+from raptorx_py.hive.partition_names import partition_name
+from raptorx_py.hive.table_parameters import WRITE_ID_PARAM
 from raptorx_py.tables.file_statistics import NO_ROWS_PARAMS, appended, summarize
 from raptorx_py.tables.task_files import WrittenFile
 

@@ -34,10 +34,10 @@ from dataclasses import replace as replace_dataclass
 from typing import TYPE_CHECKING
 
 from raptorx_py.errors import LayoutError, NoSuchObjectError, SchemaError
-from raptorx_py.hive_types import decode_value
-from raptorx_py.metastore.model import EXTERNAL_TABLE, ColumnStats, Partition, Table
-from raptorx_py.metastore.partition_names import partition_name
-from raptorx_py.metastore.table_parameters import SEALED_PARAM, STATS_FILES_PARAM
+from raptorx_py.hive.column_types import decode_value
+from raptorx_py.hive.model import EXTERNAL_TABLE, ColumnStats, Partition, Table
+from raptorx_py.hive.partition_names import partition_name
+from raptorx_py.hive.table_parameters import SEALED_PARAM, STATS_FILES_PARAM
 from raptorx_py.names import parse_table_name
 from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import as_url, filesystem_for, join_url, split_url

@@ -17,20 +17,20 @@ from typing import TYPE_CHECKING
 
 from raptorx_py.cache.listing_cache import is_sealed
 from raptorx_py.errors import LayoutError, NoSuchObjectError, SchemaError
-from raptorx_py.hive_types import (
+from raptorx_py.hive.column_types import (
     arrow_to_hive,
     check_partition_key_type,
     decode_value,
     infer_partition_key_type,
 )
-from raptorx_py.metastore.model import (
+from raptorx_py.hive.model import (
     EXTERNAL_TABLE,
     Column,
     ColumnStats,
     Partition,
     Table,
 )
-from raptorx_py.metastore.table_parameters import SEALED_PARAM, STATS_FILES_PARAM
+from raptorx_py.hive.table_parameters import SEALED_PARAM, STATS_FILES_PARAM
 from raptorx_py.names import parse_table_name
 from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
@@ -84,8 +84,8 @@ def scan_table_directory(
     """Everything registration learns from ``url``, without touching the metastore.
 
     Partition keys get the types ``partition_types`` gives them, else the type Spark infers
-    from their directory values (``hive_types.infer_partition_key_type``; all strings when
-    ``infer_partition_types`` is off); every directory value must decode as its key's type.
+    from their directory values (``hive.column_types.infer_partition_key_type``; all strings
+    when ``infer_partition_types`` is off); every directory value must decode as its key's type.
     """
     database, name = parse_table_name(qualified_name)
     fs, root = filesystem_for(url, settings)

@@ -21,9 +21,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from raptorx_py.errors import SchemaError
-from raptorx_py.hive_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
-from raptorx_py.metastore.model import ColumnStats
-from raptorx_py.metastore.partition_names import partition_name
+from raptorx_py.hive.column_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
+from raptorx_py.hive.model import ColumnStats
+from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.parquet_files import footer_stats, read_metadata

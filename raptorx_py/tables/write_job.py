@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from raptorx_py.metastore.model import Column
+from raptorx_py.hive.model import Column
 from raptorx_py.metastore.write_paths import STAGING, record_write_paths
 from raptorx_py.names import check_name
 from raptorx_py.storage.fs import join_url, split_url

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from raptorx_py.errors import LocationInUseError, NoSuchObjectError, SchemaError
-from raptorx_py.metastore.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Table, TableShape
+from raptorx_py.hive.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Table, TableShape
 from raptorx_py.storage.fs import as_url, filesystem_for
 from raptorx_py.tables.file_statistics import NO_ROWS_PARAMS
 

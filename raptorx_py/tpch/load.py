@@ -75,7 +75,7 @@ def load_tpch(
     Storage failures raise ``raptorx_py.errors.StorageError`` naming the URL; generation
     failures ``generate.TpchGenerationError``.
     """
-    from raptorx_py.metastore.store import open_catalog
+    from raptorx_py.metastore.configured import open_catalog
     from raptorx_py.storage.fs import filesystem_for
     from raptorx_py.tables.table_registration import register_external_table
 
@@ -119,7 +119,7 @@ def check_own_tables(settings: Settings, database: str, db_url: str) -> None:
     load into ``db_url`` did not register: its location is elsewhere, so it is someone
     else's table and a load must not replace it."""
     from raptorx_py.errors import AlreadyExistsError, MetastoreNotFoundError
-    from raptorx_py.metastore.store import open_catalog
+    from raptorx_py.metastore.configured import open_catalog
 
     try:
         metastore = open_catalog(settings)
@@ -163,8 +163,8 @@ def load_tpch_managed(
     else tables go under its location or ``hive.metastore.warehouse.dir``. Use a database
     of its own: an external load's files in the same directories would only be hidden.
     """
+    from raptorx_py.hive.model import EXTERNAL_TABLE
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.metastore.model import EXTERNAL_TABLE
     from raptorx_py.tpch.queries import PARTITION_COLUMNS, parquet_reader
 
     say = _printer(progress)

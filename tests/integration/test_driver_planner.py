@@ -102,7 +102,7 @@ def commit_in_another_process(url: str, location: str, k: int) -> int:
 import sys
 import threading
 from tests.integration.test_metastore_cache_reads import Tables, write_files, rows_of
-from raptorx_py.metastore import Partition
+from raptorx_py.hive.model import Partition
 from raptorx_py.metastore.store import Metastore, backend_for_url
 ms = Metastore(backend_for_url({url!r}))
 table = ms.get_table("db", "t")

@@ -197,8 +197,8 @@ def test_missing_table_is_one_line(tmp_path):
 
 def test_unreachable_endpoint_is_one_line(tmp_path, free_port):
     from raptorx_py.config import load_settings
+    from raptorx_py.hive.model import EXTERNAL_TABLE, Column, Table
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, Table
 
     home = tmp_path / "home"
     home.mkdir()

@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.config import load_settings
-from raptorx_py.metastore import Partition
-from raptorx_py.metastore.store import open_catalog
+from raptorx_py.hive.model import Partition
+from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle, queries
 

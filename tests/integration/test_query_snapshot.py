@@ -13,8 +13,8 @@ from pyspark import cloudpickle
 
 from raptorx_py import native
 from raptorx_py.datasource.source import TieredHiveReader, configured_source_class
+from raptorx_py.hive.model import Column
 from raptorx_py.metastore import open_metastore
-from raptorx_py.metastore.model import Column
 from raptorx_py.session import register
 from raptorx_py.tables.commit import commit_write
 from raptorx_py.tables.heartbeat import TxnHeartbeat

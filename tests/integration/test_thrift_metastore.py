@@ -18,7 +18,7 @@ import pytest
 
 from raptorx_py.config import load_settings
 from raptorx_py.errors import MetastoreError, NoSuchObjectError
-from raptorx_py.metastore import (
+from raptorx_py.hive.model import (
     EXTERNAL_TABLE,
     MANAGED_TABLE,
     Column,
@@ -27,7 +27,7 @@ from raptorx_py.metastore import (
     Table,
 )
 from raptorx_py.metastore.cached_store import CachedMetastore
-from raptorx_py.metastore.store import open_catalog
+from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.metastore.thrift_store import ThriftMetastore, parse_thrift_uris
 from tests.counter_deltas import CounterDeltas
 

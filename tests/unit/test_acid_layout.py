@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from raptorx_py.metastore.write_ids import ValidWriteIdList
+from raptorx_py.hive.write_ids import ValidWriteIdList
 from raptorx_py.storage.acid_layout import (
     acid_state,
     base_dir_name,

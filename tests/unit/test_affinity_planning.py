@@ -15,7 +15,7 @@ from raptorx_py.datasource.placement import PlacedPartition
 from raptorx_py.datasource.planner import Split, pack_by_executor
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.datasource.source import count_placement
-from raptorx_py.metastore.model import Column
+from raptorx_py.hive.model import Column
 from raptorx_py.metrics import counters
 from raptorx_py.scheduling.affinity import Executor, preferred
 from raptorx_py.storage.file_versions import stat_version

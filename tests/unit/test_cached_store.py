@@ -14,17 +14,17 @@ import pytest
 
 from raptorx_py.config import build_settings
 from raptorx_py.errors import MetastoreError
-from raptorx_py.metastore import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
+from raptorx_py.hive.model import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
 from raptorx_py.metastore.cache_events import mark_committed
 from raptorx_py.metastore.cached_store import (
     CachedMetastore,
-    QuerySnapshot,
     cached_metastore_for,
     close_cached_metastores,
 )
-from raptorx_py.metastore.notifications import NotificationEvent, get_notifications
-from raptorx_py.metastore.store import Metastore, SqliteBackend, open_catalog
-from raptorx_py.metastore.transactions import TableSnapshot
+from raptorx_py.metastore.catalog import NotificationEvent, QuerySnapshot, TableSnapshot
+from raptorx_py.metastore.configured import open_catalog
+from raptorx_py.metastore.notifications import get_notifications
+from raptorx_py.metastore.store import Metastore, SqliteBackend
 from tests.counter_deltas import CounterDeltas
 from tests.fake_clock import FakeClock
 from tests.unit.txn_helpers import managed_table, open_ms, partition
@@ -791,3 +791,29 @@ def test_on_every_backend_a_gap_reloads_everything_and_the_ttl_bounds_an_entry(
     with Trips() as t:
         query(catalog_cache, "db.ext")
     assert t["partition_misses"] == 1 and t["partition_hits"] == 0
+
+
+def test_on_every_backend_prewarm_makes_the_first_query_warm(catalog_writer, catalog_cache):
+    """Prewarm loads the table and its partitions; the next query is the one round trip of
+    a warm query (the snapshot; over Thrift, the notification poll that is the snapshot)."""
+    new_external_table(catalog_writer, "a", "b")
+    catalog_cache.refresh()  # the table's creation: nothing cached yet to invalidate
+    assert catalog_cache.prewarm() == 2
+    with Trips() as t:
+        _, parts = query(catalog_cache, "db.ext")
+    assert values_of(parts) == ["a", "b"] and t.n == 1
+    assert (t["table_hits"], t["partition_hits"]) == (1, 1)
+
+
+def test_on_every_backend_a_recreated_table_is_never_served_from_the_old_entry(
+    catalog_writer, catalog_cache
+):
+    """The databases tell the new table by its id in the query's snapshot; a Hive
+    Metastore's by the DROP_TABLE and CREATE_TABLE events the snapshot's poll applies."""
+    new_external_table(catalog_writer, "a")
+    assert values_of(query(catalog_cache, "db.ext")[1]) == ["a"]
+    catalog_writer.drop_table("db", "ext")
+    new_external_table(catalog_writer, "z")
+    with Trips() as t:
+        _, parts = query(catalog_cache, "db.ext")
+    assert values_of(parts) == ["z"] and t["partition_hits"] == 0

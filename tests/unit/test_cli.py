@@ -243,7 +243,7 @@ def test_help_says_when_statistics_are_recomputed(capsys):
 
 def _many_partitions(env, count):
     """An external table db.t of ``count`` partitions k=00000.. (no files: metadata only)."""
-    from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, Partition, Table
+    from raptorx_py.hive.model import EXTERNAL_TABLE, Column, Partition, Table
 
     db = env.unique_db("many")
     with Metastore(backend_for_url(env.properties["hive.metastore.url"])) as ms:

@@ -15,7 +15,7 @@ from raptorx_py.datasource.column_names import (
     resolve_columns,
 )
 from raptorx_py.errors import SchemaError
-from raptorx_py.metastore.model import Column, Table
+from raptorx_py.hive.model import Column, Table
 
 TABLE = Table(
     database="db",

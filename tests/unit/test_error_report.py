@@ -133,8 +133,8 @@ def test_tpch_load_replaces_only_its_own_tables(tmp_path, tpch_sf001_dir):
     from pathlib import Path
 
     from raptorx_py.config import load_settings
+    from raptorx_py.hive.model import EXTERNAL_TABLE, Column, Table
     from raptorx_py.metastore import open_metastore
-    from raptorx_py.metastore.model import EXTERNAL_TABLE, Column, Table
     from raptorx_py.tpch.load import load_tpch
 
     settings = load_settings(overrides={"hive.metastore.url": f"sqlite:///{tmp_path}/ms.db"})

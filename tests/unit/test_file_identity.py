@@ -25,7 +25,7 @@ from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.errors import FileChangedError
-from raptorx_py.hive_types import arrow_schema_for_spark
+from raptorx_py.hive.column_types import arrow_schema_for_spark
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.predicates import Comparison
 from raptorx_py.storage.file_versions import (

@@ -20,7 +20,7 @@ from raptorx_py.config import load_settings
 from raptorx_py.datasource.aggregation import Aggregate, PushedAggregation
 from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.planner import Split
-from raptorx_py.metastore.model import Column, Table
+from raptorx_py.hive.model import Column, Table
 from raptorx_py.predicates import Comparison
 from tests.counter_deltas import CounterDeltas
 

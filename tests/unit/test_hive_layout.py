@@ -1,7 +1,7 @@
 import pytest
 
 from raptorx_py.errors import EmptyTableLocationError, LayoutError
-from raptorx_py.metastore.partition_names import escape_partition_value, unescape_partition_value
+from raptorx_py.hive.partition_names import escape_partition_value, unescape_partition_value
 from raptorx_py.storage.fs import filesystem_for, split_url
 from raptorx_py.storage.hive_layout import is_hidden, parse_partition_dir, walk_table
 

@@ -14,6 +14,7 @@ import pytest
 from raptorx_py.config import load_settings
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.errors import SchemaError
+from raptorx_py.hive.model import Column
 from raptorx_py.metastore import transactions
 from raptorx_py.metastore.locks import (
     LockManager,
@@ -22,7 +23,6 @@ from raptorx_py.metastore.locks import (
     lock_components,
     show_locks,
 )
-from raptorx_py.metastore.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.transactions import TxnAbortedError, get_table_snapshots
 from raptorx_py.metastore.write_paths import DIRECTORY, FILE, STAGING, write_paths_of_table
@@ -424,7 +424,7 @@ def test_listing_cache_keeps_raw_managed_listings_and_filters_by_snapshot(tmp_pa
     """Managed partitions are cached whether sealed or not; a snapshot older than the cached
     listing still reads only its own write ids; a commit changes the partition's version."""
     from raptorx_py.cache.listing_cache import listing_cache_for
-    from raptorx_py.metastore.cached_store import QuerySnapshot
+    from raptorx_py.metastore.catalog import QuerySnapshot
 
     settings = load_settings(
         overrides={
@@ -465,7 +465,7 @@ def test_statistics_of_an_unseen_overwrite_never_prune_an_older_snapshot(setup):
     """An overwrite records its (narrower) statistics; a snapshot from before it still reads
     the old rows, so those statistics must not prune the partition for it."""
     from raptorx_py import predicates as preds
-    from raptorx_py.metastore.cached_store import QuerySnapshot
+    from raptorx_py.metastore.catalog import QuerySnapshot
 
     settings, ms, _, _ = setup
     job, files = write(settings, ms, [batch(range(1, 40, 2))])  # EU ids 1..39
@@ -515,7 +515,7 @@ def test_a_writers_transaction_and_locks_name_its_user_and_host(setup, monkeypat
 
 def test_external_statistics_prune_only_the_files_they_describe():
     from raptorx_py.datasource.planner import stats_trusted
-    from raptorx_py.metastore.write_ids import ValidWriteIdList
+    from raptorx_py.hive.write_ids import ValidWriteIdList
 
     assert not stats_trusted({}, None, "v1:x")  # external, no file set recorded
     assert not stats_trusted({"sealed": "true"}, None, "v1:x")  # sealed is not enough

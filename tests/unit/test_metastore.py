@@ -1,18 +1,14 @@
+import dataclasses
 import datetime as dt
 from decimal import Decimal
 
 import pytest
 
 from raptorx_py.errors import AlreadyExistsError, MetastoreError, NoSuchObjectError
-from raptorx_py.metastore import (
-    EXTERNAL_TABLE,
-    Column,
-    ColumnStats,
-    Metastore,
-    Partition,
-    Table,
-)
-from raptorx_py.metastore.store import SqliteBackend, backend_for_url, open_catalog
+from raptorx_py.hive.model import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
+from raptorx_py.metastore import Metastore
+from raptorx_py.metastore.configured import open_catalog
+from raptorx_py.metastore.store import SqliteBackend, backend_for_url
 from tests.counter_deltas import CounterDeltas
 
 
@@ -141,6 +137,48 @@ def test_create_without_replace_refuses(catalog):
     ms.create_table(_table())
     with pytest.raises(AlreadyExistsError, match="db.t"):
         ms.create_table(_table())
+
+
+def test_parameters_are_merged_and_none_removes_a_key_on_every_backend(catalog, tmp_path):
+    """``alter_table_parameters`` and ``set_partition_parameters`` change only the keys given:
+    a value sets its key, ``None`` removes it (a key that was never set is no error), every
+    other key stays (a Hive Metastore adds keys of its own, which stay too)."""
+    ms = catalog
+    ms.create_database("db")
+    root = tmp_path.as_uri()
+    spec = dataclasses.replace(
+        _table(), location=root, parameters={"EXTERNAL": "TRUE", "keep": "1", "gone": "2"}
+    )
+    table = ms.create_table(
+        spec, [Partition(("a",), f"{root}/m=a", {"numRows": "3", "sealed": "true"})]
+    )
+    altered = ms.alter_table_parameters("db", "t", {"gone": None, "new": "3", "never": None})
+    assert (altered.parameters["keep"], altered.parameters["new"]) == ("1", "3")
+    assert not {"gone", "never"} & set(altered.parameters)
+    assert ms.get_table("db", "t").parameters == altered.parameters
+    ms.set_partition_parameters(table, ("a",), {"sealed": None, "owner": "x", "never": None})
+    [part] = ms.list_partitions(ms.get_table("db", "t"))
+    assert (part.parameters["owner"], part.row_count) == ("x", 3)
+    assert not {"sealed", "never"} & set(part.parameters)
+
+
+def test_partitions_list_in_name_order_alter_and_drop_on_every_backend(catalog, tmp_path):
+    ms = catalog
+    ms.create_database("db")
+    root = tmp_path.as_uri()
+    table = ms.create_table(dataclasses.replace(_table(), location=root))
+    added = ms.add_partitions(
+        table, [Partition((v,), f"{root}/m={v}", {"numRows": "1"}) for v in ("b", "c", "a")]
+    )
+    assert [p.values for p in added] == [("b",), ("c",), ("a",)]  # as given
+    assert [p.values for p in ms.list_partitions(table)] == [("a",), ("b",), ("c",)]
+    moved = ms.alter_partition(table, Partition(("b",), f"{root}/elsewhere", {"numRows": "5"}))
+    assert (moved.location, moved.row_count) == (f"{root}/elsewhere", 5)
+    ms.drop_partitions(table, [("a",)])
+    assert [(p.values, p.location) for p in ms.list_partitions(table)] == [
+        (("b",), f"{root}/elsewhere"),
+        (("c",), f"{root}/m=c"),
+    ]
 
 
 def test_replace_gives_a_new_table_id_and_drop_removes_everything(ms):

@@ -12,7 +12,7 @@ import pytest
 
 from raptorx_py.cli import main
 from raptorx_py.errors import InvalidNameError
-from raptorx_py.metastore.model import MANAGED_TABLE, Table
+from raptorx_py.hive.model import MANAGED_TABLE, Table
 from raptorx_py.metastore.transactions import get_table_snapshots
 from raptorx_py.names import parse_table_name
 from raptorx_py.tables.commit import commit_write

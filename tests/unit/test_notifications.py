@@ -1,10 +1,16 @@
 """The notification log on every metastore backend: every change appends its event in the
-same transaction, in total order, without gaps; messages carry what a cache needs."""
+same transaction, in total order, without gaps; messages carry what a cache needs.
+
+Most tests read our own log's messages (SQLite and PostgreSQL: table and partition ids,
+transactions, write ids); the ones named ``on_every_backend`` go through the interface every
+backend implements (``notifications_after``), a Hive Metastore over Thrift included, and
+assert what its log has too: one event per change, names, order, consecutive ids, paging."""
 
 import pytest
 
 from raptorx_py.errors import AlreadyExistsError, MetastoreError
-from raptorx_py.metastore import EXTERNAL_TABLE, Column, Partition, Table
+from raptorx_py.hive.model import EXTERNAL_TABLE, Column, Partition, Table
+from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.metastore.notifications import (
     EVENT_TYPES,
     append_event,
@@ -198,3 +204,40 @@ def test_setting_partition_parameters_appends_an_alter_partition_event(ms):
     assert [e.message["parameters"] for e in events] == [{"sealed": "true"}, {"sealed": None}]
     assert events[0].message["partitions"][0]["values"] == ["a"]
     assert events[0].message["tableId"] == table.id
+
+
+@pytest.fixture
+def catalog(catalog_settings):
+    """A fresh catalogue on every backend: SQLite, PostgreSQL and a Hive Metastore (Thrift)."""
+    with open_catalog(catalog_settings, create=True) as m:
+        yield m
+
+
+def test_on_every_backend_each_catalogue_change_is_one_event_in_order(catalog, tmp_path):
+    ms = catalog
+    start = ms.current_notification_id()
+    root = tmp_path.as_uri()
+    ms.create_database("db")
+    table = ms.create_table(
+        Table("db", "e", EXTERNAL_TABLE, root, (Column("id", "int"),), (Column("p", "string"),))
+    )
+    ms.add_partitions(table, [Partition(("a",), f"{root}/p=a"), Partition(("b",), f"{root}/p=b")])
+    ms.set_partition_parameters(table, ("a",), {"sealed": "true"})
+    ms.alter_table_parameters("db", "e", {"comment": "x"})
+    ms.drop_partitions(table, [("b",)])
+    ms.drop_table("db", "e")
+    events = ms.notifications_after(start)
+    assert [(e.event_type, e.db_name, e.table_name) for e in events] == [
+        ("CREATE_DATABASE", "db", None),
+        ("CREATE_TABLE", "db", "e"),
+        ("ADD_PARTITION", "db", "e"),
+        ("ALTER_PARTITION", "db", "e"),
+        ("ALTER_TABLE", "db", "e"),
+        ("DROP_PARTITION", "db", "e"),
+        ("DROP_TABLE", "db", "e"),
+    ]
+    assert [e.event_id for e in events] == list(range(start + 1, start + 8))
+    assert ms.current_notification_id() == start + 7
+    first_page = ms.notifications_after(start, limit=3)
+    assert [e.event_id for e in first_page] == [start + 1, start + 2, start + 3]
+    assert ms.notifications_after(start + 7) == []

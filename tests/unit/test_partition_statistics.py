@@ -13,7 +13,7 @@ import pytest
 from raptorx_py.config import load_settings
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.errors import SchemaError
-from raptorx_py.metastore.model import MANAGED_TABLE, Column, Table
+from raptorx_py.hive.model import MANAGED_TABLE, Column, Table
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.predicates import Comparison
 from raptorx_py.tables.partition_statistics import (

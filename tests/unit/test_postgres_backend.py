@@ -10,7 +10,8 @@ import psycopg
 import pytest
 
 from raptorx_py.errors import MetastoreError
-from raptorx_py.metastore import EXTERNAL_TABLE, Column, Metastore, Table
+from raptorx_py.hive.model import EXTERNAL_TABLE, Column, Table
+from raptorx_py.metastore import Metastore
 from raptorx_py.metastore.postgres import (
     WRITE_LOCK_KEY,
     PostgresBackend,

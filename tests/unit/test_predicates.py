@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from raptorx_py import predicates as P
-from raptorx_py.metastore.model import ColumnStats
+from raptorx_py.hive.model import ColumnStats
 
 DATA = pa.table(
     {

@@ -19,8 +19,8 @@ from raptorx_py.datasource.placement import PlacedPartition
 from raptorx_py.datasource.planner import Split
 from raptorx_py.datasource.read_spec import ReadSpec, read_specs
 from raptorx_py.datasource.source import TieredHiveReader
-from raptorx_py.hive_types import arrow_schema_for_spark
-from raptorx_py.metastore.model import Column, Table
+from raptorx_py.hive.column_types import arrow_schema_for_spark
+from raptorx_py.hive.model import Column, Table
 from raptorx_py.predicates import Comparison
 from raptorx_py.storage.file_versions import stat_version
 from tests.counter_deltas import CounterDeltas

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 
 from raptorx_py.datasource.planner import Split, cut_files, fixed_piece_bytes, piece_bytes
-from raptorx_py.metastore.model import ColumnStats
+from raptorx_py.hive.model import ColumnStats
 from raptorx_py.predicates import (
     Comparison,
     InList,

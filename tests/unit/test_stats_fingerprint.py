@@ -17,10 +17,10 @@ import pytest
 from raptorx_py.config import load_settings
 from raptorx_py.datasource.planner import plan_scan, stats_trusted
 from raptorx_py.datasource.scan import read_split
-from raptorx_py.metastore.model import Partition
+from raptorx_py.hive.model import Partition
+from raptorx_py.hive.table_parameters import STATS_FILES_PARAM
+from raptorx_py.hive.write_ids import ValidWriteIdList
 from raptorx_py.metastore.store import Metastore, SqliteBackend
-from raptorx_py.metastore.table_parameters import STATS_FILES_PARAM
-from raptorx_py.metastore.write_ids import ValidWriteIdList
 from raptorx_py.predicates import Comparison, IsNotNull
 from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.hive_layout import DataFile
@@ -154,7 +154,7 @@ def test_one_trust_rule_for_partitions_and_unpartitioned_tables():
 def test_an_unpartitioned_managed_table_is_pruned_only_under_a_visible_write_id(setup):
     """Item 4c: table statistics of a managed table whose last write the snapshot does not
     see never prune it (before, any managed unpartitioned table was trusted)."""
-    from raptorx_py.metastore.model import MANAGED_TABLE, Column, ColumnStats, Table
+    from raptorx_py.hive.model import MANAGED_TABLE, Column, ColumnStats, Table
 
     settings, ms, tmp = setup
     loc = str(tmp / "warehouse" / "db.db" / "m")

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.errors import CorruptFileError, EmptyTableLocationError, LayoutError, SchemaError
-from raptorx_py.metastore import ColumnStats
+from raptorx_py.hive.model import ColumnStats
 from raptorx_py.names import parse_table_name
 from raptorx_py.tables.table_registration import register_external_table
 

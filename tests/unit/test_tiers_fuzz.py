@@ -42,7 +42,7 @@ from raptorx_py.config import load_settings
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.errors import FileChangedError
-from raptorx_py.metastore.model import Column
+from raptorx_py.hive.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.predicates import Comparison
 from raptorx_py.storage.file_versions import stat_version

@@ -8,17 +8,18 @@ import threading
 import pytest
 
 from raptorx_py.errors import InvalidNameError, MetastoreError, NoSuchObjectError
-from raptorx_py.metastore import EXTERNAL_TABLE, Column, Table, schema
+from raptorx_py.hive.model import EXTERNAL_TABLE, Column, Table
+from raptorx_py.hive.table_parameters import WRITE_ID_PARAM
+from raptorx_py.hive.write_ids import ValidWriteIdList
+from raptorx_py.metastore import schema
 from raptorx_py.metastore.notifications import current_notification_id, get_notifications
 from raptorx_py.metastore.store import backend_for_url
-from raptorx_py.metastore.table_parameters import WRITE_ID_PARAM
 from raptorx_py.metastore.transactions import (
     NoSuchTxnError,
     TxnAbortedError,
     TxnError,
     get_table_snapshots,
 )
-from raptorx_py.metastore.write_ids import ValidWriteIdList
 from tests.counter_deltas import CounterDeltas
 from tests.unit.txn_helpers import (
     TIMEOUT,

@@ -13,7 +13,7 @@ import pytest
 from raptorx_py.cli import main
 from raptorx_py.datasource.planner import typed_partition_values
 from raptorx_py.errors import LayoutError, SchemaError
-from raptorx_py.hive_types import infer_partition_key_type
+from raptorx_py.hive.column_types import infer_partition_key_type
 from raptorx_py.tables.table_registration import register_external_table
 
 

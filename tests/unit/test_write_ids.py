@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from raptorx_py.metastore.write_ids import NO_OPEN_WRITE_ID, ValidWriteIdList
+from raptorx_py.hive.write_ids import NO_OPEN_WRITE_ID, ValidWriteIdList
 
 S = ValidWriteIdList.from_short_form
 

@@ -3,7 +3,8 @@ worker that other processes run."""
 
 from __future__ import annotations
 
-from raptorx_py.metastore import MANAGED_TABLE, Column, Metastore, Partition, Table
+from raptorx_py.hive.model import MANAGED_TABLE, Column, Partition, Table
+from raptorx_py.metastore import Metastore
 from raptorx_py.metastore.store import backend_for_url
 
 #: The transaction timeout the transaction and lock tests open their metastore with.

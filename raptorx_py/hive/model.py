@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from raptorx_py.metastore.table_parameters import NUM_ROWS_PARAM
+from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM
 
 MANAGED_TABLE = "MANAGED_TABLE"
 EXTERNAL_TABLE = "EXTERNAL_TABLE"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from raptorx_py.metastore.model import HIVE_DEFAULT_PARTITION, Column
+from raptorx_py.hive.model import HIVE_DEFAULT_PARTITION, Column
 
 _ESCAPED = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(0x20)}
 

@@ -1,0 +1,42 @@
+"""The metastore a configuration names: ``open_catalog``.
+
+``hive.metastore.uri`` (``thrift://host:port``, a comma-separated list tried in order) names a
+Hive Metastore over Thrift (``thrift_store.ThriftMetastore``, with its timeout, retry and
+batch properties); without it, ``hive.metastore.url`` names an SQLite file or a PostgreSQL
+database (``store.open_metastore``). Both answer as a ``catalog.MetastoreCatalog``. This
+module sits above both backends, which know nothing of each other, and below the versioned
+cache, the planner, registration and the CLI, which take whichever it returns.
+
+Operations that need transactions, write ids or locks (managed writes, the cleaner, lock
+listings) open ``store.open_metastore`` directly, which refuses a ``hive.metastore.uri``
+configuration naming why.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from raptorx_py.metastore.catalog import MetastoreCatalog
+from raptorx_py.metastore.store import open_metastore
+from raptorx_py.metastore.thrift_store import ThriftMetastore
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+
+__all__ = ["open_catalog"]
+
+
+def open_catalog(settings: Settings, *, create: bool = False, **kwargs: Any) -> MetastoreCatalog:
+    """The configured metastore: the Hive Metastore of ``hive.metastore.uri`` when it is set
+    (Thrift; its timeout, retry and batch properties), else ``open_metastore`` (``create``
+    and ``kwargs`` go there; a Hive Metastore is never created)."""
+    if settings.metastore_uri:
+        return ThriftMetastore(
+            settings.metastore_uri,
+            timeout=settings.metastore_timeout,
+            max_retries=settings.metastore_max_retries,
+            min_backoff=settings.metastore_min_backoff,
+            max_backoff=settings.metastore_max_backoff,
+            partition_batch_size=settings.metastore_partition_batch_size,
+        )
+    return open_metastore(settings, create=create, **kwargs)
