@@ -93,6 +93,13 @@ def entry_mac(secret: bytes, prefix: bytes, key: bytes, stream) -> bytes:
     return mac.digest()
 
 
+def file_prefix(url: str) -> bytes:
+    """What the key of every entry computed from the file at ``url`` starts with (the
+    caller's key puts it first: ``datasource.fragment_keys``), so ``invalidate`` finds a
+    file's entries by name."""
+    return hashlib.sha256(url.encode()).digest()[:8]
+
+
 def entry_path(directory: str, key: bytes) -> str:
     """Where the entry of ``key`` lives under the cache ``directory``."""
     name = key.hex()
@@ -332,6 +339,57 @@ class FragmentCache:
             return int(
                 self._index.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
             )
+
+    # --- managing it (raptorx cache stats / clear / invalidate) ---------------------------
+
+    def stats(self) -> dict[str, int]:
+        """``entries`` and ``bytes`` the index accounts for, and the bounds."""
+        return {
+            "entries": len(self),
+            "bytes": self.volume(),
+            "max_bytes": self.max_bytes,
+            "max_entries": self.max_entries,
+        }
+
+    def clear(self) -> int:
+        """Remove every entry (its file, then its index row); returns how many. A reader in
+        another process holding an entry open reads it whole; a store racing this one keeps
+        its entry, row and file."""
+        names = self._entry_names("")
+        for name in names:
+            self._remove(name)
+        return len(names)
+
+    def invalidate(self, urls: Iterable[str]) -> int:
+        """Remove every entry computed from the files at ``urls`` (any version, columns or
+        predicates: their keys start with ``file_prefix``); returns how many."""
+        removed = 0
+        for url in urls:
+            names = self._entry_names(file_prefix(url).hex())
+            for name in names:
+                self._remove(name)
+            removed += len(names)
+        return removed
+
+    def _entry_names(self, prefix: str) -> list[str]:
+        """The keys (hex) of the entry files whose keys start with ``prefix`` ("": all)."""
+        root = os.path.join(self.directory, ENTRIES_DIR)
+        try:
+            subdirs = [prefix[:2]] if len(prefix) >= 2 else os.listdir(root)
+        except OSError:
+            return []
+        names = []
+        for sub in subdirs:
+            try:
+                files = os.listdir(os.path.join(root, sub))
+            except (NotADirectoryError, FileNotFoundError):
+                continue
+            names += [
+                f[: -len(ENTRY_SUFFIX)]
+                for f in files
+                if f.endswith(ENTRY_SUFFIX) and not f.startswith(".") and f.startswith(prefix)
+            ]
+        return names
 
     def close(self) -> None:
         self._index.close()
