@@ -106,28 +106,34 @@ def test_warm_then_read_with_no_ranged_get_invalidate_fetches_again(
 
 
 def test_queries_stay_right_while_the_tiers_are_cleared_and_invalidated(spark, events, capsys):
+    """Spark reads in its Python workers (other processes) while this process clears and
+    invalidates every tier: two commands per query, the first as it starts."""
     name, props, local = events
     expected = _expected(spark, local)
     results: list = []
     errors: list = []
+    started = threading.Semaphore(0)
+    finished = threading.Event()
 
     def read_repeatedly():
         try:
-            for _ in range(8):
+            for _ in range(6):
+                started.release()
                 results.append([tuple(r) for r in _sum_query(spark, name, props).collect()])
         except Exception as e:  # noqa: BLE001 - reported by the assertion below
             errors.append(e)
+        finally:
+            finished.set()
+            started.release()
 
     reader = threading.Thread(target=read_repeatedly)
     reader.start()
     commands = 0
-    while reader.is_alive():
-        if commands % 2 == 0:
-            assert _cli(props, "cache", "clear") == 0
-        else:
-            assert _cli(props, "cache", "invalidate", name, "--partition", f"day={DAYS[0]}") == 0
-        commands += 1
+    while started.acquire(timeout=600) and not finished.is_set():
+        assert _cli(props, "cache", "clear") == 0
+        assert _cli(props, "cache", "invalidate", name, "--partition", f"day={DAYS[0]}") == 0
+        commands += 2
     reader.join()
     capsys.readouterr()
     assert not errors, errors
-    assert commands > 0 and results == [expected] * 8
+    assert commands >= 10 and results == [expected] * 6
