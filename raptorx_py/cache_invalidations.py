@@ -135,6 +135,8 @@ class JournalReader:
                 return EVERYTHING
         except OSError:
             return ()  # unreadable: nothing can have been posted by us either
+        if st.st_ino == self._inode and st.st_size == self._offset:
+            return ()  # nothing new (the common case: no lock taken)
         with self._lock:
             if self._inode is not None and (st.st_ino != self._inode or st.st_size < self._offset):
                 self._inode, self._offset = st.st_ino, st.st_size
