@@ -32,6 +32,7 @@ import os
 import sys
 from typing import Any
 
+from raptorx_py import metrics
 from raptorx_py.errors import ConfigError, RaptorxError, SchemaError
 
 
@@ -529,7 +530,9 @@ def cmd_cache_clear(args) -> int:
 def cmd_cache_invalidate(args) -> int:
     from raptorx_py.cache_management import invalidate_table
 
-    report = invalidate_table(settings_from_args(args), args.table, args.partition)
+    settings = settings_from_args(args)
+    report = invalidate_table(settings, args.table, args.partition)
+    metrics.flush(settings.metrics_directory)
     what = f"{len(report.partitions)} partition(s)" if args.partition else "the whole table"
     print(
         f"invalidated {report.table} ({what}, {report.files} data files): "
@@ -549,13 +552,20 @@ def cmd_cache_warm(args) -> int:
         report = warm_table(
             settings, args.table, columns=columns, where=args.where, progress=progress
         )
-    cached = report.counted.get("block_cache.bytes_from_cache", 0)
+    # Its counts reach the metrics sink, as a query's do (`raptorx cache stats` shows them).
+    metrics.flush(settings.metrics_directory)
+    counted = report.counted
+    served = counted.get("block_cache.bytes_from_cache", 0)
+    footers_cached = counted.get("footer_cache.hits_memory", 0) + counted.get(
+        "footer_cache.hits_disk", 0
+    )
     print(
         f"warmed {report.table}: {report.files} files, {report.row_groups} row groups "
-        f"({report.row_groups_pruned} pruned), {report.column_chunks} column chunks, "
-        f"{human_bytes(report.bytes_read)}: {human_bytes(report.bytes_from_store)} fetched "
-        f"from the store, {human_bytes(cached)} already cached; "
-        f"{report.footers_loaded} footers loaded"
+        f"({report.row_groups_pruned} pruned), {report.column_chunks} column chunks of "
+        f"{human_bytes(report.bytes_read)}; {human_bytes(report.bytes_from_store)} fetched "
+        f"from the store in {counted.get('block_cache.remote_requests', 0)} requests, "
+        f"{human_bytes(served)} read from the block cache; footers: "
+        f"{report.footers_loaded} loaded, {footers_cached} cached"
     )
     return 0
 
