@@ -52,9 +52,7 @@ from raptorx_py.cache.footer_cache import (
     footer_cache_for,
 )
 from raptorx_py.cache.fragment_cache import (
-    INDEX_FILE as FRAGMENT_INDEX,
-)
-from raptorx_py.cache.fragment_cache import (
+    ENTRIES_DIR,
     FragmentCache,
     fragment_cache_directory,
 )
@@ -534,7 +532,7 @@ def _invalidate_blocks(settings: Settings, urls: Sequence[str]) -> int:
 
 def _fragment_cache(settings: Settings) -> FragmentCache | None:
     directory = fragment_cache_directory(settings)
-    if not os.path.exists(os.path.join(directory, FRAGMENT_INDEX)):
+    if not os.path.isdir(os.path.join(directory, ENTRIES_DIR)):
         return None
     return FragmentCache(
         directory,

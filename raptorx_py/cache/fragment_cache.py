@@ -161,12 +161,12 @@ class FragmentCache:
             counters.add("fragment_cache.corrupt")
             counters.add("fragment_cache.misses")
             log.warning("fragment cache %s: entry %s is corrupt; deleted", self.directory, path)
-            self._remove(key.hex())
+            self._remove(key)
             return None
         if batches is _EXPIRED:
             counters.add("fragment_cache.expired")
             counters.add("fragment_cache.misses")
-            self._remove(key.hex())
+            self._remove(key)
             return None
         try:
             os.utime(path)  # its last use, for eviction (nothing else is written on a hit)
@@ -319,9 +319,10 @@ class FragmentCache:
         except FileNotFoundError:
             pass
 
-    def _remove(self, name: str) -> None:
+    def _remove(self, key: bytes) -> None:
         """Best effort: the entry's file and row (a fault is counted; the entry stays a miss
         for every reader, its MAC or expiry failing again)."""
+        name = key.hex()
         try:
             self._unlink(name)
             with self._lock:
@@ -357,7 +358,7 @@ class FragmentCache:
         its entry, row and file."""
         names = self._entry_names("")
         for name in names:
-            self._remove(name)
+            self._remove(bytes.fromhex(name))
         return len(names)
 
     def invalidate(self, urls: Iterable[str]) -> int:
@@ -367,7 +368,7 @@ class FragmentCache:
         for url in urls:
             names = self._entry_names(file_prefix(url).hex())
             for name in names:
-                self._remove(name)
+                self._remove(bytes.fromhex(name))
             removed += len(names)
         return removed
 
