@@ -2,17 +2,22 @@
 
     raptorx table register <db.table> <url> [--replace [--no-keep-seals]] [--seal]
                            [--partition-type k=type ...] [--no-partition-type-inference]
-    raptorx table list [<db>]
-    raptorx table show <db.table> [--partitions]
+    raptorx table list [<db>] [--json]
+    raptorx table show <db.table> [--partitions] [--json]
     raptorx table analyze <db.table> [--partition k=v[/k2=v2]]
     raptorx table repair <db.table> [--seal]
     raptorx table clean <db.table>
-    raptorx config show
+    raptorx config show [--sources] [--json]
+    raptorx cache stats [--json]
+    raptorx cache clear [--tier T ...]
+    raptorx cache invalidate <db.table> [--partition k=v[/k2=v2]]
+    raptorx cache warm <db.table> [--columns a,b] [--where "..."] [--no-progress]
     raptorx partition seal|unseal <db.table> <k=v[/k2=v2]>
     raptorx partition add <db.table> <k=v[/k2=v2]> [--location URL] [--seal]
     raptorx tpch load --scale S --warehouse URL
     raptorx locks show [<db>[.<table>]] [--partition k=v ...] [--extended]
     raptorx connect-server [--port N] [--host H]   (Spark Connect server with the jar)
+    raptorx --version
 
 Every command but connect-server takes ``--conf-dir DIR`` and ``-p/--property name=value``
 (repeatable). An error raptorx_py raises on purpose is printed as one line naming what was
@@ -22,9 +27,12 @@ wrong, exit code 2.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from typing import Any
 
+from raptorx_py import metrics
 from raptorx_py.errors import ConfigError, RaptorxError, SchemaError
 
 
@@ -94,14 +102,15 @@ def cmd_table_list(args) -> int:
     from raptorx_py.metastore.configured import open_catalog
 
     settings = settings_from_args(args)
-    found = 0
     with open_catalog(settings) as ms:
         databases = [args.database] if args.database else ms.list_databases()
-        for db in databases:
-            for t in ms.list_tables(db):
-                print(f"{db}.{t}")
-                found += 1
-    if not found:
+        names = [f"{db}.{t}" for db in databases for t in ms.list_tables(db)]
+    if args.json:
+        print_json({"metastore": metastore_named(settings), "tables": names})
+        return 0
+    for name in names:
+        print(name)
+    if not names:
         where = f"database {args.database} of " if args.database else ""
         print(f"(no tables in {where}the metastore {metastore_named(settings)})")
     return 0
@@ -129,6 +138,9 @@ def cmd_table_show(args) -> int:
     with open_catalog(settings_from_args(args)) as ms:
         table = ms.get_table(*parse_table_name(args.table))
         parts = ms.list_partitions(table) if table.is_partitioned else []
+    if args.json:
+        print_json(table_record(table, parts, with_partitions=args.partitions))
+        return 0
     print(f"{table.qualified_name} ({table.table_type}) at {table.location}")
     for c in table.columns:
         print(f"  {c.name} {c.type}")
@@ -143,6 +155,43 @@ def cmd_table_show(args) -> int:
     else:
         print(f"{table.parameters.get(NUM_ROWS_PARAM, '?')} rows")
     return 0
+
+
+def table_record(table, parts, *, with_partitions: bool) -> dict:
+    """``raptorx table show --json``: what the text lists, as one JSON object."""
+    from raptorx_py.hive.partition_names import partition_name
+    from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM
+
+    rows = table.parameters.get(NUM_ROWS_PARAM)
+    record = {
+        "name": table.qualified_name,
+        "type": table.table_type,
+        "location": table.location,
+        "columns": [{"name": c.name, "type": c.type} for c in table.columns],
+        "partition_keys": [{"name": k.name, "type": k.type} for k in table.partition_keys],
+        "partitions": len(parts) if table.is_partitioned else None,
+        "rows": (
+            sum(p.row_count or 0 for p in parts)
+            if table.is_partitioned
+            else (int(rows) if rows and rows.isdigit() else None)
+        ),
+    }
+    if with_partitions:
+        record["partition_list"] = [
+            {
+                "name": partition_name(table.partition_keys, p.values),
+                "values": list(p.values),
+                "rows": p.row_count,
+                "location": p.location,
+            }
+            for p in parts
+        ]
+    return record
+
+
+def print_json(value) -> None:
+    """One JSON document on stdout (``--json``): indented, keys in the order built."""
+    print(json.dumps(value, indent=2, default=str))
 
 
 def cmd_table_clean(args) -> int:
@@ -176,6 +225,19 @@ def cmd_config_show(args) -> int:
 
     settings = settings_from_args(args)
     files = config_files(args.conf_dir)
+    if args.json:
+        from raptorx_py.config.loader import settings_records
+
+        record = {
+            "files": [str(f) for f in files],
+            "conf_dir_env": os.environ.get(CONF_DIR_ENV) if args.conf_dir is None else None,
+            "overridden": [k.split("=", 1)[0] for k in args.property or ()],
+            "metastore": metastore_named(settings),
+        }
+        if not args.sources:
+            record["properties"] = settings_records(settings)
+        print_json(record)
+        return 0
     print(
         "files read (later ones win): "
         + (", ".join(str(f) for f in files) if files else "none, defaults only")
@@ -403,6 +465,190 @@ def add_locks_cli(sub) -> None:
     show.set_defaults(func=cmd_locks_show)
 
 
+def cmd_cache_stats(args) -> int:
+    """Each tier on this node: where, how much, its bound, and its counters."""
+    from raptorx_py.cache_management import cache_stats
+
+    settings = settings_from_args(args)
+    tiers = cache_stats(settings)
+    if args.json:
+        print_json(
+            {
+                "counters": "metrics sink" if settings.metrics_directory else None,
+                "tiers": [t.as_dict() for t in tiers],
+            }
+        )
+        return 0
+    header = ["TIER", "ON", "ENTRIES", "SIZE", "LIMIT", "HITS", "MISSES", "EVICTIONS", "LOCATION"]
+    lines = [header]
+    for t in tiers:
+        lines.append(
+            [
+                t.tier,
+                "yes" if t.enabled else "no",
+                "-" if t.entries is None else str(t.entries),
+                "-" if t.bytes is None else human_bytes(t.bytes),
+                human_bytes(t.limit) if t.limit_unit == "bytes" else f"{t.limit} {t.limit_unit}",
+                *("-" if v is None else str(v) for v in (t.hits, t.misses, t.evictions)),
+                t.location,
+            ]
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for line in lines:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+    if not settings.metrics_directory:
+        print("(hits, misses, evictions: set metrics.directory to collect every process's counts)")
+    print("(-: held in the memory of each planning process, not countable from here)")
+    return 0
+
+
+def human_bytes(n: int | None) -> str:
+    """``1536`` -> ``1.5 KiB``."""
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # not reached
+
+
+def cmd_cache_clear(args) -> int:
+    from raptorx_py.cache_invalidations import TIERS
+    from raptorx_py.cache_management import clear_caches
+
+    report = clear_caches(settings_from_args(args), args.tier or TIERS)
+    for tier, n in report.removed.items():
+        print(f"{tier}: {n} entries removed")
+    if report.posted:
+        memory = ", ".join("footer memory" if t == "footer" else t for t in report.posted)
+        print(f"{memory}: cleared in every process of this node when it next plans or reads")
+    return 0
+
+
+def cmd_cache_invalidate(args) -> int:
+    from raptorx_py.cache_management import invalidate_table
+
+    settings = settings_from_args(args)
+    report = invalidate_table(settings, args.table, args.partition)
+    metrics.flush(settings.metrics_directory)
+    what = f"{len(report.partitions)} partition(s)" if args.partition else "the whole table"
+    print(
+        f"invalidated {report.table} ({what}, {report.files} data files): "
+        + ", ".join(f"{n} {tier} entries" for tier, n in report.removed.items())
+        + " removed; its metastore, listing and footer-memory entries are dropped in every "
+        "process of this node when it next plans or reads"
+    )
+    return 0
+
+
+def cmd_cache_warm(args) -> int:
+    from raptorx_py.cache_management import warm_table
+
+    settings = settings_from_args(args)
+    columns = [c for c in (args.columns or "").split(",") if c.strip()] or None
+    with ProgressBar(f"warm {args.table}", enabled=not args.no_progress) as progress:
+        report = warm_table(
+            settings, args.table, columns=columns, where=args.where, progress=progress
+        )
+    # Its counts reach the metrics sink, as a query's do (`raptorx cache stats` shows them).
+    metrics.flush(settings.metrics_directory)
+    counted = report.counted
+    served = counted.get("block_cache.bytes_from_cache", 0)
+    footers_cached = counted.get("footer_cache.hits_memory", 0) + counted.get(
+        "footer_cache.hits_disk", 0
+    )
+    print(
+        f"warmed {report.table}: {report.files} files, {report.row_groups} row groups "
+        f"({report.row_groups_pruned} pruned), {report.column_chunks} column chunks of "
+        f"{human_bytes(report.bytes_read)}; {human_bytes(report.bytes_from_store)} fetched "
+        f"from the store in {counted.get('block_cache.remote_requests', 0)} requests, "
+        f"{human_bytes(served)} read from the block cache; footers: "
+        f"{report.footers_loaded} loaded, {footers_cached} cached"
+    )
+    return 0
+
+
+class ProgressBar:
+    """A ``rich`` bar of bytes on a terminal (none when stdout is not one, or not
+    ``enabled``); as a context manager, it gives ``warm_table`` its ``progress``."""
+
+    def __init__(self, label: str, *, enabled: bool) -> None:
+        self.label, self.enabled = label, enabled
+        self._bar: Any = None  # a rich Progress while on a terminal
+        self._task: Any = None
+
+    def __enter__(self):
+        from rich.console import Console
+
+        if not self.enabled or not Console().is_terminal:
+            return None
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+        self._bar = Progress(TextColumn(self.label), BarColumn(), DownloadColumn())
+        self._bar.__enter__()
+        self._task = self._bar.add_task(self.label, total=None)
+        return self._advance
+
+    def _advance(self, done: int, total: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, total=total)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+
+def add_cache_cli(sub) -> None:
+    from raptorx_py.cache_invalidations import TIERS  # light: the tiers load on use
+
+    cache = sub.add_parser(
+        "cache",
+        help="look at, clear, invalidate and warm this node's cache tiers",
+        description="this node's cache tiers (" + ", ".join(TIERS) + "), whatever process "
+        "filled them",
+    )
+    csub = cache.add_subparsers(dest="cache_command", required=True)
+    stats = csub.add_parser(
+        "stats",
+        help="each tier: location, entries, size, limit, hits / misses / evictions",
+    )
+    stats.add_argument("--json", action="store_true", help="one JSON document")
+    add_common_options(stats)
+    stats.set_defaults(func=cmd_cache_stats)
+    clear = csub.add_parser("clear", help="empty every tier, or those named")
+    clear.add_argument("--tier", action="append", choices=TIERS, help="only this tier (repeatable)")
+    add_common_options(clear)
+    clear.set_defaults(func=cmd_cache_clear)
+    text = (
+        "drop one table's (or partition's) entries from every tier after an out-of-band "
+        "change: its metastore entries and listings, and the footer, block and fragment "
+        "entries of the files it holds"
+    )
+    inv = csub.add_parser("invalidate", help=text, description=text)
+    inv.add_argument("table", help="<database>.<table>")
+    inv.add_argument("--partition", metavar="K=V[/K2=V2]", help="only these partitions")
+    add_common_options(inv)
+    inv.set_defaults(func=cmd_cache_invalidate)
+    text = (
+        "read a table's footers and column chunks into the footer and block caches, "
+        "without Spark (as a query reading those columns under that filter would)"
+    )
+    warm = csub.add_parser("warm", help=text, description=text)
+    warm.add_argument("table", help="<database>.<table>")
+    warm.add_argument("--columns", metavar="A,B", help="only these columns (default: all)")
+    warm.add_argument(
+        "--where",
+        metavar="CONDITIONS",
+        help="conditions joined by AND, e.g. \"day >= date '2024-01-01' and qty > 45\": "
+        "partitions and row groups they rule out are not read",
+    )
+    warm.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_common_options(warm)
+    warm.set_defaults(func=cmd_cache_warm)
+
+
 EXAMPLES = """\
 examples:
   raptorx table list                                    tables in the metastore
@@ -411,6 +657,8 @@ examples:
   raptorx config show --sources                         which files and metastore are used
   raptorx config show -p cache.enabled=true             every property, with one overridden
   raptorx tpch load --scale 0.1 --warehouse ~/tpch-data
+  raptorx cache stats                                   each cache tier on this node
+  raptorx cache invalidate sales.events --partition day=2024-01-01
 
 every command takes --conf-dir DIR and -p NAME=VALUE; `raptorx <command> --help` for more.
 """
@@ -423,6 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"raptorx {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     table = sub.add_parser("table", help="register and inspect tables")
@@ -465,11 +714,13 @@ def build_parser() -> argparse.ArgumentParser:
     reg.set_defaults(func=cmd_table_register)
     lst = tsub.add_parser("list", help="list tables")
     lst.add_argument("database", nargs="?")
+    lst.add_argument("--json", action="store_true", help="one JSON document")
     add_common_options(lst)
     lst.set_defaults(func=cmd_table_list)
     show = tsub.add_parser("show", help="describe a table")
     show.add_argument("table")
     show.add_argument("--partitions", action="store_true", help="list every partition")
+    show.add_argument("--json", action="store_true", help="one JSON document")
     add_common_options(show)
     show.set_defaults(func=cmd_table_show)
     text = (
@@ -509,10 +760,12 @@ def build_parser() -> argparse.ArgumentParser:
     cshow.add_argument(
         "--sources", action="store_true", help="only the files read and the metastore URL"
     )
+    cshow.add_argument("--json", action="store_true", help="one JSON document")
     add_common_options(cshow)
     cshow.set_defaults(func=cmd_config_show)
 
     add_partition_cli(sub)
+    add_cache_cli(sub)
 
     add_tpch_cli(sub)
     add_locks_cli(sub)
@@ -520,6 +773,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_connect_cli(sub)
     return parser
+
+
+def package_version() -> str:
+    """raptorx_py's installed version (``raptorx --version``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("raptorx_py")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def add_tpch_cli(subparsers) -> None:

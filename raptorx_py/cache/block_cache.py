@@ -171,10 +171,26 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
         return int(found_size or 0) if size is None else int(size), str(version), etag
 
     def block_key(self, path: str, size: int, version: str) -> str:
+        """The key of a file version's blocks: a digest of the file's path (``path_prefix``),
+        then one of its whole identity, so every version of a file shares a prefix."""
+        identity = "\0".join((self._protocol(), path, str(size), version, str(self.block_size)))
+        return self.path_prefix(path) + hashlib.sha256(identity.encode()).hexdigest()[:24]
+
+    def path_prefix(self, path: str) -> str:
+        """What the keys of every version of the file at ``path`` start with."""
+        return hashlib.sha256(f"{self._protocol()}\0{path}".encode()).hexdigest()[:16]
+
+    def _protocol(self) -> str:
         protocol = self.target.protocol
-        protocol = protocol[0] if isinstance(protocol, (tuple, list)) else protocol
-        identity = "\0".join((str(protocol), path, str(size), version, str(self.block_size)))
-        return hashlib.sha256(identity.encode()).hexdigest()[:40]
+        return str(protocol[0] if isinstance(protocol, (tuple, list)) else protocol)
+
+    def invalidate(self, urls) -> int:
+        """Drop the cached blocks of the files at ``urls`` (every version of each, whatever
+        process stored them); returns how many blocks."""
+        return sum(
+            self.store.drop_prefix(self.path_prefix(self.target._strip_protocol(url)))
+            for url in urls
+        )
 
 
 @functools.cache

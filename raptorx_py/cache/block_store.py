@@ -290,13 +290,23 @@ class BlockStore:
     def drop_key(self, key: str) -> int:
         """Delete every block of ``key`` (a file version the store no longer holds); returns
         how many. Never raises: a failure is logged and the blocks stay until evicted."""
-        prefix = f"{key}-"
+        return self._drop_names(f"{key}-", key + ".")
+
+    def drop_prefix(self, prefix: str) -> int:
+        """Delete every block whose key starts with ``prefix`` (hex; "": every block), as
+        ``drop_key`` does: under the index's write lock, so no put of another process is
+        half seen. A reader holding a block file open reads it whole."""
+        return self._drop_names(prefix, prefix + "g")  # keys are lower-case hex: < "g"
+
+    def _drop_names(self, low: str, high: str) -> int:
+        if not self.enabled:
+            return 0
         try:
             with self._write() as conn:
                 names = [
                     n
                     for (n,) in conn.execute(
-                        "SELECT name FROM blocks WHERE name >= ? AND name < ?", (prefix, key + ".")
+                        "SELECT name FROM blocks WHERE name >= ? AND name < ?", (low, high)
                     )
                 ]
                 for name in names:
@@ -306,7 +316,7 @@ class BlockStore:
             return len(names)
         except (OSError, sqlite3.Error) as e:
             log.warning(
-                "block cache: could not drop the blocks of %s in %s: %s", key, self.directory, e
+                "block cache: could not drop the blocks of %s* in %s: %s", low, self.directory, e
             )
             return 0
 
@@ -469,6 +479,11 @@ class BlockStore:
         if old:
             conn.execute("DELETE FROM blocks WHERE name = ?", (name,))
             conn.execute("UPDATE totals SET bytes = bytes - ?", (old[0],))
+
+    def count(self) -> int:
+        """Blocks in the index."""
+        with self._locked():
+            return int(self._connection().execute("SELECT COUNT(*) FROM blocks").fetchone()[0])
 
     def entries(self) -> dict[str, int]:
         """``{name: size}`` of every indexed block (for tests and tools)."""

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from raptorx_py.cache import cache_files
 from raptorx_py.cache.process_registry import ProcessRegistry
+from raptorx_py.cache_invalidations import FOOTER, JournalReader, journal_path
 from raptorx_py.errors import RaptorxError, translate_storage_error
 from raptorx_py.metrics import counters
 from raptorx_py.storage.parquet_files import parquet_read_error
@@ -69,7 +70,14 @@ class FileIdentity:
         return json.dumps([self.url, self.size, self.version], separators=(",", ":")).encode()
 
     def digest(self) -> str:
-        return hashlib.sha256(self.encoded()).hexdigest()
+        """The disk entry's name: a digest of the URL alone, then of the whole identity,
+        so every version of one file shares a prefix (``FooterCache.invalidate``)."""
+        return url_prefix(self.url) + hashlib.sha256(self.encoded()).hexdigest()[:48]
+
+
+def url_prefix(url: str) -> str:
+    """What the names of every footer entry of the file at ``url`` start with."""
+    return hashlib.sha256(url.encode()).hexdigest()[:16]
 
 
 # -- the disk entry format ----------------------------------------------------------------
@@ -229,6 +237,74 @@ class FooterCache:
         with self._lock:
             self._memory.clear()
             self._memory_bytes = 0
+
+    # -- managing it (raptorx cache stats / clear / invalidate) ------------------------------
+    def disk_usage(self) -> tuple[int, int]:
+        """``(entries, bytes)`` on disk (a scan of the directory; (0, 0) without one)."""
+        entries = total = 0
+        for path in self._disk_entries(""):
+            try:
+                total += os.stat(path).st_size
+            except FileNotFoundError:
+                continue  # removed by another process meanwhile
+            entries += 1
+        return entries, total
+
+    def clear(self) -> int:
+        """Drop every footer, in this process's memory and on disk; returns the disk entries
+        removed. A reader in another process holding an entry open reads it whole."""
+        self.clear_memory()
+        return sum(self._unlink(path) for path in self._disk_entries(""))
+
+    def invalidate(self, urls) -> int:
+        """Drop the footers of the files at ``urls`` (every version of each), in memory and
+        on disk; returns the disk entries removed."""
+        urls = set(urls)
+        with self._lock:
+            for identity in [i for i in self._memory if i.url in urls]:
+                self._memory_bytes -= self._memory.pop(identity).nbytes
+        return sum(
+            self._unlink(path)
+            for url in sorted(urls)
+            for path in self._disk_entries(url_prefix(url))
+        )
+
+    def apply(self, invalidations) -> None:
+        """Apply to the memory tier what ``raptorx cache invalidate`` / ``clear`` posted to
+        the node's journal (``cache_invalidations``); their disk entries are the command's."""
+        for inv in invalidations:
+            if not inv.covers(FOOTER):
+                continue
+            if inv.table is None or not inv.files:
+                self.clear_memory()
+                continue
+            files = set(inv.files)
+            with self._lock:
+                for identity in [i for i in self._memory if i.url in files]:
+                    self._memory_bytes -= self._memory.pop(identity).nbytes
+
+    def _disk_entries(self, prefix: str) -> list[str]:
+        """Paths of the disk entries whose names start with ``prefix`` ("" : all)."""
+        if self.directory is None:
+            return []
+        subdirs = [prefix[:2]] if len(prefix) >= 2 else None
+        found = []
+        try:
+            names = subdirs if subdirs is not None else sorted(os.listdir(self.directory))
+        except OSError:
+            return []
+        for sub in names:
+            path = os.path.join(self.directory, sub)
+            try:
+                entries = os.listdir(path)
+            except (NotADirectoryError, FileNotFoundError):
+                continue
+            found += [
+                os.path.join(path, n)
+                for n in entries
+                if n.endswith(_SUFFIX) and n.startswith(prefix)
+            ]
+        return found
 
     @property
     def memory_bytes(self) -> int:
@@ -481,6 +557,20 @@ def footer_cache_for(settings: Settings) -> FooterCache | None:
     if not settings.parquet_metadata_cache_enabled:
         return None
     directory = footer_cache_directory(settings)
+    cache = _footer_cache_for(settings, directory)
+    if cache is not None:
+        journal = journal_path(settings.cache_base_directory)
+        reader = _journals.get((directory, journal), lambda: JournalReader(journal))
+        if reader is not None:
+            cache.apply(reader.poll())
+    return cache
+
+
+#: Each directory's position in its node's journal (``cache_invalidations``).
+_journals: ProcessRegistry[JournalReader] = ProcessRegistry()
+
+
+def _footer_cache_for(settings: Settings, directory: str) -> FooterCache | None:
     limits = (
         settings.parquet_metadata_cache_size,
         settings.parquet_metadata_cache_ttl,

@@ -93,6 +93,13 @@ def entry_mac(secret: bytes, prefix: bytes, key: bytes, stream) -> bytes:
     return mac.digest()
 
 
+def file_prefix(url: str) -> bytes:
+    """What the key of every entry computed from the file at ``url`` starts with (the
+    caller's key puts it first: ``datasource.fragment_keys``), so ``invalidate`` finds a
+    file's entries by name."""
+    return hashlib.sha256(url.encode()).digest()[:8]
+
+
 def entry_path(directory: str, key: bytes) -> str:
     """Where the entry of ``key`` lives under the cache ``directory``."""
     name = key.hex()
@@ -154,12 +161,12 @@ class FragmentCache:
             counters.add("fragment_cache.corrupt")
             counters.add("fragment_cache.misses")
             log.warning("fragment cache %s: entry %s is corrupt; deleted", self.directory, path)
-            self._remove(key.hex())
+            self._remove(key)
             return None
         if batches is _EXPIRED:
             counters.add("fragment_cache.expired")
             counters.add("fragment_cache.misses")
-            self._remove(key.hex())
+            self._remove(key)
             return None
         try:
             os.utime(path)  # its last use, for eviction (nothing else is written on a hit)
@@ -312,9 +319,10 @@ class FragmentCache:
         except FileNotFoundError:
             pass
 
-    def _remove(self, name: str) -> None:
+    def _remove(self, key: bytes) -> None:
         """Best effort: the entry's file and row (a fault is counted; the entry stays a miss
         for every reader, its MAC or expiry failing again)."""
+        name = key.hex()
         try:
             self._unlink(name)
             with self._lock:
@@ -332,6 +340,57 @@ class FragmentCache:
             return int(
                 self._index.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
             )
+
+    # --- managing it (raptorx cache stats / clear / invalidate) ---------------------------
+
+    def stats(self) -> dict[str, int]:
+        """``entries`` and ``bytes`` the index accounts for, and the bounds."""
+        return {
+            "entries": len(self),
+            "bytes": self.volume(),
+            "max_bytes": self.max_bytes,
+            "max_entries": self.max_entries,
+        }
+
+    def clear(self) -> int:
+        """Remove every entry (its file, then its index row); returns how many. A reader in
+        another process holding an entry open reads it whole; a store racing this one keeps
+        its entry, row and file."""
+        names = self._entry_names("")
+        for name in names:
+            self._remove(bytes.fromhex(name))
+        return len(names)
+
+    def invalidate(self, urls: Iterable[str]) -> int:
+        """Remove every entry computed from the files at ``urls`` (any version, columns or
+        predicates: their keys start with ``file_prefix``); returns how many."""
+        removed = 0
+        for url in urls:
+            names = self._entry_names(file_prefix(url).hex())
+            for name in names:
+                self._remove(bytes.fromhex(name))
+            removed += len(names)
+        return removed
+
+    def _entry_names(self, prefix: str) -> list[str]:
+        """The keys (hex) of the entry files whose keys start with ``prefix`` ("": all)."""
+        root = os.path.join(self.directory, ENTRIES_DIR)
+        try:
+            subdirs = [prefix[:2]] if len(prefix) >= 2 else os.listdir(root)
+        except OSError:
+            return []
+        names = []
+        for sub in subdirs:
+            try:
+                files = os.listdir(os.path.join(root, sub))
+            except (NotADirectoryError, FileNotFoundError):
+                continue
+            names += [
+                f[: -len(ENTRY_SUFFIX)]
+                for f in files
+                if f.endswith(ENTRY_SUFFIX) and not f.startswith(".") and f.startswith(prefix)
+            ]
+        return names
 
     def close(self) -> None:
         self._index.close()

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from raptorx_py.cache.process_registry import ProcessRegistry
+from raptorx_py.cache_invalidations import LISTING, Invalidation, JournalReader, journal_path
 from raptorx_py.hive.table_parameters import SEALED_PARAM
 from raptorx_py.metrics import counters
 
@@ -217,6 +218,20 @@ class ListingCache:
         counters.add("listing_cache.invalidations")
         return len(dropped)
 
+    def apply(self, invalidations: Iterable[Invalidation]) -> None:
+        """Apply what ``raptorx cache invalidate`` / ``clear`` posted to the node's journal
+        (``cache_invalidations``): a table's listings, some locations' or all."""
+        for inv in invalidations:
+            if not inv.covers(LISTING):
+                continue
+            if inv.table is None:
+                self.clear()
+            elif inv.locations:
+                for location in inv.locations:
+                    self.invalidate(location)
+            else:
+                self.invalidate_table(inv.table)
+
     def clear(self) -> None:
         with self._lock:
             self._sequence += 1
@@ -285,10 +300,24 @@ def listing_cache_for(settings: Settings) -> ListingCache | None:
     tables`` names no table.
 
     Spark reuses the planning worker across queries, so the cache outlives a query. One cache
-    per distinct (tables, size, expiry): settings that differ get their own cache.
+    per distinct (tables, size, expiry): settings that differ get their own cache. What
+    ``raptorx cache invalidate`` / ``clear`` posted to the node's journal since the last call
+    is applied first (``cache_invalidations``: one stat when nothing is new).
     """
     patterns = parse_patterns(settings.file_status_cache_tables)
     if not patterns:
         return None
     key = (patterns, settings.file_status_cache_size, settings.file_status_cache_expire_time)
-    return _caches.get(key, lambda: ListingCache(patterns, max_files=key[1], expire_seconds=key[2]))
+    journal = journal_path(settings.cache_base_directory)
+    cache = _caches.get(
+        key, lambda: ListingCache(patterns, max_files=key[1], expire_seconds=key[2])
+    )
+    if cache is not None:
+        reader = _journals.get((key, journal), lambda: JournalReader(journal))
+        if reader is not None:
+            cache.apply(reader.poll())
+    return cache
+
+
+#: Each cache's position in its node's journal (one per cache and journal file).
+_journals: ProcessRegistry[JournalReader] = ProcessRegistry()

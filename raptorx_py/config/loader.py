@@ -299,6 +299,27 @@ def describe_settings(settings: Settings) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
+def settings_records(settings: Settings) -> list[dict[str, Any]]:
+    """Every property as a record (``raptorx config show --json``): its name, value (secret
+    values masked), default, whether the value differs from the default, its file and what
+    it does."""
+    current = settings.properties()
+    out = []
+    for p in PROPERTIES:
+        value = current.get(p.name, p.default)
+        out.append(
+            {
+                "name": p.name,
+                "value": _mask(p.name, value),
+                "default": p.default,
+                "differs": _differs(p, value),
+                "file": f"{p.file}.properties",
+                "description": p.doc,
+            }
+        )
+    return out
+
+
 def section_of(name: str) -> str:
     """The heading a property is listed under in the conf files and the docs."""
     best = ""

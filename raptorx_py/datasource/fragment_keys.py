@@ -18,6 +18,9 @@ partition's trusted statistics make always true there (``planner``: ``Split.pred
 in canonical order), sorted by their text, so neither their order in the query nor a
 predicate the statistics dropped changes the key.
 
+The key starts with a digest of the file's URL (``cache.fragment_cache.file_prefix``), so
+``raptorx cache invalidate`` finds every entry of a file by name.
+
 Limits: a file the store gives no version for has no key and is never cached. What the key
 trusts of a file is what its version can tell apart (``storage.file_versions``).
 """
@@ -29,6 +32,7 @@ import json
 
 import pyarrow as pa
 
+from raptorx_py.cache.fragment_cache import file_prefix
 from raptorx_py.datasource.code_identity import code_identity
 from raptorx_py.hive.model import Column, Table
 
@@ -61,4 +65,5 @@ def fragment_key(
         None if aggregation is None else repr((aggregation.group_by, aggregation.aggregates)),
         output_schema.to_string(show_field_metadata=False, show_schema_metadata=False),
     ]
-    return hashlib.sha256(json.dumps(parts).encode()).digest()[:20]
+    # The file's prefix first: ``FragmentCache.invalidate`` finds a file's entries by it.
+    return file_prefix(split.url) + hashlib.sha256(json.dumps(parts).encode()).digest()[:20]

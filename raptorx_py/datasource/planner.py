@@ -60,7 +60,7 @@ from raptorx_py.storage.hive_layout import DataFile, list_data_files
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
+    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def split_predicates(table: Table, predicates) -> tuple[tuple, tuple]:
 
 
 def plan_scan(
-    metastore: Metastore | CachedMetastore,
+    metastore: MetastoreCatalog | CachedMetastore,
     settings: Settings,
     table: Table,
     columns,
@@ -135,12 +135,12 @@ def plan_scan(
     snapshot=None,
     executors=(),
 ) -> ScanPlan:
-    """Plan one scan of ``table``. ``metastore``: a ``Metastore`` or a ``CachedMetastore``;
-    ``snapshot``: the query's ``QuerySnapshot`` (taken once per scan by the data source), or
-    None. With a snapshot, the partitions are ``metastore.list_partitions(table,
-    snapshot=snapshot)``: served from the versioned cache when it holds a version fresh for
-    the snapshot. ``executors``: the application's live executors (``affinity.Executor``),
-    which soft affinity places tasks on."""
+    """Plan one scan of ``table``. ``metastore``: a catalog (``Metastore``,
+    ``ThriftMetastore``) or a ``CachedMetastore``; ``snapshot``: the query's
+    ``QuerySnapshot`` (taken once per scan by the data source), or None. With a snapshot,
+    the partitions are ``metastore.list_partitions(table, snapshot=snapshot)``: served from
+    the versioned cache when it holds a version fresh for the snapshot. ``executors``: the
+    application's live executors (``affinity.Executor``), which soft affinity places tasks on."""
     key_preds, data_preds = split_predicates(table, predicates)
     # Before the partitions: a partition added by a commit after this snapshot then reads
     # as empty (its delta is invisible), never as half of that commit.
@@ -511,7 +511,7 @@ def stats_trusted(
 
 
 def _managed_write_ids(
-    metastore: Metastore | CachedMetastore, table: Table, snapshot
+    metastore: MetastoreCatalog | CachedMetastore, table: Table, snapshot
 ) -> ValidWriteIdList | None:
     """A managed table's ValidWriteIdList: the snapshot's, else read now (one round trip);
     ``None`` for an external table."""

@@ -63,6 +63,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from raptorx_py.cache_invalidations import METASTORE, JournalReader, journal_path
 from raptorx_py.errors import MetastoreError
 from raptorx_py.hive.model import EXTERNAL_TABLE, Partition, Table
 from raptorx_py.metastore.cache_entries import CachedVersion, VersionedEntries
@@ -153,6 +154,9 @@ class CachedMetastore:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.refreshes = 0
+        # What `raptorx cache invalidate/clear` posted since this cache was created, applied
+        # before every read (cache_invalidations: one stat when nothing is new).
+        self._journal = JournalReader(journal_path(settings.cache_base_directory))
         #: Notified after every refresh (lets a caller wait for the background refresher).
         self.refreshed = threading.Condition()
         # Everything after this event is applied by refresh(); anything before it is already
@@ -171,6 +175,7 @@ class CachedMetastore:
         Over a Hive Metastore (no write ids: ``snapshots_from_log``), the round trip is the
         notification-log poll (``refresh``): a table whose entry survived it (and is within
         its TTL) is answered from the cache, the others are asked for."""
+        self.apply_invalidations()
         if not (self.metastore.snapshots_from_log and self.enabled and txn_id is None):
             return QuerySnapshot(dict(self.metastore.table_snapshots(names, txn_id)), txn_id)
         self.refresh()
@@ -212,6 +217,7 @@ class CachedMetastore:
         """The table ``database.name`` as of ``snapshot`` (taken here, one round trip, when
         not given, unless a cached external table within its TTL can answer)."""
         key = f"{database}.{name}"
+        self.apply_invalidations()
         if not self.enabled or not self.caches_tables:
             return check_snapshot_table(self.metastore.get_table(database, name), snapshot, key)
         if snapshot is None:
@@ -244,6 +250,7 @@ class CachedMetastore:
         """The partitions of ``table`` as of ``snapshot`` (as ``get_table``), in the
         metastore's order. The list is the caller's; the partitions are shared (read-only)."""
         key = table.qualified_name
+        self.apply_invalidations()
         if not self.enabled:
             check_snapshot_table(table, snapshot, key)
             return self.metastore.list_partitions(table)
@@ -412,6 +419,27 @@ class CachedMetastore:
         dropped = self._tables.invalidate(key) | self._partitions.invalidate(key)
         if dropped:
             counters.add("metastore_cache.invalidations")
+
+    def invalidate_table(self, name: str) -> bool:
+        """Forget the entries of ``"db.table"`` (its table and its partition list, every
+        version): the next read loads them from the metastore. True when it held any."""
+        with self._lock:
+            dropped = self._tables.invalidate(name) | self._partitions.invalidate(name)
+        if dropped:
+            counters.add("metastore_cache.invalidations")
+        return bool(dropped)
+
+    def apply_invalidations(self) -> None:
+        """Apply what ``raptorx cache invalidate`` / ``clear`` posted to the node's journal
+        since the last call (``cache_invalidations``), from any process."""
+        for inv in self._journal.poll():
+            if not inv.covers(METASTORE):
+                continue
+            if inv.table is None:
+                self.invalidate_all()
+                counters.add("metastore_cache.invalidations")
+            else:
+                self.invalidate_table(inv.table)
 
     def invalidate_all(self) -> None:
         """Forget every entry and every stage (reads reload what they need)."""
