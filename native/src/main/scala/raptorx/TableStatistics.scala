@@ -15,13 +15,15 @@ import org.apache.spark.sql.types.{MetadataBuilder, StructType}
  * metadata of the schema's first field (the one thing its creation hands the JVM besides the
  * pickled source); [[TableStatistics.split]] takes them out, so Spark's and the user's schema
  * never show them. A scan's size is the table's, scaled by the width of the columns it reads
- * (as Spark's own `FileScan` estimates). A partitioned table with a partition of unknown size
+ * as Spark scales a projection of its own file relations. A partitioned table with a partition of unknown size
  * reports none (Spark's default: never broadcast).
  */
 case class TableStatistics(bytes: Long, rows: Option[Long]) {
   def forColumns(read: StructType, table: StructType): Statistics = {
-    val width = math.max(1, table.defaultSize).toDouble
-    val size = math.max(1L, (bytes * (read.defaultSize / width)).toLong)
+    // Spark's own rule for a projection of a file relation (`SizeInBytesOnlyStatsPlanVisitor`:
+    // each row's columns' default sizes plus 8 bytes of row overhead), so that a scan's size,
+    // and with it the choice of join, is the one Spark's Parquet reader would make.
+    val size = math.max(1L, (bytes * ((read.defaultSize + 8).toDouble / (table.defaultSize + 8))).toLong)
     val rowCount = rows
     new Statistics {
       override def sizeInBytes(): OptionalLong = OptionalLong.of(size)
