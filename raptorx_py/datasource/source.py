@@ -196,18 +196,22 @@ class TieredHiveDataSource(DataSource):
     @short_worker_errors
     def schema(self) -> StructType:
         try:
-            table = self._table()
+            partitions: Sequence[Partition] = ()
+            if self._pushdown:
+                # The partitions too (for the table's size), under the one snapshot the table
+                # alone would take; planning finds them in the cache next.
+                table, partitions = with_cached_metastore(
+                    self.settings,
+                    lambda cache: cache.get_table_and_partitions(self.database, self.table_name),
+                )
+            else:
+                table = self._table()
             schema = spark_struct(
                 select_columns(table, self.read_options.get("columns"), self.case_sensitive)
             )
             # Behind the JVM provider (the only case with pushdown), which takes them out.
             if not self._pushdown:
                 return schema
-            partitions = (
-                with_cached_metastore(self.settings, lambda cache: cache.list_partitions(table))
-                if table.partition_keys
-                else ()
-            )
             return with_source_hints(
                 with_table_statistics(schema, table, partitions), table, self.settings
             )

@@ -244,6 +244,24 @@ class CachedMetastore:
                 )
         return table
 
+    def get_table_and_partitions(self, database: str, name: str) -> tuple[Table, list[Partition]]:
+        """The table ``database.name`` and its partitions (none for an unpartitioned table) as
+        of one snapshot: no round trip when a cached external table and its partitions are
+        within their TTL, else the one snapshot ``get_table`` alone would take, serving both."""
+        key = f"{database}.{name}"
+        self.apply_invalidations()
+        snapshot = None
+        if self.enabled and self.caches_tables:
+            hit = self._lookup_by_age(self._tables, key)
+            if hit is None or (
+                hit.value.partition_keys
+                and self._lookup_by_age(self._partitions, key, hit.value.id) is None
+            ):
+                snapshot = self.snapshot([key])
+        table = self.get_table(database, name, snapshot)
+        partitions = self.list_partitions(table, snapshot) if table.partition_keys else []
+        return table, partitions
+
     def list_partitions(
         self, table: Table, snapshot: QuerySnapshot | None = None
     ) -> list[Partition]:

@@ -817,3 +817,21 @@ def test_on_every_backend_a_recreated_table_is_never_served_from_the_old_entry(
     with Trips() as t:
         _, parts = query(catalog_cache, "db.ext")
     assert values_of(parts) == ["z"] and t["partition_hits"] == 0
+
+
+def test_table_and_partitions_share_one_snapshot(writer, make_cache):
+    # What a source's schema() reads (the table and, for its size, its partitions): the round
+    # trips of get_table alone, never a second snapshot for the partitions.
+    managed = writer.create_table(managed_table(name="m"))
+    new_external_table(writer, "a")
+    cache = make_cache()
+    with Trips() as cold:
+        table, parts = cache.get_table_and_partitions("db", "m")
+    assert table.id == managed.id and cold.n == COLD
+    with Trips() as warm:  # a managed table: the version check alone
+        assert cache.get_table_and_partitions("db", "m")[1] == parts
+    assert warm.n == 1
+    cache.get_table_and_partitions("db", "ext")
+    with Trips() as ext:  # an external table within its TTL: nothing
+        _, ext_parts = cache.get_table_and_partitions("db", "ext")
+    assert ext.n == 0 and values_of(ext_parts) == ["a"]
