@@ -276,3 +276,50 @@ def test_a_session_without_the_python_source_is_refused_saying_why(spark):
     message = re.sub(r"\s+", " ", str(info.value))
     assert "tiered_hive_python, which this session has not registered" in message
     assert "raptorx_py.register(spark)" in message
+
+
+def test_a_catalog_over_a_hive_metastore_by_its_options(
+    spark, hms_uri, tpch_sf001_dir, catalog_tpch
+):
+    """A second catalog whose options name another metastore (a Hive Metastore over Thrift):
+    ``spark.sql.catalog.<name>.<property>`` overrides that property for its tables only."""
+    from raptorx_py.config import load_settings
+    from raptorx_py.metastore.store import open_catalog
+    from raptorx_py.tables.table_registration import register_external_table
+
+    hms = {
+        "hive.metastore.uri": hms_uri,
+        "hive.metastore-cache-ttl": "1h",
+        "hive.metastore-timeout": "120s",  # embedded Derby is slow
+    }
+    settings = load_settings(overrides=hms)
+    with open_catalog(settings) as ms:
+        ms.create_database("catalog_hms")
+        for table in ("nation", "region"):
+            register_external_table(
+                ms,
+                settings,
+                f"catalog_hms.{table}",
+                f"file://{tpch_sf001_dir}/{table}",
+                replace=True,
+                sealed=True,
+            )
+    spark.conf.set("spark.sql.catalog.hms_rx", native.CATALOG_CLASS)
+    for key, value in hms.items():
+        spark.conf.set(f"spark.sql.catalog.hms_rx.{key}", value)
+    namespaces = [r[0] for r in spark.sql("SHOW NAMESPACES IN hms_rx").collect()]
+    assert "catalog_hms" in namespaces and "default" in namespaces
+    assert sorted(
+        r.tableName for r in spark.sql("SHOW TABLES IN hms_rx.catalog_hms").collect()
+    ) == [
+        "nation",
+        "region",
+    ]
+    query = (
+        "select r_name, count(*) from {c}.nation join {c}.region on n_regionkey = r_regionkey "
+        "group by r_name order by r_name"
+    )
+    over_hms = spark.sql(query.format(c="hms_rx.catalog_hms")).collect()
+    assert len(over_hms) == 5 and sum(r[1] for r in over_hms) == 25
+    # The same files through the session's own metastore (the raptorx catalog, SQLite).
+    assert over_hms == spark.sql(query.format(c=f"{CATALOG}.{TPCH}")).collect()
