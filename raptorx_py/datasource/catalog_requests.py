@@ -15,7 +15,14 @@ Requests (``op``) and answers:
 - ``namespaces``: ``{"namespaces": [...]}``, every database;
 - ``namespace`` (``namespace``): ``{"exists": true, "location": ...}`` or the missing answer;
 - ``tables`` (``namespace``): ``{"tables": [...]}`` or the missing answer;
-- ``table`` (``namespace``, ``table``): ``{"exists": true}`` or the missing answer.
+- ``table`` (``namespace``, ``table``): ``{"exists": true}`` or the missing answer;
+- ``flush_metadata_cache`` (``namespace`` and ``table`` optional; Trino's procedure,
+  ``CALL raptorx.system.flush_metadata_cache(schema_name => ..., table_name => ...)``):
+  forgets the cached versions of that table, of every table of that namespace, or of all,
+  in the versioned metastore cache of the process that answers (``cached_store``):
+  ``{"flushed": "<what>"}`` or the missing answer. With the driver's planner that process
+  plans every scan, so the next query reloads; without it (a Spark Connect server) it is
+  one planning worker's cache, and the others keep theirs until their entries expire.
 
 A missing answer is ``{"missing": "namespace" | "table", "listing": <text>}``, the text
 naming what exists (``NoSuchObjectError.listing``: all names up to ten, else the closest and
@@ -37,12 +44,13 @@ from raptorx_py.jvm_protocol import CATALOG_ANSWER_KEY
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metrics import counters
 
-#: The operations a request may name, and the arguments each takes.
+#: The operations a request may name, and the arguments each requires.
 OPERATIONS: dict[str, tuple[str, ...]] = {
     "namespaces": (),
     "namespace": ("namespace",),
     "tables": ("namespace",),
     "table": ("namespace", "table"),
+    "flush_metadata_cache": (),
 }
 
 
@@ -72,6 +80,11 @@ def answer(settings: Settings, request: dict[str, str]) -> dict:
         ms = cache.metastore
         if op == "namespaces":
             return {"namespaces": sorted(ms.list_databases())}
+        if op == "flush_metadata_cache" and not request.get("namespace"):
+            if request.get("table"):
+                raise SchemaError("flush_metadata_cache: a table_name needs its schema_name")
+            cache.invalidate_all()
+            return {"flushed": "all"}
         database = request["namespace"].lower()  # Hive's names are case-insensitive
         try:
             db = ms.get_database(database)
@@ -82,10 +95,17 @@ def answer(settings: Settings, request: dict[str, str]) -> dict:
         tables = ms.list_tables(database)
         if op == "tables":
             return {"tables": sorted(tables)}
+        if op == "flush_metadata_cache" and not request.get("table"):
+            for name in tables:
+                cache.invalidate_table(database, name)
+            return {"flushed": database}
         table = request["table"].lower()
-        if table in tables:
-            return {"exists": True}
-        return _missing("table", f"{database}.{table}", tables)
+        if table not in tables:
+            return _missing("table", f"{database}.{table}", tables)
+        if op == "flush_metadata_cache":
+            cache.invalidate_table(database, table)
+            return {"flushed": f"{database}.{table}"}
+        return {"exists": True}
 
     return with_cached_metastore(settings, ask)
 

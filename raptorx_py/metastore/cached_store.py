@@ -413,6 +413,12 @@ class CachedMetastore:
         if dropped:
             counters.add("metastore_cache.invalidations")
 
+    def invalidate_table(self, database: str, name: str) -> None:
+        """Forget the cached versions of ``database.name``, its table and its partitions: the
+        next read loads them again (``CALL <catalog>.system.flush_metadata_cache``)."""
+        with self._lock:
+            self._invalidate(f"{database}.{name}")
+
     def invalidate_all(self) -> None:
         """Forget every entry and every stage (reads reload what they need)."""
         with self._lock:

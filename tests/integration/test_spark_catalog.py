@@ -323,3 +323,36 @@ def test_a_catalog_over_a_hive_metastore_by_its_options(
     assert len(over_hms) == 5 and sum(r[1] for r in over_hms) == 25
     # The same files through the session's own metastore (the raptorx catalog, SQLite).
     assert over_hms == spark.sql(query.format(c=f"{CATALOG}.{TPCH}")).collect()
+
+
+def test_flush_metadata_cache_procedure(spark, catalog_tpch, counted):
+    """Trino's ``CALL <catalog>.system.flush_metadata_cache(...)``: the driver's planner
+    forgets the table's cached versions, so the next query loads it from the metastore. The
+    ``hms_rx`` catalog of the test above keeps its cache (1h TTL); the session's does not."""
+    count = "select count(*) from hms_rx.catalog_hms.nation"
+    assert spark.sql(count).collect()[0][0] == 25
+    with counted() as warm:
+        assert spark.sql(count).collect()[0][0] == 25
+    assert warm["metastore_cache.table_misses"] == 0
+    with counted() as c:
+        spark.sql(
+            "CALL hms_rx.system.flush_metadata_cache(schema_name => 'catalog_hms', "
+            "table_name => 'nation')"
+        ).collect()
+        assert spark.sql(count).collect()[0][0] == 25
+    assert c["metastore_cache.invalidations"] == 1
+    assert c["metastore_cache.table_misses"] >= 1
+    assert c["catalog.requests"] == 1
+    spark.sql("CALL hms_rx.system.flush_metadata_cache()").collect()
+    with pytest.raises(AnalysisException) as missing:
+        spark.sql(
+            "CALL hms_rx.system.flush_metadata_cache(schema_name => 'catalog_hms', "
+            "table_name => 'nations')"
+        ).collect()
+    assert missing.value.getCondition() == "TABLE_OR_VIEW_NOT_FOUND"
+    assert "Existing tables: nation, region" in str(missing.value)
+    with pytest.raises(AnalysisException) as unknown:
+        spark.sql(f"CALL {CATALOG}.system.flush_cache()").collect()
+    assert unknown.value.getCondition() == "FAILED_TO_LOAD_ROUTINE"  # Spark's, with ours as cause
+    cause = str(unknown.value._origin.getCause().getMessage())
+    assert "has no procedure system.flush_cache; it has system.flush_metadata_cache" in cause

@@ -96,3 +96,30 @@ def test_tpch_queries_by_catalog_names_name_every_table_qualified():
     assert total == 86  # the table references of the 22 queries
     q9 = queries.with_qualified_tables(queries.query_text(9, 0.01), "raptorx.tpch")
     assert "n_name as nation" in q9 and "raptorx.tpch.nation" in q9
+
+
+def test_flush_metadata_cache_forgets_a_table_a_schema_or_all(settings):
+    from raptorx_py.metastore.cached_store import cached_metastore_for
+
+    cache = cached_metastore_for(settings)
+
+    def reload_counts() -> tuple[int, int]:
+        with CounterDeltas() as c:
+            cache.get_table("tpch", "orders")
+            cache.get_table("tpch", "lineitem")
+        return c["metastore_cache.table_misses"], c["metastore_cache.table_hits"]
+
+    reload_counts()
+    assert reload_counts() == (0, 2)  # both cached
+    assert ask(settings, op="flush_metadata_cache", namespace="TPCH", table="orders") == {
+        "flushed": "tpch.orders"
+    }
+    assert reload_counts() == (1, 1)
+    assert ask(settings, op="flush_metadata_cache", namespace="tpch") == {"flushed": "tpch"}
+    assert reload_counts() == (2, 0)
+    assert ask(settings, op="flush_metadata_cache") == {"flushed": "all"}
+    assert reload_counts() == (2, 0)
+    missing = ask(settings, op="flush_metadata_cache", namespace="tpch", table="nope")
+    assert missing["missing"] == "table" and "lineitem, orders" in missing["listing"]
+    with pytest.raises(SchemaError, match=r"a table_name needs its schema_name"):
+        ask(settings, op="flush_metadata_cache", table="orders")

@@ -8,11 +8,14 @@ import scala.util.control.NonFatal
 import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 
 import org.apache.spark.sql.AnalysisException
+import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.{NoSuchNamespaceException, NoSuchTableException}
-import org.apache.spark.sql.connector.catalog.{Column, Identifier, NamespaceChange, SupportsNamespaces, Table, TableCatalog, TableChange}
+import org.apache.spark.sql.connector.catalog.{Column, Identifier, NamespaceChange, ProcedureCatalog, SupportsNamespaces, Table, TableCatalog, TableChange}
+import org.apache.spark.sql.connector.catalog.procedures.{BoundProcedure, ProcedureParameter, UnboundProcedure}
 import org.apache.spark.sql.connector.expressions.{Expressions, Transform}
+import org.apache.spark.sql.connector.read.Scan
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceCreationResult
-import org.apache.spark.sql.types.{MetadataBuilder, StructType}
+import org.apache.spark.sql.types.{MetadataBuilder, StringType, StructType}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
 /**
@@ -51,8 +54,11 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
  *  - Creating, altering, renaming and dropping tables and namespaces are refused, naming the
  *    way to do each (a `tiered_hive` write creates a managed table; `raptorx table register`
  *    an external one).
+ *  - One procedure, Trino's `system.flush_metadata_cache(schema_name => ..., table_name =>
+ *    ...)` ([[FlushMetadataCache]]): a catalog request that forgets cached metastore versions
+ *    in the process that plans (`catalog_requests.py`).
  */
-class TieredHiveCatalog extends TableCatalog with SupportsNamespaces {
+class TieredHiveCatalog extends TableCatalog with SupportsNamespaces with ProcedureCatalog {
   private var catalogName: String = TieredHiveCatalog.DefaultName
   private var catalogOptions: Map[String, String] = Map.empty
 
@@ -147,6 +153,31 @@ class TieredHiveCatalog extends TableCatalog with SupportsNamespaces {
   override def renameTable(oldIdent: Identifier, newIdent: Identifier): Unit =
     throw refused("rename tables", "the metastore's own tools do")
 
+  // -- procedures ------------------------------------------------------------------------
+
+  override def loadProcedure(ident: Identifier): UnboundProcedure = {
+    if (ident.namespace().sameElements(TieredHiveCatalog.SystemNamespace) &&
+        ident.name().equalsIgnoreCase(FlushMetadataCache.Name)) {
+      return new FlushMetadataCache(this)
+    }
+    throw new IllegalArgumentException(s"the tiered_hive catalog $catalogName has no procedure " +
+      s"${(ident.namespace() :+ ident.name()).mkString(".")}; it has " +
+      s"${TieredHiveCatalog.SystemNamespace.mkString(".")}.${FlushMetadataCache.Name}")
+  }
+
+  override def listProcedures(namespace: Array[String]): Array[Identifier] =
+    if (namespace.sameElements(TieredHiveCatalog.SystemNamespace)) {
+      Array(Identifier.of(TieredHiveCatalog.SystemNamespace, FlushMetadataCache.Name))
+    } else Array.empty
+
+  /** Forget the cached metastore versions of `schema.table`, of every table of `schema`, or
+   * of all (both None); a missing schema or table fails naming what exists. */
+  private[raptorx] def flushMetadataCache(schema: Option[String], table: Option[String]): Unit = {
+    val args = schema.map("namespace" -> _).toSeq ++ table.map("table" -> _).toSeq
+    failIfMissing(ask("flush_metadata_cache", args: _*), schema.toArray,
+      table.map(t => Identifier.of(schema.toArray, t)))
+  }
+
   // -- the Python side -------------------------------------------------------------------
 
   /** The options a table of this catalog is read and written with: its name and the
@@ -215,6 +246,8 @@ class TieredHiveCatalog extends TableCatalog with SupportsNamespaces {
 object TieredHiveCatalog {
   /** The name `raptorx_py.register` gives the catalog unless told otherwise. */
   val DefaultName = "raptorx"
+  /** The namespace of the catalog's procedures (Trino's). */
+  val SystemNamespace: Array[String] = Array("system")
 
   private val Json = new ObjectMapper()
 
@@ -232,6 +265,45 @@ object TieredHiveCatalog {
     new NoSuchTableException("TABLE_OR_VIEW_NOT_FOUND", Map(
       "relationName" -> quoted(catalog +: ident.namespace().toSeq :+ ident.name()),
       "searchPath" -> s"${quoted(catalog +: ident.namespace().toSeq)} ($listing)"), None)
+}
+
+/**
+ * `CALL <catalog>.system.flush_metadata_cache(schema_name => 's', table_name => 't')`, Trino's
+ * procedure: forgets the versioned metastore cache's entries of one table, of every table of
+ * one schema, or (no argument) of all, so the next query reads them from the metastore. A
+ * thin call: the catalog request `flush_metadata_cache` (`catalog_requests.py`), answered in
+ * the process that plans (the driver's planner). Returns no rows.
+ */
+private class FlushMetadataCache(catalog: TieredHiveCatalog)
+    extends UnboundProcedure with BoundProcedure {
+  override def name(): String = FlushMetadataCache.Name
+
+  override def description(): String =
+    "forget the cached metastore versions of a table, a schema's tables, or all"
+
+  override def bind(inputType: StructType): BoundProcedure = this
+
+  override def parameters(): Array[ProcedureParameter] = Array(
+    ProcedureParameter.in("schema_name", StringType).defaultValue("NULL").build(),
+    ProcedureParameter.in("table_name", StringType).defaultValue("NULL").build())
+
+  override def isDeterministic: Boolean = false
+
+  override def call(input: InternalRow): util.Iterator[Scan] = {
+    def arg(i: Int): Option[String] =
+      if (input.isNullAt(i)) None else Some(input.getUTF8String(i).toString)
+    val (schema, table) = (arg(0), arg(1))
+    if (schema.isEmpty && table.isDefined) {
+      throw new IllegalArgumentException(
+        s"${FlushMetadataCache.Name}: table_name => '${table.get}' needs its schema_name")
+    }
+    catalog.flushMetadataCache(schema, table)
+    util.Collections.emptyIterator[Scan]()
+  }
+}
+
+private object FlushMetadataCache {
+  val Name = "flush_metadata_cache"
 }
 
 /** The session has no `tiered_hive_python` source: the catalog cannot reach a metastore. */
