@@ -356,3 +356,17 @@ def test_flush_metadata_cache_procedure(spark, catalog_tpch, counted):
     assert unknown.value.getCondition() == "FAILED_TO_LOAD_ROUTINE"  # Spark's, with ours as cause
     cause = str(unknown.value._origin.getCause().getMessage())
     assert "has no procedure system.flush_cache; it has system.flush_metadata_cache" in cause
+
+
+def test_use_makes_bare_names_the_catalogs(spark, catalog_tpch):
+    """``USE raptorx.<db>``: unqualified names resolve in the catalog's namespace."""
+    try:
+        spark.sql(f"USE {catalog_tpch}")
+        assert spark.sql("select count(*) from region").collect()[0][0] == 5
+        assert spark.catalog.currentCatalog() == CATALOG
+        with pytest.raises(AnalysisException) as missing:
+            spark.sql(f"USE {CATALOG}.no_such_db")
+        assert missing.value.getCondition() == "SCHEMA_NOT_FOUND"
+    finally:
+        spark.sql("USE spark_catalog.default")
+    assert spark.catalog.currentCatalog() == "spark_catalog"
