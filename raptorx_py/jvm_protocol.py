@@ -11,9 +11,10 @@ What crosses, and by which channel:
 - the source names: the public one the JVM provider registers, the internal one the Python
   source registers under behind it (``native.py``, ``session.py``);
 - options the provider adds to a Python source's options (``datasource/writer.py``,
-  ``scheduling/affinity.py``);
+  ``scheduling/affinity.py``), and the catalog's requests (``datasource/catalog_requests.py``);
 - metadata keys on the first field of a schema: the Python source's ``schema()`` tells the
-  provider the table's size and its hints (``datasource/source.py``); the provider tells the
+  provider the table's size, its hints and its description (``datasource/source.py``), and a
+  catalog request its answer; the provider tells the
   Python reader the query's token (``datasource/query_snapshots.py``) and a pushed
   aggregation (``datasource/aggregation.py``);
 - the soft-affinity mark inside a pickled input partition and its one-byte flag
@@ -38,6 +39,9 @@ PARTITION_BY_OPTION = "partition_by"
 EXECUTORS_OPTION = "raptorx.executors"
 #: The session's ``spark.sql.caseSensitive`` (``datasource.column_names``).
 CASE_SENSITIVE_OPTION = "raptorx.case_sensitive"
+#: A request of the Spark catalog (JSON), made as a source creation
+#: (``datasource/catalog_requests.py``, ``TieredHiveCatalog.scala``).
+CATALOG_REQUEST_OPTION = "raptorx.catalog_request"
 
 # Metadata keys on a schema's first field
 QUERY_TOKEN_KEY = "raptorx.query_token"
@@ -46,6 +50,10 @@ TABLE_ROWS_KEY = "raptorx.table_rows"
 EXACT_FILTER_COLUMNS_KEY = "raptorx.exact_filter_columns"
 AGGREGATION_PUSHDOWN_KEY = "raptorx.aggregation_pushdown"
 AGGREGATION_KEY = "raptorx.aggregation"
+#: The answer (JSON) to a catalog request, on the one field of its schema.
+CATALOG_ANSWER_KEY = "raptorx.catalog_answer"
+#: What the catalog shows of a table (JSON: partition keys, type, location).
+TABLE_DESCRIPTION_KEY = "raptorx.table_description"
 
 # Soft affinity: ``<mark><location>|<flag>`` at the start of a pickled partition
 AFFINITY_MARK = "raptorx-affinity|"

@@ -22,6 +22,10 @@ from raptorx_py import jvm_protocol
 from raptorx_py.errors import NativeJarError
 
 PROVIDER_CLASS = "raptorx.TieredHiveProvider"
+#: The Spark catalog plugin (``spark.sql.catalog.<name>``): tables by name in SQL.
+CATALOG_CLASS = "raptorx.TieredHiveCatalog"
+#: The catalog's name unless ``register`` is told another.
+DEFAULT_CATALOG_NAME = "raptorx"
 #: The jar's check of the Spark internals it uses (its static ``report()``: "" when all there).
 COMPATIBILITY_CLASS = "raptorx.NativeCompatibility"
 # The two names of the source (jvm_protocol: Protocol.scala spells them on the JVM side).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import warnings
 
@@ -20,7 +21,7 @@ from raptorx_py import connect, native
 from raptorx_py.config import load_settings
 from raptorx_py.config.paths import absolute_paths
 from raptorx_py.config.settings import Settings
-from raptorx_py.errors import ConnectServerError
+from raptorx_py.errors import ConfigError, ConnectServerError
 
 _warned_no_jar = False
 
@@ -31,7 +32,10 @@ REQUIRED_SPARK_CONF = {
 
 
 def register(
-    spark, conf_dir: str | None = None, properties: dict[str, str] | None = None
+    spark,
+    conf_dir: str | None = None,
+    properties: dict[str, str] | None = None,
+    catalog_name: str | None = native.DEFAULT_CATALOG_NAME,
 ) -> Settings:
     """Register ``tiered_hive`` on ``spark``; returns the settings it will use.
 
@@ -39,6 +43,11 @@ def register(
     ``RAPTORX_CONF_DIR``; ``properties`` override single properties. On a Spark Connect
     session, raises ``ConnectServerError`` when the server cannot load the JVM provider.
     Raises ``NativeJarError`` when the jar does not match the running Spark's internals.
+
+    With the native jar, the metastore's tables are also reachable by name in SQL through
+    the Spark catalog ``catalog_name`` (``SELECT ... FROM raptorx.db.t``; ``None``: no
+    catalog), set as ``spark.sql.catalog.<catalog_name>``; a ``ConfigError`` when the
+    session already has another catalog under that name.
     """
     # Deferred, not a cycle: these import pyspark's data source API, and ``import raptorx_py``
     # stays light until a session is registered.
@@ -49,6 +58,7 @@ def register(
     # An uncaught error that carries one of ours is printed as that error, on one line.
     install_excepthook()
     conf_dir = conf_dir or spark.conf.get("spark.raptorx.conf.dir", None) or None
+    check_catalog_name(catalog_name)
     settings = session_settings(spark, conf_dir, properties)
     for key, value in REQUIRED_SPARK_CONF.items():
         spark.conf.set(key, value)
@@ -63,6 +73,7 @@ def register(
             )
         native.require_compatible(connect.compatibility_report_on_server(spark))
         source = configured_source_class(settings, name=native.PYTHON_NAME, pushdown=True)
+        register_catalog(spark, catalog_name)
     elif native.provider_loadable(spark):
         # A jar built against another pyspark fails here, naming what it misses, not in the
         # first query that reads.
@@ -71,6 +82,7 @@ def register(
         # The application's one planner, in this (the driver's) process: every scan is
         # planned here, with one metastore and listing cache, instead of in Python workers.
         register_planner(spark)
+        register_catalog(spark, catalog_name)
     else:
         global _warned_no_jar
         if not _warned_no_jar:
@@ -92,6 +104,37 @@ def register(
         )
     spark.dataSource.register(source)
     return settings
+
+
+_CATALOG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_catalog_name(catalog_name: str | None) -> None:
+    """A catalog name Spark SQL takes unquoted, or ``None``."""
+    if catalog_name is not None and not _CATALOG_NAME.fullmatch(catalog_name):
+        raise ConfigError(
+            f"catalog_name={catalog_name!r} is not a catalog name: letters, digits and '_', "
+            f"not starting with a digit (or None for no catalog)",
+            source="register()",
+        )
+
+
+def register_catalog(spark, catalog_name: str | None) -> None:
+    """Make ``catalog_name`` the Spark catalog of the metastore's tables
+    (``native/.../TieredHiveCatalog.scala``): ``spark.sql.catalog.<name>``, a session conf
+    Spark reads when the name is first used. A catalog of another class already there is
+    an error, not replaced."""
+    if catalog_name is None:
+        return
+    key = f"spark.sql.catalog.{catalog_name}"
+    current = spark.conf.get(key, None)
+    if current and current != native.CATALOG_CLASS:
+        raise ConfigError(
+            f"the session already has the catalog {catalog_name!r} ({current}); register "
+            f"tiered_hive's under another name (catalog_name=...) or none (catalog_name=None)",
+            source="register()",
+        )
+    spark.conf.set(key, native.CATALOG_CLASS)
 
 
 def case_sensitive_analysis(spark) -> bool:
@@ -125,8 +168,10 @@ def tiered_session(
     spark_conf: dict[str, str] | None = None,
     properties: dict[str, str] | None = None,
     remote: str | None = None,
+    catalog_name: str | None = native.DEFAULT_CATALOG_NAME,
 ):
-    """A SparkSession (created or reused) with ``tiered_hive`` registered.
+    """A SparkSession (created or reused) with ``tiered_hive`` registered, and its tables by
+    name in SQL under the catalog ``catalog_name`` (``register``).
 
     ``remote="sc://host:port"``: a Spark Connect client session of that server instead (which
     must have the raptorx jar: ``raptorx connect-server``); ``master`` and ``app_name`` are
@@ -139,7 +184,7 @@ def tiered_session(
         for key, value in {**REQUIRED_SPARK_CONF, **(spark_conf or {})}.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
-        register(spark, conf_dir=conf_dir, properties=properties)
+        register(spark, conf_dir=conf_dir, properties=properties, catalog_name=catalog_name)
         return spark
 
     # Spark's Python planner and workers start PYSPARK_PYTHON (default: "python3" from PATH),
@@ -175,7 +220,7 @@ def tiered_session(
     spark = builder.getOrCreate()
     if local:
         quiet_task_failure_logs(spark)
-    register(spark, conf_dir=conf_dir, properties=properties)
+    register(spark, conf_dir=conf_dir, properties=properties, catalog_name=catalog_name)
     return spark
 
 

@@ -100,6 +100,15 @@ def main(spec_path: str, out_path: str) -> int:
     for name, query in QUERIES.items():
         out[name] = counting.step(lambda query=query: rows(query(spark, t)))
     out["write"] = counting.step(lambda: write_and_read(spark, t, spec["write_table"]))
+    # Tables by name: the catalog register() set on the server's session.
+    out["catalog_filter"] = counting.step(
+        lambda: rows(
+            spark.sql(f"select id, name from raptorx.{t['facts']} where price > 10 AND m = 2")
+        )
+    )
+    out["catalog_tables"] = counting.step(
+        lambda: rows(spark.sql(f"show tables in raptorx.{t['db']}").select("tableName"))
+    )
 
     # The default metastore, sqlite:///~/.raptorx/metastore.db, under this client's home.
     os.environ["HOME"] = spec["tilde_home"]

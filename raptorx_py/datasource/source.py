@@ -15,6 +15,7 @@ resolved as Spark resolves them, by the session's ``spark.sql.caseSensitive``
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -28,7 +29,7 @@ from raptorx_py import predicates as preds
 from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
 from raptorx_py.config.settings import Settings
-from raptorx_py.datasource import aggregation, query_snapshots
+from raptorx_py.datasource import aggregation, catalog_requests, query_snapshots
 from raptorx_py.datasource.column_names import (
     CASE_SENSITIVE_OPTION,
     filter_with_table_names,
@@ -50,7 +51,7 @@ from raptorx_py.errors import ConfigError, SchemaError, did_you_mean, raise_conf
 from raptorx_py.hive.column_types import arrow_schema_for_spark, spark_struct, spark_type
 from raptorx_py.hive.model import Column, Partition, Table
 from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM, TOTAL_SIZE_PARAM
-from raptorx_py.jvm_protocol import PARTITION_BY_OPTION
+from raptorx_py.jvm_protocol import CATALOG_REQUEST_OPTION, PARTITION_BY_OPTION
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
@@ -63,6 +64,7 @@ DATA_SOURCE_NAME = PUBLIC_NAME
 # partition_by: for writes (datasource/writer.py).
 # raptorx.executors: the live executors, from the JVM provider (scheduling.affinity).
 # raptorx.case_sensitive: the session's spark.sql.caseSensitive (datasource/column_names.py).
+# raptorx.catalog_request: a request of the Spark catalog (datasource/catalog_requests.py).
 READ_OPTIONS = (
     "path",
     "table",
@@ -70,6 +72,7 @@ READ_OPTIONS = (
     PARTITION_BY_OPTION,
     EXECUTORS_OPTION,
     CASE_SENSITIVE_OPTION,
+    CATALOG_REQUEST_OPTION,
 )
 
 
@@ -173,6 +176,14 @@ class TieredHiveDataSource(DataSource):
     def __init__(self, options) -> None:
         super().__init__(options)
         self.settings, self.read_options = resolve_options(self._properties, options)
+        request = self.read_options.get(CATALOG_REQUEST_OPTION)
+        #: A request of the Spark catalog, answered by ``schema()`` (catalog_requests.py):
+        #: no table is read, and no source is counted as created.
+        self.catalog_request = (
+            catalog_requests.parse_request(request) if request is not None else None
+        )
+        if self.catalog_request is not None:
+            return
         table = self.read_options.get("path") or self.read_options.get("table")
         if not table:
             raise SchemaError(f'{DATA_SOURCE_NAME} needs a table: .load("<database>.<table>")')
@@ -196,6 +207,10 @@ class TieredHiveDataSource(DataSource):
     @short_worker_errors
     def schema(self) -> StructType:
         try:
+            if self.catalog_request is not None:
+                return catalog_requests.answer_schema(
+                    catalog_requests.answer(self.settings, self.catalog_request)
+                )
             partitions: Sequence[Partition] = ()
             if self._pushdown:
                 # The partitions too (for the table's size), under the one snapshot the table
@@ -544,15 +559,19 @@ def _summed(values: Iterable[str | None]) -> int | None:
 
 
 #: Metadata keys on a schema's first field carrying what the JVM provider must know of the
-#: Python reader (``native/.../AggregatePushdown.scala``, ``SourceHints``, which removes them).
+#: Python reader (``native/.../AggregatePushdown.scala``, ``SourceHints``, which removes them),
+#: and what the Spark catalog shows of the table (``TableDescription``, which removes it).
 EXACT_FILTER_COLUMNS_KEY = jvm_protocol.EXACT_FILTER_COLUMNS_KEY
 AGGREGATION_PUSHDOWN_KEY = jvm_protocol.AGGREGATION_PUSHDOWN_KEY
+TABLE_DESCRIPTION_KEY = jvm_protocol.TABLE_DESCRIPTION_KEY
 
 
 def with_source_hints(schema: StructType, table: Table, settings: Settings) -> StructType:
     """``schema`` with the columns whose filters the reader evaluates exactly (the rule of
     ``predicates.is_exact``, so the provider reports exactly those filters to Spark as
-    handled) and whether aggregation pushdown is on, in its first field's metadata."""
+    handled), whether aggregation pushdown is on, and the table's description for the Spark
+    catalog (its partition keys, type and location: ``DESCRIBE``, ``INSERT``), in its first
+    field's metadata."""
     if not schema.fields:
         return schema
     types = {c.name: c.type for c in table.all_columns}
@@ -563,6 +582,13 @@ def with_source_hints(schema: StructType, table: Table, settings: Settings) -> S
         **(first.metadata or {}),
         EXACT_FILTER_COLUMNS_KEY: exact,
         AGGREGATION_PUSHDOWN_KEY: bool(settings.aggregation_pushdown_enabled),
+        TABLE_DESCRIPTION_KEY: json.dumps(
+            {
+                "partition_keys": [k.name for k in table.partition_keys],
+                "table_type": table.table_type,
+                "location": table.location,
+            }
+        ),
     }
     return StructType(
         [StructField(first.name, first.dataType, first.nullable, meta), *schema.fields[1:]]

@@ -13,6 +13,7 @@ whose sort keys tie appear in either order.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from functools import cache
@@ -103,6 +104,25 @@ def query_text(n: int, scale: float, engine: str = "spark") -> str:
     for old, new in _ENGINE_REWRITES[engine]:
         text = text.replace(old, new)
     return text
+
+
+#: A TPC-H table name where the queries name a table: after ``from``, ``join`` or a comma of
+#: a from list (not a column alias such as Q9's ``n_name as nation``); in lower case, as the
+#: queries spell tables (the comments' upper-case parameter names stay).
+_TABLE_REFERENCE = re.compile(
+    r"(?P<before>\b(?:from|join)\s+|,\s*)(?P<table>" + "|".join(TABLES) + r")\b(?!\s*\()"
+)
+
+
+def with_qualified_tables(text: str, qualifier: str) -> str:
+    """``text`` with every TPC-H table it reads named ``<qualifier>.<table>``, e.g.
+    ``raptorx.tpch`` for the Spark catalog's tables (``from lineitem`` becomes ``from
+    raptorx.tpch.lineitem``). A comma before a name outside a from list (``select a,
+    nation``) would be qualified too; the 22 queries have none (checked by the tests, which
+    count the references)."""
+    return _TABLE_REFERENCE.sub(
+        lambda m: f"{m.group('before')}{qualifier}.{m.group('table')}", text
+    )
 
 
 def ordered(n: int) -> bool:

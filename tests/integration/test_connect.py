@@ -164,6 +164,16 @@ def test_reads_equal_the_classic_session(client_run, spark, counted, tables, nam
     assert remote["counts"]["planning.worker_calls"] >= scans
 
 
+def test_tables_by_name_through_the_catalog(client_run, tables):
+    """register() on the client sets the catalog on the server's session: a query by name
+    equals the same query through load(), planned in the server's Python workers."""
+    by_name = ok(client_run["catalog_filter"])
+    assert by_name["rows"] == ok(client_run["filter"])["rows"]
+    assert by_name["counts"].get("planning.scans", 0) >= 1
+    shown = [r[0] for r in ok(client_run["catalog_tables"])["rows"]]
+    assert tables["facts"].split(".")[1] in shown and tables["dims"].split(".")[1] in shown
+
+
 def test_pruning_reads_only_the_columns_the_query_needs(client_run, tables):
     counts = ok(client_run["prune"])["counts"]
     prefix = f"scan.column.{tables['facts']}."

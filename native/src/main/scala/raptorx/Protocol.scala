@@ -10,9 +10,11 @@ package raptorx
  * What crosses, and by which channel:
  *  - the source names: the public one this provider registers, the internal one the Python
  *    source registers under;
- *  - read and write options the provider adds to a Python source's options;
+ *  - read and write options the provider adds to a Python source's options, and the
+ *    catalog's requests;
  *  - metadata keys on the first field of a schema: the Python source's `schema()` tells the
- *    provider the table's size and its hints; the provider tells the Python reader the
+ *    provider the table's size, its hints and its description, and a catalog request its
+ *    answer; the provider tells the Python reader the
  *    query's token and a pushed aggregation;
  *  - the soft-affinity mark inside a pickled input partition, and its one-byte flag;
  *  - the vocabulary of the filter JSON the provider writes for an aggregated scan
@@ -34,6 +36,8 @@ object Protocol {
   /** The session's `spark.sql.caseSensitive`, by which the Python source resolves a read's
    * column names (the Python worker has no SQLConf). */
   val CaseSensitiveOption = "raptorx.case_sensitive"
+  /** A request of the Spark catalog (JSON), made as a source creation (`TieredHiveCatalog`). */
+  val CatalogRequestOption = "raptorx.catalog_request"
 
   // Metadata keys on a schema's first field
   val QueryTokenKey = "raptorx.query_token"
@@ -42,6 +46,10 @@ object Protocol {
   val ExactFilterColumnsKey = "raptorx.exact_filter_columns"
   val AggregationPushdownKey = "raptorx.aggregation_pushdown"
   val AggregationKey = "raptorx.aggregation"
+  /** The answer (JSON) to a catalog request, on the one field of its schema. */
+  val CatalogAnswerKey = "raptorx.catalog_answer"
+  /** What the catalog shows of a table (JSON: partition keys, type, location). */
+  val TableDescriptionKey = "raptorx.table_description"
 
   // Soft affinity: `<mark><location>|<flag>` at the start of a pickled partition
   val AffinityMark = "raptorx-affinity|"

@@ -51,7 +51,7 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
     val created = TieredHiveProvider.freshPythonSource().getOrCreateDataSourceInPython(
       TieredHiveProvider.PythonName, TieredHiveProvider.withCaseSensitivity(options), None)
     inferred = Some((options.asCaseSensitiveMap(), created))
-    SourceHints.split(TableStatistics.split(created.schema)._1)._1
+    SourceHints.split(TableStatistics.split(TableDescription.split(created.schema)._1)._1)._1
   }
 
   override def getTable(
@@ -63,7 +63,9 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
     inferred = None
     new TieredHiveTable(schema, partitioning, created,
       created.flatMap { case (_, c) => TableStatistics.split(c.schema)._2 },
-      created.map { case (_, c) => SourceHints.split(c.schema)._2 }.getOrElse(SourceHints.Empty))
+      created.map { case (_, c) =>
+        SourceHints.split(TableDescription.split(c.schema)._1)._2
+      }.getOrElse(SourceHints.Empty))
   }
 
   override def supportsExternalMetadata(): Boolean = true
@@ -120,19 +122,29 @@ private class CreatedPythonDataSource(created: PythonDataSourceCreationResult)
  * are handed to the Python writer as the option `partition_by` (what a Python-only session
  * passes by hand), and reported by `partitioning()` so that Spark's check of a `partitionBy`
  * against the table passes: whether it matches the table's keys is the Python writer's check.
+ *
+ * A table of the Spark catalog ([[TieredHiveCatalog]]) is this table too, with its name,
+ * `tableOptions` (the table's `path` and the catalog's property overrides: a SQL statement's
+ * own scan and write options are empty), and `tableProperties` (what `DESCRIBE EXTENDED`
+ * shows); a scan's or a write's own options win over `tableOptions`.
  */
 class TieredHiveTable(
     tableSchema: StructType,
     tablePartitioning: Array[Transform] = Array.empty,
     inferred: Option[(util.Map[String, String], PythonDataSourceCreationResult)] = None,
     statistics: Option[TableStatistics] = None,
-    hints: SourceHints = SourceHints.Empty)
+    hints: SourceHints = SourceHints.Empty,
+    tableName: String = TieredHiveProvider.PublicName,
+    tableOptions: util.Map[String, String] = util.Collections.emptyMap(),
+    tableProperties: util.Map[String, String] = util.Collections.emptyMap())
     extends Table with SupportsRead with SupportsWrite {
   /** The Python `DataSource` of this read, created once: by `inferSchema`, or by the first
    * scan when the schema was given. Scans with other options create their own. */
   private val created = new AtomicReference(inferred.orNull)
 
-  override def name(): String = TieredHiveProvider.PublicName
+  override def name(): String = tableName
+
+  override def properties(): util.Map[String, String] = tableProperties
 
   override def schema(): StructType = tableSchema
 
@@ -142,8 +154,18 @@ class TieredHiveTable(
     util.EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
       TableCapability.TRUNCATE)
 
-  override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder =
+  override def newScanBuilder(scanOptions: CaseInsensitiveStringMap): ScanBuilder = {
+    val options = withTableOptions(scanOptions)
     new TieredHiveScanBuilder(tableSchema, options, pythonSource(options), statistics, hints)
+  }
+
+  /** `options` over the table's own (none but for a catalog's table). */
+  private def withTableOptions(options: CaseInsensitiveStringMap): CaseInsensitiveStringMap = {
+    if (tableOptions.isEmpty) return options
+    val merged = new util.HashMap[String, String](tableOptions)
+    merged.putAll(options.asCaseSensitiveMap())
+    new CaseInsensitiveStringMap(merged)
+  }
 
   private def pythonSource(options: CaseInsensitiveStringMap): PythonDataSourceV2 = {
     val known = created.get()
@@ -161,19 +183,16 @@ class TieredHiveTable(
     new PythonWriteBuilder(TieredHiveProvider.freshPythonSource(), TieredHiveProvider.PythonName,
       withPartitionBy(info))
 
+  /** The write's options over the table's own, with the partition keys as `partition_by`
+   * unless the write names them. */
   private def withPartitionBy(info: LogicalWriteInfo): LogicalWriteInfo = {
-    if (tablePartitioning.isEmpty || info.options().containsKey(TieredHiveProvider.PartitionByOption)) {
-      return info
+    val options = new util.HashMap[String, String](tableOptions)
+    options.putAll(info.options().asCaseSensitiveMap())
+    if (!tablePartitioning.isEmpty &&
+        !new CaseInsensitiveStringMap(options).containsKey(TieredHiveProvider.PartitionByOption)) {
+      options.put(TieredHiveProvider.PartitionByOption, partitionKeys().mkString(","))
     }
-    val keys = tablePartitioning.map { t =>
-      if (t.name() != "identity" || t.references().length != 1) {
-        throw new IllegalArgumentException(
-          s"tiered_hive partitions by columns only (Hive partition keys); got ${t.describe()}")
-      }
-      t.references()(0).fieldNames().mkString(".")
-    }
-    val options = new util.HashMap[String, String](info.options().asCaseSensitiveMap())
-    options.put(TieredHiveProvider.PartitionByOption, keys.mkString(","))
+    if (options == info.options().asCaseSensitiveMap()) return info
     val merged = new CaseInsensitiveStringMap(options)
     new LogicalWriteInfo {
       override def options(): CaseInsensitiveStringMap = merged
@@ -182,6 +201,18 @@ class TieredHiveTable(
       override def rowIdSchema(): util.Optional[StructType] = info.rowIdSchema()
       override def metadataSchema(): util.Optional[StructType] = info.metadataSchema()
     }
+  }
+
+  /** The partition keys of `partitionBy(...)` or of a catalog's table. */
+  private def partitionKeys(): Array[String] = {
+    val keys = tablePartitioning.map { t =>
+      if (t.name() != "identity" || t.references().length != 1) {
+        throw new IllegalArgumentException(
+          s"tiered_hive partitions by columns only (Hive partition keys); got ${t.describe()}")
+      }
+      t.references()(0).fieldNames().mkString(".")
+    }
+    keys
   }
 }
 
