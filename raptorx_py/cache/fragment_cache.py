@@ -74,7 +74,7 @@ from diskcache.core import DBNAME, MODE_BINARY, UNKNOWN
 
 from raptorx_py.cache.cache_files import load_secret, make_dirs, modes, opener, touch
 from raptorx_py.cache.process_registry import ProcessRegistry
-from raptorx_py.metrics import counters
+from raptorx_py.metrics import counters, node_gauge
 from raptorx_py.sqlite_wal import set_up_lock
 
 if TYPE_CHECKING:
@@ -469,6 +469,9 @@ def fragment_cache_for(settings: Settings) -> FragmentCache | None:
                     e,
                 )
             return None
+        # The node's size of this tier, published for Spark's metrics system (metrics.py).
+        node_gauge("fragment_cache.size_bytes", opened.volume)
+        node_gauge("fragment_cache.entries", opened.__len__)
         return opened
 
     return _caches.get(key, open_cache)
