@@ -80,9 +80,23 @@ def main(arg: str) -> None:
             runs.append(
                 {"result": total, "executors": at_start, "counters": diff(sink.totals(), before)}
             )
-        print(json.dumps({"executors": live(), "runs": runs}))
+        print(json.dumps({"executors": live(), "runs": runs, "published": published(spark)}))
     finally:
         spark.stop()
+
+
+def published(spark) -> dict[str, int]:
+    """The Spark processes whose Python processes published totals for Spark's metrics
+    system (``metrics.py``), by directory name, with their files' count."""
+    from raptorx_py.jvm_protocol import METRICS_DIR_CONF
+
+    root = spark.conf.get(METRICS_DIR_CONF, None)
+    if not root:
+        return {}
+    app = os.path.join(root, spark.sparkContext.applicationId)
+    if not os.path.isdir(app):
+        return {}
+    return {name: len(os.listdir(os.path.join(app, name))) for name in sorted(os.listdir(app))}
 
 
 def run_tpch(spark, spec) -> None:

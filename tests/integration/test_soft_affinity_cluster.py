@@ -143,6 +143,11 @@ def test_fragment_hits_are_served_by_each_executors_jvm(standalone_cluster, smal
     assert warm["fragment_cache.jvm_hits"] == warm["fragment_cache.hits"] >= 0.9 * FILES, warm
     assert warm.get("reader.python_tasks", 0) <= fallback, warm
     assert warm.get("reader.fragments_computed", 0) <= FILES - warm["fragment_cache.jvm_hits"]
+    # Each executor's Python workers published their totals for its metrics plugin, in a
+    # directory of the executor's own (issue 28 part 4); the driver's planner in the driver's.
+    executor_ids = {e.split("/")[-1] for e in out["executors"]}
+    assert {f"executor-{i}" for i in executor_ids} <= set(out["published"]), out["published"]
+    assert out["published"].get("driver", 0) >= 1, out["published"]
 
 
 @pytest.mark.stress
