@@ -62,6 +62,8 @@ def main(arg: str) -> None:
             return run_tpch(spark, spec)
         metrics_dir = spec["properties"]["metrics.directory"]
         sink = MetricsSink(metrics_dir)
+        flush(metrics_dir)
+        at_start_by_source = sink.totals_by_source()  # the sink may hold earlier applications'
         runs = []
         for run in spec["runs"]:
             if "executors" in run:
@@ -80,9 +82,59 @@ def main(arg: str) -> None:
             runs.append(
                 {"result": total, "executors": at_start, "counters": diff(sink.totals(), before)}
             )
-        print(json.dumps({"executors": live(), "runs": runs}))
+        shown = {}
+        if "csv_dir" in spec:
+            shown = executor_metrics_shown(
+                spark, sink, at_start_by_source, spec["csv_dir"], "fragment_cache.jvm_hits"
+            )
+        out = {"executors": live(), "runs": runs, "published": published(spark), "csv": shown}
+        print(json.dumps(out))
     finally:
         spark.stop()
+
+
+def published(spark) -> dict[str, int]:
+    """The Spark processes whose Python processes published totals for Spark's metrics
+    system (``metrics.py``), by directory name, with their files' count."""
+    from raptorx_py.jvm_protocol import METRICS_DIR_CONF
+
+    root = spark.conf.get(METRICS_DIR_CONF, None)
+    if not root:
+        return {}
+    app = os.path.join(root, spark.sparkContext.applicationId)
+    if not os.path.isdir(app):
+        return {}
+    return {name: len(os.listdir(os.path.join(app, name))) for name in sorted(os.listdir(app))}
+
+
+def executor_metrics_shown(spark, sink, at_start, csv_dir: str, name: str) -> dict:
+    """Wait until each executor's CSV sink (``spark.metrics.conf.executor.sink.csv.*``, a
+    row a second) shows the metrics plugin's ``name`` equal to what that executor counted
+    in the metrics sink since ``at_start`` (``totals_by_source`` when this application
+    began); ``{"shown": {executor: value}, "counted": {...}}`` either way."""
+    prefix = spark.sparkContext.applicationId + "."
+    suffix = f".plugin.raptorx.CacheMetricsPlugin.{name}.csv"
+
+    def shown() -> dict[str, int]:
+        out = {}
+        for f in sorted(os.listdir(csv_dir)):
+            if f.startswith(prefix) and f.endswith(suffix):
+                with open(os.path.join(csv_dir, f), encoding="utf-8") as rows:
+                    lines = rows.read().strip().splitlines()
+                if len(lines) > 1:
+                    out[f[len(prefix) : -len(suffix)]] = int(float(lines[-1].split(",")[1]))
+        return out
+
+    by_source = sink.totals_by_source()
+    counted = {
+        s.split(" ", 1)[1]: v.get(name, 0) - at_start.get(s, {}).get(name, 0)
+        for s, v in by_source.items()
+        if s.startswith("executor ")
+    }
+    deadline = time.monotonic() + DEADLINE_S
+    while shown() != counted and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling the sinks' next report, bounded by the deadline
+    return {"shown": shown(), "counted": counted}
 
 
 def run_tpch(spark, spec) -> None:

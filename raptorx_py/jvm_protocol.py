@@ -20,7 +20,9 @@ What crosses, and by which channel:
 - the soft-affinity mark inside a pickled input partition and its one-byte flag
   (``datasource/placement.py``);
 - the vocabulary of the filter JSON the provider writes for an aggregated scan and
-  ``datasource/aggregation.py`` parses.
+  ``datasource/aggregation.py`` parses;
+- the metrics plugin's class and Spark conf, and the files Python processes publish their
+  counter totals in for it (``metrics.py``, ``session.py``).
 
 Only constants (plain strings) live here, so every layer may import it; what each side does
 with them stays in its own module.
@@ -64,6 +66,17 @@ AFFINITY_FALLBACK = "F"
 # The status byte opening a driver planner's answer (``DriverPlanner``): ok, or an error text
 PLANNER_OK = "O"
 PLANNER_FAILED = "E"
+
+# Spark's metrics system (``CacheMetricsPlugin``): the plugin class for ``spark.plugins``, the
+# Spark conf naming the node-local directory the processes of each application publish their
+# totals under (``<dir>/<application id>/<process>/*.tsv``), its default, and the kind opening
+# each line of a published file (a counter, or a size)
+METRICS_PLUGIN_CLASS = "raptorx.CacheMetricsPlugin"
+METRICS_DIR_CONF = "spark.raptorx.metrics.dir"
+METRICS_DIR_DEFAULT = "~/.raptorx/spark-metrics"
+SNAPSHOT_SUFFIX = ".tsv"
+SNAPSHOT_COUNTER = "c"
+SNAPSHOT_GAUGE = "g"
 
 # The filter JSON of an aggregated scan: operators
 FILTER_NOT = "not"

@@ -19,6 +19,15 @@ Contract and limits:
   ``totals_by_source`` fold in (a line without its newline, being written, is not read yet).
 - Inside ``deferring_flushes`` (the driver's planner) flushes wait for the process's next
   flush outside it, or its exit: whoever reads the sink from that process flushes first.
+- For Spark's metrics system (the native jar's ``CacheMetricsPlugin``), a flush given a
+  snapshot directory (the ``metrics.spark-directory`` property, which ``register`` sets to
+  ``<spark.raptorx.metrics.dir>/<application id>`` when the plugin is on) also publishes
+  this process's totals since it started, and the sizes of the node's disk tiers
+  (``node_gauge``), to ``<directory>/<process>/<pid>-<nonce>.tsv`` (temporary file +
+  ``os.replace``), which the plugin sums per Spark process. The JVM reads these text files
+  because pyspark's jars hold no SQLite driver. Inside ``deferring_flushes`` publishing is
+  at most once per ``PUBLISH_INTERVAL`` seconds, the last one within that interval (a
+  timer), so the driver's planner does not write a file per scan.
 """
 
 from __future__ import annotations
@@ -27,14 +36,16 @@ import atexit
 import contextlib
 import logging
 import os
+import secrets
 import sqlite3
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 
+from raptorx_py.jvm_protocol import SNAPSHOT_COUNTER, SNAPSHOT_GAUGE, SNAPSHOT_SUFFIX
 from raptorx_py.sqlite_wal import connect_wal
 
 
@@ -44,14 +55,22 @@ class Counters:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: Counter[str] = Counter()
+        self._totals: Counter[str] = Counter()
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:
             self._values[name] += amount
+            self._totals[name] += amount
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self._values)
+
+    def totals(self) -> dict[str, int]:
+        """Everything counted since the process started (a drain does not reset it): what
+        the process publishes for Spark's metrics system."""
+        with self._lock:
+            return dict(self._totals)
 
     def drain(self) -> dict[str, int]:
         """Return the counts and reset them to zero (what a flush ships)."""
@@ -214,9 +233,12 @@ def _flush_deferred() -> None:
         flush(directory)
 
 
-def flush(directory: str | None) -> None:
+def flush(directory: str | None, snapshots: str | None = None) -> None:
     """Ship this process's counts to the sink in ``directory`` (no-op without one; noted for
-    later inside ``deferring_flushes``)."""
+    later inside ``deferring_flushes``), and publish its totals under ``snapshots`` (the
+    ``metrics.spark-directory`` property; none: not published)."""
+    if snapshots:
+        _publisher.publish(snapshots, soon=getattr(_deferring, "active", False))
     if not directory:
         return
     if getattr(_deferring, "active", False):
@@ -232,6 +254,100 @@ def flush(directory: str | None) -> None:
         logging.getLogger(__name__).warning(
             "could not write metrics to %s", directory, exc_info=True
         )
+
+
+#: Publishing is at most this often inside ``deferring_flushes`` (seconds).
+PUBLISH_INTERVAL = 1.0
+
+#: The sizes this process reports (``node_gauge``): name -> a function reading it now.
+_node_gauges: dict[str, Callable[[], int]] = {}
+
+
+def node_gauge(name: str, read: Callable[[], int]) -> None:
+    """Publish ``read()`` as the size ``name`` with this process's totals (a tier registers
+    its cache's size when it opens it; the latest registration of a name wins). A size is
+    the node's, the same whichever process reads it: the plugin takes the newest file's."""
+    _node_gauges[name] = read
+
+
+def process_directory() -> str:
+    """The directory name of this process's Spark process among an application's snapshots:
+    ``driver`` or ``executor-<id>`` (``process_source``), as the plugin names them."""
+    return process_source().replace(" ", "-")
+
+
+class _SnapshotPublisher:
+    """Writes this process's snapshot file (see the module's docstring); never raises."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._name = ""
+        self._last = float("-inf")  # time.monotonic() of the last publish
+        self._timer: threading.Timer | None = None
+        self._pending: str | None = None
+
+    def publish(self, directory: str, soon: bool = False) -> None:
+        """Publish now, or (``soon``) now if the last was ``PUBLISH_INTERVAL`` ago, else
+        once that interval has passed."""
+        with self._lock:
+            self._pending = directory
+            wait = self._last + PUBLISH_INTERVAL - time.monotonic()
+            if soon and wait > 0:
+                if self._timer is None:
+                    self._timer = threading.Timer(wait, self._publish_pending)
+                    self._timer.daemon = True
+                    self._timer.start()
+                return
+            self._write(directory)
+
+    def _publish_pending(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self._pending:
+                self._write(self._pending)
+
+    def final(self) -> None:
+        """At exit: the totals as they end (a timer may still have been waiting)."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._pending:
+                self._write(self._pending)
+
+    def _write(self, directory: str) -> None:
+        self._last = time.monotonic()
+        if self._pid != os.getpid():  # a forked child publishes a file of its own
+            self._pid, self._name = os.getpid(), f"{os.getpid()}-{secrets.token_hex(4)}"
+        lines = [
+            f"{SNAPSHOT_COUNTER}\t{name}\t{value}\n"
+            for name, value in sorted(counters.totals().items())
+            if value >= 0
+        ]
+        for name, read in sorted(_node_gauges.items()):
+            try:
+                lines.append(f"{SNAPSHOT_GAUGE}\t{name}\t{int(read())}\n")
+            except Exception:  # noqa: BLE001 - a size that cannot be read now is left out
+                logging.getLogger(__name__).debug("size %s not read", name, exc_info=True)
+        target = os.path.join(directory, process_directory(), self._name + SNAPSHOT_SUFFIX)
+        tmp = f"{target}.{secrets.token_hex(4)}.tmp"
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write("".join(lines))
+            os.replace(tmp, target)
+        except OSError:
+            # Metrics never fail a query: the next flush publishes again.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            logging.getLogger(__name__).warning(
+                "could not publish metrics to %s", directory, exc_info=True
+            )
+
+
+_publisher = _SnapshotPublisher()
+atexit.register(_publisher.final)
 
 
 def diff(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:

@@ -7,6 +7,14 @@ switches on what the source needs (filter pushdown to Python sources).
 Both work on a Spark Connect client session too (``tiered_session(remote="sc://host:port")``,
 see ``raptorx_py.connect``): the server must have the raptorx jar, and path-like properties
 are made absolute here, in the client, before they travel (``config/paths.py``).
+
+Spark's metrics system: ``tiered_session`` starts the SparkContext with the native jar's
+metrics plugin (``spark.plugins``, ``jvm_protocol.METRICS_PLUGIN_CLASS``) and, when
+``metrics.directory`` is set, the plugin's directory under it. ``register`` finds out whether
+the session's SparkContext runs the plugin and, if so, has every process publish its totals
+where the plugin reads them (``metrics.spark-directory``). ``spark.plugins`` is read once,
+when the SparkContext starts: ``register`` on a session started without the plugin cannot
+turn it on; the counters then stay where they always are (the metrics sink).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from raptorx_py.config import load_settings
 from raptorx_py.config.paths import absolute_paths
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import ConfigError, ConnectServerError
+from raptorx_py.jvm_protocol import METRICS_DIR_CONF, METRICS_DIR_DEFAULT, METRICS_PLUGIN_CLASS
 
 _warned_no_jar = False
 
@@ -59,6 +68,7 @@ def register(
     install_excepthook()
     conf_dir = conf_dir or spark.conf.get("spark.raptorx.conf.dir", None) or None
     check_catalog_name(catalog_name)
+    properties = {**(properties or {}), **spark_metrics_properties(spark)}
     settings = session_settings(spark, conf_dir, properties)
     for key, value in REQUIRED_SPARK_CONF.items():
         spark.conf.set(key, value)
@@ -135,6 +145,47 @@ def register_catalog(spark, catalog_name: str | None) -> None:
             source="register()",
         )
     spark.conf.set(key, native.CATALOG_CLASS)
+
+
+#: The property naming where this application's processes publish their totals.
+SPARK_METRICS_PROPERTY = "metrics.spark-directory"
+
+
+def _plugins(value: str | None) -> list[str]:
+    return [p.strip() for p in (value or "").split(",") if p.strip()]
+
+
+def spark_metrics_properties(spark) -> dict[str, str]:
+    """``{"metrics.spark-directory": <spark.raptorx.metrics.dir>/<application id>}`` when the
+    session's SparkContext runs raptorx's metrics plugin, else ``{}`` (nothing published:
+    the plugin is started with the SparkContext or not at all)."""
+    if METRICS_PLUGIN_CLASS not in _plugins(spark.conf.get("spark.plugins", None)):
+        logging.getLogger(__name__).info(
+            "raptorx's Spark metrics plugin is not on in this session (spark.plugins, read "
+            "when the SparkContext starts): counters are not published to Spark's metrics"
+        )
+        return {}
+    app_id = spark.conf.get("spark.app.id", None)
+    if not app_id:
+        return {}
+    root = spark.conf.get(METRICS_DIR_CONF, None) or METRICS_DIR_DEFAULT
+    return {SPARK_METRICS_PROPERTY: os.path.join(root, app_id)}
+
+
+def metrics_plugin_conf(spark_conf: dict[str, str], metrics_directory: str) -> dict[str, str]:
+    """The Spark confs that start raptorx's metrics plugin with a SparkContext: ``spark.plugins``
+    with the plugin added to the caller's, and, unless the caller set it, the plugin's
+    directory (``spark.raptorx.metrics.dir``) under raptorx's ``metrics.directory`` when that
+    is set (else the plugin's default, ``~/.raptorx/spark-metrics``)."""
+    plugins = _plugins(spark_conf.get("spark.plugins"))
+    if METRICS_PLUGIN_CLASS not in plugins:
+        plugins.append(METRICS_PLUGIN_CLASS)
+    out = {"spark.plugins": ",".join(plugins)}
+    if METRICS_DIR_CONF not in spark_conf and metrics_directory:
+        out[METRICS_DIR_CONF] = os.path.join(
+            os.path.abspath(os.path.expanduser(metrics_directory)), "spark-metrics"
+        )
+    return out
 
 
 def case_sensitive_analysis(spark) -> bool:
@@ -215,6 +266,8 @@ def tiered_session(
         conf["spark.driver.extraClassPath"] = os.pathsep.join(
             filter(None, [conf.get("spark.driver.extraClassPath"), str(jar)])
         )
+        # Spark's metrics system shows the tiers' counters (the plugin is in the jar).
+        conf.update(metrics_plugin_conf(conf, _metrics_directory(conf_dir, conf, properties)))
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -222,6 +275,20 @@ def tiered_session(
         quiet_task_failure_logs(spark)
     register(spark, conf_dir=conf_dir, properties=properties, catalog_name=catalog_name)
     return spark
+
+
+def _metrics_directory(
+    conf_dir: str | None, spark_conf: dict[str, str], properties: dict[str, str] | None
+) -> str:
+    """raptorx's ``metrics.directory`` as ``register`` will resolve it, or "" when the
+    configuration does not load (``register`` then reports why)."""
+    try:
+        return load_settings(
+            conf_dir=conf_dir or spark_conf.get("spark.raptorx.conf.dir") or None,
+            overrides=properties,
+        ).metrics_directory
+    except ConfigError:
+        return ""
 
 
 #: Spark loggers that print a failed task's exception with its JVM stack (the executor's

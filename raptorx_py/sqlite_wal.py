@@ -26,7 +26,9 @@ LOCK_SUFFIX = ".init-lock"
 
 
 @contextlib.contextmanager
-def _set_up_lock(path: str) -> Iterator[None]:
+def set_up_lock(path: str) -> Iterator[None]:
+    """Hold the exclusive set-up lock of the SQLite file ``path`` (for code that opens it
+    through another library, e.g. diskcache, and must not race another process's set-up)."""
     try:
         fd = os.open(path + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:
@@ -51,7 +53,7 @@ def connect_wal(
     """A connection to ``path`` in WAL mode and autocommit (``isolation_level=None``), with
     ``pragmas`` run and the ``schema`` script (idempotent DDL) applied, set up by one process
     at a time. The connection is closed again if any step fails."""
-    with _set_up_lock(path):
+    with set_up_lock(path):
         conn = sqlite3.connect(
             path, timeout=timeout, isolation_level=None, check_same_thread=check_same_thread
         )

@@ -25,7 +25,7 @@ from fsspec.spec import AbstractBufferedFile
 from raptorx_py.cache.block_store import BlockStore
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.errors import FileChangedError, translate_storage_error
-from raptorx_py.metrics import counters
+from raptorx_py.metrics import counters, node_gauge
 from raptorx_py.storage.file_versions import current_identity, etag_of, is_another_version
 
 if TYPE_CHECKING:
@@ -530,15 +530,22 @@ def block_cache_for(settings: Settings, target: fsspec.AbstractFileSystem):
         id(target),
         settings.cache_group_shared,
     )
-    return _registry.get(
-        key,
-        lambda: BlockCacheFileSystem(
+
+    def open_cache() -> BlockCacheFileSystem:
+        fs = BlockCacheFileSystem(
             target,
             directory,
             block_size=settings.cache_block_size,
             max_size=settings.cache_max_size,
             group_shared=settings.cache_group_shared,
-        ),
+        )
+        # The node's size of this tier, published for Spark's metrics system (metrics.py).
+        node_gauge("block_cache.size_bytes", fs.store.total_bytes)
+        return fs
+
+    return _registry.get(
+        key,
+        open_cache,
         # The registry holds the target, so its id cannot be reused while the entry exists.
         reuse=lambda fs: fs.target is target,
     )

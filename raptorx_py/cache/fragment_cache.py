@@ -18,30 +18,45 @@ Contract:
   miss, deleted and counted (``fragment_cache.corrupt``). HMAC-SHA256 rather than keyed
   BLAKE2b because the JDK has it (``javax.crypto.Mac``, hardware SHA where the CPU has it):
   measured in BENCHMARKS.md ("The fragment entry's MAC").
-- **A small SQLite index** (``index.db``: name, size, last use, expiry) does the accounting
-  only: the total size bound (``fragment-result-cache.max-cache-size``) with
-  least-recently-used eviction, the entry bound (``fragment-result-cache.max-cached-entries``:
-  when reached, new results are not stored until eviction or expiry makes room,
-  ``fragment_cache.full``) and expiry (``fragment-result-cache.cache-ttl``, also in each
-  entry's header, so a reader without the index honours it). A hit writes nothing to the
-  index: it touches the entry file's mtime (the JVM does the same), and eviction takes an
-  entry's last use as the later of its row's and its file's mtime. So on a full disk hits
-  are still served (a failed touch is counted, ``fragment_cache.touch_failed``); only
-  stores fail. A result bigger than ``fragment-result-cache.max-single-cached-entry-size``
-  is computed and not stored (``fragment_cache.too_large``).
+- **diskcache is the index** (``index/cache.db``, a ``diskcache.Cache`` whose ``Disk``,
+  ``_EntryFiles``, keeps each row's value in the entry file its key names) and does the
+  accounting only: the total size bound (``fragment-result-cache.max-cache-size``, over the
+  entries and the index itself: diskcache's ``volume()``), the entry bound
+  (``fragment-result-cache.max-cached-entries``: when reached, new results are not stored
+  until eviction or expiry makes room, ``fragment_cache.full``) and expiry
+  (``fragment-result-cache.cache-ttl``: the row's expiry, and in each entry's header, so a
+  reader without the index honours it). A hit reads no index and writes nothing to it: it
+  touches the entry file's mtime (the JVM does the same). So on a full disk hits are still
+  served (a failed touch is counted, ``fragment_cache.touch_failed``); only stores fail. A
+  result bigger than ``fragment-result-cache.max-single-cached-entry-size`` is computed and
+  not stored (``fragment_cache.too_large``).
+- **Eviction is a second chance (CLOCK) over diskcache's rows**, oldest row first
+  (``peekitem``): each row's tag is the entry file's mtime when the row was written; a file
+  touched since (a hit, in Python or the JVM) gets a new row at the back instead of being
+  removed (``fragment_cache.second_chances``), any other is removed with its file
+  (``fragment_cache.evicted``), until the volume is within the bound. diskcache's own
+  culling is off (``cull_limit=0``, ``eviction_policy="none"``): its policies order by
+  columns a hit would have to write.
 - A cache fault never fails a query: a directory that cannot be used turns the tier off for
   the process (``fragment_cache.unavailable``, logged once); a failed read is a miss and a
   failed write stores nothing (``fragment_cache.errors``), the result being computed anyway.
 
-Limits: the index row is written before the file is published, so a crash between the two
-leaves a row without a file (a miss, removed by eviction), never an unaccounted file; a
-process killed while writing leaves its temporary file (``.*.tmp``) behind. Files are
-created 0600 in a 0700 directory (``cache.group-shared``: 0660 and 2770). Usable without
-Spark.
+Limits: an entry is written to a temporary file, its row committed (``synchronous=FULL``),
+then the file published (``os.replace``), so a crash between the two leaves a row without a
+file (a miss, removed by eviction), never an unaccounted file; a process killed while
+writing leaves its temporary file (``.*.tmp``) behind. A row's place in the eviction order
+is its first store or its last second chance, not its last use (CLOCK's approximation of
+least recently used); a result stored again under a key that has a row keeps that row's
+place. The index's expiry is by the wall clock, the header's by the cache's ``clock`` (the
+same outside tests). A directory written by the layout before diskcache came back
+(``index.db``) keeps its entries unaccounted: they are served, never evicted; delete the
+directory. Files are created 0600 in a 0700 directory (``cache.group-shared``: 0660 and
+2770). Usable without Spark.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -54,12 +69,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+import diskcache
 import pyarrow as pa
+from diskcache.core import DBNAME, MODE_BINARY, UNKNOWN
 
 from raptorx_py.cache.cache_files import load_secret, make_dirs, modes, opener, touch
 from raptorx_py.cache.process_registry import ProcessRegistry
-from raptorx_py.metrics import counters
-from raptorx_py.sqlite_wal import connect_wal
+from raptorx_py.metrics import counters, node_gauge
+from raptorx_py.sqlite_wal import set_up_lock
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
@@ -75,11 +92,10 @@ MAC_BYTES = 32
 HEADER_BYTES = _PREFIX.size + MAC_BYTES  # 48
 ENTRIES_DIR = "entries"
 ENTRY_SUFFIX = ".arrow"
-INDEX_FILE = "index.db"
-#: Eviction looks at this many least recently used rows at a time.
-_EVICTION_BATCH = 32
+#: diskcache's directory (its ``cache.db``) under the cache directory.
+INDEX_DIR = "index"
 
-_FAULTS = (OSError, sqlite3.Error)
+_FAULTS = (OSError, sqlite3.Error, diskcache.Timeout)
 
 
 def entry_mac(secret: bytes, prefix: bytes, key: bytes, stream) -> bytes:
@@ -100,10 +116,66 @@ def file_prefix(url: str) -> bytes:
     return hashlib.sha256(url.encode()).digest()[:8]
 
 
+def _entry_name(key: bytes) -> str:
+    """The entry file of ``key``, relative to the cache directory."""
+    name = key.hex()
+    return os.path.join(ENTRIES_DIR, name[:2], name + ENTRY_SUFFIX)
+
+
 def entry_path(directory: str, key: bytes) -> str:
     """Where the entry of ``key`` lives under the cache ``directory``."""
-    name = key.hex()
-    return os.path.join(directory, ENTRIES_DIR, name[:2], name + ENTRY_SUFFIX)
+    return os.path.join(directory, _entry_name(key))
+
+
+class _Written:
+    """An index row's value: the entry file ``name`` (relative to the cache directory) of
+    ``size`` bytes, already on disk (a temporary file about to be published, or a file in
+    place being given a second chance)."""
+
+    __slots__ = ("name", "size")
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name, self.size = name, size
+
+
+class _EntryFiles(diskcache.Disk):
+    """diskcache's ``Disk`` for the fragment cache: a row's value is the entry file named by
+    its key, outside diskcache's directory (the index's parent holds ``entries/``). The row
+    stores the file's name (``filename``) and size; the file itself is written and published
+    by ``FragmentCache.put``, so ``store`` does no I/O, and ``fetch`` returns the name
+    without opening it (``peekitem`` would retry a row whose fetch fails for ever).
+    ``remove``, called by diskcache after it deleted a row (expiry, ``delete``, a row
+    replaced), unlinks the file, unless the name is in ``retained`` (a second chance moves
+    a row, not its file)."""
+
+    def __init__(self, directory, **kwargs) -> None:
+        super().__init__(directory, **kwargs)
+        self.root = os.path.dirname(os.path.abspath(directory))
+        self.retained: set[str] = set()
+
+    def filename(self, key=UNKNOWN, value=UNKNOWN):
+        name = _entry_name(key)
+        return name, os.path.join(self.root, name)
+
+    def store(self, value, read, key=UNKNOWN):
+        if not isinstance(value, _Written):
+            raise TypeError(f"the fragment index stores entry files, not {type(value).__name__}")
+        return value.size, MODE_BINARY, value.name, None
+
+    def fetch(self, mode, filename, value, read):
+        return filename
+
+    def remove(self, file_path):
+        if file_path in self.retained:
+            return
+        try:
+            os.unlink(os.path.join(self.root, file_path))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            # diskcache calls this after its commit: the row is gone whatever happens here.
+            counters.add("fragment_cache.errors")
+            log.warning("fragment cache %s: cannot remove %s (%s)", self.root, file_path, e)
 
 
 class FragmentCache:
@@ -128,17 +200,29 @@ class FragmentCache:
         self._clock = clock
         self._dir_mode, self._file_mode = modes(group_shared)
         make_dirs(os.path.join(directory, ENTRIES_DIR), self._dir_mode)
+        index_dir = os.path.join(directory, INDEX_DIR)
+        make_dirs(index_dir, self._dir_mode)
         self._secret = load_secret(directory, self._file_mode)
-        index = os.path.join(directory, INDEX_FILE)
+        index = os.path.join(index_dir, DBNAME)
         touch(index, self._file_mode)
         self._lock = threading.Lock()
-        self._index = connect_wal(
-            index,
-            timeout=30,
-            check_same_thread=False,
-            schema="CREATE TABLE IF NOT EXISTS entries (name TEXT PRIMARY KEY, size INTEGER "
-            "NOT NULL, used REAL NOT NULL, expires REAL)",
-        )
+        # diskcache retries "database is locked" while it sets up, not every error a fresh
+        # WAL file can give several processes opening it at once: one at a time, as
+        # connect_wal does.
+        with set_up_lock(index):
+            self._index = diskcache.Cache(
+                index_dir,
+                timeout=30,
+                disk=_EntryFiles,
+                eviction_policy="none",
+                cull_limit=0,
+                size_limit=max_bytes,
+                # FULL, as the index before it: a committed row survives a power loss, so a
+                # published entry file is never left unaccounted (diskcache's NORMAL, 1.5x
+                # faster stores, may lose the last commits: BENCHMARKS.md).
+                sqlite_synchronous=2,
+            )  # its set-up ends by opening this thread's connection, under the lock
+        self._files: _EntryFiles = self._index.disk
 
     # --- reading: files only, nothing written but the entry's mtime ----------------------
 
@@ -210,35 +294,43 @@ class FragmentCache:
         if stream.size > self.max_entry_bytes:
             counters.add("fragment_cache.too_large")
             return False
-        now = self._clock()
-        expires = now + self.ttl if self.ttl else None
+        expires = self._clock() + self.ttl if self.ttl else None
         prefix = _PREFIX.pack(ENTRY_MAGIC, ENTRY_FORMAT, int(expires * 1000) if expires else 0)
-        name = key.hex()
-        path = entry_path(self.directory, key)
+        name = _entry_name(key)
+        path = os.path.join(self.directory, name)
         try:
             with self._lock:
-                self._drop_expired(now)
-                if self._count() >= self.max_entries:
+                expired = self._index.expire()
+                if expired:
+                    counters.add("fragment_cache.expired", expired)
+                if len(self._index) >= self.max_entries:
                     counters.add("fragment_cache.full")
                     return False
-                size = HEADER_BYTES + stream.size
-                # The row first: a crash before the file is published leaves a row without a
-                # file (a miss), never a file the size bound does not see.
-                self._index.execute(
-                    "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", (name, size, now, expires)
+                tmp = self._write_temporary(
+                    path, prefix + entry_mac(self._secret, prefix, key, stream), stream
                 )
                 try:
-                    self._publish(
-                        path, prefix + entry_mac(self._secret, prefix, key, stream), stream
+                    written = os.stat(tmp)
+                    # The row first, then the file: a crash between the two leaves a row
+                    # without a file (a miss), never a file the size bound does not see.
+                    # The tag is the file's mtime, which a hit moves on (os.utime).
+                    self._index.set(
+                        key,
+                        _Written(name, written.st_size),
+                        expire=self.ttl,
+                        tag=written.st_mtime_ns,
                     )
-                except OSError:
-                    self._index.execute("DELETE FROM entries WHERE name = ?", (name,))
+                    os.replace(tmp, path)
+                except BaseException:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(tmp)
                     raise
-                # Its last use in the file's clock, which hits move on (os.utime).
-                self._index.execute(
-                    "UPDATE entries SET used = ? WHERE name = ?", (os.stat(path).st_mtime, name)
-                )
-                self._evict(keep=name)
+                try:
+                    self._evict(stored=key)
+                except _FAULTS as e:
+                    # Stored all the same; the next store evicts again.
+                    counters.add("fragment_cache.errors")
+                    log.warning("fragment cache %s: eviction failed (%s)", self.directory, e)
         except _FAULTS as e:
             counters.add("fragment_cache.errors")
             log.warning("fragment cache %s: store failed (%s)", self.directory, e)
@@ -247,9 +339,9 @@ class FragmentCache:
         counters.add("fragment_cache.bytes_stored", stream.size)
         return True
 
-    def _publish(self, path: str, header: bytes, stream: pa.Buffer) -> None:
-        """Write ``header`` and ``stream`` to a temporary file beside ``path`` and move it
-        into place whole."""
+    def _write_temporary(self, path: str, header: bytes, stream: pa.Buffer) -> str:
+        """Write ``header`` and ``stream`` to a new temporary file beside ``path`` (removed
+        again if the write fails); its name."""
         make_dirs(os.path.dirname(path), self._dir_mode)
         tmp = os.path.join(
             os.path.dirname(path), f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp"
@@ -258,88 +350,80 @@ class FragmentCache:
             with open(tmp, "xb", opener=opener(self._file_mode)) as f:
                 f.write(header)
                 f.write(memoryview(stream))
-            os.replace(tmp, path)
         except BaseException:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
             raise
+        return tmp
 
     # --- accounting ------------------------------------------------------------------------
 
-    def _count(self) -> int:
-        return int(self._index.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
-
-    def _drop_expired(self, now: float) -> None:
-        expired = self._index.execute(
-            "SELECT name FROM entries WHERE expires IS NOT NULL AND expires < ?", (now,)
-        ).fetchall()
-        for (name,) in expired:
-            self._unlink(name)
-            self._index.execute("DELETE FROM entries WHERE name = ?", (name,))
-            counters.add("fragment_cache.expired")
-
-    def _evict(self, keep: str) -> None:
-        """Remove least recently used entries (other than ``keep``, just stored) until the
-        total size is within the bound. A row's ``used`` is its store time; a hit since
-        touched the file's mtime, so a candidate whose file is newer is moved up instead
-        of removed."""
-        total = int(self._index.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0])
-        while total > self.max_bytes:
-            rows = self._index.execute(
-                "SELECT name, size, used FROM entries WHERE name != ? ORDER BY used LIMIT ?",
-                (keep, _EVICTION_BATCH),
-            ).fetchall()
-            if not rows:
-                return
-            for name, size, used in rows:
-                try:
-                    mtime: float | None = os.stat(self._path_of(name)).st_mtime
-                except FileNotFoundError:
-                    mtime = None  # gone (removed by another process): drop its row
-                if mtime is not None and mtime > used:
-                    # Used since it was stored: its row moves up to that use, once per use,
-                    # so the loop ends.
-                    self._index.execute("UPDATE entries SET used = ? WHERE name = ?", (mtime, name))
-                    continue
-                self._unlink(name)
-                self._index.execute("DELETE FROM entries WHERE name = ?", (name,))
-                counters.add("fragment_cache.evicted")
-                total -= size
-                if total <= self.max_bytes:
+    def _evict(self, stored: bytes) -> None:
+        """Second chance over the index's rows, oldest first, until its volume is within the
+        bound: a row whose file was touched since the row was written (its tag) moves to the
+        back; any other is deleted with its file. ``stored``, just written, is moved to the
+        back once (what is behind it then is older use), and never evicted: alone over the
+        bound, it stays."""
+        stored_moved = False
+        while self._index.volume() > self.max_bytes:
+            try:
+                (key, name), expire_at, last_use = self._index.peekitem(
+                    last=False, expire_time=True, tag=True
+                )
+            except KeyError:
+                return  # empty
+            try:
+                st: os.stat_result | None = os.stat(os.path.join(self.directory, name))
+            except FileNotFoundError:
+                st = None  # gone (a corrupt entry another process deleted): drop the row
+            if key == stored:
+                if stored_moved or st is None:
                     return
+                stored_moved = True
+            elif st is None or st.st_mtime_ns <= (last_use or 0):
+                self._index.delete(key)  # and, through _EntryFiles.remove, its file
+                counters.add("fragment_cache.evicted")
+                continue
+            else:
+                counters.add("fragment_cache.second_chances")
+            self._move_to_back(key, name, expire_at, st)
 
-    def _path_of(self, name: str) -> str:
-        return os.path.join(self.directory, ENTRIES_DIR, name[:2], name + ENTRY_SUFFIX)
-
-    def _unlink(self, name: str) -> None:
+    def _move_to_back(self, key: bytes, name: str, expire_at: float | None, st) -> None:
+        """A new row for ``key``'s file in place (a new rowid: the back of the order), tagged
+        with its mtime now; its expiry kept."""
+        remaining = None if expire_at is None else max(expire_at - time.time(), 0.001)
+        # Neither the deleted row's clean-up nor a replaced row's (should the row expire
+        # in between, delete finds nothing and set updates it) may unlink the file.
+        self._files.retained.add(name)
         try:
-            os.unlink(self._path_of(name))
-        except FileNotFoundError:
-            pass
+            with self._index.transact():
+                self._index.delete(key)
+                self._index.set(
+                    key, _Written(name, st.st_size), expire=remaining, tag=st.st_mtime_ns
+                )
+        finally:
+            self._files.retained.discard(name)
 
     def _remove(self, key: bytes) -> None:
-        """Best effort: the entry's file and row (a fault is counted; the entry stays a miss
-        for every reader, its MAC or expiry failing again)."""
-        name = key.hex()
+        """Best effort: the entry's row and file (a fault is counted; the entry stays a miss
+        for every reader, its MAC or expiry failing again). The file is unlinked by name
+        too: the index may have no row for it (expired there already)."""
         try:
-            self._unlink(name)
             with self._lock:
-                self._index.execute("DELETE FROM entries WHERE name = ?", (name,))
+                self._index.delete(key)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry_path(self.directory, key))
         except _FAULTS:
             counters.add("fragment_cache.errors")
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._count()
+        """Rows in the index (expired ones too, until a store removes them)."""
+        return int(len(self._index))
 
     def volume(self) -> int:
-        """Bytes the index accounts for (headers included)."""
-        with self._lock:
-            return int(
-                self._index.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
-            )
+        """What the size bound is checked against: the entries' bytes (headers included)
+        and the index's own SQLite pages (diskcache's ``volume()``)."""
+        return int(self._index.volume())
 
     # --- managing it (raptorx cache stats / clear / invalidate) ---------------------------
 
@@ -430,7 +514,7 @@ def fragment_cache_for(settings: Settings) -> FragmentCache | None:
 
     def open_cache() -> FragmentCache | None:
         try:
-            return FragmentCache(
+            opened = FragmentCache(
                 directory,
                 max_bytes=settings.fragment_cache_max_size,
                 max_entries=settings.fragment_cache_max_entries,
@@ -448,5 +532,9 @@ def fragment_cache_for(settings: Settings) -> FragmentCache | None:
                     e,
                 )
             return None
+        # The node's size of this tier, published for Spark's metrics system (metrics.py).
+        node_gauge("fragment_cache.size_bytes", opened.volume)
+        node_gauge("fragment_cache.entries", opened.__len__)
+        return opened
 
     return _caches.get(key, open_cache)

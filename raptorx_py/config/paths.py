@@ -60,6 +60,7 @@ PATH_PROPERTIES: dict[str, Callable[[str, str | None, str | None], str]] = {
     "cache.base-directory": _dir_or_file_url,
     "fragment-result-cache.base-directory": _dir_or_file_url,
     "metrics.directory": _dir_or_file_url,
+    "metrics.spark-directory": _dir_or_file_url,
 }
 
 

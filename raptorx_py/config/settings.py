@@ -545,6 +545,17 @@ PROPERTIES: tuple[Property, ...] = (
         "config",
         "Directory where every process appends its counters (tests, benchmark); empty: off.",
     ),
+    Property(
+        "metrics.spark-directory",
+        "metrics_spark_directory",
+        "",
+        "str",
+        "config",
+        "Directory where this application's processes publish their counter totals for "
+        "Spark's metrics system (the native jar's metrics plugin); register() sets it to "
+        "<spark.raptorx.metrics.dir>/<application id> when the plugin is on; empty: not "
+        "published.",
+    ),
 )
 
 PROPERTIES_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
@@ -616,6 +627,7 @@ class Settings:
     fragment_cache_max_size: int  # bytes
     fragment_cache_max_entry_size: int  # bytes
     metrics_directory: str
+    metrics_spark_directory: str
     #: The property strings these settings were built from (name -> value), so that the
     #: exact configuration can be shipped to Spark's Python workers and rebuilt there.
     source: tuple[tuple[str, str], ...] = ()

@@ -194,7 +194,7 @@ class TieredHiveDataSource(DataSource):
         # Once per load() behind the JVM provider, not per scan: counted so tests can see it.
         counters.add("source.created")
         count_planning_call()  # in the driver's planner, or in a planning Python worker
-        metrics.flush(self.settings.metrics_directory)
+        metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)
 
     def _table(self) -> Table:
         """The table, through this process's versioned metastore cache: a snapshot round trip
@@ -231,7 +231,7 @@ class TieredHiveDataSource(DataSource):
                 with_table_statistics(schema, table, partitions), table, self.settings
             )
         finally:
-            metrics.flush(self.settings.metrics_directory)
+            metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)
 
     def writer(self, schema: StructType, overwrite: bool):
         """A write job (``datasource/writer.py``): append, or overwrite the whole table."""
@@ -417,7 +417,7 @@ class TieredHiveReader(DataSourceReader):
                     )
             return partitions
         finally:
-            metrics.flush(self.settings.metrics_directory)
+            metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)
 
     def _result_schema(self):
         """The Arrow schema of what a split hands to Spark: its rows, or its partial
@@ -449,7 +449,7 @@ class TieredHiveReader(DataSourceReader):
                         batch = batch.rename_columns(self.output_names)
                     yield batch
         finally:
-            metrics.flush(self.settings.metrics_directory)
+            metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)
 
     def _split_result(self, spec: ReadSpec, fill: bool, fragments):
         """The batches a split hands to Spark, computed from its read spec (made at

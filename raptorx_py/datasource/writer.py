@@ -88,7 +88,7 @@ class TieredHiveWriter(DataSourceArrowWriter):
         try:
             return TaskFiles(write_task(self.settings, self.job, iterator))
         finally:
-            metrics.flush(self.settings.metrics_directory)
+            metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)
 
     def commit(self, messages) -> None:
         missing = sum(1 for m in messages if m is None)
@@ -104,11 +104,11 @@ class TieredHiveWriter(DataSourceArrowWriter):
                     )
                 commit_write(ms, self.settings, self.job, files)
         finally:
-            metrics.flush(self.settings.metrics_directory)
+            metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)
 
     def abort(self, messages) -> None:
         try:
             with open_metastore(self.settings) as ms:
                 abort_write(ms, self.settings, self.job)
         finally:
-            metrics.flush(self.settings.metrics_directory)
+            metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)

@@ -122,7 +122,7 @@ def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, sm
     assert {f for f in files if after[f] != owners[f]} == {f for f in files if owners[f] == lost}
 
 
-def test_fragment_hits_are_served_by_each_executors_jvm(standalone_cluster, small_table):
+def test_fragment_hits_are_served_by_each_executors_jvm(standalone_cluster, small_table, tmp_path):
     """Issue 23: with the fragment result cache in each executor's own directory, a warm run
     is served by the executors' JVMs from their own entries (counted by them in the metrics
     sink); only a task that ran away from its preferred executor goes to Python, which
@@ -134,7 +134,23 @@ def test_fragment_hits_are_served_by_each_executors_jvm(standalone_cluster, smal
         "fragment-result-cache.base-directory": "raptorx-fragments",  # per executor
         "hive.min-split-count": "4",
     }
-    out = drive(standalone_cluster, props, runs=[{}, {}], options=options)
+    csv_dir = tmp_path / "executor-metrics"
+    csv_dir.mkdir()
+    sink = "spark.metrics.conf.executor.sink.csv"
+    out = drive(
+        standalone_cluster,
+        props,
+        runs=[{}, {}],
+        options=options,
+        csv_dir=str(csv_dir),
+        spark_conf={
+            "spark.locality.wait": "20s",
+            f"{sink}.class": "org.apache.spark.metrics.sink.CsvSink",
+            f"{sink}.period": "1",
+            f"{sink}.unit": "seconds",
+            f"{sink}.directory": str(csv_dir),
+        },
+    )
     expected_sum = FILES * ROWS * (FILES * ROWS - 1) // 2
     assert [r["result"] for r in out["runs"]] == [expected_sum, expected_sum]
     cold, warm = (r["counters"] for r in out["runs"])
@@ -143,6 +159,19 @@ def test_fragment_hits_are_served_by_each_executors_jvm(standalone_cluster, smal
     assert warm["fragment_cache.jvm_hits"] == warm["fragment_cache.hits"] >= 0.9 * FILES, warm
     assert warm.get("reader.python_tasks", 0) <= fallback, warm
     assert warm.get("reader.fragments_computed", 0) <= FILES - warm["fragment_cache.jvm_hits"]
+    # Each executor's Python workers published their totals for its metrics plugin, in a
+    # directory of the executor's own (issue 28 part 4); the driver's planner in the driver's.
+    executor_ids = {e.split("/")[-1] for e in out["executors"]}
+    assert {f"executor-{i}" for i in executor_ids} <= set(out["published"]), out["published"]
+    assert out["published"].get("driver", 0) >= 1, out["published"]
+    # ... and each executor's plugin shows what the executor counted (here the hits its JVM
+    # served), through the CSV sink the executors were given.
+    shown, counted = out["csv"]["shown"], out["csv"]["counted"]
+    assert shown == counted and set(shown) == executor_ids, out["csv"]
+    assert (
+        sum(shown.values())
+        == cold.get("fragment_cache.jvm_hits", 0) + warm["fragment_cache.jvm_hits"]
+    )
 
 
 @pytest.mark.stress

@@ -77,6 +77,7 @@ EXPECTED_DEFAULTS = {
     "fragment_cache_max_size": 2 * 2**30,
     "fragment_cache_max_entry_size": 64 * 2**20,
     "metrics_directory": "",
+    "metrics_spark_directory": "",
 }
 
 # property name -> (file, non-default string, field, typed value)
@@ -213,6 +214,12 @@ NON_DEFAULTS = {
         "metrics_directory",
         "/tmp/raptorx-metrics",
     ),
+    "metrics.spark-directory": (
+        "config",
+        "/tmp/raptorx-spark-metrics/app-1",
+        "metrics_spark_directory",
+        "/tmp/raptorx-spark-metrics/app-1",
+    ),
 }
 
 # Properties with a single canonical value (their test value is an alias of the default).
@@ -270,6 +277,7 @@ EXPECTED_NAMES = {
     "hive.partition-statistics-based-optimization-enabled",
     "hive.aggregation-pushdown-enabled",
     "metrics.directory",
+    "metrics.spark-directory",
 }
 
 

@@ -9,7 +9,9 @@ import errno
 import multiprocessing
 import os
 import shutil
+import sqlite3
 import subprocess
+import time
 from dataclasses import replace
 
 import pyarrow as pa
@@ -23,6 +25,7 @@ from raptorx_py.datasource.planner import Split
 from raptorx_py.hive.model import Column, Table
 from raptorx_py.predicates import Comparison
 from tests.counter_deltas import CounterDeltas
+from tests.fake_clock import FakeClock
 
 SCHEMA = pa.schema([pa.field("x", pa.int64()), pa.field("s", pa.string())])
 KEY = b"k" * 20
@@ -351,3 +354,119 @@ def test_a_touched_file_counts_as_used_for_eviction(tmp_path):
     assert deltas["fragment_cache.evicted"] == 1
     assert os.path.exists(entry_path(c.directory, b"a" * 20))
     assert not os.path.exists(entry_path(c.directory, b"b" * 20))
+
+
+# --- diskcache as the index ------------------------------------------------------------------
+
+
+def _index_rows(c: FragmentCache) -> list[tuple[bytes, str, int]]:
+    """diskcache's rows (key, filename, size), read as its SQLite file says, oldest first."""
+    with sqlite3.connect(os.path.join(c.directory, "index", "cache.db")) as conn:
+        return [
+            (bytes(k), f, s)
+            for k, f, s in conn.execute("SELECT key, filename, size FROM Cache ORDER BY rowid")
+        ]
+
+
+def _index_files(c: FragmentCache) -> dict[str, tuple[int, int]]:
+    root = os.path.join(c.directory, "index")
+    return {
+        name: (
+            os.stat(os.path.join(root, name)).st_size,
+            os.stat(os.path.join(root, name)).st_mtime_ns,
+        )
+        for name in sorted(os.listdir(root))
+    }
+
+
+def test_the_index_is_a_diskcache_row_per_entry_file(tmp_path):
+    """Each entry is a row of diskcache's table, its filename the entry file its key names
+    and its size the file's: what the size bound adds up."""
+    c = cache(tmp_path)
+    c.put(KEY, SCHEMA, batches())
+    c.put(OTHER, SCHEMA, batches(10))
+    rows = _index_rows(c)
+    assert [(k, f) for k, f, _ in rows] == [
+        (KEY, os.path.relpath(entry_path(c.directory, KEY), c.directory)),
+        (OTHER, os.path.relpath(entry_path(c.directory, OTHER), c.directory)),
+    ]
+    assert [s for _, _, s in rows] == [
+        os.path.getsize(entry_path(c.directory, k)) for k in (KEY, OTHER)
+    ]
+    assert len(c) == 2 and c.volume() > sum(s for _, _, s in rows)  # the index's pages too
+
+
+def test_a_hit_writes_nothing_to_the_index(tmp_path):
+    c = cache(tmp_path)
+    c.put(KEY, SCHEMA, batches(10))
+    before = _index_files(c)
+    deltas = CounterDeltas()
+    for _ in range(5):
+        assert c.get(KEY) is not None
+    assert deltas["fragment_cache.hits"] == 5
+    assert _index_files(c) == before
+
+
+def test_a_result_stored_again_has_one_row_and_its_new_file(tmp_path):
+    c = cache(tmp_path)
+    assert c.put(KEY, SCHEMA, batches(10))
+    assert c.put(KEY, SCHEMA, batches(20))
+    assert len(c) == 1 and len(_index_rows(c)) == 1
+    assert _value_files(c.directory) == [entry_path(c.directory, KEY)]
+    assert pa.Table.from_batches(c.get(KEY)) == pa.Table.from_batches(batches(20))
+
+
+def test_expired_rows_are_removed_with_their_files_by_the_next_store(tmp_path, monkeypatch):
+    """diskcache keeps a row's expiry by ``time.time``; the cache's clock and it are the same
+    fake clock here."""
+    clock = FakeClock()
+    monkeypatch.setattr(time, "time", clock)
+    c = cache(tmp_path, ttl=60, clock=clock)
+    assert c.put(KEY, SCHEMA, batches(10))
+    clock.advance(61)
+    deltas = CounterDeltas()
+    assert c.put(OTHER, SCHEMA, batches(10))
+    assert deltas["fragment_cache.expired"] == 1
+    assert len(c) == 1 and not os.path.exists(entry_path(c.directory, KEY))
+
+
+def test_expiry_makes_room_under_the_entry_bound(tmp_path, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(time, "time", clock)
+    c = cache(tmp_path, ttl=60, clock=clock, max_entries=1)
+    assert c.put(KEY, SCHEMA, batches(10))
+    assert not c.put(OTHER, SCHEMA, batches(10))  # full
+    clock.advance(61)
+    assert c.put(OTHER, SCHEMA, batches(10)) and len(c) == 1
+
+
+def test_eviction_passes_over_every_entry_read_since_it_was_stored(tmp_path):
+    """Second chance: entries read since their row was written move to the back; the others
+    go, oldest first, and the order then is the order of the passes."""
+    probe = cache(tmp_path / "probe")
+    probe.put(KEY, SCHEMA, batches())
+    size = os.path.getsize(entry_path(probe.directory, KEY))  # ~170 KB
+    c = cache(tmp_path, max_bytes=6 * size + 100_000)  # 6 fit, with the index's pages
+    keys = [bytes([i]) * 20 for i in range(6)]
+    for k in keys:
+        assert c.put(k, SCHEMA, batches())
+    later = os.stat(entry_path(c.directory, keys[-1])).st_mtime + 10
+    for k in keys[:3]:
+        os.utime(entry_path(c.directory, k), (later, later))  # read since (as the JVM does)
+    deltas = CounterDeltas()
+    assert c.put(b"n" * 20, SCHEMA, batches())
+    assert deltas["fragment_cache.second_chances"] == 3 and deltas["fragment_cache.evicted"] == 1
+    assert not os.path.exists(entry_path(c.directory, keys[3]))
+    assert [k for k, _, _ in _index_rows(c)] == [keys[4], keys[5], b"n" * 20, *keys[:3]]
+
+
+def test_a_result_over_the_whole_bound_stays_alone(tmp_path):
+    """The result just stored is never its own eviction: alone over the bound, it stays
+    until the next store."""
+    c = cache(tmp_path, max_bytes=50_000)
+    assert c.put(KEY, SCHEMA, batches()) and len(c) == 1
+    deltas = CounterDeltas()
+    assert c.put(OTHER, SCHEMA, batches())
+    assert deltas["fragment_cache.evicted"] == 1
+    assert [k for k, _, _ in _index_rows(c)] == [OTHER]
+    assert c.get(OTHER) is not None and c.get(KEY) is None

@@ -24,6 +24,8 @@ import org.apache.spark.sql.types.{DataType, StructType}
 import org.apache.spark.sql.util.ArrowUtils
 import org.apache.spark.sql.vectorized.{ArrowColumnVector, ColumnVector, ColumnarBatch}
 
+import raptorx.JvmCounts
+
 /**
  * Fragment result cache hits served by the JVM: the JVM's half of raptorx_py's
  * `datasource.fragment_handoff` (the mark's layout) and `cache.fragment_cache` (the entry
@@ -172,10 +174,12 @@ object FragmentHits {
 
   private lazy val countsFile = s"${UUID.randomUUID()}.tsv"
 
-  /** Append `counts` (the non-zero ones) to this JVM's counts file under `metricsDir`; a
-   * failure loses the counts, never the query. */
+  /** Add `counts` to this JVM's own ([[raptorx.JvmCounts]], which Spark's metrics system
+   * shows through `raptorx.CacheMetricsPlugin`) and append the non-zero ones to this JVM's
+   * counts file under `metricsDir`; a failure loses the counts, never the query. */
   def appendCounts(metricsDir: String, counts: collection.Map[String, Long]): Unit = {
     val nonZero = counts.filter(_._2 != 0)
+    nonZero.foreach { case (k, v) => JvmCounts.add(k, v) }
     if (metricsDir.isEmpty || nonZero.isEmpty) return
     val src = source()
     val text = nonZero.map { case (k, v) => s"$src\t$k\t$v\n" }.mkString

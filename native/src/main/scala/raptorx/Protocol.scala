@@ -18,7 +18,9 @@ package raptorx
  *    query's token and a pushed aggregation;
  *  - the soft-affinity mark inside a pickled input partition, and its one-byte flag;
  *  - the vocabulary of the filter JSON the provider writes for an aggregated scan
- *    (`PartialAggregation`) and `raptorx_py.datasource.aggregation` parses.
+ *    (`PartialAggregation`) and `raptorx_py.datasource.aggregation` parses;
+ *  - the metrics plugin's class and Spark conf, and the files Python processes publish their
+ *    counter totals in for it (`CacheMetricsPlugin`, `raptorx_py.metrics`).
  *
  * Only constants live here (values must be plain string literals, one per `val`, for the
  * test's reading); what each side does with them stays in its own module.
@@ -60,6 +62,17 @@ object Protocol {
   // The status byte opening a driver planner's answer (`DriverPlanner`): ok, or an error text
   val PlannerOk = "O"
   val PlannerFailed = "E"
+
+  // Spark's metrics system (`CacheMetricsPlugin`): the plugin class for `spark.plugins`, the
+  // Spark conf naming the node-local directory the processes of each application publish
+  // their totals under (`<dir>/<application id>/<process>/*.tsv`), its default, and the
+  // kind opening each line of a published file (a counter, or a size)
+  val MetricsPluginClass = "raptorx.CacheMetricsPlugin"
+  val MetricsDirConf = "spark.raptorx.metrics.dir"
+  val MetricsDirDefault = "~/.raptorx/spark-metrics"
+  val SnapshotSuffix = ".tsv"
+  val SnapshotCounter = "c"
+  val SnapshotGauge = "g"
 
   // The filter JSON of an aggregated scan: operators
   val FilterNot = "not"
