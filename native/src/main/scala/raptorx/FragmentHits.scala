@@ -48,8 +48,8 @@ import org.apache.spark.sql.vectorized.{ArrowColumnVector, ColumnVector, Columna
  *   metrics sink folds in (the JVM has no SQLite driver).
  *
  * Limits: an entry is read into the heap whole (its MAC covers every byte) and then into
- * Arrow buffers; a task on a soft-affinity fallback executor is not served here (those
- * entries are the preferred executor's).
+ * Arrow buffers; a task on a soft-affinity fallback host is not served here (those
+ * entries are the preferred host's; a sibling executor on the preferred host is served).
  */
 object FragmentHits {
   val Marker = "raptorx-fragments|"
