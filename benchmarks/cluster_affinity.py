@@ -4,7 +4,7 @@ store: ``make bench-affinity`` / ``python -m benchmarks.cluster_affinity``.
     python -m benchmarks.cluster_affinity --scale 0.1 --out bench-out/affinity \\
         [--queries 1,6] [--workers 2] [--locality-wait 3s] [--stores local,s3] \\
         [--cache-shares 0.65,all] [--latency-ms 20] [--max-split-imbalance 0] \\
-        [--no-fragment-cache] [--work-dir DIR]
+        [--strategies SOFT_AFFINITY,NO_PREFERENCE] [--no-fragment-cache] [--work-dir DIR]
 
 What it does, in order:
 
@@ -104,6 +104,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="hive.soft-affinity.max-split-imbalance for SOFT_AFFINITY (default 0: none)",
     )
     p.add_argument(
+        "--strategies",
+        default=",".join(STRATEGIES),
+        help="hive.node-selection-strategy values to run, in order (default: "
+        f"{','.join(STRATEGIES)})",
+    )
+    p.add_argument(
         "--no-fragment-cache",
         action="store_true",
         help="leave the fragment result cache off (default: on, in each node's directory)",
@@ -111,6 +117,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="bench-out/affinity", help="report directory")
     p.add_argument("--work-dir", default=None, help="generated data (default: work-data/)")
     args = p.parse_args(argv)
+    args.strategy_list = [s for s in args.strategies.split(",") if s]
+    if not args.strategy_list or not set(args.strategy_list) <= set(STRATEGIES):
+        p.error(f"--strategies: {args.strategies!r}; expected some of {', '.join(STRATEGIES)}")
     args.store_list = [s for s in args.stores.split(",") if s]
     bad = [s for s in args.store_list if s not in STORES]
     if bad or not args.store_list:
@@ -202,6 +211,11 @@ def run_one(
         # Relative: the node's directory (shared by the worker's executors).
         "cache.base-directory": NODE_CACHE,
         "cache.alluxio.max-cache-size": f"{cache_size}B",
+        # The driver's tiers, as the TPC-H suite's warm configurations keep them: without
+        # them every scan LISTs its partitions and asks the metastore again, the same for
+        # both strategies.
+        "hive.metastore-cache-ttl": "1h",
+        "hive.file-status-cache-tables": "*",
     }
     if strategy == "SOFT_AFFINITY" and args.max_split_imbalance:
         options["hive.soft-affinity.max-split-imbalance"] = str(args.max_split_imbalance)
@@ -445,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
                     "cache_limit": limit,
                     "strategies": {},
                 }
-                for strategy in STRATEGIES:
+                for strategy in args.strategy_list:
                     print(f"{store}, {limit}, {strategy}: cold then warm pass", flush=True)
                     name = f"{store}-{share}-{strategy.lower()}.pickle"
                     passes, cached = run_one(

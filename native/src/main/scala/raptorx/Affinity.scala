@@ -86,6 +86,23 @@ object Affinity {
     case other => other
   }
 
+  /** The counters raptorx_py's reader counts for the placement of a stamped partition
+   * (`affinity.preferred` and `affinity.preferred.<location>`; `preferred_host`;
+   * `fallback`), for a task the JVM serves whole without the Python reader, which would
+   * have counted them; empty without a mark or before [[stamped]]. */
+  def placementCounts(pickled: Array[Byte]): Seq[String] = find(pickled) match {
+    case Some((start, end)) =>
+      val location = new String(pickled, start, end - start, US_ASCII)
+      val kind = pickled(end + 1) match {
+        case Preferred => "preferred"
+        case PreferredHost => "preferred_host"
+        case Fallback => "fallback"
+        case _ => return Seq.empty
+      }
+      Seq(s"affinity.$kind", s"affinity.$kind.$location")
+    case None => Seq.empty
+  }
+
   /** This executor's location, as the driver's [[liveExecutors]] names it. */
   def here(): String = {
     val env = SparkEnv.get

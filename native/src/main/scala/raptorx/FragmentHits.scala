@@ -334,6 +334,10 @@ class FragmentServingReader(
       if (allocated) allocator.close()
     } finally {
       entry = null
+      // Served whole here: the Python reader, which counts where a task ran, never started.
+      if (python == null) {
+        Affinity.placementCounts(partition.pickedPartition).foreach(counts(_) += 1)
+      }
       FragmentHits.appendCounts(handoff.metricsDir, counts)
     }
   }
