@@ -150,6 +150,9 @@ def test_fragment_hits_are_served_by_each_executors_jvm(standalone_cluster, smal
     assert warm["fragment_cache.jvm_hits"] == warm["fragment_cache.hits"] >= 0.9 * FILES, warm
     assert warm.get("reader.python_tasks", 0) <= fallback, warm
     assert warm.get("reader.fragments_computed", 0) <= FILES - warm["fragment_cache.jvm_hits"]
+    # Every task's placement is counted, by the JVM when it served the task whole.
+    placed = sum(warm.get(f"affinity.{k}", 0) for k in ("preferred", "preferred_host", "fallback"))
+    assert placed == warm["planner.tasks_with_preference"] > 0, warm
 
 
 def test_a_replaced_executor_keeps_its_host_s_files_and_a_joining_worker_takes_its_share(
