@@ -50,6 +50,9 @@ class StandaloneCluster:
     root: Path
     workers: int = 2
     cores: int = 1
+    #: Cores of each worker by index, where not ``cores`` (a worker with 2 cores runs two
+    #: 1-core executors of an application: two executors on one host).
+    worker_cores: tuple[int, ...] = ()
     master_port: int = 0
     webui_port: int = 0
     processes: list[subprocess.Popen] = field(default_factory=list)
@@ -129,7 +132,7 @@ class StandaloneCluster:
             ],
         )
         for i in range(self.workers):
-            self.start_worker(i)
+            self.start_worker(i, self.worker_cores[i] if i < len(self.worker_cores) else None)
         self.wait_for(self.workers)
         return self
 

@@ -246,6 +246,48 @@ def test_a_replaced_executor_keeps_its_host_s_files_and_a_joining_worker_takes_i
     assert last.get("block_cache.hits", 0) >= 0.9 * (FILES - len(moved)), last
 
 
+def test_a_task_on_a_sibling_executor_of_its_host_uses_the_host_s_caches(tmp_path, small_table):
+    """Two executors on one host (a 2-core worker) and one on another, the node's caches
+    shared by a host's executors. Spark waits for a task's host but not for its executor
+    (``spark.locality.wait.process=0``), so a task may run on its preferred executor or on
+    the sibling: either way it reads the host's caches (a warm read makes no block-cache
+    miss) and none runs on the other host."""
+    from devservers.standalone_cluster import NODE_CACHE, StandaloneCluster, worker_host
+
+    props, files = small_table
+    cluster = StandaloneCluster(tmp_path / "cluster", workers=2, worker_cores=(2, 1))
+    try:
+        cluster.start()
+        out = drive(
+            cluster,
+            props,
+            runs=[{}, {}, {}],
+            executors=3,
+            options={
+                "hive.node-selection-strategy": "SOFT_AFFINITY",
+                "cache.base-directory": NODE_CACHE,
+                "cache.enabled": "true",
+                "hive.min-split-count": "6",
+            },
+            spark_conf={"spark.locality.wait.process": "0", "spark.locality.wait.node": "60s"},
+        )
+    finally:
+        cluster.stop()
+    print(json.dumps(out, indent=1, sort_keys=True))  # the figures, for -s runs
+    expected_sum = FILES * ROWS * (FILES * ROWS - 1) // 2
+    assert [r["result"] for r in out["runs"]] == [expected_sum] * 3
+    executors = parse_executors(",".join(out["executors"]))
+    assert sorted(e.host for e in executors) == [worker_host(0), worker_host(0), worker_host(1)]
+    for run in (r["counters"] for r in out["runs"][1:]):  # warm: the host's cache serves
+        placed = run.get("affinity.preferred", 0) + run.get("affinity.preferred_host", 0)
+        assert placed == run["planner.tasks_with_preference"], run
+        assert run.get("affinity.fallback", 0) == 0, run
+        assert run.get("block_cache.misses", 0) == 0 and run["block_cache.hits"] >= FILES, run
+    print(  # how many ran on a sibling (Spark's choice, not asserted)
+        [r["counters"].get("affinity.preferred_host", 0) for r in out["runs"]]
+    )
+
+
 @pytest.mark.stress
 def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_table):
     """Three workers; a worker's process group is killed as a read starts: the read returns
