@@ -1,9 +1,15 @@
 """A driver for ``tests/cluster_fixtures.StandaloneCluster``, run in its own process (one
 SparkContext per process): ``python -m devservers.cluster_driver '<json>'`` with ``master``,
 ``executors`` (how many to wait for), ``properties``, ``options`` (per read), ``table``,
-``column`` and ``runs``: per run, ``options`` over the common ones, optionally ``executors``
-(wait until exactly that many are live first) and ``mark`` (a file touched as the read
-starts, so a test can act mid-query). Reads ``sum(column)`` of the table once per run and
+``column`` and ``runs``: per run, ``options`` over the common ones, optionally ``before``
+(a file touched as the run begins, before it waits for executors, so a test can start a
+worker between two runs), ``replace_host`` (kill every executor on that host and wait for
+as many new ones: Spark's ``killAndReplaceExecutor``, as when an executor is lost and its
+worker gives the application a new one), ``executors`` (wait until exactly that many are
+live first), ``mark`` (a file touched as the read starts, so a test can act mid-query) and
+``reuse`` (read the previous run's DataFrame again instead of a new ``load()``).
+``max_executors`` (default ``executors``) caps the application's cores, so that executors
+of workers joining later can be added. Reads ``sum(column)`` of the table once per run and
 prints one JSON line: the live executors (``host/id``) and, per run, the live executors at
 its start, the result and the counters the run added (from the metrics sink, executors'
 included)."""
@@ -33,7 +39,7 @@ def main(arg: str) -> None:
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.executor.cores": "1",
             "spark.executor.memory": "512m",
-            "spark.cores.max": str(spec["executors"]),
+            "spark.cores.max": str(spec.get("max_executors", spec["executors"])),
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
             **spec.get("spark_conf", {}),
@@ -66,15 +72,20 @@ def main(arg: str) -> None:
         at_start_by_source = sink.totals_by_source()  # the sink may hold earlier applications'
         runs = []
         for run in spec["runs"]:
+            if "before" in run:
+                open(run["before"], "w").close()
+            if "replace_host" in run:
+                replace_executors(sc, live, run["replace_host"])
             if "executors" in run:
                 wait_for(run["executors"])
             flush(metrics_dir)
             before, at_start = sink.totals(), live()
-            df = (
-                spark.read.format("tiered_hive")
-                .options(**{**spec["options"], **run.get("options", {})})
-                .load(spec["table"])
-            )
+            if not run.get("reuse"):  # else the previous run's DataFrame, read again
+                df = (
+                    spark.read.format("tiered_hive")
+                    .options(**{**spec["options"], **run.get("options", {})})
+                    .load(spec["table"])
+                )
             if "mark" in run:
                 open(run["mark"], "w").close()
             total = df.agg({spec["column"]: "sum"}).collect()[0][0]
@@ -137,13 +148,54 @@ def executor_metrics_shown(spark, sink, at_start, csv_dir: str, name: str) -> di
     return {"shown": shown(), "counted": counted}
 
 
+def replace_executors(sc, live, host: str) -> None:
+    """Kill every executor on ``host`` through Spark (``killAndReplaceExecutor``: the
+    application keeps its target, so the worker starts a new executor) and wait, by a
+    deadline, until as many executors are live as before, none of them a killed one."""
+    before = live()
+    killed = {e for e in before if e.rsplit("/", 1)[0] == host}
+    if not killed:
+        raise ValueError(f"no live executor on host {host}: {before}")
+    for e in sorted(killed):
+        sc._jsc.sc().killAndReplaceExecutor(e.rsplit("/", 1)[1])
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        now = live()
+        if len(now) == len(before) and not killed & set(now):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"executors {sorted(killed)} not replaced in {DEADLINE_S}s: {now}")
+        time.sleep(0.2)  # polling a condition, bounded by the deadline
+
+
+def store_stats(url: str) -> dict:
+    """The S3 endpoint's counters (``devservers.s3_endpoint``'s ``/stats``), read by URL:
+    the endpoint runs in the benchmark's process, not this one."""
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=10) as r:
+        return json.load(r)
+
+
+def store_delta(after: dict, before: dict) -> dict:
+    """Requests and response bytes the endpoint counted between two readings, in total."""
+
+    def total(stats: dict, key: str) -> int:
+        return int(sum((stats.get(key) or {}).values()))
+
+    return {k: total(after, k) - total(before, k) for k in ("requests", "bytes")}
+
+
 def run_tpch(spark, spec) -> None:
     """``spec["tpch"]``: ``database``, ``scale``, ``queries``, ``out`` (a pickle file), and
     optionally ``passes`` (names; default one pass ``"run"``): every pass runs every query
-    once. Pickled to ``out``: per pass, every query's rows (``oracle.spark_rows``) and
-    seconds (monotonic clock), and the counters the pass added, in total (``counters``) and
-    per Spark process (``by_source``: ``metrics.process_source``); the first pass's rows and
-    counters are also at the top level (``rows``, ``counters``)."""
+    once, and ``store_stats`` (the S3 endpoint's stats URL: each pass then records the
+    requests and bytes the store served it, ``store``). Pickled to ``out``: per pass, every
+    query's rows (``oracle.spark_rows``) and seconds (monotonic clock), and the counters the
+    pass added, in total (``counters``) and per Spark process (``by_source``:
+    ``metrics.process_source``); the first pass's rows and counters are also at the top
+    level (``rows``, ``counters``)."""
     import pickle
 
     from raptorx_py.metrics import MetricsSink, diff, flush
@@ -152,6 +204,7 @@ def run_tpch(spark, spec) -> None:
     t = spec["tpch"]
     metrics_dir = spec["properties"]["metrics.directory"]
     sink = MetricsSink(metrics_dir)
+    store = t.get("store_stats")  # the S3 endpoint's stats URL, when the data is there
 
     def reader(table):
         return (
@@ -165,6 +218,7 @@ def run_tpch(spark, spec) -> None:
     for name in t.get("passes", ["run"]):
         flush(metrics_dir)
         before, before_by_source = sink.totals(), sink.totals_by_source()
+        store_before = store_stats(store) if store else None
         rows, seconds = {}, {}
         for n in t["queries"]:
             started = time.monotonic()
@@ -175,6 +229,7 @@ def run_tpch(spark, spec) -> None:
         passes[name] = {
             "rows": rows,
             "seconds": seconds,
+            "store": store_delta(store_stats(store), store_before) if store else None,
             "counters": diff(sink.totals(), before),
             "by_source": {
                 s: diff(after_by_source[s], before_by_source.get(s, {})) for s in after_by_source

@@ -5,6 +5,14 @@ where a relative ``cache.base-directory`` puts its caches), free ports, and regi
 waited for by a deadline on the master's JSON status, never by a fixed sleep. Every process
 is started in its own process group and killed with it, whatever happens.
 
+Each worker is a host of its own: worker ``i`` binds ``127.0.0.<i + 1>`` (all of 127/8 is
+loopback on Linux), so its executors register with that host and soft affinity, which
+hashes hosts first (``scheduling.affinity``), sees one node per worker. ``NODE_CACHE`` is
+the relative cache directory of a node: an executor's working directory is
+``<worker dir>/<app id>/<executor id>``, so ``../raptorx-cache`` is shared by every
+executor of one worker in one application, as a node's local disk is (and an executor that
+replaces another on the worker finds it).
+
 A SparkContext per process: a test or benchmark drives the cluster from a driver subprocess
 (``devservers/cluster_driver.py``), since the test session already has a local one. Used by
 ``tests/cluster_fixtures.py`` (a pytest fixture) and ``benchmarks/cluster_affinity.py``.
@@ -27,6 +35,14 @@ import pyspark
 from devservers.ports import free_port
 
 REGISTRATION_DEADLINE_S = 90.0
+#: A relative ``cache.base-directory`` shared by the executors of one worker in one
+#: application (see above).
+NODE_CACHE = "../raptorx-cache"
+
+
+def worker_host(i: int) -> str:
+    """The loopback address worker ``i`` binds (``127.0.0.1`` for the first)."""
+    return f"127.0.0.{i + 1}"
 
 
 @dataclass
@@ -34,6 +50,9 @@ class StandaloneCluster:
     root: Path
     workers: int = 2
     cores: int = 1
+    #: Cores of each worker by index, where not ``cores`` (a worker with 2 cores runs two
+    #: 1-core executors of an application: two executors on one host).
+    worker_cores: tuple[int, ...] = ()
     master_port: int = 0
     webui_port: int = 0
     processes: list[subprocess.Popen] = field(default_factory=list)
@@ -113,21 +132,24 @@ class StandaloneCluster:
             ],
         )
         for i in range(self.workers):
-            self.start_worker(i)
+            self.start_worker(i, self.worker_cores[i] if i < len(self.worker_cores) else None)
         self.wait_for(self.workers)
         return self
 
-    def start_worker(self, i: int) -> subprocess.Popen:
+    def start_worker(self, i: int, cores: int | None = None) -> subprocess.Popen:
+        """Start worker ``i`` on its own host (``worker_host(i)``) with ``cores`` cores (the
+        cluster's ``cores`` by default); registration is the caller's to wait for."""
         work = self.root / f"worker{i}"
         work.mkdir(parents=True, exist_ok=True)
+        host = worker_host(i)
         proc = self._spawn(
             f"worker{i}",
             [
                 "org.apache.spark.deploy.worker.Worker",
                 "--host",
-                "127.0.0.1",
+                host,
                 "--cores",
-                str(self.cores),
+                str(cores or self.cores),
                 "--memory",
                 "1g",
                 "--webui-port",
@@ -137,6 +159,7 @@ class StandaloneCluster:
                 self.master_url,
             ],
             SPARK_WORKER_DIR=str(work),
+            SPARK_LOCAL_IP=host,
         )
         self.worker_procs.append(proc)
         return proc

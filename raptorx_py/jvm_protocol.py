@@ -61,6 +61,7 @@ TABLE_DESCRIPTION_KEY = "raptorx.table_description"
 AFFINITY_MARK = "raptorx-affinity|"
 AFFINITY_UNKNOWN = "-"
 AFFINITY_PREFERRED = "P"
+AFFINITY_PREFERRED_HOST = "H"
 AFFINITY_FALLBACK = "F"
 
 # The status byte opening a driver planner's answer (``DriverPlanner``): ok, or an error text

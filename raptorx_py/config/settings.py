@@ -367,11 +367,26 @@ PROPERTIES: tuple[Property, ...] = (
         "node_selection",
         "hive",
         "Where splits run. NO_PREFERENCE: wherever Spark has a free slot. SOFT_AFFINITY: "
-        "each file on the executor a rendezvous hash of its path picks among the "
-        "application's live executors (Spark's spark.locality.wait decides when a task "
-        "falls back to another); a split read elsewhere does not fill that executor's "
-        "caches. Needs the native jar and a cluster; local mode has no executors to "
-        "choose.",
+        "each file on the host, then the executor of that host, a rendezvous hash of its "
+        "path picks among the application's live executors (Spark's spark.locality.wait "
+        "decides when a task falls back to another); a split read on another executor of "
+        "the same host uses the host's caches, one read on another host neither reads nor "
+        "fills that host's caches. Needs the native jar and a cluster; local mode has no "
+        "executors to choose.",
+    ),
+    Property(
+        "hive.soft-affinity.max-split-imbalance",
+        "soft_affinity_max_split_imbalance",
+        "0",
+        "count",
+        "hive",
+        "With SOFT_AFFINITY: when a file's preferred executor already holds this many more "
+        "of the scan's splits than the least loaded executor, the file goes to its second "
+        "choice (a sibling executor on the same host, else the next host), which caches it "
+        "as its own; RaptorX's busy worker handing a split to its secondary. Presto bounds "
+        "running splits (node-scheduler.max-pending-splits-per-task), which a Spark plan "
+        "cannot see: Spark queues a stage's tasks at once. 0: no bound, every file on its "
+        "preferred executor.",
     ),
     # --- file-listing cache ------------------------------------------------------------
     Property(
@@ -608,6 +623,7 @@ class Settings:
     max_split_size: int  # bytes
     min_split_count: int
     node_selection_strategy: str  # "NO_PREFERENCE" | "SOFT_AFFINITY"
+    soft_affinity_max_split_imbalance: int
     file_status_cache_tables: str
     file_status_cache_size: int
     file_status_cache_expire_time: float  # seconds

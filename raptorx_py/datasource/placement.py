@@ -6,8 +6,10 @@ pyspark pickles every ``InputPartition`` (cloudpickle) into a ``PythonInputParti
 location out of the pickled bytes without unpickling them: the partition's first attribute
 is the ASCII string ``raptorx-affinity|<location>|<flag>``, which a pickle stores verbatim.
 On the executor, the reader overwrites the one-byte flag (same length: the pickle stays
-valid) with ``P`` when the task runs on the executor it prefers, ``F`` when not. Without the
-native jar the flag stays ``-`` (unknown) and partitions have no preferred location.
+valid) with ``P`` when the task runs on the executor it prefers, ``H`` when on another
+executor of that executor's host (which shares the host's caches), ``F`` when on another
+host. Without the native jar the flag stays ``-`` (unknown) and partitions have no preferred
+location.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from raptorx_py import jvm_protocol
 MARKER = jvm_protocol.AFFINITY_MARK
 UNKNOWN = jvm_protocol.AFFINITY_UNKNOWN
 PREFERRED = jvm_protocol.AFFINITY_PREFERRED
+PREFERRED_HOST = jvm_protocol.AFFINITY_PREFERRED_HOST
 FALLBACK = jvm_protocol.AFFINITY_FALLBACK
 
 
@@ -38,7 +41,8 @@ class PlacedPartition(InputPartition):
 
     @property
     def ran(self) -> str:
-        """``P``: on its preferred executor; ``F``: on another; ``-``: not known."""
+        """``P``: on its preferred executor; ``H``: on another executor of its host; ``F``: on
+        another host; ``-``: not known."""
         return self.placement[-1]
 
     def __repr__(self) -> str:

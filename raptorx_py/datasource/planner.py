@@ -197,7 +197,11 @@ def plan_scan(
     task_locations: tuple[str, ...] = ()
     if settings.node_selection_strategy == affinity.SOFT_AFFINITY and executors:
         tasks, task_locations = pack_by_executor(
-            pieces, executors, settings.max_split_size, settings.min_split_count
+            pieces,
+            executors,
+            settings.max_split_size,
+            settings.min_split_count,
+            settings.soft_affinity_max_split_imbalance,
         )
         counters.add("planner.tasks_with_preference", len(tasks))
     else:
@@ -224,15 +228,26 @@ def plan_scan(
 
 
 def pack_by_executor(
-    splits, executors, max_bytes: int, min_count: int
+    splits, executors, max_bytes: int, min_count: int, max_imbalance: int = 0
 ) -> tuple[tuple[tuple[Split, ...], ...], tuple[str, ...]]:
     """Tasks and, one per task, its preferred executor's location: the splits grouped by the
-    executor their file prefers (every piece of a file with the file), each group packed by
-    ``pack_splits`` on that executor's share of the ``min_count`` task slots. Groups come in
-    executor order, splits within a group in their planned order."""
+    executor their file is assigned (every piece of a file with the file), each group packed
+    by ``pack_splits`` on that executor's share of the ``min_count`` task slots. Groups come
+    in executor order, splits within a group in their planned order.
+
+    A file is assigned its preferred executor (``affinity.ranked``: host first, then the
+    host's executor), or with ``max_imbalance`` > 0 its second choice when the preferred one
+    already holds that many more of the scan's splits than the least loaded executor
+    (``affinity.balanced_assignment``; counted in ``planner.affinity_second_choice``)."""
+    loads: dict[str, int] = {}
+    for s in splits:
+        loads[s.url] = loads.get(s.url, 0) + 1
+    owners, seconds = affinity.balanced_assignment(loads, executors, max_imbalance)
+    if seconds:
+        counters.add("planner.affinity_second_choice", seconds)
     groups: dict = {}
     for s in splits:
-        groups.setdefault(affinity.preferred(s.url, executors), []).append(s)
+        groups.setdefault(owners[s.url], []).append(s)
     share = max(1, min_count // len(executors)) if min_count else 0
     tasks: list[tuple[Split, ...]] = []
     locations: list[str] = []

@@ -59,8 +59,9 @@ def read_split(
     (Which cache held the bad bytes is not known, so they stay: a later read of the file
     falls back again, counted each time in ``reader.cache_fallbacks``.)
 
-    ``fill_caches`` False (a soft-affinity task on another executor than its preferred one):
-    the file is read straight from its store, so it takes no room in this executor's caches.
+    ``fill_caches`` False (a soft-affinity task on another host than its preferred
+    executor's): the file is read straight from its store, so it takes no room in this
+    node's caches.
     """
     schema = arrow_schema_for_spark(columns)
     key_index = {k.name: i for i, k in enumerate(table.partition_keys)}

@@ -40,7 +40,12 @@ from raptorx_py.datasource.column_names import (
 )
 from raptorx_py.datasource.driver_planner import count_planning_call, planning_in_driver
 from raptorx_py.datasource.fragment_handoff import handoff_mark, mark_partition, served_by_jvm
-from raptorx_py.datasource.placement import FALLBACK, PREFERRED, PlacedPartition
+from raptorx_py.datasource.placement import (
+    FALLBACK,
+    PREFERRED,
+    PREFERRED_HOST,
+    PlacedPartition,
+)
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_query
 from raptorx_py.datasource.read_spec import ReadSpec, read_specs
@@ -436,8 +441,8 @@ class TieredHiveReader(DataSourceReader):
         counters.add("reader.python_tasks")
         try:
             fill = count_placement(partition)
-            # A task running away from its preferred executor neither reads nor fills this
-            # executor's fragment cache: the entries are the preferred executor's.
+            # A task running away from its preferred host neither reads nor fills this
+            # executor's fragment cache: the entries are the preferred host's.
             fragments = fragment_cache_for(self.settings) if fill else None
             served = served_by_jvm(partition, len(task))
             for spec, by_jvm in zip(task, served):
@@ -455,7 +460,7 @@ class TieredHiveReader(DataSourceReader):
         """The batches a split hands to Spark, computed from its read spec (made at
         planning): from the fragment result cache when it holds the spec's key, else
         computed (read, filtered, aggregated when an aggregation is pushed) and, once
-        complete and unless this task runs away from its preferred executor (``fill``),
+        complete and unless this task runs away from its preferred host (``fill``),
         stored."""
         key = spec.key if fragments is not None else None
         if key is not None:
@@ -492,13 +497,18 @@ class TieredHiveReader(DataSourceReader):
 
 
 def count_placement(partition) -> bool:
-    """Count where a placed task ran (``affinity.preferred``/``affinity.fallback``, and per
-    preferred location) and say whether its reads may fill this executor's caches: not on a
-    fallback, whose caches the file's own executor keeps."""
+    """Count where a placed task ran (``affinity.preferred``, ``affinity.preferred_host`` or
+    ``affinity.fallback``, and each per preferred location) and say whether its reads may use
+    and fill this executor's caches: yes on the preferred executor and on another executor
+    of its host (caches live per node: the host's are the file's), not on another host,
+    whose caches are not the file's."""
     ran = getattr(partition, "ran", None)
     if ran == PREFERRED:
         counters.add("affinity.preferred")
         counters.add(f"affinity.preferred.{partition.location}")
+    elif ran == PREFERRED_HOST:
+        counters.add("affinity.preferred_host")
+        counters.add(f"affinity.preferred_host.{partition.location}")
     elif ran == FALLBACK:
         counters.add("affinity.fallback")
         counters.add(f"affinity.fallback.{partition.location}")

@@ -66,16 +66,43 @@ def test_the_mark_is_readable_in_the_pickle_and_its_flag_can_be_stamped():
         PlacedPartition((), "executor_a|b_1")
 
 
-def test_placement_is_counted_and_a_fallback_fills_no_cache():
+def test_placement_is_counted_and_only_another_host_fills_no_cache():
     counters.drain()
     part = PlacedPartition((), "executor_h_1")
     assert count_placement(pickle.loads(stamp(cloudpickle.dumps(part), "P"))) is True
+    # On a sibling executor of the preferred host: the host's caches are the file's.
+    assert count_placement(pickle.loads(stamp(cloudpickle.dumps(part), "H"))) is True
     assert count_placement(pickle.loads(stamp(cloudpickle.dumps(part), "F"))) is False
     assert count_placement(part) is True  # unknown (no jar): read as before
     assert count_placement(SimpleNamespace(value=())) is True  # a plain partition
     got = counters.drain()
     assert got["affinity.preferred"] == 1 and got["affinity.fallback"] == 1
+    assert got["affinity.preferred_host"] == 1
+    assert got["affinity.preferred_host.executor_h_1"] == 1
     assert got["affinity.preferred.executor_h_1"] == 1 and got["affinity.unknown"] == 1
+
+
+def test_a_bound_on_imbalance_moves_whole_files_to_their_second_choice():
+    """``hive.soft-affinity.max-split-imbalance``: the tasks of an executor holding too many
+    of a scan's splits are fewer, its files' pieces move together, and the moves are
+    counted."""
+    two = EXECUTORS[:1] + EXECUTORS[2:]  # two hosts, one executor each
+    many = files(200)
+    # Skewed on purpose: 30 files prefer the first executor, 11 the second.
+    splits = [s for s in many if preferred(s.url, two) == two[0]][:30] + [
+        s for s in many if preferred(s.url, two) == two[1]
+    ][:11]
+    counters.drain()
+    _, unbounded = pack_by_executor(splits, two, max_bytes=10, min_count=0)
+    assert "planner.affinity_second_choice" not in counters.drain()
+    per = {e.location: unbounded.count(e.location) for e in two}  # one split per task
+    spread = abs(per[two[0].location] - per[two[1].location])
+    tasks, bounded = pack_by_executor(splits, two, max_bytes=10, min_count=0, max_imbalance=1)
+    moved = counters.drain().get("planner.affinity_second_choice", 0)
+    after = {e.location: bounded.count(e.location) for e in two}
+    assert abs(after[two[0].location] - after[two[1].location]) <= 1
+    assert spread == 19 and moved == 9 and sum(after.values()) == 41
+    assert all(len(task) == 1 for task in tasks)  # one 10-byte split per task
 
 
 def test_a_fallback_read_leaves_the_block_and_footer_caches_empty(tmp_path):

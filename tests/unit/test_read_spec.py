@@ -82,7 +82,7 @@ def test_no_mark_or_a_mark_for_another_task_serves_nothing():
 
 
 def test_a_fallback_task_neither_reads_nor_fills_the_fragment_cache(tmp_path):
-    """A soft-affinity task running away from its preferred executor computes its splits:
+    """A soft-affinity task running away from its preferred host computes its splits:
     the entries of this node's cache are not read (a planted entry is not served) and none
     is stored; on its preferred executor the same task is served from the cache."""
     path = tmp_path / "t" / "f.parquet"

@@ -22,15 +22,20 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
  *   executor-level location, which Spark's locality scheduling (`spark.locality.wait`)
  *   honours.
  * - On the executor, [[Affinity.stamped]] overwrites the mark's last byte with `P` (this is
- *   the preferred executor) or `F` (a fallback), same length, so the pickle stays valid and
- *   the Python reader knows whether to fill this executor's caches.
+ *   the preferred executor), `H` (another executor of the preferred executor's host: caches
+ *   live per node, so the host's caches are the file's) or `F` (another host: a fallback),
+ *   same length, so the pickle stays valid and the Python reader knows whether to use and
+ *   fill this node's caches. Spark's scheduler itself treats the preferred host as the next
+ *   locality level (NODE_LOCAL) after the executor (PROCESS_LOCAL).
  *
- * Limits: a partition without the mark (soft affinity off, local mode) is left as it is.
+ * Limits: a partition without the mark (soft affinity off, local mode) is left as it is. A
+ * location's host is read as Spark's `TaskLocation` reads it (up to the first `_`).
  */
 object Affinity {
   val ExecutorsOption: String = raptorx.Protocol.ExecutorsOption
   private val Mark = raptorx.Protocol.AffinityMark.getBytes(US_ASCII)
   private val Preferred = raptorx.Protocol.AffinityPreferred.getBytes(US_ASCII)(0)
+  private val PreferredHost = raptorx.Protocol.AffinityPreferredHost.getBytes(US_ASCII)(0)
   private val Fallback = raptorx.Protocol.AffinityFallback.getBytes(US_ASCII)(0)
   private val Bar = '|'.toByte
 
@@ -81,15 +86,44 @@ object Affinity {
     case other => other
   }
 
+  /** The counters raptorx_py's reader counts for the placement of a stamped partition
+   * (`affinity.preferred` and `affinity.preferred.<location>`; `preferred_host`;
+   * `fallback`), for a task the JVM serves whole without the Python reader, which would
+   * have counted them; empty without a mark or before [[stamped]]. */
+  def placementCounts(pickled: Array[Byte]): Seq[String] = find(pickled) match {
+    case Some((start, end)) =>
+      val location = new String(pickled, start, end - start, US_ASCII)
+      val kind = pickled(end + 1) match {
+        case Preferred => "preferred"
+        case PreferredHost => "preferred_host"
+        case Fallback => "fallback"
+        case _ => return Seq.empty
+      }
+      Seq(s"affinity.$kind", s"affinity.$kind.$location")
+    case None => Seq.empty
+  }
+
   /** This executor's location, as the driver's [[liveExecutors]] names it. */
   def here(): String = {
     val env = SparkEnv.get
     s"executor_${env.blockManager.blockManagerId.host}_${env.executorId}"
   }
 
-  /** Whether `partition` prefers another executor than this one (a fallback run). */
+  /** The prefix every location of this executor's host starts with (`executor_<host>_`). */
+  private def hereHost(): String =
+    s"executor_${SparkEnv.get.blockManager.blockManagerId.host}_"
+
+  /** Whether `location` is on this executor's host (this executor or a sibling). */
+  private def onThisHost(location: String): Boolean = {
+    val prefix = hereHost()
+    // Spark's hosts have no `_`, so the rest is the executor id.
+    location.startsWith(prefix) && !location.substring(prefix.length).contains('_')
+  }
+
+  /** Whether `partition` prefers another host than this one (a fallback run, which neither
+   * reads nor fills this node's caches). */
   def ranAway(partition: InputPartition): Boolean = partition match {
-    case p: PlacedPythonInputPartition => p.location != here()
+    case p: PlacedPythonInputPartition => !onThisHost(p.location)
     case _ => false
   }
 
@@ -98,7 +132,10 @@ object Affinity {
       find(p.pickedPartition) match {
         case Some((_, end)) =>
           val bytes = p.pickedPartition.clone()
-          bytes(end + 1) = if (p.location == here()) Preferred else Fallback
+          bytes(end + 1) =
+            if (p.location == here()) Preferred
+            else if (onThisHost(p.location)) PreferredHost
+            else Fallback
           PythonInputPartition(p.index, bytes)
         case None => p
       }

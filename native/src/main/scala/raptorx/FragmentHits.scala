@@ -50,8 +50,8 @@ import raptorx.JvmCounts
  *   metrics sink folds in (the JVM has no SQLite driver).
  *
  * Limits: an entry is read into the heap whole (its MAC covers every byte) and then into
- * Arrow buffers; a task on a soft-affinity fallback executor is not served here (those
- * entries are the preferred executor's).
+ * Arrow buffers; a task on a soft-affinity fallback host is not served here (those
+ * entries are the preferred host's; a sibling executor on the preferred host is served).
  */
 object FragmentHits {
   val Marker = "raptorx-fragments|"
@@ -338,6 +338,10 @@ class FragmentServingReader(
       if (allocated) allocator.close()
     } finally {
       entry = null
+      // Served whole here: the Python reader, which counts where a task ran, never started.
+      if (python == null) {
+        Affinity.placementCounts(partition.pickedPartition).foreach(counts(_) += 1)
+      }
       FragmentHits.appendCounts(handoff.metricsDir, counts)
     }
   }

@@ -57,6 +57,8 @@ object Protocol {
   val AffinityMark = "raptorx-affinity|"
   val AffinityUnknown = "-"
   val AffinityPreferred = "P"
+  /** On another executor of the preferred executor's host, whose caches it shares. */
+  val AffinityPreferredHost = "H"
   val AffinityFallback = "F"
 
   // The status byte opening a driver planner's answer (`DriverPlanner`): ok, or an error text

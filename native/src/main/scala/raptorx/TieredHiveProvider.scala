@@ -142,6 +142,13 @@ class TieredHiveTable(
    * scan when the schema was given. Scans with other options create their own. */
   private val created = new AtomicReference(inferred.orNull)
 
+  /** The Python `DataSource` made with the read's options plus the live executors (soft
+   * affinity on a cluster), kept for the next scan while the executors (and the options)
+   * stay the same: a DataFrame or view read by query after query then creates it once, not
+   * once per scan (one planner callback, or one Python worker call, fewer per scan). */
+  private val createdWithExecutors =
+    new AtomicReference[(util.Map[String, String], PythonDataSourceCreationResult)]()
+
   override def name(): String = tableName
 
   override def properties(): util.Map[String, String] = tableProperties
@@ -156,7 +163,20 @@ class TieredHiveTable(
 
   override def newScanBuilder(scanOptions: CaseInsensitiveStringMap): ScanBuilder = {
     val options = withTableOptions(scanOptions)
-    new TieredHiveScanBuilder(tableSchema, options, pythonSource(options), statistics, hints)
+    new TieredHiveScanBuilder(tableSchema, options, pythonSource(options), statistics, hints,
+      pythonSourceWithExecutors)
+  }
+
+  private def pythonSourceWithExecutors(options: CaseInsensitiveStringMap): PythonDataSourceV2 = {
+    val key = TieredHiveProvider.withCaseSensitivity(options)
+    val known = createdWithExecutors.get()
+    if (known != null && known._1 == key.asCaseSensitiveMap()) {
+      return TieredHiveProvider.pythonSourceFrom(known._2)
+    }
+    val made = TieredHiveProvider.freshPythonSource().getOrCreateDataSourceInPython(
+      TieredHiveProvider.PythonName, key, Some(tableSchema))
+    createdWithExecutors.set((key.asCaseSensitiveMap(), made))
+    TieredHiveProvider.pythonSourceFrom(made)
   }
 
   /** `options` over the table's own (none but for a catalog's table). */
@@ -253,7 +273,9 @@ class TieredHiveScanBuilder(
     options: CaseInsensitiveStringMap,
     pythonSource: PythonDataSourceV2,
     statistics: Option[TableStatistics] = None,
-    hints: SourceHints = SourceHints.Empty)
+    hints: SourceHints = SourceHints.Empty,
+    withExecutorsSource: CaseInsensitiveStringMap => PythonDataSourceV2 =
+      _ => TieredHiveProvider.freshPythonSource())
     extends ScanBuilder with SupportsPushDownFilters with SupportsPushDownRequiredColumns
     with SupportsPushDownAggregates {
   private var filters: Array[Filter] = Array.empty
@@ -295,11 +317,11 @@ class TieredHiveScanBuilder(
 
   override def build(): Scan = {
     // On a cluster the Python scan also gets the live executors (soft affinity), which
-    // takes a Python source created with them: with the driver's planner one callback more
-    // per scan, without it one Python worker call more.
+    // takes a Python source created with them: the table keeps it while the executors stay
+    // the same, so only the first scan after a change creates it (with the driver's
+    // planner one callback, without it one Python worker call).
     val withExecutors = Affinity.withExecutors(options)
-    val source =
-      if (withExecutors eq options) pythonSource else TieredHiveProvider.freshPythonSource()
+    val source = if (withExecutors eq options) pythonSource else withExecutorsSource(withExecutors)
     val pythonOptions = TieredHiveProvider.withCaseSensitivity(withExecutors)
     aggregation match {
       case Some(partial) => // the filters travel in the aggregation (see PartialAggregation)
