@@ -19,7 +19,11 @@ What crosses, and by which channel:
 - the soft-affinity mark inside a pickled input partition and its one-byte flag
   (``datasource/placement.py``);
 - the vocabulary of the filter JSON the provider writes for an aggregated scan and
-  ``datasource/aggregation.py`` parses.
+  ``datasource/aggregation.py`` parses;
+- what a scan reports for Spark's SQL metrics and EXPLAIN (``datasource/scan_report.py``):
+  the plan mark in a scan's first pickled partition and its keys, and the directory (under
+  Spark's files root, which both sides of a task know) a Python reader writes its task's
+  counts to.
 
 Only constants (plain strings) live here, so every layer may import it; what each side does
 with them stays in its own module.
@@ -52,6 +56,16 @@ AFFINITY_MARK = "raptorx-affinity|"
 AFFINITY_UNKNOWN = "-"
 AFFINITY_PREFERRED = "P"
 AFFINITY_FALLBACK = "F"
+
+# A scan's report (``datasource/scan_report.py``): the plan mark ``<mark><hex of TSV>|`` in
+# the first pickled partition, the keys of its descriptive lines (the others are counter
+# names), and the directory under Spark's files root for the Python readers' task counts
+PLAN_MARK = "raptorx-plan|"
+PLAN_TABLE_KEY = "plan.table"
+PLAN_PARTITION_KEYS_KEY = "plan.partition_keys"
+PLAN_SNAPSHOT_KEY = "plan.snapshot"
+PLAN_TIERS_KEY = "plan.tiers"
+TASK_COUNTS_DIR = "raptorx-task-counts"
 
 # The status byte opening a driver planner's answer (``DriverPlanner``): ok, or an error text
 PLANNER_OK = "O"

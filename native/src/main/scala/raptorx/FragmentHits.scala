@@ -247,10 +247,11 @@ class FragmentServingReader(
     try Some(FragmentHits.resolve(handoff.cacheDir)) catch { case NonFatal(_) => None }
   private val secret: Option[Array[Byte]] = dir.flatMap(FragmentHits.secret)
   if (secret.isEmpty) counts("fragment_cache.jvm_unavailable") += 1
+  ScanReport.addInputBytesAtCompletion(() => counts)
 
   private var nextSplit = 0 // the next split to look up
   private var entry: ArrowStreamReader = _
-  private var python: PartitionReader[ColumnarBatch] = _
+  private var python: ArrowColumnarReader = _
   private var current: ColumnarBatch = _
 
   override def next(): Boolean = {
@@ -304,6 +305,8 @@ class FragmentServingReader(
           served += i
           counts("fragment_cache.hits") += 1
           counts("fragment_cache.jvm_hits") += 1
+          counts("fragment_cache.bytes_read") += data.length
+          counts("reader.splits_read") += 1
           try Files.setLastModifiedTime(FragmentHits.entryPath(d, key),
             FileTime.fromMillis(System.currentTimeMillis()))
           catch { case NonFatal(_) => counts("fragment_cache.touch_failed") += 1 }
@@ -338,6 +341,9 @@ class FragmentServingReader(
     }
   }
 
+  /** The tiers' task metrics (the JVM's counts and, when it ran, the Python reader's) and
+   * pyspark's Python runner metrics when the Python reader ran. */
   override def currentMetricsValues(): Array[CustomTaskMetric] =
-    if (python == null) Array.empty else python.currentMetricsValues()
+    if (python == null) ScanReport.taskValues(counts)
+    else python.pythonMetricValues ++ ScanReport.taskValues(ScanReport.merged(counts, python.taskCounts))
 }

@@ -16,7 +16,10 @@ package raptorx
  *    query's token and a pushed aggregation;
  *  - the soft-affinity mark inside a pickled input partition, and its one-byte flag;
  *  - the vocabulary of the filter JSON the provider writes for an aggregated scan
- *    (`PartialAggregation`) and `raptorx_py.datasource.aggregation` parses.
+ *    (`PartialAggregation`) and `raptorx_py.datasource.aggregation` parses;
+ *  - what a scan reports for Spark's SQL metrics and EXPLAIN (`ScanReport`): the plan mark
+ *    in a scan's first pickled partition and its keys, and the directory (under Spark's
+ *    files root, which both sides of a task know) a Python reader writes its task's counts to.
  *
  * Only constants live here (values must be plain string literals, one per `val`, for the
  * test's reading); what each side does with them stays in its own module.
@@ -48,6 +51,16 @@ object Protocol {
   val AffinityUnknown = "-"
   val AffinityPreferred = "P"
   val AffinityFallback = "F"
+
+  // A scan's report (`ScanReport`): the plan mark `<mark><hex of TSV>|` in the first pickled
+  // partition, the keys of its descriptive lines (the others are counter names), and the
+  // directory under Spark's files root for the Python readers' task counts
+  val PlanMark = "raptorx-plan|"
+  val PlanTableKey = "plan.table"
+  val PlanPartitionKeysKey = "plan.partition_keys"
+  val PlanSnapshotKey = "plan.snapshot"
+  val PlanTiersKey = "plan.tiers"
+  val TaskCountsDir = "raptorx-task-counts"
 
   // The status byte opening a driver planner's answer (`DriverPlanner`): ok, or an error text
   val PlannerOk = "O"

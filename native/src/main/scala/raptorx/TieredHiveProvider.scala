@@ -10,7 +10,7 @@ import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownA
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonScanBuilder, PythonWriteBuilder}
 import org.apache.spark.sql.execution.datasources.v2.python.raptorx.PlannedPython
-import org.apache.spark.sql.execution.python.raptorx.{Affinity, ArrowColumnarScan}
+import org.apache.spark.sql.execution.python.raptorx.{Affinity, ArrowColumnarScan, ScanFacts}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.sources.{DataSourceRegister, Filter}
 import org.apache.spark.sql.types.StructType
@@ -63,7 +63,8 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
     inferred = None
     new TieredHiveTable(schema, partitioning, created,
       created.flatMap { case (_, c) => TableStatistics.split(c.schema)._2 },
-      created.map { case (_, c) => SourceHints.split(c.schema)._2 }.getOrElse(SourceHints.Empty))
+      created.map { case (_, c) => SourceHints.split(c.schema)._2 }.getOrElse(SourceHints.Empty),
+      properties)
   }
 
   override def supportsExternalMetadata(): Boolean = true
@@ -78,6 +79,16 @@ object TieredHiveProvider {
    * which resolves the read's column names by it (raptorx_py/datasource/column_names.py):
    * the Python worker has no SQLConf. */
   val CaseSensitiveOption: String = Protocol.CaseSensitiveOption
+
+  /** The table a read names (`load("db.t")`: the option `path`, or `table`), as given. */
+  def tableOf(options: util.Map[String, String]): Option[String] = {
+    val lower = new CaseInsensitiveStringMap(options)
+    Option(lower.get("path")).orElse(Option(lower.get("table"))).filter(_.nonEmpty)
+  }
+
+  /** `tiered_hive db.t`, or `tiered_hive` when the read names no table. */
+  def describedName(options: util.Map[String, String]): String =
+    tableOf(options).map(t => s"$PublicName $t").getOrElse(PublicName)
 
   /** `options` plus the session's `spark.sql.caseSensitive`, for creating the Python source. */
   def withCaseSensitivity(options: CaseInsensitiveStringMap): CaseInsensitiveStringMap = {
@@ -126,13 +137,16 @@ class TieredHiveTable(
     tablePartitioning: Array[Transform] = Array.empty,
     inferred: Option[(util.Map[String, String], PythonDataSourceCreationResult)] = None,
     statistics: Option[TableStatistics] = None,
-    hints: SourceHints = SourceHints.Empty)
+    hints: SourceHints = SourceHints.Empty,
+    tableOptions: util.Map[String, String] = util.Collections.emptyMap[String, String]())
     extends Table with SupportsRead with SupportsWrite {
   /** The Python `DataSource` of this read, created once: by `inferSchema`, or by the first
    * scan when the schema was given. Scans with other options create their own. */
   private val created = new AtomicReference(inferred.orNull)
 
-  override def name(): String = TieredHiveProvider.PublicName
+  /** `tiered_hive db.table`: what EXPLAIN and the UI name the scan (`BatchScan <name>`), so
+   * the two sides of a join say which table each reads. */
+  override def name(): String = TieredHiveProvider.describedName(tableOptions)
 
   override def schema(): StructType = tableSchema
 
@@ -142,8 +156,14 @@ class TieredHiveTable(
     util.EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
       TableCapability.TRUNCATE)
 
-  override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder =
-    new TieredHiveScanBuilder(tableSchema, options, pythonSource(options), statistics, hints)
+  override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder = {
+    val started = System.nanoTime()
+    // Creating the Python source (a scan with options of its own) is part of its planning.
+    val source = pythonSource(options)
+    new TieredHiveScanBuilder(tableSchema, options, source, statistics, hints,
+      TieredHiveProvider.tableOf(options.asCaseSensitiveMap()).getOrElse(name()),
+      System.nanoTime() - started)
+  }
 
   private def pythonSource(options: CaseInsensitiveStringMap): PythonDataSourceV2 = {
     val known = created.get()
@@ -214,15 +234,19 @@ class TieredHiveTable(
  * enabled` false (a hint from Python) refuses every aggregation; so does an `AVG` whose
  * rewrite into `SUM`/`COUNT` would answer differently ([[AverageRewrite]]).
  *
- * Next here: limits, preferred locations for input partitions (soft affinity) and custom
- * metrics.
+ * Metrics and EXPLAIN: the scan reports the tiers' work per task and its planning
+ * (`ScanReport`), and describes itself as Spark's `FileScan` does, from the facts known here
+ * (the table, the filters the source evaluates and those left to Spark, the time planning
+ * took) and the plan summary the Python planning sends back.
  */
 class TieredHiveScanBuilder(
     tableSchema: StructType,
     options: CaseInsensitiveStringMap,
     pythonSource: PythonDataSourceV2,
     statistics: Option[TableStatistics] = None,
-    hints: SourceHints = SourceHints.Empty)
+    hints: SourceHints = SourceHints.Empty,
+    tableName: String = TieredHiveProvider.PublicName,
+    creationNanos: Long = 0L)
     extends ScanBuilder with SupportsPushDownFilters with SupportsPushDownRequiredColumns
     with SupportsPushDownAggregates {
   private var filters: Array[Filter] = Array.empty
@@ -263,6 +287,9 @@ class TieredHiveScanBuilder(
   def readSchema(): StructType = requiredSchema
 
   override def build(): Scan = {
+    val started = System.nanoTime()
+    def facts = ScanFacts(tableName, filters.filter(handled).toSeq, filters.filterNot(handled).toSeq,
+      planningMillis = (creationNanos + System.nanoTime() - started) / 1000000L)
     // On a cluster the Python scan also gets the live executors (soft affinity), which
     // takes a Python source created with them: with the driver's planner one callback more
     // per scan, without it one Python worker call more.
@@ -277,10 +304,11 @@ class TieredHiveScanBuilder(
           pythonOptions, Array.empty).map(_._1).getOrElse(
           new PythonScanBuilder(source, TieredHiveProvider.PythonName, schema, pythonOptions)
             .build())
-        new AggregatedScan(new ArrowColumnarScan(python), partial, filters.toSeq)
+        new AggregatedScan(python, partial, facts)
       case None =>
-        new ArrowColumnarScan(pythonScan(source, pythonOptions, requiredSchema),
-          statistics.map(_.forColumns(requiredSchema, tableSchema)))
+        val python = pythonScan(source, pythonOptions, requiredSchema)
+        new ArrowColumnarScan(python, statistics.map(_.forColumns(requiredSchema, tableSchema)),
+          Some(facts))
     }
   }
 
