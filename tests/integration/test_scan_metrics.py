@@ -127,11 +127,16 @@ def test_cold_then_warm_over_s3_each_query_its_own_figures(
     assert cold["partitions after statistics pruning"] == 4  # day 2 holds 1000..1999
     assert _one_scan(spark, table)["remote bytes read"] != "0.0 B"
     nbytes, records = stage_input(spark)
-    assert records == expected_rows, (nbytes, records)
+    # the stage's input: the Parquet bytes the readers read, and the rows the scan returned
+    assert nbytes == c["reader.bytes_read"] > 0 and records == expected_rows, (nbytes, records)
 
     s3_endpoint.reset_stats()
-    assert len(spark.sql(sql).collect()) == expected_rows
+    with counted() as w:
+        assert len(spark.sql(sql).collect()) == expected_rows
     assert s3_endpoint.stats()["total_requests"] == 0
+    # a warm stage reads the fragment entries the JVM served
+    assert stage_input(spark) == (w["fragment_cache.bytes_read"], expected_rows)
+    assert w["fragment_cache.bytes_read"] > 0
     warm = _counts(_one_scan(spark, table))
     assert warm["remote requests"] == 0 and warm["files opened"] == 0
     assert (warm["fragment cache hits"], warm["fragment cache misses"]) == (4, 0)

@@ -107,7 +107,6 @@ class ArrowColumnarReader(factory: PartitionReaderFactory, partition: PythonInpu
   private val countsFile = ScanReport.newTaskCountsFile()
   private var pythonCounts: Map[String, Long] = Map.empty
   private var ended = false
-  ScanReport.addInputBytesAtCompletion(() => pythonCounts)
 
   /** What the Python reader counted for this task (once its stream ended), by counter. */
   def taskCounts: Map[String, Long] = pythonCounts
@@ -154,6 +153,7 @@ class ArrowColumnarReader(factory: PartitionReaderFactory, partition: PythonInpu
         ended = true
         pythonCounts = ScanReport.readTaskCounts(countsFile)
         ScanReport.deleteTaskCounts(countsFile)
+        InputBytes.add(ScanReport.inputBytes(pythonCounts)) // before Spark's last update
       }
       return false
     }

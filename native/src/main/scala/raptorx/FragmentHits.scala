@@ -247,7 +247,6 @@ class FragmentServingReader(
     try Some(FragmentHits.resolve(handoff.cacheDir)) catch { case NonFatal(_) => None }
   private val secret: Option[Array[Byte]] = dir.flatMap(FragmentHits.secret)
   if (secret.isEmpty) counts("fragment_cache.jvm_unavailable") += 1
-  ScanReport.addInputBytesAtCompletion(() => counts)
 
   private var nextSplit = 0 // the next split to look up
   private var entry: ArrowStreamReader = _
@@ -306,6 +305,7 @@ class FragmentServingReader(
           counts("fragment_cache.hits") += 1
           counts("fragment_cache.jvm_hits") += 1
           counts("fragment_cache.bytes_read") += data.length
+          InputBytes.add(data.length.toLong)
           counts("reader.splits_read") += 1
           try Files.setLastModifiedTime(FragmentHits.entryPath(d, key),
             FileTime.fromMillis(System.currentTimeMillis()))

@@ -32,6 +32,9 @@ import org.apache.spark.util.Utils
  *   source evaluates (on partition keys, on data columns) and those left to Spark, the read
  *   schema, a pushed aggregation, the snapshot, the tiers on and the partitions read.
  *
+ * - Stage input bytes ([[InputBytes]]): Spark 4.3 takes a DSv2 scan's input bytes from
+ *   Hadoop's per-thread file system statistics only, so the readers count theirs there.
+ *
  * Every figure belongs to its query: task metrics are per task (pyspark's own "data sent to
  * Python workers" metrics too, which pyspark 4.3 keeps in one object per JVM, so they grow
  * from query to query: each reader here has its own, [[ScanReport.freshPythonMetrics]]).
@@ -159,21 +162,8 @@ object ScanReport {
   def merged(a: collection.Map[String, Long], b: collection.Map[String, Long]): Map[String, Long] =
     (a.keySet ++ b.keySet).iterator.map(k => k -> (a.getOrElse(k, 0L) + b.getOrElse(k, 0L))).toMap
 
-  /** Add what a reader read (`counts`, taken when the task completes) to the task's input
-   * metrics (Spark's stage "input" column). Spark's own scan sets the task's input bytes from
-   * Hadoop's file system statistics at its last update (in its completion listener), which
-   * would overwrite an earlier addition; completion listeners run in reverse order of
-   * registration, and a reader is made before Spark registers its listener, so the one
-   * registered here runs after Spark's last update. */
-  def addInputBytesAtCompletion(counts: () => collection.Map[String, Long]): Unit = {
-    val context = TaskContext.get()
-    if (context == null) return
-    context.addTaskCompletionListener[Unit] { c =>
-      val bytes = sum(counts(), InputBytesCounters)
-      if (bytes > 0) c.taskMetrics().inputMetrics.incBytesRead(bytes)
-    }
-    ()
-  }
+  /** Bytes a task read (per [[InputBytesCounters]]) in `counts`. */
+  def inputBytes(counts: collection.Map[String, Long]): Long = sum(counts, InputBytesCounters)
 
   /** `EXPLAIN`'s lines for a scan, by key (`SupportsMetadata`, as Spark's `FileScan`). */
   def metadata(facts: ScanFacts, readSchema: StructType, plan: PlanReport): Map[String, String] = {
@@ -195,9 +185,11 @@ object ScanReport {
     }.getOrElse(Map.empty)
   }
 
-  /** The one-line form (`df.explain()`): the metadata's keys in order, as `FileScan` does. */
+  /** The one-line form (`df.explain()`): the metadata's keys in order, as `FileScan` does
+   * (a key without a value left out; an empty list kept, `PushedFilters: []`). */
   def description(metadata: Map[String, String]): String =
-    "TieredHiveScan " + metadata.toSeq.sorted.map { case (k, v) => s"$k: $v" }.mkString(", ")
+    "TieredHiveScan " + metadata.toSeq.filter(_._2.nonEmpty).sorted
+      .map { case (k, v) => s"$k: $v" }.mkString(", ")
 
   /** Filters as SQL text (`l_quantity > 45`, `ds = DATE '2021-01-03'`). */
   def describe(filters: Seq[Filter]): String = filters.map(sql).mkString("[", ", ", "]")
@@ -345,4 +337,32 @@ class RaptorxMillisMetric(override val name: String, override val description: S
   def this() = this(null, null)
   override def aggregateTaskMetrics(taskMetrics: Array[Long]): String =
     Utils.msDurationToString(taskMetrics.filter(_ >= 0).sum)
+}
+
+/**
+ * Stage input bytes for Spark's UI. Spark 4.3's DSv2 scan sets a task's input bytes, at each
+ * update and at its last one (when a reader's stream ends, and in its completion listener,
+ * which runs after every listener a reader registers), to what Hadoop's file system
+ * statistics counted on the task's thread since the task started; an addition to the task's
+ * input metrics is overwritten (measured: 0 bytes). So a reader adds what it read, on the
+ * task's thread, to the statistics of a Hadoop file system class of its own
+ * ([[InputBytesFileSystem]], never used to read: Hadoop keeps one statistics object per file
+ * system class, which its `initialize` registers), and Spark's own count picks it up.
+ */
+object InputBytes {
+  private lazy val statistics: Option[org.apache.hadoop.fs.FileSystem.Statistics] =
+    try {
+      val fs = new InputBytesFileSystem()
+      fs.initialize(new java.net.URI("raptorx:///"),
+        new org.apache.hadoop.conf.Configuration(false))
+      Option(fs.bytesRead)
+    } catch { case NonFatal(_) => None }
+
+  /** Count `bytes` as read by the current thread (a task's: call it on the task's thread). */
+  def add(bytes: Long): Unit = if (bytes > 0) statistics.foreach(_.incrementBytesRead(bytes))
+}
+
+/** The file system class whose Hadoop statistics carry raptorx's input bytes ([[InputBytes]]). */
+class InputBytesFileSystem extends org.apache.hadoop.fs.RawLocalFileSystem {
+  def bytesRead: org.apache.hadoop.fs.FileSystem.Statistics = statistics
 }
