@@ -239,3 +239,25 @@ def test_explain_shows_a_pushed_aggregation(spark, tmp_path, s3_table):
     metrics = _one_scan(spark, table)
     assert int(metrics["rows out of the source"]) == 5  # one partial row per split
     assert last_execution_id(spark) >= 0
+
+
+def test_explain_shows_a_managed_tables_write_ids(spark, env):
+    """A managed table's snapshot is its write ids: two appends, the second visible."""
+    name = f"{env.unique_db('scanw')}.m"
+    for lo in (0, 10):
+        spark.range(lo, lo + 10).selectExpr("id AS x").write.format("tiered_hive").mode(
+            "append"
+        ).save(name)
+    df = spark.read.format("tiered_hive").load(name).where("x > 3")
+    plan = _plan(df)
+    assert f"BatchScan tiered_hive {name}[" in plan, plan
+    assert "Snapshot: write ids [2:] (table id " in plan, plan
+    assert df.count() == 16
+
+
+def test_a_misspelled_read_option_gets_a_did_you_mean_through_spark(spark, s3_table):
+    """Issue 28, part 5: as a misspelled property in a file does."""
+    table, props = s3_table
+    reader = spark.read.format("tiered_hive").options(**props)
+    with pytest.raises(Exception, match=r"did you mean 'fragment-result-cache.enabled'\?"):
+        reader.option("raptorx.fragment-result-chache.enabled", "true").load(table)

@@ -7,11 +7,14 @@ from __future__ import annotations
 import pickle
 import threading
 
+import pytest
 from pyspark.sql.datasource import InputPartition
 
 from raptorx_py import jvm_protocol
 from raptorx_py.config import load_settings
 from raptorx_py.datasource import scan_report
+from raptorx_py.datasource.source import resolve_options
+from raptorx_py.errors import ConfigError
 from raptorx_py.metrics import Counters
 
 
@@ -82,3 +85,9 @@ def test_tiers_on_names_each_tier_a_scan_runs_with(tmp_path):
     )
     assert scan_report.tiers_on(settings, "tpch.lineitem") == ["listing", "footer", "fragment"]
     assert scan_report.tiers_on(settings, "sales.events") == ["footer", "fragment"]
+
+
+def test_the_issues_misspelled_option_gets_a_suggestion():
+    """Issue 28's example, ``.option("raptorx.chache...")``: the closest property."""
+    with pytest.raises(ConfigError, match=r"did you mean 'cache.enabled'\?"):
+        resolve_options({}, {"raptorx.chache.enabled": "true"})

@@ -261,14 +261,14 @@ final case class PlanReport(fields: Map[String, String]) {
       k -> v.toLong
   }
 
-  /** "3 of 83 (80 pruned by partition values, 0 by statistics)". */
+  /** "3 of 83 (pruned: 80 by partition values, 0 by statistics); splits: 3, tasks: 2". */
   def partitionsText: Option[String] = counts.get("planner.partitions_total").map { total =>
     val byValue = counts.getOrElse("planner.partitions_pruned_by_value", 0L)
     val byStats = counts.getOrElse("planner.partitions_pruned_by_stats", 0L)
     val splits = counts.getOrElse("planner.splits", 0L)
     val tasks = counts.getOrElse("planner.tasks", 0L)
     s"${total - byValue - byStats} of $total (pruned: $byValue by partition values, " +
-      s"$byStats by statistics); $splits splits in $tasks tasks"
+      s"$byStats by statistics); splits: $splits, tasks: $tasks"
   }
 }
 
