@@ -23,6 +23,10 @@ What crosses, and by which channel:
   ``datasource/aggregation.py`` parses;
 - the metrics plugin's class and Spark conf, and the files Python processes publish their
   counter totals in for it (``metrics.py``, ``session.py``).
+- what a scan reports for Spark's SQL metrics and EXPLAIN (``datasource/scan_report.py``):
+  the plan mark in a scan's first pickled partition and its keys, and the directory (under
+  Spark's files root, which both sides of a task know) a Python reader writes its task's
+  counts to.
 
 Only constants (plain strings) live here, so every layer may import it; what each side does
 with them stays in its own module.
@@ -63,6 +67,16 @@ AFFINITY_UNKNOWN = "-"
 AFFINITY_PREFERRED = "P"
 AFFINITY_PREFERRED_HOST = "H"
 AFFINITY_FALLBACK = "F"
+
+# A scan's report (``datasource/scan_report.py``): the plan mark ``<mark><hex of TSV>|`` in
+# the first pickled partition, the keys of its descriptive lines (the others are counter
+# names), and the directory under Spark's files root for the Python readers' task counts
+PLAN_MARK = "raptorx-plan|"
+PLAN_TABLE_KEY = "plan.table"
+PLAN_PARTITION_KEYS_KEY = "plan.partition_keys"
+PLAN_SNAPSHOT_KEY = "plan.snapshot"
+PLAN_TIERS_KEY = "plan.tiers"
+TASK_COUNTS_DIR = "raptorx-task-counts"
 
 # The status byte opening a driver planner's answer (``DriverPlanner``): ok, or an error text
 PLANNER_OK = "O"

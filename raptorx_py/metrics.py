@@ -28,6 +28,11 @@ Contract and limits:
   because pyspark's jars hold no SQLite driver. Inside ``deferring_flushes`` publishing is
   at most once per ``PUBLISH_INTERVAL`` seconds, the last one within that interval (a
   timer), so the driver's planner does not write a file per scan.
+- A scope (``Counters.open_scope``/``scope``) also collects what the process counts while it
+  is open, apart from the totals and untouched by flushes: what one task read or one scan's
+  planning did, for Spark's SQL metrics (``datasource/scan_report.py``). It collects every
+  thread's counts, so it is exact only while the process serves one task or one planning at
+  a time (a Python worker; the driver's planner, which plans one scan at a time).
 """
 
 from __future__ import annotations
@@ -56,11 +61,38 @@ class Counters:
         self._lock = threading.Lock()
         self._values: Counter[str] = Counter()
         self._totals: Counter[str] = Counter()
+        self._scopes: list[Counter[str]] = []
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:
             self._values[name] += amount
             self._totals[name] += amount
+            for scope in self._scopes:
+                scope[name] += amount
+
+    def open_scope(self) -> Counter[str]:
+        """A new scope: every count added from now until ``close_scope`` is also added to the
+        returned ``Counter``."""
+        scope: Counter[str] = Counter()
+        with self._lock:
+            self._scopes.append(scope)
+        return scope
+
+    def close_scope(self, scope: Counter[str]) -> dict[str, int]:
+        """Stop collecting into ``scope`` (closing it twice is harmless); what it collected."""
+        with self._lock:
+            # By identity: two scopes that counted the same are equal Counters.
+            self._scopes = [s for s in self._scopes if s is not scope]
+            return dict(scope)
+
+    @contextmanager
+    def scope(self) -> Iterator[Counter[str]]:
+        """``with counters.scope() as counted:``: what the process counts in the block."""
+        scope = self.open_scope()
+        try:
+            yield scope
+        finally:
+            self.close_scope(scope)
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:

@@ -375,6 +375,8 @@ class BlockCacheFile(io.RawIOBase):
         counters.add("block_cache.misses", last - first + 1)
         counters.add("block_cache.remote_requests")
         counters.add("block_cache.bytes_from_remote", len(data))
+        counters.add("storage.remote_requests")
+        counters.add("storage.remote_bytes", len(data))
         end = start + len(dest)
         for index in range(first, last + 1):
             lo, hi, block_start, block_end = self._span(index, start, end)

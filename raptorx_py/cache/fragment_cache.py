@@ -257,6 +257,7 @@ class FragmentCache:
         except OSError:
             counters.add("fragment_cache.touch_failed")
         counters.add("fragment_cache.hits")
+        counters.add("fragment_cache.bytes_read", len(data))
         return batches
 
     def _decode(self, key: bytes, data: bytes):

@@ -50,6 +50,14 @@ from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.datasource.query_snapshots import query_token, snapshot_for_query
 from raptorx_py.datasource.read_spec import ReadSpec, read_specs
 from raptorx_py.datasource.scan import read_split
+from raptorx_py.datasource.scan_report import (
+    mark_plan,
+    plan_mark,
+    snapshot_text,
+    task_counts_path,
+    tiers_on,
+    write_task_counts,
+)
 from raptorx_py.datasource.writer import TieredHiveWriter
 from raptorx_py.error_report import short_worker_errors
 from raptorx_py.errors import ConfigError, SchemaError, did_you_mean, raise_config_errors
@@ -287,6 +295,9 @@ class TieredHiveReader(DataSourceReader):
         self.settings = settings
         self.pushdown = pushdown
         self.executors = tuple(executors)
+        # What this scan's planning counts, from its snapshot to its partitions, for the
+        # provider's driver metrics (scan_report.py); not pickled (__getstate__).
+        self._planning = _open_planning_scope()
 
         def snapshot_and_table(cache):
             snapshot = cache.snapshot([f"{database}.{table_name}"])
@@ -321,6 +332,13 @@ class TieredHiveReader(DataSourceReader):
         self.predicates: list = []
         if self.aggregation is not None:
             self._take_aggregation_filters(self.aggregation)
+
+    def __getstate__(self):
+        # The reader is pickled for the executors between pushFilters and partitions():
+        # the planning's counts stay here.
+        state = dict(self.__dict__)
+        state.pop("_planning", None)
+        return state
 
     def _use_query_snapshot(self, token: str) -> None:
         """Read under the snapshot the query's first scan of this table recorded
@@ -420,9 +438,27 @@ class TieredHiveReader(DataSourceReader):
                             [spec.key for spec in task],
                         ),
                     )
+            if self.pushdown:  # behind the native provider, which reads the plan's mark
+                if not partitions:  # pyspark's own placeholder would carry no mark
+                    partitions = [InputPartition(None)]
+                mark_plan(partitions[0], self._plan_mark())
             return partitions
         finally:
+            _close_planning_scope(getattr(self, "_planning", None))
             metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)
+
+    def _plan_mark(self) -> str:
+        """The plan summary the provider shows in the scan's driver metrics and EXPLAIN."""
+        planning = getattr(self, "_planning", None)
+        counts = dict(planning) if planning is not None else {}
+        name = self.table.qualified_name
+        return plan_mark(
+            name,
+            [k.name for k in self.table.partition_keys],
+            snapshot_text(self.snapshot, self.table),
+            tiers_on(self.settings, name),
+            counts,
+        )
 
     def _result_schema(self):
         """The Arrow schema of what a split hands to Spark: its rows, or its partial
@@ -438,6 +474,9 @@ class TieredHiveReader(DataSourceReader):
                 if empty is not None:
                     yield empty
             return
+        # This task's counts, handed back to the provider for Spark's SQL metrics.
+        counts_path = task_counts_path()
+        task_counts = counters.open_scope()
         counters.add("reader.python_tasks")
         try:
             fill = count_placement(partition)
@@ -448,12 +487,16 @@ class TieredHiveReader(DataSourceReader):
             for spec, by_jvm in zip(task, served):
                 if by_jvm:  # the JVM served it from this executor's cache (FragmentHits)
                     continue
+                counters.add("reader.splits_read")
                 for batch in self._split_result(spec, fill, fragments):
                     counters.add("reader.rows_to_spark", batch.num_rows)
                     if self.output_names is not None:
                         batch = batch.rename_columns(self.output_names)
                     yield batch
         finally:
+            counted = counters.close_scope(task_counts)
+            if counts_path is not None:
+                write_task_counts(counts_path, counted)
             metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)
 
     def _split_result(self, spec: ReadSpec, fill: bool, fragments):
@@ -494,6 +537,29 @@ class TieredHiveReader(DataSourceReader):
             fragments.put(key, spec.output_schema, kept)
         else:
             counters.add("fragment_cache.too_large")
+
+
+#: The planning scope of the scan being planned in this process (planning is one scan at a
+#: time: a planning worker, or the driver's planner under its lock).
+_planning_scope: list = []
+
+
+def _open_planning_scope():
+    """A counters scope for a scan's planning; one left open by a planning that failed before
+    ``partitions()`` is closed first, so abandoned scopes do not pile up."""
+    while _planning_scope:
+        counters.close_scope(_planning_scope.pop())
+    scope = counters.open_scope()
+    _planning_scope.append(scope)
+    return scope
+
+
+def _close_planning_scope(scope) -> None:
+    if scope is None:
+        return
+    counters.close_scope(scope)
+    # By identity: two scopes that counted the same are equal Counters.
+    _planning_scope[:] = [s for s in _planning_scope if s is not scope]
 
 
 def count_placement(partition) -> bool:

@@ -143,13 +143,16 @@ def _s3_fs(endpoint, key, secret, region, path_style, connect_timeout, socket_ti
 class CountingFile(io.RawIOBase):
     """A read-only view of an fsspec file that counts reads and bytes for the reader tier.
 
-    Counts ``reader.read_calls`` and ``reader.bytes_read``; everything else is passed
-    through. The wrapped file is closed with this one.
+    Counts ``reader.read_calls`` and ``reader.bytes_read``; with ``remote`` (the file is the
+    store's own, not the block cache's) also ``storage.remote_requests`` and
+    ``storage.remote_bytes``, which the block cache counts itself for what it fetches.
+    Everything else is passed through. The wrapped file is closed with this one.
     """
 
-    def __init__(self, raw):
+    def __init__(self, raw, remote: bool = False):
         super().__init__()
         self._raw = raw
+        self._remote = remote
 
     def readable(self) -> bool:
         return True
@@ -167,6 +170,9 @@ class CountingFile(io.RawIOBase):
         data = self._raw.read(size)
         counters.add("reader.read_calls")
         counters.add("reader.bytes_read", len(data))
+        if self._remote:
+            counters.add("storage.remote_requests")
+            counters.add("storage.remote_bytes", len(data))
         return data
 
     def readinto(self, buffer) -> int:

@@ -93,7 +93,10 @@ def open_parquet(
     except Exception as e:
         raise translate_storage_error(e, url) from e
     counters.add("reader.files_opened")
-    handle = CountingFile(raw)
+    # Reads through an enabled block cache reach the store only for its misses, which it
+    # counts as remote itself.
+    through_cache = isinstance(fs, OpensListedVersions) and fs.enabled
+    handle = CountingFile(raw, remote=not through_cache)
     try:
         if metadata is None and footer is not None:
             metadata = footer(lambda: pq.read_metadata(handle))

@@ -89,7 +89,7 @@ def test_dataframe_select_and_where(spark, wide, counted):
 def test_explain_shows_the_pruned_schema(spark, wide):
     df = spark.read.format("tiered_hive").load(wide).select("qty", "id").where("qty > 1")
     plan = df._jdf.queryExecution().executedPlan().toString()
-    scanned = re.search(r"BatchScan tiered_hive\[([^\]]*)\]", plan).group(1)
+    scanned = re.search(r"BatchScan tiered_hive \S+\[([^\]]*)\]", plan).group(1)
     assert [a.split("#")[0] for a in scanned.split(", ")] == ["id", "qty"]
     # The reader evaluates this filter exactly and says so: Spark does not re-apply it.
     assert "Filter (" not in plan and "isnotnull(qty" not in plan

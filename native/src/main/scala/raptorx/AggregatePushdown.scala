@@ -1,14 +1,13 @@
 package raptorx
 
-import java.util.OptionalLong
 
 import scala.util.Try
 
 import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, Expression => CatalystExpression, Literal => CatalystLiteral, Multiply, Subtract}
 import org.apache.spark.sql.connector.expressions.{Cast => V2Cast, Expression => V2Expression, GeneralScalarExpression, Literal => V2Literal, NamedReference}
 import org.apache.spark.sql.connector.expressions.aggregate.{Aggregation, Avg, Count, CountStar, Max, Min, Sum}
-import org.apache.spark.sql.connector.metric.{CustomMetric, CustomTaskMetric}
-import org.apache.spark.sql.connector.read.{Batch, Scan, Statistics, SupportsReportStatistics}
+import org.apache.spark.sql.connector.read.Scan
+import org.apache.spark.sql.execution.python.raptorx.{ArrowColumnarScan, ScanFacts}
 import org.apache.spark.sql.sources
 import org.apache.spark.sql.types._
 
@@ -162,10 +161,12 @@ case class PartialAggregation(
     StructType(first.copy(metadata = meta) +: partialSchema.tail)
   }
 
-  /** As Spark's own sources show a pushed aggregation in `EXPLAIN`. */
-  def description: String =
-    s"PushedAggregates: [${aggregation.aggregateExpressions().map(_.describe()).mkString(", ")}], " +
-      s"PushedGroupByExpressions: [${aggregation.groupByExpressions().map(_.describe()).mkString(", ")}]"
+  /** As Spark's own sources show a pushed aggregation in `EXPLAIN`: the aggregates, and the
+   * group-by expressions. */
+  def aggregatesText: String =
+    aggregation.aggregateExpressions().map(_.describe()).mkString("[", ", ", "]")
+  def groupByText: String =
+    aggregation.groupByExpressions().map(_.describe()).mkString("[", ", ", "]")
 }
 
 object PartialAggregation {
@@ -369,18 +370,11 @@ private object Json {
 /**
  * The scan of a pushed partial aggregation: the columnar Python scan whose reader returns the
  * partial rows; its schema is the partial schema (without the aggregation it carried to
- * Python) and its description names what was pushed, as `EXPLAIN` shows it.
+ * Python), its size unknown, and its `EXPLAIN` names what was pushed (`PushedAggregates`,
+ * `PushedGroupByExpressions`) with the rest of the scan's facts (`ScanReport.metadata`).
  */
-class AggregatedScan(inner: Scan, partial: PartialAggregation, filters: Seq[sources.Filter])
-    extends Scan with SupportsReportStatistics {
+class AggregatedScan(python: Scan, partial: PartialAggregation, facts: ScanFacts)
+    extends ArrowColumnarScan(python, None,
+      Some(facts.copy(aggregation = Some((partial.aggregatesText, partial.groupByText))))) {
   override def readSchema(): StructType = partial.partialSchema
-  override def description(): String =
-    s"${inner.description()} ${partial.description}, PushedFilters: [${filters.mkString(", ")}]"
-  override def toBatch: Batch = inner.toBatch
-  override def estimateStatistics(): Statistics = new Statistics {
-    override def sizeInBytes(): OptionalLong = OptionalLong.empty()
-    override def numRows(): OptionalLong = OptionalLong.empty()
-  }
-  override def supportedCustomMetrics(): Array[CustomMetric] = inner.supportedCustomMetrics()
-  override def reportDriverMetrics(): Array[CustomTaskMetric] = inner.reportDriverMetrics()
 }

@@ -7,8 +7,9 @@ import org.apache.spark.api.python.ChainedPythonFunctions
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.connector.metric.{CustomMetric, CustomTaskMetric}
 import org.apache.spark.sql.connector.read.{Batch, InputPartition, PartitionReader, PartitionReaderFactory, Scan, Statistics, SupportsReportStatistics}
-import org.apache.spark.sql.execution.datasources.v2.python.{PythonCustomMetric, PythonInputPartition, UserDefinedPythonDataSource}
+import org.apache.spark.sql.execution.datasources.v2.python.{PythonInputPartition, UserDefinedPythonDataSource}
 import org.apache.spark.sql.execution.python.{ArrowPythonRunner, BatchedPythonArrowInput, MapInBatchEvaluatorFactory}
+import org.apache.spark.sql.internal.connector.SupportsMetadata
 import org.apache.spark.sql.types.{DataType, Decimal, DecimalType, StructField, StructType}
 import org.apache.spark.sql.vectorized.{ArrowColumnVector, ColumnVector, ColumnarArray, ColumnarBatch, ColumnarMap}
 import org.apache.spark.unsafe.types.UTF8String
@@ -33,15 +34,30 @@ import org.apache.spark.unsafe.types.UTF8String
  * (`SQLConf.pysparkArrowValidateSchema`) is not repeated: the Python
  * reader casts every batch to the schema it was given.
  */
-class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None)
-    extends Scan with SupportsReportStatistics {
+class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
+    facts: Option[ScanFacts] = None)
+    extends Scan with SupportsReportStatistics with SupportsMetadata {
   override def readSchema(): StructType = raptorx.QueryToken.untag(inner.readSchema())
   /** What the scan builder estimated (`raptorx.TableStatistics`), else unknown. */
   override def estimateStatistics(): Statistics = statistics.getOrElse(ArrowColumnarScan.Unknown)
-  override def description(): String = inner.description()
   override def toBatch: Batch = new ArrowColumnarBatch(inner.toBatch)
-  override def supportedCustomMetrics(): Array[CustomMetric] = inner.supportedCustomMetrics()
-  override def reportDriverMetrics(): Array[CustomTaskMetric] = inner.reportDriverMetrics()
+
+  /** The plan summary the Python planning put in the first partition ([[PlanReport]]): the
+   * partitions are planned already (one planning per scan), so this reads them, nothing more. */
+  private lazy val plan: PlanReport = PlanReport.of(inner.toBatch.planInputPartitions().toSeq)
+
+  /** `EXPLAIN`'s lines ([[ScanReport.metadata]]); pyspark's own description without facts. */
+  override def getMetaData(): Map[String, String] =
+    facts.map(ScanReport.metadata(_, readSchema(), plan)).getOrElse(Map.empty)
+  override def description(): String =
+    if (facts.isEmpty) inner.description() else ScanReport.description(getMetaData())
+
+  /** pyspark's Python runner metrics (made per reader, so per query: see
+   * [[ScanReport.freshPythonMetrics]]) and the tiers' task and driver metrics. */
+  override def supportedCustomMetrics(): Array[CustomMetric] =
+    inner.supportedCustomMetrics() ++ ScanReport.supportedMetrics
+  override def reportDriverMetrics(): Array[CustomTaskMetric] =
+    ScanReport.driverValues(plan, facts.map(_.planningMillis).getOrElse(0L))
 }
 
 object ArrowColumnarScan {
@@ -84,7 +100,16 @@ class ArrowColumnarReader(factory: PartitionReaderFactory, partition: PythonInpu
 
   private val source = ReaderFactory.source.get[UserDefinedPythonDataSource](factory)
   private val outputSchema = ReaderFactory.outputSchema.get[StructType](factory)
-  private val metrics = PythonCustomMetric.pythonMetrics
+  // This reader's own (pyspark's are one map per JVM: they would sum every query's).
+  private val metrics = ScanReport.freshPythonMetrics()
+  // Where the Python worker writes the task's counts at the end of its read (raptorx_py's
+  // scan_report.py), made before the runner starts it.
+  private val countsFile = ScanReport.newTaskCountsFile()
+  private var pythonCounts: Map[String, Long] = Map.empty
+  private var ended = false
+
+  /** What the Python reader counted for this task (once its stream ended), by counter. */
+  def taskCounts: Map[String, Long] = pythonCounts
 
   private val batches: Iterator[ColumnarBatch] = {
     val evaluator: MapInBatchEvaluatorFactory = source.createMapInBatchEvaluatorFactory(
@@ -123,17 +148,30 @@ class ArrowColumnarReader(factory: PartitionReaderFactory, partition: PythonInpu
   private var current: ColumnarBatch = _
 
   override def next(): Boolean = {
-    if (!batches.hasNext) return false
+    if (!batches.hasNext) {
+      if (!ended) { // the Python read ended, so its counts are written
+        ended = true
+        pythonCounts = ScanReport.readTaskCounts(countsFile)
+        ScanReport.deleteTaskCounts(countsFile)
+        InputBytes.add(ScanReport.inputBytes(pythonCounts)) // before Spark's last update
+      }
+      return false
+    }
     current = batches.next()
     true
   }
 
   override def get(): ColumnarBatch = current
 
-  override def close(): Unit = () // the runner releases its Arrow memory when the task ends
+  // The runner releases its Arrow memory when the task ends.
+  override def close(): Unit = ScanReport.deleteTaskCounts(countsFile)
+
+  /** pyspark's Python runner metrics, without the tiers' (see [[currentMetricsValues]]). */
+  def pythonMetricValues: Array[CustomTaskMetric] =
+    source.createPythonTaskMetrics(metrics.map { case (k, v) => k -> v.value })
 
   override def currentMetricsValues(): Array[CustomTaskMetric] =
-    source.createPythonTaskMetrics(metrics.map { case (k, v) => k -> v.value })
+    pythonMetricValues ++ ScanReport.taskValues(pythonCounts)
 }
 
 object ArrowColumnarReader {

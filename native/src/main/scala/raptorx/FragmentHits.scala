@@ -254,7 +254,7 @@ class FragmentServingReader(
 
   private var nextSplit = 0 // the next split to look up
   private var entry: ArrowStreamReader = _
-  private var python: PartitionReader[ColumnarBatch] = _
+  private var python: ArrowColumnarReader = _
   private var current: ColumnarBatch = _
 
   override def next(): Boolean = {
@@ -308,6 +308,9 @@ class FragmentServingReader(
           served += i
           counts("fragment_cache.hits") += 1
           counts("fragment_cache.jvm_hits") += 1
+          counts("fragment_cache.bytes_read") += data.length
+          InputBytes.add(data.length.toLong)
+          counts("reader.splits_read") += 1
           try Files.setLastModifiedTime(FragmentHits.entryPath(d, key),
             FileTime.fromMillis(System.currentTimeMillis()))
           catch { case NonFatal(_) => counts("fragment_cache.touch_failed") += 1 }
@@ -346,6 +349,9 @@ class FragmentServingReader(
     }
   }
 
+  /** The tiers' task metrics (the JVM's counts and, when it ran, the Python reader's) and
+   * pyspark's Python runner metrics when the Python reader ran. */
   override def currentMetricsValues(): Array[CustomTaskMetric] =
-    if (python == null) Array.empty else python.currentMetricsValues()
+    if (python == null) ScanReport.taskValues(counts)
+    else python.pythonMetricValues ++ ScanReport.taskValues(ScanReport.merged(counts, python.taskCounts))
 }

@@ -21,6 +21,9 @@ package raptorx
  *    (`PartialAggregation`) and `raptorx_py.datasource.aggregation` parses;
  *  - the metrics plugin's class and Spark conf, and the files Python processes publish their
  *    counter totals in for it (`CacheMetricsPlugin`, `raptorx_py.metrics`).
+ *  - what a scan reports for Spark's SQL metrics and EXPLAIN (`ScanReport`): the plan mark
+ *    in a scan's first pickled partition and its keys, and the directory (under Spark's
+ *    files root, which both sides of a task know) a Python reader writes its task's counts to.
  *
  * Only constants live here (values must be plain string literals, one per `val`, for the
  * test's reading); what each side does with them stays in its own module.
@@ -60,6 +63,16 @@ object Protocol {
   /** On another executor of the preferred executor's host, whose caches it shares. */
   val AffinityPreferredHost = "H"
   val AffinityFallback = "F"
+
+  // A scan's report (`ScanReport`): the plan mark `<mark><hex of TSV>|` in the first pickled
+  // partition, the keys of its descriptive lines (the others are counter names), and the
+  // directory under Spark's files root for the Python readers' task counts
+  val PlanMark = "raptorx-plan|"
+  val PlanTableKey = "plan.table"
+  val PlanPartitionKeysKey = "plan.partition_keys"
+  val PlanSnapshotKey = "plan.snapshot"
+  val PlanTiersKey = "plan.tiers"
+  val TaskCountsDir = "raptorx-task-counts"
 
   // The status byte opening a driver planner's answer (`DriverPlanner`): ok, or an error text
   val PlannerOk = "O"

@@ -10,7 +10,7 @@ import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownA
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonScanBuilder, PythonWriteBuilder}
 import org.apache.spark.sql.execution.datasources.v2.python.raptorx.PlannedPython
-import org.apache.spark.sql.execution.python.raptorx.{Affinity, ArrowColumnarScan}
+import org.apache.spark.sql.execution.python.raptorx.{Affinity, ArrowColumnarScan, ScanFacts}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.sources.{DataSourceRegister, Filter}
 import org.apache.spark.sql.types.StructType
@@ -65,7 +65,8 @@ class TieredHiveProvider extends TableProvider with DataSourceRegister {
       created.flatMap { case (_, c) => TableStatistics.split(c.schema)._2 },
       created.map { case (_, c) =>
         SourceHints.split(TableDescription.split(c.schema)._1)._2
-      }.getOrElse(SourceHints.Empty))
+      }.getOrElse(SourceHints.Empty),
+      tableName = TieredHiveProvider.describedName(properties))
   }
 
   override def supportsExternalMetadata(): Boolean = true
@@ -80,6 +81,16 @@ object TieredHiveProvider {
    * which resolves the read's column names by it (raptorx_py/datasource/column_names.py):
    * the Python worker has no SQLConf. */
   val CaseSensitiveOption: String = Protocol.CaseSensitiveOption
+
+  /** The table a read names (`load("db.t")`: the option `path`, or `table`), as given. */
+  def tableOf(options: util.Map[String, String]): Option[String] = {
+    val lower = new CaseInsensitiveStringMap(options)
+    Option(lower.get("path")).orElse(Option(lower.get("table"))).filter(_.nonEmpty)
+  }
+
+  /** `tiered_hive db.t`, or `tiered_hive` when the read names no table. */
+  def describedName(options: util.Map[String, String]): String =
+    tableOf(options).map(t => s"$PublicName $t").getOrElse(PublicName)
 
   /** `options` plus the session's `spark.sql.caseSensitive`, for creating the Python source. */
   def withCaseSensitivity(options: CaseInsensitiveStringMap): CaseInsensitiveStringMap = {
@@ -149,6 +160,9 @@ class TieredHiveTable(
   private val createdWithExecutors =
     new AtomicReference[(util.Map[String, String], PythonDataSourceCreationResult)]()
 
+  /** What EXPLAIN and the UI name the scan (`BatchScan <name>`), so the two sides of a join
+   * say which table each reads: `tiered_hive db.table` for a `load()`, the catalog's name of
+   * the table (`raptorx.db.table`) for a catalog's table. */
   override def name(): String = tableName
 
   override def properties(): util.Map[String, String] = tableProperties
@@ -162,9 +176,14 @@ class TieredHiveTable(
       TableCapability.TRUNCATE)
 
   override def newScanBuilder(scanOptions: CaseInsensitiveStringMap): ScanBuilder = {
+    val started = System.nanoTime()
     val options = withTableOptions(scanOptions)
-    new TieredHiveScanBuilder(tableSchema, options, pythonSource(options), statistics, hints,
-      pythonSourceWithExecutors)
+    // Creating the Python source (a scan with options of its own) is part of its planning.
+    val source = pythonSource(options)
+    new TieredHiveScanBuilder(tableSchema, options, source, statistics, hints,
+      pythonSourceWithExecutors,
+      TieredHiveProvider.tableOf(options.asCaseSensitiveMap()).getOrElse(name()),
+      System.nanoTime() - started)
   }
 
   private def pythonSourceWithExecutors(options: CaseInsensitiveStringMap): PythonDataSourceV2 = {
@@ -265,8 +284,10 @@ class TieredHiveTable(
  * enabled` false (a hint from Python) refuses every aggregation; so does an `AVG` whose
  * rewrite into `SUM`/`COUNT` would answer differently ([[AverageRewrite]]).
  *
- * Next here: limits, preferred locations for input partitions (soft affinity) and custom
- * metrics.
+ * Metrics and EXPLAIN: the scan reports the tiers' work per task and its planning
+ * (`ScanReport`), and describes itself as Spark's `FileScan` does, from the facts known here
+ * (the table, the filters the source evaluates and those left to Spark, the time planning
+ * took) and the plan summary the Python planning sends back.
  */
 class TieredHiveScanBuilder(
     tableSchema: StructType,
@@ -275,7 +296,9 @@ class TieredHiveScanBuilder(
     statistics: Option[TableStatistics] = None,
     hints: SourceHints = SourceHints.Empty,
     withExecutorsSource: CaseInsensitiveStringMap => PythonDataSourceV2 =
-      _ => TieredHiveProvider.freshPythonSource())
+      _ => TieredHiveProvider.freshPythonSource(),
+    tableName: String = TieredHiveProvider.PublicName,
+    creationNanos: Long = 0L)
     extends ScanBuilder with SupportsPushDownFilters with SupportsPushDownRequiredColumns
     with SupportsPushDownAggregates {
   private var filters: Array[Filter] = Array.empty
@@ -316,6 +339,9 @@ class TieredHiveScanBuilder(
   def readSchema(): StructType = requiredSchema
 
   override def build(): Scan = {
+    val started = System.nanoTime()
+    def facts = ScanFacts(tableName, filters.filter(handled).toSeq, filters.filterNot(handled).toSeq,
+      planningMillis = (creationNanos + System.nanoTime() - started) / 1000000L)
     // On a cluster the Python scan also gets the live executors (soft affinity), which
     // takes a Python source created with them: the table keeps it while the executors stay
     // the same, so only the first scan after a change creates it (with the driver's
@@ -330,10 +356,11 @@ class TieredHiveScanBuilder(
           pythonOptions, Array.empty).map(_._1).getOrElse(
           new PythonScanBuilder(source, TieredHiveProvider.PythonName, schema, pythonOptions)
             .build())
-        new AggregatedScan(new ArrowColumnarScan(python), partial, filters.toSeq)
+        new AggregatedScan(python, partial, facts)
       case None =>
-        new ArrowColumnarScan(pythonScan(source, pythonOptions, requiredSchema),
-          statistics.map(_.forColumns(requiredSchema, tableSchema)))
+        val python = pythonScan(source, pythonOptions, requiredSchema)
+        new ArrowColumnarScan(python, statistics.map(_.forColumns(requiredSchema, tableSchema)),
+          Some(facts))
     }
   }
 

@@ -1,0 +1,368 @@
+package org.apache.spark.sql.execution.python.raptorx
+
+import java.nio.charset.StandardCharsets.{US_ASCII, UTF_8}
+import java.nio.file.{Files, Path, Paths}
+import java.util.Locale
+
+import scala.util.control.NonFatal
+
+import org.apache.spark.{SparkFiles, TaskContext}
+import org.apache.spark.sql.connector.metric.{CustomMetric, CustomTaskMetric}
+import org.apache.spark.sql.connector.read.InputPartition
+import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
+import org.apache.spark.sql.sources.Filter
+import org.apache.spark.sql.types.StructType
+import org.apache.spark.util.Utils
+
+/**
+ * What a `tiered_hive` scan shows in Spark's UI, its REST API and `EXPLAIN`: raptorx_py's
+ * `datasource/scan_report.py` is the Python half.
+ *
+ * - Task metrics ([[ScanReport.TaskMetrics]]), summed by Spark over the scan's tasks: each
+ *   is a sum of raptorx counters counted while the task read, the JVM's own (the fragment
+ *   hits it serves, `FragmentServingReader`) plus the Python reader's, which it writes to
+ *   the task's file under Spark's files root ([[ScanReport.newTaskCountsFile]], read back by
+ *   [[ScanReport.readTaskCounts]] when the Python stream ends, before Spark takes the task's
+ *   last values).
+ * - Driver metrics ([[ScanReport.DriverMetrics]]): the planning time the provider measured
+ *   around its one planning call, and what the Python planning counted (partitions, metastore
+ *   round trips, listing cache hits), read from the plan mark in the scan's first pickled
+ *   partition ([[PlanReport]]).
+ * - `EXPLAIN` ([[ScanReport.metadata]]): in the style of Spark's `FileScan`, the filters the
+ *   source evaluates (on partition keys, on data columns) and those left to Spark, the read
+ *   schema, a pushed aggregation, the snapshot, the tiers on and the partitions read.
+ *
+ * - Stage input bytes ([[InputBytes]]): Spark 4.3 takes a DSv2 scan's input bytes from
+ *   Hadoop's per-thread file system statistics only, so the readers count theirs there.
+ *
+ * Every figure belongs to its query: task metrics are per task (pyspark's own "data sent to
+ * Python workers" metrics too, which pyspark 4.3 keeps in one object per JVM, so they grow
+ * from query to query: each reader here has its own, [[ScanReport.freshPythonMetrics]]).
+ */
+object ScanReport {
+  /** A metric of the node: its name, what the UI shows, how it sums, and the raptorx
+   * counters it adds up. */
+  final case class Metric(name: String, description: String, kind: String, counters: Seq[String]) {
+    def custom: CustomMetric = kind match {
+      case "bytes" => new RaptorxBytesMetric(name, description)
+      case "millis" => new RaptorxMillisMetric(name, description)
+      case _ => new RaptorxCountMetric(name, description)
+    }
+  }
+
+  val TaskMetrics: Seq[Metric] = Seq(
+    Metric("raptorxSplitsRead", "splits read", "count", Seq("reader.splits_read")),
+    Metric("raptorxFragmentHits", "fragment cache hits", "count", Seq("fragment_cache.hits")),
+    Metric("raptorxFragmentMisses", "fragment cache misses", "count",
+      Seq("fragment_cache.misses")),
+    Metric("raptorxBlockHits", "block cache hits", "count", Seq("block_cache.hits")),
+    Metric("raptorxBlockMisses", "block cache misses", "count", Seq("block_cache.misses")),
+    Metric("raptorxBlockBytes", "block cache bytes read", "bytes",
+      Seq("block_cache.bytes_from_cache")),
+    Metric("raptorxFooterHits", "footer cache hits", "count",
+      Seq("footer_cache.hits_memory", "footer_cache.hits_disk")),
+    Metric("raptorxFooterMisses", "footer cache misses", "count", Seq("footer_cache.misses")),
+    Metric("raptorxRemoteRequests", "remote requests", "count", Seq("storage.remote_requests")),
+    Metric("raptorxRemoteBytes", "remote bytes read", "bytes", Seq("storage.remote_bytes")),
+    Metric("raptorxFilesOpened", "files opened", "count", Seq("reader.files_opened")),
+    Metric("raptorxRowsOut", "rows out of the source", "count", Seq("reader.rows_to_spark")))
+
+  val PlanningTime: Metric = Metric("raptorxPlanningTime", "planning time", "millis", Seq.empty)
+  val DriverMetrics: Seq[Metric] = Seq(
+    PlanningTime,
+    Metric("raptorxPartitionsTotal", "partitions in the table", "count",
+      Seq("planner.partitions_total")),
+    Metric("raptorxPartitionsAfterPartitionPruning", "partitions after partition pruning",
+      "count", Seq.empty),
+    Metric("raptorxPartitionsAfterStatsPruning", "partitions after statistics pruning",
+      "count", Seq.empty),
+    Metric("raptorxMetastoreRoundTrips", "metastore round trips", "count",
+      Seq("metastore.round_trips")),
+    Metric("raptorxListingCacheHits", "listing cache hits", "count", Seq("listing_cache.hits")))
+
+  /** Bytes a task read, for Spark's stage input metrics: Parquet bytes (from the store or
+   * the block cache) and fragment entries served. */
+  val InputBytesCounters: Seq[String] = Seq("reader.bytes_read", "fragment_cache.bytes_read")
+
+  def supportedMetrics: Array[CustomMetric] = (TaskMetrics ++ DriverMetrics).map(_.custom).toArray
+
+  private def sum(counts: collection.Map[String, Long], names: Seq[String]): Long =
+    names.map(n => counts.getOrElse(n, 0L)).sum
+
+  /** The task metrics' values for a task's `counts` (missing counters are 0). */
+  def taskValues(counts: collection.Map[String, Long]): Array[CustomTaskMetric] =
+    TaskMetrics.map(m => value(m.name, sum(counts, m.counters))).toArray
+
+  /** The driver metrics of a scan planned in `planningMillis` as `plan` reports. */
+  def driverValues(plan: PlanReport, planningMillis: Long): Array[CustomTaskMetric] = {
+    val c = plan.counts
+    val total = c.getOrElse("planner.partitions_total", 0L)
+    val afterValues = total - c.getOrElse("planner.partitions_pruned_by_value", 0L)
+    val afterStats = total - c.getOrElse("planner.partitions_pruned", 0L)
+    DriverMetrics.map {
+      case m if m == PlanningTime => value(m.name, planningMillis)
+      case m if m.name == "raptorxPartitionsAfterPartitionPruning" => value(m.name, afterValues)
+      case m if m.name == "raptorxPartitionsAfterStatsPruning" => value(m.name, afterStats)
+      case m => value(m.name, sum(c, m.counters))
+    }.toArray
+  }
+
+  private def value(n: String, v: Long): CustomTaskMetric = new CustomTaskMetric {
+    override def name(): String = n
+    override def value(): Long = v
+  }
+
+  /** pyspark's Python runner metrics ("data sent to Python workers" ...), new for one reader:
+   * pyspark's `PythonCustomMetric.pythonMetrics` is one map per JVM, never reset. */
+  def freshPythonMetrics(): Map[String, org.apache.spark.sql.execution.metric.SQLMetric] =
+    org.apache.spark.sql.execution.datasources.v2.python.PythonCustomMetric.pythonMetrics.map {
+      case (k, m) => k -> new org.apache.spark.sql.execution.metric.SQLMetric(m.metricType, -1L)
+    }
+
+  /** The file for the Python reader's counts of this task: `<Spark's files root>/raptorx-
+   * task-counts/<task attempt id>.tsv`. Both sides of the task know the root (the JVM sends
+   * it to the Python worker with the task: pyspark's `SparkFiles.getRootDirectory()`), and
+   * the attempt id is the JVM's, unique in it; the directory is made here, so a Python reader
+   * without this provider finds none and writes nothing. A reader reads and deletes the file
+   * when its Python stream ends, so a second reader in the same task starts clean. None
+   * outside a task or when the directory cannot be made (the figures are then missing, the
+   * read goes on). */
+  def newTaskCountsFile(): Option[Path] = {
+    val context = TaskContext.get()
+    if (context == null) return None
+    try {
+      val dir = Paths.get(SparkFiles.getRootDirectory()).resolve(raptorx.Protocol.TaskCountsDir)
+      Files.createDirectories(dir)
+      val file = dir.resolve(s"${context.taskAttemptId()}.tsv")
+      Files.deleteIfExists(file)
+      Some(file)
+    } catch { case NonFatal(_) => None }
+  }
+
+  /** The counts the Python reader wrote to `file` (`<name>\t<value>` lines), empty when it
+   * wrote none. */
+  def readTaskCounts(file: Option[Path]): Map[String, Long] = file match {
+    case None => Map.empty
+    case Some(f) =>
+      try parseCounts(new String(Files.readAllBytes(f), UTF_8))
+      catch { case NonFatal(_) => Map.empty }
+  }
+
+  def deleteTaskCounts(file: Option[Path]): Unit =
+    file.foreach(f => try Files.deleteIfExists(f) catch { case NonFatal(_) => () })
+
+  def parseCounts(text: String): Map[String, Long] =
+    text.split("\n").iterator.flatMap { line =>
+      line.split("\t") match {
+        case Array(k, v) if v.nonEmpty && v.stripPrefix("-").forall(_.isDigit) => Some(k -> v.toLong)
+        case _ => None
+      }
+    }.toSeq.groupMapReduce(_._1)(_._2)(_ + _)
+
+  def merged(a: collection.Map[String, Long], b: collection.Map[String, Long]): Map[String, Long] =
+    (a.keySet ++ b.keySet).iterator.map(k => k -> (a.getOrElse(k, 0L) + b.getOrElse(k, 0L))).toMap
+
+  /** Bytes a task read (per [[InputBytesCounters]]) in `counts`. */
+  def inputBytes(counts: collection.Map[String, Long]): Long = sum(counts, InputBytesCounters)
+
+  /** `EXPLAIN`'s lines for a scan, by key (`SupportsMetadata`, as Spark's `FileScan`). */
+  def metadata(facts: ScanFacts, readSchema: StructType, plan: PlanReport): Map[String, String] = {
+    val keys = plan.partitionKeys.map(_.toLowerCase(Locale.ROOT)).toSet
+    val onKeys = (f: Filter) =>
+      f.references.nonEmpty && f.references.forall(r => keys.contains(r.toLowerCase(Locale.ROOT)))
+    val (partitionFilters, dataFilters) = facts.pushedFilters.partition(onKeys)
+    val base = Map(
+      "Table" -> plan.table.getOrElse(facts.table),
+      "ReadSchema" -> readSchema.catalogString,
+      "PartitionFilters" -> describe(partitionFilters),
+      "PushedFilters" -> describe(dataFilters),
+      "PostScanFilters" -> describe(facts.postScanFilters),
+      "Snapshot" -> plan.snapshot.getOrElse(""),
+      "Tiers" -> plan.tiers.mkString("[", ", ", "]"),
+      "Partitions" -> plan.partitionsText.getOrElse(""))
+    base ++ facts.aggregation.map { case (aggregates, groupBy) =>
+      Map("PushedAggregates" -> aggregates, "PushedGroupByExpressions" -> groupBy)
+    }.getOrElse(Map.empty)
+  }
+
+  /** The one-line form (`df.explain()`): the metadata's keys in order, as `FileScan` does
+   * (a key without a value left out; an empty list kept, `PushedFilters: []`). */
+  def description(metadata: Map[String, String]): String =
+    "TieredHiveScan " + metadata.toSeq.filter(_._2.nonEmpty).sorted
+      .map { case (k, v) => s"$k: $v" }.mkString(", ")
+
+  /** Filters as SQL text (`l_quantity > 45`, `ds = DATE '2021-01-03'`). */
+  def describe(filters: Seq[Filter]): String = filters.map(sql).mkString("[", ", ", "]")
+
+  /** One filter as SQL text; a filter of another kind as Spark prints it. */
+  def sql(f: Filter): String = {
+    import org.apache.spark.sql.sources._
+    def col(a: String) = if (a.matches("[A-Za-z_][A-Za-z0-9_]*")) a else s"`${a.replace("`", "``")}`"
+    def cmp(a: String, op: String, v: Any) = s"${col(a)} $op ${literal(v)}"
+    f match {
+      case EqualTo(a, v) => cmp(a, "=", v)
+      case EqualNullSafe(a, v) => cmp(a, "<=>", v)
+      case GreaterThan(a, v) => cmp(a, ">", v)
+      case GreaterThanOrEqual(a, v) => cmp(a, ">=", v)
+      case LessThan(a, v) => cmp(a, "<", v)
+      case LessThanOrEqual(a, v) => cmp(a, "<=", v)
+      case In(a, vs) => s"${col(a)} IN (${vs.map(literal).mkString(", ")})"
+      case IsNull(a) => s"${col(a)} IS NULL"
+      case IsNotNull(a) => s"${col(a)} IS NOT NULL"
+      case StringStartsWith(a, v) => s"${col(a)} LIKE ${literal(v + "%")}"
+      case StringEndsWith(a, v) => s"${col(a)} LIKE ${literal("%" + v)}"
+      case StringContains(a, v) => s"${col(a)} LIKE ${literal("%" + v + "%")}"
+      case Not(c) => s"NOT (${sql(c)})"
+      case And(l, r) => s"(${sql(l)}) AND (${sql(r)})"
+      case Or(l, r) => s"(${sql(l)}) OR (${sql(r)})"
+      case other => other.toString
+    }
+  }
+
+  private def literal(v: Any): String = v match {
+    case null => "NULL"
+    case s: String => "'" + s.replace("'", "\\'") + "'"
+    case d: java.sql.Date => s"DATE '$d'"
+    case d: java.time.LocalDate => s"DATE '$d'"
+    case t: java.sql.Timestamp => s"TIMESTAMP '$t'"
+    case t: java.time.Instant => s"TIMESTAMP '$t'"
+    case t: java.time.LocalDateTime => s"TIMESTAMP_NTZ '$t'"
+    case d: java.math.BigDecimal => d.toPlainString
+    case other => other.toString
+  }
+}
+
+/** What the scan builder knows of a scan for `EXPLAIN`: the table as loaded, the filters the
+ * source evaluates and those left to Spark, a pushed aggregation (its aggregates and group-by
+ * expressions as text), and how long planning took. */
+final case class ScanFacts(
+    table: String,
+    pushedFilters: Seq[Filter] = Seq.empty,
+    postScanFilters: Seq[Filter] = Seq.empty,
+    aggregation: Option[(String, String)] = None,
+    planningMillis: Long = 0L)
+
+/**
+ * A scan's plan summary, from the plan mark raptorx_py puts in its first pickled partition
+ * (`raptorx-plan|<hex of TSV>|`, `datasource/scan_report.py`): the table, its partition keys,
+ * the snapshot, the tiers on, and the counts of the scan's planning. Empty when no partition
+ * carries a mark (a Python source not behind this provider).
+ */
+final case class PlanReport(fields: Map[String, String]) {
+  import raptorx.Protocol._
+
+  def table: Option[String] = fields.get(PlanTableKey).filter(_.nonEmpty)
+  def partitionKeys: Seq[String] =
+    fields.get(PlanPartitionKeysKey).toSeq.flatMap(_.split(",")).filter(_.nonEmpty)
+  def snapshot: Option[String] = fields.get(PlanSnapshotKey).filter(_.nonEmpty)
+  def tiers: Seq[String] = fields.get(PlanTiersKey).toSeq.flatMap(_.split(",")).filter(_.nonEmpty)
+  def counts: Map[String, Long] = fields.collect {
+    case (k, v) if !k.startsWith("plan.") && v.nonEmpty && v.stripPrefix("-").forall(_.isDigit) =>
+      k -> v.toLong
+  }
+
+  /** "3 of 83 (pruned: 80 by partition values, 0 by statistics); splits: 3, tasks: 2". */
+  def partitionsText: Option[String] = counts.get("planner.partitions_total").map { total =>
+    val byValue = counts.getOrElse("planner.partitions_pruned_by_value", 0L)
+    val byStats = counts.getOrElse("planner.partitions_pruned_by_stats", 0L)
+    val splits = counts.getOrElse("planner.splits", 0L)
+    val tasks = counts.getOrElse("planner.tasks", 0L)
+    s"${total - byValue - byStats} of $total (pruned: $byValue by partition values, " +
+      s"$byStats by statistics); splits: $splits, tasks: $tasks"
+  }
+}
+
+object PlanReport {
+  private val Mark = raptorx.Protocol.PlanMark.getBytes(US_ASCII)
+  val Empty: PlanReport = PlanReport(Map.empty)
+
+  /** The report of the first partition carrying a mark, else [[Empty]]. */
+  def of(partitions: Seq[InputPartition]): PlanReport =
+    partitions.iterator.collect { case p: PythonInputPartition => p.pickedPartition }
+      .map(parse).collectFirst { case Some(r) => r }.getOrElse(Empty)
+
+  def parse(bytes: Array[Byte]): Option[PlanReport] = {
+    val at = indexOf(bytes, Mark)
+    if (at < 0) return None
+    val start = at + Mark.length
+    val end = bytes.indexOf('|'.toByte, start)
+    if (end < 0) return None
+    val hex = new String(bytes, start, end - start, US_ASCII)
+    if (hex.length % 2 != 0) return None
+    try {
+      val raw = hex.grouped(2).map(h => Integer.parseInt(h, 16).toByte).toArray
+      val lines = new String(raw, UTF_8).split("\n").iterator.flatMap { line =>
+        line.split("\t", 2) match {
+          case Array(k, v) => Some(k -> v)
+          case _ => None
+        }
+      }
+      Some(PlanReport(lines.toMap))
+    } catch { case _: NumberFormatException => None }
+  }
+
+  private def indexOf(bytes: Array[Byte], pattern: Array[Byte]): Int = {
+    var i = 0
+    val last = bytes.length - pattern.length
+    while (i <= last) {
+      var j = 0
+      while (j < pattern.length && bytes(i + j) == pattern(j)) j += 1
+      if (j == pattern.length) return i
+      i += 1
+    }
+    -1
+  }
+}
+
+/** A count summed over tasks. A no-argument constructor: Spark's status listener makes one by
+ * reflection to aggregate the values. */
+class RaptorxCountMetric(override val name: String, override val description: String)
+    extends CustomMetric {
+  def this() = this(null, null)
+  override def aggregateTaskMetrics(taskMetrics: Array[Long]): String =
+    taskMetrics.filter(_ >= 0).sum.toString
+}
+
+/** Bytes summed over tasks, shown as a size ("1.5 MiB"). */
+class RaptorxBytesMetric(override val name: String, override val description: String)
+    extends CustomMetric {
+  def this() = this(null, null)
+  override def aggregateTaskMetrics(taskMetrics: Array[Long]): String =
+    Utils.bytesToString(taskMetrics.filter(_ >= 0).sum)
+}
+
+/** Milliseconds summed, shown as a duration ("12 ms"). */
+class RaptorxMillisMetric(override val name: String, override val description: String)
+    extends CustomMetric {
+  def this() = this(null, null)
+  override def aggregateTaskMetrics(taskMetrics: Array[Long]): String =
+    Utils.msDurationToString(taskMetrics.filter(_ >= 0).sum)
+}
+
+/**
+ * Stage input bytes for Spark's UI. Spark 4.3's DSv2 scan sets a task's input bytes, at each
+ * update and at its last one (when a reader's stream ends, and in its completion listener,
+ * which runs after every listener a reader registers), to what Hadoop's file system
+ * statistics counted on the task's thread since the task started; an addition to the task's
+ * input metrics is overwritten (measured: 0 bytes). So a reader adds what it read, on the
+ * task's thread, to the statistics of a Hadoop file system class of its own
+ * ([[InputBytesFileSystem]], never used to read: Hadoop keeps one statistics object per file
+ * system class, which its `initialize` registers), and Spark's own count picks it up.
+ */
+object InputBytes {
+  private lazy val statistics: Option[org.apache.hadoop.fs.FileSystem.Statistics] =
+    try {
+      val fs = new InputBytesFileSystem()
+      fs.initialize(new java.net.URI("raptorx:///"),
+        new org.apache.hadoop.conf.Configuration(false))
+      Option(fs.bytesRead)
+    } catch { case NonFatal(_) => None }
+
+  /** Count `bytes` as read by the current thread (a task's: call it on the task's thread). */
+  def add(bytes: Long): Unit = if (bytes > 0) statistics.foreach(_.incrementBytesRead(bytes))
+}
+
+/** The file system class whose Hadoop statistics carry raptorx's input bytes ([[InputBytes]]). */
+class InputBytesFileSystem extends org.apache.hadoop.fs.RawLocalFileSystem {
+  def bytesRead: org.apache.hadoop.fs.FileSystem.Statistics = statistics
+}
