@@ -363,9 +363,13 @@ class _SnapshotPublisher:
             except Exception:  # noqa: BLE001 - a size that cannot be read now is left out
                 logging.getLogger(__name__).debug("size %s not read", name, exc_info=True)
         target = os.path.join(directory, process_directory(), self._name + SNAPSHOT_SUFFIX)
+        if not os.path.isdir(os.path.dirname(target)):
+            # The plugin makes its process's directory when it starts and removes it when the
+            # application stops: none, and a publish after the stop (a timer, the process's
+            # exit) or without the plugin would leave files nobody removes.
+            return
         tmp = f"{target}.{secrets.token_hex(4)}.tmp"
         try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as f:
                 f.write("".join(lines))
             os.replace(tmp, target)

@@ -241,6 +241,8 @@ def test_runner_helpers_need_no_spark():
         "tiered-hive-s3",
         "tiered-hive-s3-cold",
         "tiered-hive-s3-warm",
+        "tiered-hive-s3-warm-fragments",
+        "spark-cache-table",
     ]
     registered = {c.name for c in configurations.all_configurations()}
     assert {"tiered-hive-local", "tiered-hive-local-nojar"} <= registered - set(names)

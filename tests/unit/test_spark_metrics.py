@@ -35,9 +35,11 @@ def plugin_names() -> tuple[list[str], list[str]]:
 
 
 @pytest.fixture
-def publisher(monkeypatch):
-    """A publisher of its own (the process's keeps its time of last publishing), and no
-    sizes but the test's."""
+def publisher(monkeypatch, tmp_path):
+    """A publisher of its own (the process's keeps its time of last publishing), no sizes
+    but the test's, and this process's directory under ``tmp_path`` (which the plugin
+    makes when it starts)."""
+    (tmp_path / metrics.process_directory()).mkdir()
     fresh = metrics._SnapshotPublisher()
     monkeypatch.setattr(metrics, "_publisher", fresh)
     monkeypatch.setattr(metrics, "_node_gauges", {})
@@ -87,6 +89,16 @@ def test_no_directory_publishes_nothing(tmp_path, publisher):
     counters.add("test_spark_metrics.unpublished")
     metrics.flush(None, None)
     metrics.flush(None, "")
+    assert os.listdir(tmp_path / metrics.process_directory()) == []
+
+
+def test_a_process_directory_the_plugin_removed_is_not_made_again(tmp_path, publisher):
+    # After the application stopped (the plugin removed the directory), a late publish (a
+    # timer, the process's exit) leaves nothing behind.
+    (tmp_path / metrics.process_directory()).rmdir()
+    counters.add("test_spark_metrics.late")
+    metrics.flush(None, str(tmp_path))
+    publisher.final()
     assert os.listdir(tmp_path) == []
 
 

@@ -138,6 +138,9 @@ object CacheMetrics {
     val dir = try Some(FragmentHits.resolve(root).resolve(appId).resolve(process)) catch {
       case NonFatal(_) => None
     }
+    // Made here, removed at shutdown: Python publishes only into a directory that exists, so
+    // a publish after the application stopped (a timer, the process's exit) leaves nothing.
+    dir.foreach(d => try Files.createDirectories(d) catch { case NonFatal(_) => () })
     val snapshots = new Snapshots(dir)
     val registry = ctx.metricRegistry()
     CounterNames.foreach { name =>
