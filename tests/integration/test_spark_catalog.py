@@ -218,7 +218,7 @@ def test_unknown_namespace_is_spark_no_such_namespace_naming_what_exists(spark, 
     assert TPCH in message
     assert "Existing namespaces" in message or "namespaces exist, among them" in message
     with pytest.raises(AnalysisException) as described:
-        spark.sql(f"DESCRIBE NAMESPACE {CATALOG}.no_such_db").collect()
+        spark.sql(f"DESCRIBE NAMESPACE {CATALOG}.{typo}").collect()
     assert described.value.getCondition() == "SCHEMA_NOT_FOUND"
     assert TPCH in str(described.value)
 
