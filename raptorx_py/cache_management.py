@@ -55,6 +55,7 @@ from raptorx_py.cache.fragment_cache import (
     ENTRIES_DIR,
     FragmentCache,
     fragment_cache_directory,
+    open_fragment_cache,
 )
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.errors import ConfigError, NoSuchObjectError, SchemaError
@@ -534,14 +535,7 @@ def _fragment_cache(settings: Settings) -> FragmentCache | None:
     directory = fragment_cache_directory(settings)
     if not os.path.isdir(os.path.join(directory, ENTRIES_DIR)):
         return None
-    return FragmentCache(
-        directory,
-        max_bytes=settings.fragment_cache_max_size,
-        max_entries=settings.fragment_cache_max_entries,
-        max_entry_bytes=settings.fragment_cache_max_entry_size,
-        ttl=settings.fragment_cache_ttl,
-        group_shared=settings.cache_group_shared,
-    )
+    return open_fragment_cache(settings)
 
 
 def _with_fragment_cache(settings: Settings, use: Callable[[FragmentCache], int]) -> int:

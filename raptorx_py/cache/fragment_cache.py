@@ -496,6 +496,19 @@ def fragment_cache_directory(settings: Settings) -> str:
     return os.path.abspath(os.path.expanduser(settings.fragment_cache_base_directory))
 
 
+def open_fragment_cache(settings: Settings) -> FragmentCache:
+    """A ``FragmentCache`` over ``fragment_cache_directory(settings)`` with the settings'
+    bounds (raises what opening its directory raises)."""
+    return FragmentCache(
+        fragment_cache_directory(settings),
+        max_bytes=settings.fragment_cache_max_size,
+        max_entries=settings.fragment_cache_max_entries,
+        max_entry_bytes=settings.fragment_cache_max_entry_size,
+        ttl=settings.fragment_cache_ttl,
+        group_shared=settings.cache_group_shared,
+    )
+
+
 def fragment_cache_for(settings: Settings) -> FragmentCache | None:
     """This process's fragment cache for ``settings``: None when the tier is off or its
     directory cannot be used (counted and logged once per directory: the query goes on
@@ -515,14 +528,7 @@ def fragment_cache_for(settings: Settings) -> FragmentCache | None:
 
     def open_cache() -> FragmentCache | None:
         try:
-            opened = FragmentCache(
-                directory,
-                max_bytes=settings.fragment_cache_max_size,
-                max_entries=settings.fragment_cache_max_entries,
-                max_entry_bytes=settings.fragment_cache_max_entry_size,
-                ttl=settings.fragment_cache_ttl,
-                group_shared=settings.cache_group_shared,
-            )
+            opened = open_fragment_cache(settings)
         except _FAULTS as e:
             counters.add("fragment_cache.unavailable")
             if directory not in _unavailable:
