@@ -214,7 +214,9 @@ object FragmentHits {
 
   private def unhex(s: String): Option[String] = unhexBytes(s).map(new String(_, UTF_8))
 
-  private def indexOf(bytes: Array[Byte], pattern: Array[Byte]): Int = {
+  /** Where `pattern` first starts in `bytes` (-1: nowhere): how a mark is found in a pickled
+   * partition without unpickling it (here and in `ScanReport`). */
+  def indexOf(bytes: Array[Byte], pattern: Array[Byte]): Int = {
     var i = 0
     val last = bytes.length - pattern.length
     while (i <= last) {

@@ -282,7 +282,7 @@ object PlanReport {
       .map(parse).collectFirst { case Some(r) => r }.getOrElse(Empty)
 
   def parse(bytes: Array[Byte]): Option[PlanReport] = {
-    val at = indexOf(bytes, Mark)
+    val at = FragmentHits.indexOf(bytes, Mark)
     if (at < 0) return None
     val start = at + Mark.length
     val end = bytes.indexOf('|'.toByte, start)
@@ -299,18 +299,6 @@ object PlanReport {
       }
       Some(PlanReport(lines.toMap))
     } catch { case _: NumberFormatException => None }
-  }
-
-  private def indexOf(bytes: Array[Byte], pattern: Array[Byte]): Int = {
-    var i = 0
-    val last = bytes.length - pattern.length
-    while (i <= last) {
-      var j = 0
-      while (j < pattern.length && bytes(i + j) == pattern(j)) j += 1
-      if (j == pattern.length) return i
-      i += 1
-    }
-    -1
   }
 }
 
