@@ -47,9 +47,11 @@ from __future__ import annotations
 import io
 import json
 import logging
+import socket
 import threading
 import time
 import traceback
+import weakref
 from collections import OrderedDict
 
 from pyspark.serializers import read_bool, read_int, write_int
@@ -74,6 +76,8 @@ _FAILED = jvm_protocol.PLANNER_FAILED.encode("ascii")
 _SOURCES_KEPT = 64
 
 _serving = threading.local()
+#: Py4J sockets this process turned Nagle off on (``_no_delay_on_this_thread``).
+_sockets_without_nagle: weakref.WeakSet = weakref.WeakSet()
 
 
 def planning_in_driver() -> bool:
@@ -110,6 +114,7 @@ class DriverPlanner:
         return self._serve("plan", self._plan, request)
 
     def _serve(self, what: str, serve, request: bytes) -> bytes:
+        _no_delay_on_this_thread()
         out = io.BytesIO()
         out.write(_OK)
         # Flushes wait (metrics.deferring_flushes): this process reads its own counts, and a
@@ -173,6 +178,35 @@ class DriverPlanner:
         for i in taken:
             write_int(i, out)
         counters.add("planning.driver_micros", int((time.perf_counter() - started) * 1e6))
+
+
+def sockets_without_nagle() -> list[socket.socket]:
+    """The Py4J sockets this process answered planner callbacks on, Nagle off (tests)."""
+    return list(_sockets_without_nagle)
+
+
+def _no_delay_on_this_thread() -> None:
+    """Nagle's algorithm off on the Py4J socket this callback answers on (in pyspark's
+    pinned-thread mode, the calling thread's own connection), once per socket.
+
+    An answer longer than a TCP segment (a scan of many files) is otherwise sent with its
+    tail held back until the JVM acknowledges the head, which the JVM delays by up to 40 ms;
+    the JVM sets the same option on its end (``CallbackSockets.scala``). Best effort: without
+    pyspark's thread connection (another py4j, another mode) nothing is set."""
+    from pyspark import SparkContext
+
+    client = getattr(SparkContext._gateway, "_gateway_client", None)
+    connection = getattr(client, "get_thread_connection", lambda: None)()
+    sock = getattr(connection, "socket", None)
+    if sock is None or sock in _sockets_without_nagle:
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError as e:  # a closed or non-TCP socket: the callback still works, slower
+        log.debug("could not turn Nagle off on the planner's socket: %s", e)
+        return
+    _sockets_without_nagle.add(sock)
+    counters.add("planning.sockets_without_nagle")
 
 
 def _failure_text(e: BaseException, where: str) -> str:

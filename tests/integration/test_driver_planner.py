@@ -23,6 +23,7 @@ import pytest
 from raptorx_py.datasource.driver_planner import (
     planner_registered,
     register_planner,
+    sockets_without_nagle,
     unregister_planner,
 )
 from tests.integration.test_metastore_cache_reads import (
@@ -69,6 +70,24 @@ def test_planning_starts_no_python_worker(spark, planner, tables, counted):
     assert c["planning.worker_calls"] == 0
     assert c["planning.scans"] == 2
     assert c["source.created"] == 1
+
+
+def test_the_planner_socket_runs_without_nagle_on_both_ends(spark, planner, tables, counted):
+    """A planning request is longer than py4j's 8 KiB write buffer (it carries the pickled
+    source), and py4j 0.10.9.9 leaves Nagle on: each scan then waited ~40 ms for a delayed
+    ACK. After one planned query the callback's socket has TCP_NODELAY at the JVM's end
+    (``CallbackSockets``) and at this process's (``planning.sockets_without_nagle``)."""
+    import socket
+
+    tables.managed("t", [1])
+    jvm_sockets = spark.sparkContext._jvm.raptorx.CallbackSockets
+    with counted():
+        assert ids(load(spark, "db.t", cached_options(tables.url))) == list(rows_of(1))
+    assert jvm_sockets.problem() is None
+    assert jvm_sockets.socketsSet() >= 1
+    answered_on = sockets_without_nagle()
+    assert answered_on
+    assert all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in answered_on)
 
 
 def test_a_second_query_lists_nothing_and_reads_only_the_snapshot(spark, planner, tables, counted):
