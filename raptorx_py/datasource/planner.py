@@ -189,11 +189,11 @@ def plan_scan(
     )
     if settings.fragment_cache_enabled:
         # Cached results are per split: a file must be cut the same way whatever else the
-        # query reads, so the piece size may depend on the settings only.
-        piece = fixed_piece_bytes(settings.max_split_size, settings.min_split_count)
+        # query reads, so its piece size may depend on the file and the settings only.
+        pieces = cut_each_file(splits, settings.max_split_size, settings.min_split_count)
     else:
         piece = piece_bytes(splits, settings.max_split_size, settings.min_split_count)
-    pieces = cut_files(splits, piece)
+        pieces = cut_files(splits, piece)
     task_locations: tuple[str, ...] = ()
     if settings.node_selection_strategy == affinity.SOFT_AFFINITY and executors:
         tasks, task_locations = pack_by_executor(
@@ -278,6 +278,24 @@ def fixed_piece_bytes(max_bytes: int, slots: int) -> int:
     ``hive.min-split-count`` task slots), so a file is cut the same way in every query: the
     fragment result cache's entries are per piece."""
     return max(MIN_PIECE_BYTES, max_bytes // max(1, slots))
+
+
+def own_piece_bytes(size: int, max_bytes: int, slots: int) -> int:
+    """A file's piece size from the file's own size and the settings alone: its even share
+    of the ``slots`` task slots, at least ``MIN_PIECE_BYTES`` and at most
+    ``fixed_piece_bytes``. So a file is cut the same way in every query (the fragment result
+    cache's entries are per piece), and a table of one small file still fills the slots as
+    Spark's reader does (a 7 MiB file in two pieces for two cores, not one task)."""
+    share = -(-size // max(1, slots))
+    return max(MIN_PIECE_BYTES, min(fixed_piece_bytes(max_bytes, slots), share))
+
+
+def cut_each_file(splits, max_bytes: int, slots: int) -> list[Split]:
+    """``splits`` with every whole file cut by its own piece size (``own_piece_bytes``)."""
+    out: list[Split] = []
+    for s in splits:
+        out.extend(cut_files([s], own_piece_bytes(s.size, max_bytes, slots)))
+    return out
 
 
 def _simplified(data_preds, stats, row_count: int | None) -> tuple | None:

@@ -10,7 +10,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.datasource import planner
-from raptorx_py.datasource.planner import Split, cut_files, pack_splits, piece_bytes, plan_scan
+from raptorx_py.datasource.planner import (
+    Split,
+    cut_each_file,
+    cut_files,
+    own_piece_bytes,
+    pack_splits,
+    piece_bytes,
+    plan_scan,
+)
 from raptorx_py.datasource.scan import read_split
 from raptorx_py.storage.file_versions import stat_version
 from raptorx_py.tables.table_registration import register_external_table
@@ -63,6 +71,22 @@ def test_small_files_and_a_file_near_the_piece_size_stay_whole():
     files = [whole(MB, "a"), whole(int(4.3 * MB), "b")]
     assert cut_files(files, 4 * MB) == files
     assert piece_bytes(files, 64 * MB, 8) == planner.MIN_PIECE_BYTES
+
+
+def test_with_fragments_each_file_is_cut_by_its_own_size():
+    """The fragment cache's rule: a one-file table fills the slots as Spark's reader does
+    (TPC-H's 6.7 MB ``part``: two pieces on two slots), small files stay whole, a big file's
+    pieces stop at the fixed size, and no file's cut depends on the others."""
+    part, tiny, big = whole(int(6.7 * MB), "part"), whole(MB, "tiny"), whole(300 * MB, "big")
+    pieces = cut_each_file([part, tiny, big], 64 * MB, 2)
+    by_file = {u: [p for p in pieces if p.url == u] for u in (part.url, tiny.url, big.url)}
+    assert len(by_file[part.url]) == 2
+    assert by_file[tiny.url] == [tiny]
+    assert max(p.length for p in by_file[big.url]) <= 32 * MB
+    assert cut_each_file([part], 64 * MB, 2) == by_file[part.url]
+    assert own_piece_bytes(int(6.7 * MB), 64 * MB, 2) == planner.MIN_PIECE_BYTES
+    assert own_piece_bytes(43 * MB, 64 * MB, 2) == -(-43 * MB // 2)
+    assert [len(t) for t in pack_splits(by_file[part.url], 64 * MB, 2)] == [1, 1]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from raptorx_py.datasource.planner import Split, cut_files, fixed_piece_bytes, piece_bytes
+from raptorx_py.datasource.planner import Split, cut_each_file, piece_bytes
 from raptorx_py.hive.model import ColumnStats
 from raptorx_py.predicates import (
     Comparison,
@@ -239,9 +239,8 @@ def test_a_dropped_predicate_holds_on_every_row_of_every_type(kind, loose):
 def test_fixed_pieces_do_not_depend_on_the_rest_of_the_scan():
     big = Split("file:///t/a.parquet", 40 * 2**20, "mtime:1.0", None)
     other = Split("file:///t/b.parquet", 40 * 2**20, "mtime:1.0", None)
-    piece = fixed_piece_bytes(64 * 2**20, 2)
-    alone = cut_files([big], piece)
-    with_others = cut_files([big, other], piece)
+    alone = cut_each_file([big], 64 * 2**20, 2)
+    with_others = cut_each_file([big, other], 64 * 2**20, 2)
     assert len(alone) == 2 and with_others[:2] == alone
     # the scan-relative piece size moves with the scan: what the fragment cache must avoid
     assert piece_bytes([big], 64 * 2**20, 2) != piece_bytes([big, other], 64 * 2**20, 2)
