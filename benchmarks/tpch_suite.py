@@ -26,8 +26,9 @@ What it does, in order:
    for each query, runs every configuration's warm-ups and then the timed repetitions
    interleaved (``rep 1: A B, rep 2: A B, ...``) so drift hits all configurations alike.
    Each run is ``spark.sql(query).collect()``, timed with a monotonic clock; the run records
-   seconds, rows, and the deltas of the endpoint's request counters and of the data
-   source's metrics sink (``metrics.directory``).
+   seconds, rows, the deltas of the endpoint's request counters and of the data
+   source's metrics sink (``metrics.directory``), and where the time went
+   (``benchmarks.query_timeline``: the driver's query phases and the jobs' stages).
 5. Writes ``<out>/results.json``, ``<out>/results.md`` and ``<out>/tpch_queries.png``
    (``benchmarks.report``), after every query, so an interrupted run keeps what it measured.
 
@@ -51,7 +52,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks import report
+from benchmarks import query_timeline, report
 from benchmarks.configurations import (
     DEFAULT_CONFIGURATIONS,
     BenchContext,
@@ -626,8 +627,11 @@ class Bench:
         # counts in the process (metrics.deferring_flushes).
         flush(sink.directory)
         stats_before, metrics_before = endpoint.stats(), sink.totals()
+        group = query_timeline.new_group(ctx.spark)
+        started_ms = query_timeline.wall_millis()
         t0 = time.perf_counter()
-        rows = ctx.spark.sql(sql).collect()
+        df = ctx.spark.sql(sql)
+        rows = df.collect()
         seconds = time.perf_counter() - t0
         stats_delta = store_delta(endpoint.stats(), stats_before)
         flush(sink.directory)
@@ -642,6 +646,9 @@ class Bench:
             "metrics": metrics_delta,
             "store_stats": stats_delta,
             "setup_seconds": round(setup_seconds, 6),
+            # Where the time went (query_timeline): the driver's phases, then the stages.
+            "phases_ms": query_timeline.phases_ms(df, started_ms),
+            "stages": query_timeline.stages_of(ctx.spark, group, started_ms),
         }
 
     def print_query_line(self, n: int, console: Any) -> None:

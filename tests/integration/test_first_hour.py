@@ -5,6 +5,7 @@ warehouse, the error log) is the test's own, never the real one."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -103,6 +104,13 @@ def test_readme_snippet_runs_after_the_benchmark(tmp_path):
         )
     output = log.read_text(encoding="utf-8")
     assert bench.returncode == 0, output
+    # Each run records where its time went (benchmarks/query_timeline.py).
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    for config in ("spark-parquet-local", "tiered-hive-local"):
+        timed = results["queries"]["6"]["configs"][config]["runs"][0]
+        assert {"analysis", "optimization", "planning"} <= set(timed["phases_ms"]), timed
+        done = [s for s in timed["stages"] if s["status"] == "COMPLETE"]
+        assert done and all(s["tasks"] >= 1 and s["end_ms"] >= s["start_ms"] for s in done)
 
     # The log a person reads: a line when each phase starts and ends, one per query.
     for phase in (
