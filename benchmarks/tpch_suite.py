@@ -2,7 +2,8 @@
 
     python -m benchmarks.tpch_suite --scale 1 --out bench-out \\
         [--configs spark-parquet-local,tiered-hive-s3] [--queries 1,6] \\
-        [--repetitions 3] [--warmup 1] [--latency-ms 20] [--work-dir DIR]
+        [--repetitions 3] [--warmup 1] [--latency-ms 20] [--work-dir DIR] \\
+        [--property fragment-result-cache.max-cache-size=8GB]
 
 What it does, in order:
 
@@ -152,14 +153,48 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "silences Spark's start-up messages)",
     )
     p.add_argument(
+        "--property",
+        dest="properties",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a raptorx property for the session, under every configuration's own "
+        "(repeatable), e.g. fragment-result-cache.max-cache-size=8GB",
+    )
+    p.add_argument(
         "--list-configs", action="store_true", help="print the registered configurations and exit"
     )
     args = p.parse_args(argv)
+    try:
+        args.properties = parse_properties(args.properties)
+    except ValueError as exc:
+        p.error(str(exc))
     if args.repetitions < 1 and not args.list_configs:
         p.error("--repetitions must be at least 1")
     if args.latency_ms < 0:
         p.error("--latency-ms must be >= 0")
     return args
+
+
+def parse_properties(items: Sequence[str]) -> dict[str, str]:
+    """``--property`` values as a mapping; ValueError naming a malformed item or an unknown
+    property (with the closest known names)."""
+    import difflib
+
+    from raptorx_py.config import PROPERTIES_BY_NAME
+
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"--property {item!r}: expected NAME=VALUE")
+        if name not in PROPERTIES_BY_NAME:
+            close = difflib.get_close_matches(name, PROPERTIES_BY_NAME, n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ValueError(f"--property {item!r}: unknown property {name!r}{hint}")
+        out[name] = value.strip()
+    return out
 
 
 def default_work_dir(out_dir: str) -> str:
@@ -457,6 +492,8 @@ class Bench:
                     self.work_dir, "cache", "default-fragments"
                 ),
                 **endpoint.s3_properties(),
+                # The user's, last: under each configuration's own read options.
+                **self.args.properties,
             }
             with self.phase(
                 f"loading TPC-H SF {self.results['scale']} into "

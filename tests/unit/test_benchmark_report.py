@@ -252,6 +252,35 @@ def test_runner_helpers_need_no_spark():
         configurations.get_configurations(["spark-parquet-local", "nope"])
 
 
+def test_property_overrides_are_checked_by_name(capsys):
+    from benchmarks import tpch_suite
+
+    args = tpch_suite.parse_args(
+        [
+            "--property",
+            "fragment-result-cache.max-cache-size=8GB",
+            "--property",
+            "cache.enabled = true",
+        ]
+    )
+    assert args.properties == {
+        "fragment-result-cache.max-cache-size": "8GB",
+        "cache.enabled": "true",
+    }
+    assert tpch_suite.parse_args([]).properties == {}
+    for bad, said in (
+        (
+            "fragment-result-cache.max-cache-sise=8GB",
+            "did you mean fragment-result-cache.max-cache-size",
+        ),
+        ("8GB", "expected NAME=VALUE"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            tpch_suite.parse_args(["--property", bad])
+        assert exit_.value.code == 2
+        assert said in capsys.readouterr().err
+
+
 def test_cold_prepare_hook_empties_the_named_directory(tmp_path):
     from benchmarks.configurations import BenchContext, clear_directories
 
