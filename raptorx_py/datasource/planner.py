@@ -188,9 +188,7 @@ def plan_scan(
         settings, table.qualified_name, candidates, data_preds if use_stats else (), write_ids
     )
     if settings.fragment_cache_enabled:
-        # Cached results are per split: a file must be cut the same way whatever else the
-        # query reads, so its piece size may depend on the file and the settings only.
-        pieces = cut_each_file(splits, settings.max_split_size, settings.min_split_count)
+        pieces = fragment_pieces(table, splits, settings.max_split_size, settings.min_split_count)
     else:
         piece = piece_bytes(splits, settings.max_split_size, settings.min_split_count)
         pieces = cut_files(splits, piece)
@@ -278,6 +276,22 @@ def fixed_piece_bytes(max_bytes: int, slots: int) -> int:
     ``hive.min-split-count`` task slots), so a file is cut the same way in every query: the
     fragment result cache's entries are per piece."""
     return max(MIN_PIECE_BYTES, max_bytes // max(1, slots))
+
+
+def fragment_pieces(table: Table, splits, max_bytes: int, slots: int) -> list[Split]:
+    """The pieces of a scan under the fragment result cache, whose entries are per piece: a
+    file must be cut the same way whatever else the query reads, so the cut may depend on
+    the file, its table and the settings, never on the scan's other files or pruning.
+
+    An unpartitioned table of fewer files than ``slots`` (TPC-H's one-file ``part``,
+    ``customer``) has each file cut by its own size (``cut_each_file``), so it still fills
+    the slots, as Spark's reader cuts it; its file count changes only with a write. Every
+    other file is cut at the settings' fixed piece size (``fixed_piece_bytes``): a
+    partitioned table's many small files stay whole (cutting a one-row-group file would only
+    add an empty piece)."""
+    if not table.is_partitioned and len(splits) < slots:
+        return cut_each_file(splits, max_bytes, slots)
+    return cut_files(splits, fixed_piece_bytes(max_bytes, slots))
 
 
 def own_piece_bytes(size: int, max_bytes: int, slots: int) -> int:

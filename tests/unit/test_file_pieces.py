@@ -4,6 +4,7 @@ the ranges read each row group exactly once: the one whose middle byte lies in t
 
 import os
 import random
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -14,6 +15,7 @@ from raptorx_py.datasource.planner import (
     Split,
     cut_each_file,
     cut_files,
+    fragment_pieces,
     own_piece_bytes,
     pack_splits,
     piece_bytes,
@@ -87,6 +89,23 @@ def test_with_fragments_each_file_is_cut_by_its_own_size():
     assert own_piece_bytes(int(6.7 * MB), 64 * MB, 2) == planner.MIN_PIECE_BYTES
     assert own_piece_bytes(43 * MB, 64 * MB, 2) == -(-43 * MB // 2)
     assert [len(t) for t in pack_splits(by_file[part.url], 64 * MB, 2)] == [1, 1]
+
+
+def test_under_the_fragment_cache_only_a_table_of_few_files_is_cut_by_file_size():
+    """An unpartitioned table of fewer files than slots is cut per file (the 6.7 MB one-file
+    ``part``: two pieces); a partitioned table's files, and a table of as many files as
+    slots, are cut at the fixed size only: TPC-H SF 10's 4-8 MB ``lineitem`` and ``orders``
+    files stay whole (a one-row-group file cut in two would add an empty piece)."""
+    unpartitioned = SimpleNamespace(is_partitioned=False)
+    partitioned = SimpleNamespace(is_partitioned=True)
+    part = whole(int(6.7 * MB), "part")
+    assert len(fragment_pieces(unpartitioned, [part], 64 * MB, 2)) == 2
+    orders = [whole(int(8.4 * MB), f"o{i}") for i in range(3)]
+    assert fragment_pieces(partitioned, orders, 64 * MB, 2) == orders
+    assert fragment_pieces(partitioned, orders[:1], 64 * MB, 2) == orders[:1]
+    assert fragment_pieces(unpartitioned, orders[:2], 64 * MB, 2) == orders[:2]
+    big = whole(300 * MB, "big")
+    assert fragment_pieces(partitioned, [big], 64 * MB, 2) == cut_files([big], 32 * MB)
 
 
 @pytest.fixture
