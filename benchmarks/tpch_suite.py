@@ -177,11 +177,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def parse_properties(items: Sequence[str]) -> dict[str, str]:
-    """``--property`` values as a mapping; ValueError naming a malformed item or an unknown
-    property (with the closest known names)."""
-    import difflib
-
+    """``--property`` values as a mapping; ValueError naming a malformed item, or the
+    configuration's own error for an unknown property (``ConfigError``, a ValueError, with
+    the closest name)."""
     from raptorx_py.config import PROPERTIES_BY_NAME
+    from raptorx_py.config.loader import unknown_property_error
 
     out: dict[str, str] = {}
     for item in items:
@@ -190,9 +190,7 @@ def parse_properties(items: Sequence[str]) -> dict[str, str]:
         if not sep or not name:
             raise ValueError(f"--property {item!r}: expected NAME=VALUE")
         if name not in PROPERTIES_BY_NAME:
-            close = difflib.get_close_matches(name, PROPERTIES_BY_NAME, n=3)
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise ValueError(f"--property {item!r}: unknown property {name!r}{hint}")
+            raise unknown_property_error(name, source="--property", line=None)
         out[name] = value.strip()
     return out
 

@@ -271,7 +271,8 @@ def test_property_overrides_are_checked_by_name(capsys):
     for bad, said in (
         (
             "fragment-result-cache.max-cache-sise=8GB",
-            "did you mean fragment-result-cache.max-cache-size",
+            "property 'fragment-result-cache.max-cache-sise': unknown property; "
+            "did you mean 'fragment-result-cache.max-cache-size'?",
         ),
         ("8GB", "expected NAME=VALUE"),
     ):
