@@ -16,7 +16,7 @@ NATIVE_SRC := $(shell find native/src/main -type f)
 HMS_LISTENER_JAR := native/target/hms-test-listener.jar
 HMS_LISTENER_SRC := $(shell find native/src/test -type f)
 
-.PHONY: test bench bench-affinity stress venv native postgres clean
+.PHONY: test bench bench-affinity stress venv native s3a-jars postgres clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,15 @@ $(JAR): $(NATIVE_SRC) native/build.sh $(STAMP)
 	native/build.sh $(PY)
 
 native: $(JAR)
+
+# hadoop-aws and the AWS SDK modules Spark needs for s3a:// (the benchmark's Spark-on-S3
+# baseline and its test), from Maven Central into the virtualenv (devservers/s3a_jars.py);
+# resolved again when the pom changes.
+S3A_JARS := $(VENV)/s3a-jars/resolved.json
+$(S3A_JARS): devservers/s3a/pom.xml devservers/s3a_jars.py $(STAMP)
+	$(PY) -m devservers.s3a_jars
+
+s3a-jars: $(S3A_JARS)
 
 $(HMS_LISTENER_JAR): $(HMS_LISTENER_SRC) native/build-test-listener.sh $(STAMP)
 	native/build-test-listener.sh $(PY)
@@ -49,7 +58,7 @@ postgres:
 	if command -v pg_lsclusters >/dev/null && pg_lsclusters -h | grep -q online; then \
 	  $(SUDO) service postgresql stop; fi
 
-test: $(STAMP) $(JAR) $(HMS_LISTENER_JAR) postgres
+test: $(STAMP) $(JAR) $(HMS_LISTENER_JAR) $(S3A_JARS) postgres
 	$(PY) -m pytest tests
 
 stress: $(STAMP) $(JAR)
@@ -57,7 +66,7 @@ stress: $(STAMP) $(JAR)
 
 # Also leaves tpch.* in the default metastore for your own queries (README, "Your own
 # queries"); BENCH_ARGS passes more options, e.g. BENCH_ARGS=--no-publish.
-bench: $(STAMP) $(JAR)
+bench: $(STAMP) $(JAR) $(S3A_JARS)
 	$(PY) -m benchmarks.tpch_suite --scale $(SCALE) --out $(BENCH_OUT) $(BENCH_ARGS)
 
 # Soft affinity on a standalone cluster of 2 workers on loopback (benchmarks/cluster_affinity.py):

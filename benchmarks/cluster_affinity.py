@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         store_stats: dict[str, str | None] = {"local": None}
         if "s3" in args.store_list:
-            endpoint = stack.enter_context(S3Endpoint(latency_ms=0.0))
+            endpoint = stack.enter_context(S3Endpoint(latency_ms=0.0, throughput_mbps=0.0))
             print(f"loading TPC-H SF {args.scale:g} into the S3 endpoint", flush=True)
             props["s3"] = load_s3(args.scale, work, endpoint)
             endpoint.set_latency(args.latency_ms)

@@ -1,5 +1,5 @@
 """A local S3 endpoint that behaves like a remote one: starts, stops and queries
-the emulated S3 server (moto behind a latency/bandwidth-emulating, request-counting
+the emulated S3 server (moto behind a latency/throughput-emulating, request-counting
 middleware) in a child process.
 
 What the server emulates and counts, its control endpoints and request kinds, and
@@ -15,7 +15,7 @@ Contract
   terminates the child, kills it after a bounded wait, and is registered with
   :mod:`atexit`; the child also exits by itself when its parent dies.
 * :meth:`S3Endpoint.stats`, :meth:`~S3Endpoint.reset_stats`,
-  :meth:`~S3Endpoint.set_latency` and :meth:`~S3Endpoint.set_bandwidth` wrap the
+  :meth:`~S3Endpoint.set_latency` and :meth:`~S3Endpoint.set_throughput` wrap the
   server's control endpoints (``/_raptorx/...``); :meth:`~S3Endpoint.client`,
   :meth:`~S3Endpoint.storage_options` and :meth:`~S3Endpoint.s3_properties` point
   boto3, s3fs and the ``hive.s3.*`` properties at the endpoint.
@@ -24,7 +24,7 @@ Contract
   latency.
 
 Command line: ``python -m devservers.s3_endpoint serve [--latency-ms MS]
-[--bandwidth BYTES_PER_S] [--no-fast-range]`` runs the server in the foreground
+[--throughput-mbps MBPS] [--no-fast-range]`` runs the server in the foreground
 and prints its URL; ``python -m devservers.s3_endpoint probe --size-mb 200``
 prints the ranged-GET cost with and without the range patch.
 """
@@ -50,6 +50,7 @@ from devservers.s3_server import (
     ACCESS_KEY,
     CONTROL_PREFIX,
     DEFAULT_LATENCY_MS,
+    DEFAULT_THROUGHPUT_MBPS,
     REGION,
     SECRET_KEY,
     serve,
@@ -81,7 +82,8 @@ class S3Endpoint:
     """A moto S3 server with emulated latency in a child process (context manager).
 
     ``latency_ms``: delay before each S3 request's first byte (0 = off).
-    ``bandwidth``: response bytes per second (None/0 = unlimited).
+    ``throughput_mbps``: response throughput per connection in MB/s (10**6 bytes a second;
+    0 = unlimited; default 90, see :mod:`devservers.s3_server`).
     ``fast_range``: install :func:`devservers.s3_server.install_range_patch` in the server process.
     ``start_timeout``: seconds to wait for a healthy server before giving up.
     ``stop_timeout``: seconds ``stop()`` waits after SIGTERM (and after SIGKILL).
@@ -91,7 +93,7 @@ class S3Endpoint:
     def __init__(
         self,
         latency_ms: float = DEFAULT_LATENCY_MS,
-        bandwidth: float | None = None,
+        throughput_mbps: float = DEFAULT_THROUGHPUT_MBPS,
         *,
         fast_range: bool = True,
         start_timeout: float = DEFAULT_START_TIMEOUT_S,
@@ -100,10 +102,10 @@ class S3Endpoint:
     ):
         if latency_ms < 0:
             raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
-        if bandwidth is not None and bandwidth < 0:
-            raise ValueError(f"bandwidth must be >= 0 bytes/s or None, got {bandwidth}")
+        if throughput_mbps < 0:
+            raise ValueError(f"throughput_mbps must be >= 0 MB/s, got {throughput_mbps}")
         self.latency_ms = float(latency_ms)
-        self.bandwidth = bandwidth or None
+        self.throughput_mbps = float(throughput_mbps)
         self.fast_range = fast_range
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
@@ -154,8 +156,8 @@ class S3Endpoint:
             "0",
             "--latency-ms",
             repr(self.latency_ms),
-            "--bandwidth",
-            repr(float(self.bandwidth or 0)),
+            "--throughput-mbps",
+            repr(self.throughput_mbps),
             "--url-file",
             url_file,
             "--exit-with-parent",
@@ -274,7 +276,7 @@ class S3Endpoint:
         ``total_requests``, ``service_seconds`` (per kind, time spent inside moto),
         ``status`` (2xx/3xx/4xx/5xx counts), ``delayed_requests`` (requests that got
         an emulated delay), ``injected_delay_seconds``, ``max_concurrent``, and the
-        settings ``latency_ms``, ``bandwidth``, ``fast_range``, ``pid``.
+        settings ``latency_ms``, ``throughput_mbps``, ``fast_range``, ``pid``.
         """
         return self._control("GET", "/stats")
 
@@ -289,12 +291,12 @@ class S3Endpoint:
         self._control("POST", f"/latency?ms={float(ms)!r}")
         self.latency_ms = float(ms)
 
-    def set_bandwidth(self, bytes_per_s: float | None) -> None:
-        """Set the emulated bandwidth in bytes/s (None or 0 = unlimited)."""
-        if bytes_per_s is not None and bytes_per_s < 0:
-            raise ValueError(f"bandwidth must be >= 0 bytes/s, got {bytes_per_s}")
-        self._control("POST", f"/bandwidth?bytes_per_s={float(bytes_per_s or 0)!r}")
-        self.bandwidth = bytes_per_s or None
+    def set_throughput(self, mbps: float) -> None:
+        """Set the emulated throughput per connection in MB/s (0 = unlimited)."""
+        if mbps < 0:
+            raise ValueError(f"throughput must be >= 0 MB/s, got {mbps}")
+        self._control("POST", f"/throughput?mbps={float(mbps)!r}")
+        self.throughput_mbps = float(mbps)
 
     # -- S3 helpers -------------------------------------------------------- #
     def s3_properties(self) -> dict[str, str]:
@@ -305,6 +307,24 @@ class S3Endpoint:
             "hive.s3.aws-secret-key": SECRET_KEY,
             "hive.s3.path-style-access": "true",
             "hive.s3.region": REGION,
+        }
+
+    def s3a_settings(self) -> dict[str, str]:
+        """Hadoop ``fs.s3a.*`` settings pointing Spark's s3a file system here: plain HTTP,
+        path-style, the test credentials, a fixed region (unset, the SDK probes for one or
+        gets 403s). s3a's ``If-Match`` change detection is left on (the server honours it).
+        For Spark, prefix each key with ``spark.hadoop.`` (``devservers.s3a_jars.spark_conf``)."""
+        return {
+            "fs.s3a.endpoint": self.url,
+            "fs.s3a.endpoint.region": REGION,
+            "fs.s3a.path.style.access": "true",
+            "fs.s3a.connection.ssl.enabled": "false",
+            "fs.s3a.access.key": ACCESS_KEY,
+            "fs.s3a.secret.key": SECRET_KEY,
+            "fs.s3a.aws.credentials.provider": (
+                "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+            ),
+            "fs.s3a.cross.region.access.enabled": "false",
         }
 
     def storage_options(self) -> dict[str, Any]:
@@ -341,7 +361,7 @@ class S3Endpoint:
     def probe_request_cost(self, bucket: str, key: str, repeats: int = 5) -> dict[str, Any]:
         """Measure the endpoint's own per-request cost, with emulation switched off.
 
-        Temporarily sets latency and bandwidth to 0, issues ``repeats`` 1-byte and
+        Temporarily sets latency and throughput to 0 (off), issues ``repeats`` 1-byte and
         ``repeats`` 1 MiB ranged GETs of ``s3://bucket/key`` (after one warm-up
         each) through a boto3 client, then restores the settings.  The probe's own
         requests are counted like any other (HEAD + RANGED_GETs).  Returns::
@@ -359,9 +379,9 @@ class S3Endpoint:
         size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
         if size == 0:
             raise ValueError(f"s3://{bucket}/{key} is empty; cannot probe ranged GETs")
-        latency, bandwidth = self.latency_ms, self.bandwidth
+        latency, throughput = self.latency_ms, self.throughput_mbps
         self.set_latency(0)
-        self.set_bandwidth(None)
+        self.set_throughput(0)
         try:
 
             def median_get(length: int) -> tuple[float, float]:
@@ -385,7 +405,7 @@ class S3Endpoint:
             one_mib, one_mib_server = median_get(1 << 20)
         finally:
             self.set_latency(latency)
-            self.set_bandwidth(bandwidth)
+            self.set_throughput(throughput)
         return {
             "object_size": size,
             "repeats": repeats,
@@ -404,7 +424,7 @@ class S3Endpoint:
 def _probe_cli(size_mb: int, repeats: int) -> None:
     payload = os.urandom(1 << 20) * size_mb  # size_mb MiB; content is irrelevant
     for fast in (False, True):
-        with S3Endpoint(latency_ms=0, fast_range=fast) as ep:
+        with S3Endpoint(latency_ms=0, throughput_mbps=0, fast_range=fast) as ep:
             ep.create_bucket("probe")
             ep.client().put_object(Bucket="probe", Key="blob", Body=payload)
             result = ep.probe_request_cost("probe", "blob", repeats=repeats)
@@ -419,12 +439,19 @@ def main(argv: list[str] | None = None) -> int:
     p_serve = sub.add_parser("serve", help="run the endpoint until killed; prints its URL")
     p_serve.add_argument("--host", default="127.0.0.1")
     p_serve.add_argument("--port", type=int, default=0, help="0 = let the OS choose (default)")
-    p_serve.add_argument("--latency-ms", type=float, default=DEFAULT_LATENCY_MS)
     p_serve.add_argument(
-        "--bandwidth",
+        "--latency-ms",
         type=float,
-        default=0.0,
-        help="response bytes per second, 0 = unlimited (default)",
+        default=DEFAULT_LATENCY_MS,
+        help="delay before each request's first byte, ms "
+        f"(0 = none; default {DEFAULT_LATENCY_MS:g})",
+    )
+    p_serve.add_argument(
+        "--throughput-mbps",
+        type=float,
+        default=DEFAULT_THROUGHPUT_MBPS,
+        help="response throughput per connection, MB/s "
+        f"(0 = unlimited; default {DEFAULT_THROUGHPUT_MBPS:g})",
     )
     p_serve.add_argument(
         "--no-fast-range",
@@ -440,13 +467,13 @@ def main(argv: list[str] | None = None) -> int:
     p_probe.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     if args.command == "serve":
-        if args.latency_ms < 0 or args.bandwidth < 0:
-            parser.error("--latency-ms and --bandwidth must be >= 0")
+        if args.latency_ms < 0 or args.throughput_mbps < 0:
+            parser.error("--latency-ms and --throughput-mbps must be >= 0")
         serve(
             host=args.host,
             port=args.port,
             latency_ms=args.latency_ms,
-            bandwidth=args.bandwidth or None,
+            throughput_mbps=args.throughput_mbps,
             fast_range=not args.no_fast_range,
             url_file=args.url_file,
             exit_with_parent=args.exit_with_parent,

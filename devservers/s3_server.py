@@ -1,12 +1,14 @@
-"""The emulated S3 server: moto's S3 server behind a latency/bandwidth-emulating,
+"""The emulated S3 server: moto's S3 server behind a latency/throughput-emulating,
 request-counting WSGI middleware, meant to run in a process of its own.
 
 Why: tests and benchmarks need an S3 endpoint on the machine, but a loopback
 emulator answers in microseconds, which hides exactly what a cache saves.  This
 module charges every S3 request a configurable latency before its first byte
-(default 20 ms) and, optionally, a bandwidth cost, so a response of N bytes takes
-``latency + N / bandwidth``.  It also counts requests by kind, so tests can assert
-"this read issued 3 ranged GETs and no LIST" without timing anything.
+(default 20 ms) and a throughput per connection (default 90 MB/s, AWS's guideline of one
+connection per 85-90 MB/s wanted), so a response of N bytes takes at least
+``latency + N / throughput``: a client that makes many small requests pays in latency, one
+that moves many bytes pays in throughput, as on S3.  It also counts requests by kind, so
+tests can assert "this read issued 3 ranged GETs and no LIST" without timing anything.
 
 This module is the server side only.  Tests and benchmarks start, stop and query
 it through :class:`devservers.s3_endpoint.S3Endpoint`, which runs
@@ -19,11 +21,14 @@ Contract
   chosen by the OS) in the calling process until it is killed, prints its URL
   (and writes it to ``url_file``, atomically, if given) once it listens.  With
   ``exit_with_parent`` the process exits by itself when its parent dies.
-* Latency and bandwidth (:class:`EmulationMiddleware`): every S3 request sleeps
-  ``latency_ms`` before it reaches moto; with a bandwidth set, the response body
+* Latency and throughput (:class:`EmulationMiddleware`): every S3 request sleeps
+  ``latency_ms`` before it reaches moto; with a throughput set, the response body
   is then released in 64 KiB pieces, each no earlier than ``first byte time +
-  bytes sent / bandwidth``.  Both settings can be changed at run time through the
-  control endpoints and apply to requests that start afterwards.
+  bytes sent / throughput``. A connection carries one response at a time (HTTP/1.1), so
+  pacing each response is pacing each connection, whatever the client (s3fs, s3a, boto3);
+  clients that open more connections get more throughput in all, as on S3.  Both settings
+  can be changed at run time through the control endpoints and apply to requests that
+  start afterwards.
 * Control endpoints live under ``/_raptorx/`` (moto never sees them; they are
   neither counted nor delayed):
 
@@ -32,7 +37,8 @@ Contract
                                                :meth:`devservers.s3_endpoint.S3Endpoint.stats`
   ``POST /_raptorx/reset``                  -> zero all counters
   ``POST /_raptorx/latency?ms=20``          -> set the per-request latency (0 = off)
-  ``POST /_raptorx/bandwidth?bytes_per_s=N`` -> set the bandwidth limit (0 = off)
+  ``POST /_raptorx/throughput?mbps=N``     -> set the throughput per connection in MB/s
+                                               (10**6 bytes a second; 0 = unlimited)
 
 * Request kinds (path-style addressing, ``/bucket/key``; :func:`classify_request`):
 
@@ -81,7 +87,9 @@ __all__ = [
     "ACCESS_KEY",
     "CONTROL_PREFIX",
     "DEFAULT_LATENCY_MS",
+    "DEFAULT_THROUGHPUT_MBPS",
     "KINDS",
+    "MB",
     "REGION",
     "SECRET_KEY",
     "EmulationMiddleware",
@@ -98,6 +106,9 @@ CONTROL_PREFIX = "/_raptorx"
 KINDS = ("LIST", "HEAD", "GET", "RANGED_GET", "PUT", "DELETE", "OTHER")
 
 DEFAULT_LATENCY_MS = 20.0
+#: Response throughput per connection, MB/s (10**6 bytes a second); 0 = unlimited.
+DEFAULT_THROUGHPUT_MBPS = 90.0
+MB = 1_000_000
 #: Credentials and region moto accepts; clients of the server use these.
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"
@@ -173,12 +184,12 @@ def classify_request(
 # Server side: counters, middleware, moto patch
 # --------------------------------------------------------------------------- #
 class _Stats:
-    """Thread-safe counters and the current latency/bandwidth settings."""
+    """Thread-safe counters and the current latency/throughput settings."""
 
-    def __init__(self, latency_ms: float, bandwidth: float | None, fast_range: bool):
+    def __init__(self, latency_ms: float, throughput_mbps: float, fast_range: bool):
         self.lock = threading.Lock()
         self.latency_ms = float(latency_ms)
-        self.bandwidth = float(bandwidth) if bandwidth else None
+        self.throughput_mbps = float(throughput_mbps or 0)
         self.fast_range = fast_range
         self.reset()
 
@@ -198,7 +209,7 @@ class _Stats:
             return {
                 "pid": os.getpid(),
                 "latency_ms": self.latency_ms,
-                "bandwidth": self.bandwidth,
+                "throughput_mbps": self.throughput_mbps,
                 "fast_range": self.fast_range,
                 "requests": dict(self.requests),
                 "total_requests": sum(self.requests.values()),
@@ -212,7 +223,12 @@ class _Stats:
 
 
 class _CountedBody:
-    """WSGI response iterable that counts (and, with a bandwidth, paces) bytes."""
+    """WSGI response iterable that counts (and, with a throughput, paces) bytes.
+
+    ``bytes_per_s``: the pace (None = unlimited); each 64 KiB piece leaves no earlier than
+    ``first_byte_at + bytes sent so far / bytes_per_s``, the first one included, so an
+    N-byte response takes at least N / bytes_per_s after its first byte time.
+    """
 
     _PIECE = 64 * 1024
 
@@ -221,13 +237,13 @@ class _CountedBody:
         inner: Iterable[bytes],
         stats: _Stats,
         kind: str,
-        bandwidth: float | None,
+        bytes_per_s: float | None,
         first_byte_at: float,
     ):
         self._inner = inner
         self._stats = stats
         self._kind = kind
-        self._bandwidth = bandwidth
+        self._bytes_per_s = bytes_per_s
         self._t0 = first_byte_at
         self._closed = False
 
@@ -236,7 +252,7 @@ class _CountedBody:
         for chunk in self._inner:
             if not chunk:
                 continue
-            if not self._bandwidth:
+            if not self._bytes_per_s:
                 sent += len(chunk)
                 self._add_bytes(len(chunk))
                 yield chunk
@@ -245,7 +261,7 @@ class _CountedBody:
             for start in range(0, len(view), self._PIECE):
                 piece = bytes(view[start : start + self._PIECE])
                 sent += len(piece)
-                wait = self._t0 + sent / self._bandwidth - time.monotonic()
+                wait = self._t0 + sent / self._bytes_per_s - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
                     with self._stats.lock:
@@ -269,17 +285,17 @@ class _CountedBody:
 
 
 class EmulationMiddleware:
-    """WSGI middleware: latency + bandwidth emulation, request counting, control API."""
+    """WSGI middleware: latency + throughput emulation, request counting, control API."""
 
     def __init__(
         self,
         app: Callable[..., Any],
         latency_ms: float = DEFAULT_LATENCY_MS,
-        bandwidth: float | None = None,
+        throughput_mbps: float = 0.0,
         fast_range: bool = False,
     ):
         self.app = app
-        self.stats = _Stats(latency_ms, bandwidth, fast_range)
+        self.stats = _Stats(latency_ms, throughput_mbps, fast_range)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = environ.get("PATH_INFO", "") or ""
@@ -298,8 +314,8 @@ class EmulationMiddleware:
             st.inflight += 1
             st.max_concurrent = max(st.max_concurrent, st.inflight)
             latency_s = st.latency_ms / 1000.0
-            bandwidth = st.bandwidth
-            if latency_s > 0 or bandwidth:
+            bytes_per_s = st.throughput_mbps * MB or None
+            if latency_s > 0 or bytes_per_s:
                 st.delayed_requests += 1
         if latency_s > 0:
             time.sleep(latency_s)
@@ -327,7 +343,7 @@ class EmulationMiddleware:
             raise
         with st.lock:
             st.service_seconds[kind] += time.perf_counter() - t0
-        return _CountedBody(inner, st, kind, bandwidth, first_byte_at)
+        return _CountedBody(inner, st, kind, bytes_per_s, first_byte_at)
 
     # -- control API ------------------------------------------------------- #
     def _control(
@@ -349,11 +365,11 @@ class EmulationMiddleware:
                 with st.lock:
                     st.latency_ms = ms
                 body = {"latency_ms": ms}
-            elif sub == "/bandwidth" and method == "POST":
-                bps = _parse_number(query, "bytes_per_s")
+            elif sub == "/throughput" and method == "POST":
+                mbps = _parse_number(query, "mbps")
                 with st.lock:
-                    st.bandwidth = bps or None
-                body = {"bandwidth": bps or None}
+                    st.throughput_mbps = mbps
+                body = {"throughput_mbps": mbps}
             else:
                 return _json_response(
                     start_response,
@@ -484,7 +500,9 @@ def install_range_patch() -> bool:
 
 
 def make_app(
-    latency_ms: float = DEFAULT_LATENCY_MS, bandwidth: float | None = None, fast_range: bool = True
+    latency_ms: float = DEFAULT_LATENCY_MS,
+    throughput_mbps: float = DEFAULT_THROUGHPUT_MBPS,
+    fast_range: bool = True,
 ) -> EmulationMiddleware:
     """Build moto's S3 WSGI app wrapped in :class:`EmulationMiddleware` (server side)."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
@@ -492,7 +510,7 @@ def make_app(
     patched = install_range_patch() if fast_range else False
     moto_app = DomainDispatcherApplication(create_backend_app)
     return EmulationMiddleware(
-        moto_app, latency_ms=latency_ms, bandwidth=bandwidth, fast_range=patched
+        moto_app, latency_ms=latency_ms, throughput_mbps=throughput_mbps, fast_range=patched
     )
 
 
@@ -508,7 +526,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 0,
     latency_ms: float = DEFAULT_LATENCY_MS,
-    bandwidth: float | None = None,
+    throughput_mbps: float = DEFAULT_THROUGHPUT_MBPS,
     fast_range: bool = True,
     url_file: str | None = None,
     exit_with_parent: bool = False,
@@ -521,7 +539,7 @@ def serve(
         def log_request(self, code: Any = "-", size: Any = "-") -> None:
             """Per-request access logs are dropped (errors are still logged)."""
 
-    app = make_app(latency_ms=latency_ms, bandwidth=bandwidth, fast_range=fast_range)
+    app = make_app(latency_ms=latency_ms, throughput_mbps=throughput_mbps, fast_range=fast_range)
     server = make_server(host, port, app, threaded=True, request_handler=QuietHandler)
     server.daemon_threads = True
     url = f"http://{host}:{server.server_port}"

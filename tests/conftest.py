@@ -72,6 +72,7 @@ def env(tmp_path_factory) -> Env:
 @pytest.fixture(scope="session")
 def spark(env):
     """A local[2] SparkSession with tiered_hive registered on the session's metastore."""
+    from devservers import s3a_jars
     from raptorx_py.session import tiered_session
 
     session = tiered_session(
@@ -85,6 +86,8 @@ def spark(env):
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "2g",
             "spark.ui.showConsoleProgress": "false",
+            # hadoop-aws, for Spark's own reader over s3a:// (tests/s3a_fixtures.py).
+            "spark.jars": ",".join(s3a_jars.resolve()),
         },
     )
     yield session

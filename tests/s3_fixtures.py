@@ -4,8 +4,9 @@ Load it with ``pytest_plugins = ["tests.s3_fixtures"]`` in a conftest.py, or
 ``pytest -p tests.s3_fixtures``.
 
 * ``s3_endpoint`` (session): one :class:`~devservers.s3_endpoint.S3Endpoint`
-  with latency 0, started on first use and stopped at the end of the session.
-  Tests that change its latency or bandwidth must restore them.
+  with latency 0 and unlimited throughput, started on first use and stopped at the end of
+  the session.
+  Tests that change its latency or throughput must restore them.
 * ``s3_bucket`` (function): a freshly created, uniquely named bucket on that
   endpoint; the request counters are reset after the bucket is created, so a
   test sees only its own requests.
@@ -26,8 +27,9 @@ _bucket_numbers = itertools.count(1)
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[S3Endpoint]:
-    """A moto-backed S3 endpoint in its own process, latency 0, shared by the session."""
-    endpoint = S3Endpoint(latency_ms=0.0)
+    """A moto-backed S3 endpoint in its own process, latency 0, unlimited throughput, shared
+    by the session."""
+    endpoint = S3Endpoint(latency_ms=0.0, throughput_mbps=0.0)
     endpoint.start()
     try:
         yield endpoint

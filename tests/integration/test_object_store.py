@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 
 import botocore.exceptions
 import pytest
@@ -153,7 +154,7 @@ def test_control_requests_are_not_counted(s3_endpoint, s3_bucket):
     for _ in range(3):
         s3_endpoint.stats()
     s3_endpoint.set_latency(0)
-    s3_endpoint.set_bandwidth(None)
+    s3_endpoint.set_throughput(0)
     assert s3_endpoint._control("GET", "/health")["ok"] is True
     with pytest.raises(RuntimeError, match="HTTP 404"):
         s3_endpoint._control("GET", "/no-such-thing")
@@ -185,20 +186,54 @@ def test_latency_is_applied_and_reported(s3_endpoint, s3_bucket):
     assert (stats["total_requests"], stats["delayed_requests"]) == (1, 0)
 
 
-def test_bandwidth_setting_keeps_byte_counts(s3_endpoint, s3_bucket):
+def test_throughput_setting_keeps_byte_counts(s3_endpoint, s3_bucket):
     fs = _fs(s3_endpoint)
     fs.pipe_file(f"{s3_bucket}/k", DATA)
-    s3_endpoint.set_bandwidth(100e6)
+    s3_endpoint.set_throughput(100)
     try:
         s3_endpoint.reset_stats()
         assert fs.cat_file(f"{s3_bucket}/k", max_concurrency=1) == DATA
         stats = s3_endpoint.stats()
-        assert stats["bandwidth"] == 100e6
+        assert stats["throughput_mbps"] == 100
         assert stats["delayed_requests"] == 1
         assert stats["bytes"]["GET"] == len(DATA)
     finally:
-        s3_endpoint.set_bandwidth(None)
-    assert s3_endpoint.stats()["bandwidth"] is None
+        s3_endpoint.set_throughput(0)
+    assert s3_endpoint.stats()["throughput_mbps"] == 0
+
+
+NINE_MB = 9 * 10**6
+
+
+@pytest.mark.parametrize("client", ["boto3", "s3fs"])
+def test_throughput_paces_every_response_whatever_the_client(s3_endpoint, s3_bucket, client):
+    """At 90 MB/s a 9 MB response cannot arrive in less than 0.1 s (a lower bound, which a
+    slow machine cannot break), and a 10 KB one is paced too; the bytes are all counted."""
+    s3_endpoint.client().put_object(Bucket=s3_bucket, Key="nine", Body=os.urandom(NINE_MB))
+    fs = _fs(s3_endpoint)
+
+    def read(start: int, end: int) -> int:
+        if client == "boto3":
+            body = s3_endpoint.client().get_object(
+                Bucket=s3_bucket, Key="nine", Range=f"bytes={start}-{end - 1}"
+            )["Body"]
+            return len(body.read())
+        return len(fs.cat_file(f"{s3_bucket}/nine", start=start, end=end))
+
+    s3_endpoint.set_throughput(90)
+    try:
+        s3_endpoint.reset_stats()
+        t0 = time.monotonic()
+        assert read(0, NINE_MB) == NINE_MB
+        elapsed = time.monotonic() - t0
+        stats = s3_endpoint.stats()
+    finally:
+        s3_endpoint.set_throughput(0)
+    assert elapsed >= 0.1, f"9 MB at 90 MB/s arrived in {elapsed:.3f} s"
+    assert stats["bytes"]["RANGED_GET"] == NINE_MB
+    assert stats["requests"]["RANGED_GET"] == 1
+    # The pacing slept (at most 0.1 s in all: the first byte time starts the clock).
+    assert 0 < stats["injected_delay_seconds"] <= 0.1 + 1e-6
 
 
 def test_probe_request_cost_restores_settings(s3_endpoint, s3_bucket):
@@ -233,7 +268,7 @@ def test_second_endpoint_stock_moto_matches_and_stops_cleanly(s3_endpoint, s3_bu
         "bytes=0-1,5-6",
         "bytes=40000-40001",
     ]
-    with S3Endpoint(latency_ms=0, fast_range=False) as stock:
+    with S3Endpoint(latency_ms=0, throughput_mbps=0, fast_range=False) as stock:
         pid = stock.pid
         assert stock.port != s3_endpoint.port
         assert pid != s3_endpoint.pid and _process_exists(pid)
@@ -297,7 +332,7 @@ def test_start_fails_clearly_when_server_hangs(tmp_path):
 def test_constructor_rejects_bad_settings():
     with pytest.raises(ValueError, match="latency_ms"):
         S3Endpoint(latency_ms=-1)
-    with pytest.raises(ValueError, match="bandwidth"):
-        S3Endpoint(bandwidth=-5)
+    with pytest.raises(ValueError, match="throughput_mbps"):
+        S3Endpoint(throughput_mbps=-5)
     with pytest.raises(RuntimeError, match="not started"):
         _ = S3Endpoint().url
