@@ -181,6 +181,72 @@ def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: The two references a user measures a cache against: Spark's own Parquet reader over
+#: ``s3a://`` on the same store (what users run today), and on local files (the floor).
+SPARK_ON_S3 = "spark-parquet-s3"
+SPARK_LOCAL = "spark-parquet-local"
+REFERENCES = (SPARK_ON_S3, SPARK_LOCAL)
+#: RaptorX's own figure: the cached engine against the same engine without caches, on the
+#: same remote store.
+UNCACHED = "tiered-hive-s3"
+FULLY_CACHED = "tiered-hive-s3-warm-fragments"
+#: RaptorX's published speedups of that figure, per TPC-H query (its paper's TPC-H chart):
+#: at least 10x on these ...
+RAPTORX_TENFOLD = frozenset({1, 6, 12, 13, 14, 15, 16, 19, 22})
+#: ... and 3-5x on these.
+RAPTORX_THREEFOLD = frozenset({2, 5, 10, 17})
+
+
+def raptorx_target(query: str) -> str:
+    """RaptorX's speedup for the query (``>=10x``, ``3-5x``), or ``""`` where it names none."""
+    n = int(query) if str(query).isdigit() else None
+    if n in RAPTORX_TENFOLD:
+        return ">=10x"
+    if n in RAPTORX_THREEFOLD:
+        return "3-5x"
+    return ""
+
+
+def headline(s: Mapping[str, Any]) -> dict[str, Any]:
+    """The ratios a user asks about, from a ``summarize`` result.
+
+    Returns ``{"references": [...], "tiered": [...], "ratios": {reference: {query:
+    {config: x}}}, "geomean": {reference: {config: x}}, "speedup": {query: x},
+    "geomean_speedup": x}``: each ``tiered-hive*`` configuration's time as a multiple of
+    each reference present (lower is faster), over the same queries as ``summarize``'s
+    geomeans; and RaptorX's figure, ``tiered-hive-s3`` time over
+    ``tiered-hive-s3-warm-fragments`` time (how many times faster the caches make it; None
+    where either configuration was not run).
+    """
+    configs = s["configs"]
+    references = [r for r in REFERENCES if r in configs]
+    tiered = [c for c in configs if c.startswith("tiered-hive")]
+    ratios: dict[str, dict[str, dict[str, float | None]]] = {}
+    geomean: dict[str, dict[str, float | None]] = {}
+    for ref in references:
+        ratios[ref] = {
+            q: {c: ratio(per[c]["median_s"], per[ref]["median_s"]) for c in tiered}
+            for q, per in s["queries"].items()
+        }
+        geomean[ref] = {c: ratio(s["geomean"][c], s["geomean"][ref]) for c in tiered}
+    speedup: dict[str, float | None] = {}
+    geomean_speedup = None
+    if UNCACHED in configs and FULLY_CACHED in configs:
+        speedup = {
+            q: ratio(per[UNCACHED]["median_s"], per[FULLY_CACHED]["median_s"])
+            for q, per in s["queries"].items()
+        }
+        geomean_speedup = ratio(s["geomean"][UNCACHED], s["geomean"][FULLY_CACHED])
+    return {
+        "references": references,
+        "tiered": tiered,
+        "ratios": ratios,
+        "geomean": geomean,
+        "speedup": speedup,
+        "geomean_speedup": geomean_speedup,
+    }
+
+
 def row_count_mismatches(results: Mapping[str, Any]) -> list[str]:
     """Human-readable descriptions of every query whose row counts disagree.
 
@@ -261,6 +327,13 @@ def format_bytes(value: float | None) -> str:
 def _num(value: Any) -> str:
     """``20.0`` -> ``20``, ``2.5`` -> ``2.5``; anything else as text."""
     return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
+def _throughput(mbps: Any) -> str:
+    """``90`` -> ``90 MB/s``; 0 -> ``unlimited``; missing (results of older runs) -> ``—``."""
+    if mbps is None:
+        return "—"
+    return "unlimited" if not mbps else f"{_num(mbps)} MB/s"
 
 
 def _runs_phrase(repetitions: Any) -> str:
@@ -416,7 +489,8 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         f"- Object store: {endpoint.get('kind', 'S3 endpoint')} at "
         f"{endpoint.get('url', '?')}, emulated latency "
         f"{_num(results.get('latency_ms'))} ms "
-        f"per request; the endpoint's own cost per request (latency 0): "
+        f"per request and throughput {_throughput(results.get('throughput_mbps'))} per "
+        f"connection; the endpoint's own cost per request (emulation off): "
         f"{describe_request_cost(endpoint.get('request_cost'))}"
     )
     lines.append(
@@ -426,6 +500,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         f"preparation are not timed)."
     )
     lines.append("")
+    lines += _headline_section(results, s)
     lines.append("## Configurations")
     lines.append("")
     lines += _table(
@@ -501,6 +576,62 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         lines += [f"- Q{q} {c}: {str(e).splitlines()[0] if str(e) else e}" for q, c, e in errors]
         lines.append("")
     return "\n".join(lines)
+
+
+_REFERENCE_TITLES = {
+    SPARK_ON_S3: "Against Spark's own reader over s3a:// on the same store",
+    SPARK_LOCAL: "Against Spark's own reader on local files, the floor",
+}
+
+
+def _headline_section(results: Mapping[str, Any], s: Mapping[str, Any]) -> list[str]:
+    """The ratios a user asks about (``headline``), one table per reference, first in the
+    report; nothing when neither reference was run."""
+    h = headline(s)
+    if not h["references"] or not h["tiered"]:
+        return []
+    lines = [
+        "## Where tiered_hive stands",
+        "",
+        "Each `tiered_hive` configuration's median time as a multiple of Spark's own reader's "
+        "in the same run (lower is faster; 1.00x is as fast). The targets: no cache and cold "
+        "no slower than Spark on the same store (1.00x at most), since a cache must never "
+        "cost the first query.",
+        "",
+    ]
+    lines += [f"![x of {h['references'][0]} per query]({RATIOS_CHART})", ""]
+    n_geo = len(s["geomean_queries"])
+    geo_label = f"**geomean** ({_plural(n_geo, 'query', 'queries')})"
+    for ref in h["references"]:
+        with_figure = ref == SPARK_ON_S3 and bool(h["speedup"])
+        header = ["query"] + [f"{c} (x)" for c in h["tiered"]]
+        if with_figure:
+            header += ["RaptorX's figure", "its target"]
+        rows = []
+        for q in s["queries"]:
+            cells = [f"Q{q}"] + [format_ratio(h["ratios"][ref][q][c]) for c in h["tiered"]]
+            if with_figure:
+                cells += [_speedup(h["speedup"].get(q)), raptorx_target(q)]
+            rows.append(cells)
+        geo = [geo_label] + [format_ratio(h["geomean"][ref][c]) for c in h["tiered"]]
+        if with_figure:
+            geo += [_speedup(h["geomean_speedup"]), ""]
+        rows.append(geo)
+        lines += [f"### {_REFERENCE_TITLES[ref]} ({ref})", ""]
+        if with_figure:
+            lines += [
+                f"RaptorX's figure is how many times faster the caches make the engine on the "
+                f"same store ({UNCACHED}'s time over {FULLY_CACHED}'s; higher is better), "
+                f"beside RaptorX's published speedups.",
+                "",
+            ]
+        lines += _table(header, rows)
+        lines.append("")
+    return lines
+
+
+def _speedup(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}x faster"
 
 
 #: Per-scan counters (``scan.planned.<table>``, ``scan.column.<table>.<column>``): shown as
@@ -843,7 +974,9 @@ def render_chart(results: Mapping[str, Any], path: str) -> str:
     ax.set_axisbelow(True)
     title = (
         f"TPC-H SF {results.get('scale')}, emulated S3 latency "
-        f"{_num(results.get('latency_ms'))} ms, " + _runs_phrase(results.get("repetitions"))
+        f"{_num(results.get('latency_ms'))} ms and "
+        f"{_throughput(results.get('throughput_mbps'))} per connection, "
+        + _runs_phrase(results.get("repetitions"))
     )
     ax.set_title(title)
     ax.legend(
@@ -862,14 +995,71 @@ def render_chart(results: Mapping[str, Any], path: str) -> str:
     return path
 
 
+#: The chart of the headline ratios (``write_reports`` writes it when a reference ran).
+RATIOS_CHART = "tpch_ratios.png"
+
+
+def render_ratio_chart(results: Mapping[str, Any], path: str) -> str | None:
+    """Grouped bars of each ``tiered_hive`` configuration's time as a multiple of the first
+    reference's (``headline``: Spark on S3 when it ran, else Spark on local files), per
+    query and geomean, on a log axis with a line at 1.0x. Returns ``path``, or None (nothing
+    written) when no reference or no tiered configuration ran."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    s = summarize(results)
+    h = headline(s)
+    if not h["references"] or not h["tiered"]:
+        return None
+    ref, tiered = h["references"][0], h["tiered"]
+    groups = [(f"Q{q}", h["ratios"][ref][q]) for q in s["queries"]]
+    groups.append(("geomean", h["geomean"][ref]))
+    width = min(16.0, max(7.0, 1.5 + len(groups) * (0.2 * len(tiered) + 0.2)))
+    fig = Figure(figsize=(width, 5.5), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    bar_w = 0.8 / len(tiered)
+    for i, c in enumerate(tiered):
+        xs = [j - 0.4 + bar_w * (i + 0.5) for j, (_, r) in enumerate(groups) if r[c]]
+        ys = [r[c] for _, r in groups if r[c]]
+        label = c + (f": geomean {h['geomean'][ref][c]:.2f}x" if h["geomean"][ref][c] else "")
+        ax.bar(xs, ys, bar_w, label=label, color=f"C{i + 1}")
+    ax.axhline(1.0, color="0.2", linewidth=1.0, linestyle="--")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}x"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel(f"median time / {ref}'s (log; below 1 is faster)")
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([g for g, _ in groups])
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.set_title(
+        f"TPC-H SF {results.get('scale')}: tiered_hive against {ref} in the same run\n"
+        f"(S3 latency {_num(results.get('latency_ms'))} ms, throughput "
+        f"{_throughput(results.get('throughput_mbps'))} per connection)"
+    )
+    ax.legend(
+        loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=2, fontsize="small", frameon=False
+    )
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, format="png")
+    return path
+
+
 # --- files ---------------------------------------------------------------------------------
 
 
-def write_reports(results: Mapping[str, Any], out_dir: str) -> dict[str, str]:
-    """Write ``results.json``, ``results.md`` and ``tpch_queries.png`` into ``out_dir``.
+def write_reports(results: Mapping[str, Any], out_dir: str) -> dict[str, str | None]:
+    """Write ``results.json``, ``results.md``, ``tpch_queries.png`` and (when a reference
+    ran, ``render_ratio_chart``) ``tpch_ratios.png`` into ``out_dir``.
 
-    Returns the paths by kind (``json``, ``markdown``, ``chart``). The JSON is written first
-    and atomically, so a failure in presentation never loses the measurements.
+    Returns the paths by kind (``json``, ``markdown``, ``chart``, ``ratios_chart``: None when
+    not written). The JSON is written first and atomically, so a failure in presentation
+    never loses the measurements.
     """
     os.makedirs(out_dir, exist_ok=True)
     paths = {
@@ -880,7 +1070,8 @@ def write_reports(results: Mapping[str, Any], out_dir: str) -> dict[str, str]:
     _write_atomic(paths["json"], json.dumps(results, indent=2, sort_keys=False, default=str) + "\n")
     _write_atomic(paths["markdown"], render_markdown(results))
     render_chart(results, paths["chart"])
-    return paths
+    ratios = render_ratio_chart(results, os.path.join(out_dir, RATIOS_CHART))
+    return {**paths, "ratios_chart": ratios}
 
 
 def _write_atomic(path: str, text: str) -> None:

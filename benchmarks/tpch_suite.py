@@ -2,7 +2,8 @@
 
     python -m benchmarks.tpch_suite --scale 1 --out bench-out \\
         [--configs spark-parquet-local,tiered-hive-s3] [--queries 1,6] \\
-        [--repetitions 3] [--warmup 1] [--latency-ms 20] [--work-dir DIR] \\
+        [--repetitions 3] [--warmup 1] [--latency-ms 20] [--throughput-mbps 90] \\
+        [--work-dir DIR] \\
         [--property fragment-result-cache.max-cache-size=8GB]
 
 What it does, in order:
@@ -19,19 +20,24 @@ What it does, in order:
    location is that directory); a table of the same name elsewhere is left alone and the
    publish is skipped with a line saying why. Other tables are never touched.
 2. Starts the emulated S3 endpoint (``devservers.s3_endpoint.S3Endpoint``; per-request
-   latency ``--latency-ms``, 0 turns it off), creates a bucket, and loads the generation to
-   ``s3://<bucket>/warehouse`` with ``load_tpch`` into a fresh SQLite metastore under the
-   work directory (loading runs with the latency off; the latency is switched on after).
+   latency ``--latency-ms`` and throughput per connection ``--throughput-mbps``, 0 turns
+   either off), creates a bucket, and loads the generation to ``s3://<bucket>/warehouse``
+   with ``load_tpch`` into a fresh SQLite metastore under the work directory (loading runs
+   with the emulation off; it is switched on after).
 3. Measures the endpoint's own per-request cost (its probe, with latency 0) for the report.
-4. Opens one SparkSession (``tiered_session``, ``local[2]``) for all configurations and,
+4. Opens one SparkSession (``tiered_session``, ``local[2]``, with what each configuration
+   asks of the session's start: ``Configuration.spark_conf``, e.g. hadoop-aws for s3a) for
+   all configurations and,
    for each query, runs every configuration's warm-ups and then the timed repetitions
    interleaved (``rep 1: A B, rep 2: A B, ...``) so drift hits all configurations alike.
    Each run is ``spark.sql(query).collect()``, timed with a monotonic clock; the run records
    seconds, rows, the deltas of the endpoint's request counters and of the data
    source's metrics sink (``metrics.directory``), and where the time went
    (``benchmarks.query_timeline``: the driver's query phases and the jobs' stages).
-5. Writes ``<out>/results.json``, ``<out>/results.md`` and ``<out>/tpch_queries.png``
-   (``benchmarks.report``), after every query, so an interrupted run keeps what it measured.
+5. Writes ``<out>/results.json``, ``<out>/results.md``, ``<out>/tpch_queries.png`` and
+   ``<out>/tpch_ratios.png`` (``benchmarks.report``; the report leads with each tiered_hive
+   configuration's ratio to Spark's reader over s3a and on local files), after every query,
+   so an interrupted run keeps what it measured.
 
 Exit status: 0 when every run succeeded and every configuration returned the same number
 of rows for each query; 1 otherwise (the mismatches and errors are printed and listed in
@@ -60,6 +66,7 @@ from benchmarks.configurations import (
     Configuration,
     get_configurations,
 )
+from devservers.s3_server import DEFAULT_LATENCY_MS, DEFAULT_THROUGHPUT_MBPS
 
 BUCKET = "raptorx-bench"
 DATABASE = "tpch"
@@ -128,8 +135,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--latency-ms",
         type=float,
-        default=20.0,
-        help="emulated latency of every S3 request in ms (0: none)",
+        default=DEFAULT_LATENCY_MS,
+        help=f"emulated latency before every S3 request's first byte in ms (0: none; "
+        f"default {DEFAULT_LATENCY_MS:g})",
+    )
+    p.add_argument(
+        "--throughput-mbps",
+        type=float,
+        default=DEFAULT_THROUGHPUT_MBPS,
+        help="emulated S3 throughput per connection in MB/s (0: unlimited; default "
+        f"{DEFAULT_THROUGHPUT_MBPS:g}, AWS's guideline of one connection per 85-90 MB/s)",
     )
     p.add_argument(
         "--work-dir",
@@ -173,6 +188,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error("--repetitions must be at least 1")
     if args.latency_ms < 0:
         p.error("--latency-ms must be >= 0")
+    if args.throughput_mbps < 0:
+        p.error("--throughput-mbps must be >= 0")
     return args
 
 
@@ -300,6 +317,23 @@ def split_store_stats(delta: Mapping[str, Any]) -> tuple[dict[str, int], int]:
     return requests, nbytes
 
 
+def configurations_spark_conf(configs: Sequence[Configuration], endpoint: Any) -> dict[str, str]:
+    """What the configurations ask of the session's start, merged: ``spark.jars`` entries
+    joined, any other key set once (two configurations asking different values of one key
+    is a ``ValueError``: the shared session cannot serve both)."""
+    merged: dict[str, str] = {}
+    for config in configs:
+        for key, value in (config.spark_conf(endpoint) if config.spark_conf else {}).items():
+            if key == "spark.jars":
+                merged[key] = ",".join(filter(None, [merged.get(key), value]))
+            elif merged.setdefault(key, value) != value:
+                raise ValueError(
+                    f"configuration {config.name} needs {key}={value}, another "
+                    f"{key}={merged[key]}: they cannot share one session"
+                )
+    return merged
+
+
 # --- the run -----------------------------------------------------------------------------
 
 
@@ -332,6 +366,7 @@ class Bench:
             "complete": False,
             "scale": int(args.scale) if float(args.scale).is_integer() else args.scale,
             "latency_ms": args.latency_ms,
+            "throughput_mbps": args.throughput_mbps,
             "warmup": args.warmup,
             "repetitions": args.repetitions,
             "work_dir": self.work_dir,
@@ -478,7 +513,7 @@ class Bench:
         metastore, metrics_dir = self.fresh_state_paths()
         with contextlib.ExitStack() as stack:
             with self.phase("starting the local S3 endpoint"):
-                endpoint = stack.enter_context(S3Endpoint(latency_ms=0.0))
+                endpoint = stack.enter_context(S3Endpoint(latency_ms=0.0, throughput_mbps=0.0))
             endpoint.create_bucket(BUCKET)
             properties = {
                 "hive.metastore.url": f"sqlite:///{metastore}",
@@ -499,8 +534,16 @@ class Bench:
             ):
                 warehouse = self.load(properties)
                 probe = self.probe(endpoint)
-            self.say(f"S3 latency from now on: {self.args.latency_ms:g} ms per request")
+            self.say(
+                f"S3 from now on: {self.args.latency_ms:g} ms per request, "
+                + (
+                    f"{self.args.throughput_mbps:g} MB/s per connection"
+                    if self.args.throughput_mbps
+                    else "unlimited throughput"
+                )
+            )
             endpoint.set_latency(self.args.latency_ms)
+            endpoint.set_throughput(self.args.throughput_mbps)
             endpoint.reset_stats()
             self.results["endpoint"] = {
                 "kind": type(endpoint).__name__,
@@ -509,12 +552,13 @@ class Bench:
                 "request_cost_probe": {"key": probe["key"], "size": probe["size"]},
             }
             self.results["properties"] = properties
-            self.results["spark_conf"] = dict(DEFAULT_SPARK_CONF)
+            spark_conf = {**DEFAULT_SPARK_CONF, **configurations_spark_conf(self.configs, endpoint)}
+            self.results["spark_conf"] = spark_conf
             with self.phase("starting Spark"):
                 spark = tiered_session(
                     master=self.args.master,
                     app_name="raptorx-tpch-bench",
-                    spark_conf={**DEFAULT_SPARK_CONF, **self.log_conf()},
+                    spark_conf={**spark_conf, **self.log_conf()},
                     properties=properties,
                 )
             try:
@@ -747,7 +791,7 @@ class Bench:
             label = f"geomean over {n} queries" if n > 1 else "over the one query"
             self.console.print(f"[bold]{label}:[/bold] {geo} (lower is faster)")
         self.console.print(
-            f"wrote {paths['json']}, {paths['markdown']}, {paths['chart']} "
+            f"wrote {', '.join(p for p in paths.values() if p)} "
             f"(wall time {self.results['wall_seconds']:.0f} s)"
         )
         problems = report.row_count_mismatches(self.results) + report.result_differences(

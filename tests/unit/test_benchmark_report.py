@@ -234,10 +234,12 @@ def test_runner_helpers_need_no_spark():
         args.repetitions,
         args.warmup,
         args.latency_ms,
-    ) == (0.1, ["a", "b"], ["1", "6"], 3, 1, 20.0)
+        args.throughput_mbps,
+    ) == (0.1, ["a", "b"], ["1", "6"], 3, 1, 20.0, 90.0)
     names = [c.name for c in configurations.get_configurations(None)]
     assert names == [
         "spark-parquet-local",
+        "spark-parquet-s3",
         "tiered-hive-s3",
         "tiered-hive-s3-cold",
         "tiered-hive-s3-warm",
@@ -359,3 +361,81 @@ def test_planning_counts_per_query(results):
     assert any(line.startswith("| Q1 | 4 | 2.5 | 0 | 0 | 1 |") for line in lines), md
     assert any(line.startswith("| Q10 | 2 | — | 3 | 0 | 0 |") for line in lines), md
     assert report.planning_ms_per_scan({"planning.scans": 0}) is None
+
+
+def _headline_results():
+    """Spark on local files 1 s, Spark on S3 4 s, tiered_hive with no cache 6 s and warm +
+    fragments 0.5 s, for Q1 (RaptorX: >=10x), Q2 (3-5x) and Q3 (no target)."""
+    seconds = {
+        "spark-parquet-local": 1.0,
+        "spark-parquet-s3": 4.0,
+        "tiered-hive-s3": 6.0,
+        "tiered-hive-s3-warm-fragments": 0.5,
+    }
+    return {
+        "scale": 1,
+        "latency_ms": 20.0,
+        "throughput_mbps": 90.0,
+        "repetitions": 1,
+        "configurations": [{"name": c, "description": c} for c in seconds],
+        "queries": {
+            str(q): {"configs": {c: {"runs": [_run(s * q, 1)]} for c, s in seconds.items()}}
+            for q in (1, 2, 3)
+        },
+    }
+
+
+def test_headline_ratios_against_spark_on_s3_and_on_local_files(tmp_path):
+    results = _headline_results()
+    h = report.headline(report.summarize(results))
+    assert h["references"] == ["spark-parquet-s3", "spark-parquet-local"]
+    assert h["tiered"] == ["tiered-hive-s3", "tiered-hive-s3-warm-fragments"]
+    assert h["ratios"]["spark-parquet-s3"]["2"] == {
+        "tiered-hive-s3": 1.5,
+        "tiered-hive-s3-warm-fragments": 0.125,
+    }
+    assert h["geomean"]["spark-parquet-local"]["tiered-hive-s3"] == pytest.approx(6.0)
+    assert h["speedup"] == {"1": 12.0, "2": 12.0, "3": 12.0}
+    assert h["geomean_speedup"] == pytest.approx(12.0)
+    assert [report.raptorx_target(q) for q in ("1", "2", "3", "22")] == [
+        ">=10x",
+        "3-5x",
+        "",
+        ">=10x",
+    ]
+
+    markdown = report.render_markdown(results)
+    # The headline comes before everything else the report shows.
+    assert markdown.index("## Where tiered_hive stands") < markdown.index("## Configurations")
+    assert "throughput 90 MB/s per connection" in markdown
+    assert "| Q2 | 1.50x | 0.12x | 12.0x faster | 3-5x |" in markdown
+    assert "| Q2 | 6.00x | 0.50x |" in markdown  # against local files
+
+    paths = report.write_reports(results, str(tmp_path))
+    with open(paths["ratios_chart"], "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_no_headline_without_a_reference(results, tmp_path):
+    """The synthetic run of the other tests names neither of Spark's readers."""
+    assert report.headline(report.summarize(results))["references"] == []
+    assert "## Where tiered_hive stands" not in report.render_markdown(results)
+    assert report.write_reports(results, str(tmp_path))["ratios_chart"] is None
+
+
+def test_configurations_spark_conf_joins_jars_and_refuses_conflicts():
+    from benchmarks.configurations import Configuration
+    from benchmarks.tpch_suite import configurations_spark_conf
+
+    def config(name, conf):
+        return Configuration(name, name, register_views=print, spark_conf=lambda _ep: conf)
+
+    plain = Configuration("plain", "no session settings", register_views=print)
+    a = config("a", {"spark.jars": "/a.jar", "spark.hadoop.x": "1"})
+    b = config("b", {"spark.jars": "/b.jar", "spark.hadoop.x": "1"})
+    assert configurations_spark_conf([plain, a, b], endpoint=None) == {
+        "spark.jars": "/a.jar,/b.jar",
+        "spark.hadoop.x": "1",
+    }
+    with pytest.raises(ValueError, match="configuration c needs spark.hadoop.x=2"):
+        configurations_spark_conf([a, config("c", {"spark.hadoop.x": "2"})], endpoint=None)
