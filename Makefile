@@ -35,9 +35,11 @@ native: $(JAR)
 
 # hadoop-aws and the AWS SDK modules Spark needs for s3a:// (the benchmark's Spark-on-S3
 # baseline and its test), from Maven Central into the virtualenv (devservers/s3a_jars.py);
-# resolved again when the pom changes.
+# resolved again when the pom changes. Maven is installed with apt-get when missing.
 S3A_JARS := $(VENV)/s3a-jars/resolved.json
 $(S3A_JARS): devservers/s3a/pom.xml devservers/s3a_jars.py $(STAMP)
+	@command -v mvn >/dev/null || { echo "installing Maven (apt-get install maven)"; \
+	  $(APT) install maven || { $(APT) update && $(APT) install maven; }; }
 	$(PY) -m devservers.s3a_jars
 
 s3a-jars: $(S3A_JARS)
