@@ -250,26 +250,32 @@ def headline(s: Mapping[str, Any]) -> dict[str, Any]:
 def row_count_mismatches(results: Mapping[str, Any]) -> list[str]:
     """Human-readable descriptions of every query whose row counts disagree.
 
-    A disagreement is between configurations (each configuration's first run) or between
-    the runs of one configuration. Configurations without runs (errors) are left out.
+    A disagreement is between configurations (each configuration's first run, or with a
+    ``parameter_seed`` each run, since run ``k`` of every configuration runs the same text) or
+    between the runs of one configuration (not with a ``parameter_seed``: its runs run other
+    texts). Configurations without runs (errors) are left out.
     """
     problems = []
+    seeded = results.get("parameter_seed") is not None
     for q in query_ids(results):
         per = results["queries"][q].get("configs", {})
-        counts = {}
+        counts: dict[str, list[Any]] = {}
         for c in config_names(results):
             runs = (per.get(c) or {}).get("runs") or []
             if not runs:
                 continue
             rows = [r.get("rows") for r in runs]
-            if len(set(rows)) > 1:
+            if len(set(rows)) > 1 and not seeded:
                 problems.append(
                     f"Q{q}: configuration {c} returned different row counts across runs: {rows}"
                 )
-            counts[c] = rows[0]
-        if len(set(counts.values())) > 1:
-            listing = ", ".join(f"{c}={n}" for c, n in counts.items())
-            problems.append(f"Q{q}: row counts differ between configurations: {listing}")
+            counts[c] = rows if seeded else rows[:1]
+        for k in range(max((len(v) for v in counts.values()), default=0)):
+            at_k = {c: v[k] for c, v in counts.items() if k < len(v)}
+            if len(set(at_k.values())) > 1:
+                listing = ", ".join(f"{c}={n}" for c, n in at_k.items())
+                where = f" in timed run {k + 1}" if seeded else ""
+                problems.append(f"Q{q}: row counts differ between configurations{where}: {listing}")
     return problems
 
 
@@ -499,6 +505,14 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         f"`spark.sql(query).collect()` (registering the views and a configuration's "
         f"preparation are not timed)."
     )
+    seed = results.get("parameter_seed")
+    if seed is not None:
+        lines.append(
+            f"- Queries: the warm-ups run the validation parameters; timed run k runs TPC-H "
+            f"substitution parameters drawn from seed {seed}+k (`raptorx_py.tpch.parameters`), "
+            f"so every timed run is a query run for the first time over the caches the "
+            f"validation texts warmed."
+        )
     lines.append("")
     lines += _headline_section(results, s)
     lines.append("## Configurations")

@@ -4,7 +4,7 @@
         [--configs spark-parquet-local,tiered-hive-s3] [--queries 1,6] \\
         [--repetitions 3] [--warmup 1] [--latency-ms 20] [--throughput-mbps 90] \\
         [--work-dir DIR] \\
-        [--property fragment-result-cache.max-cache-size=8GB]
+        [--property fragment-result-cache.max-cache-size=8GB] [--parameter-seed 1]
 
 What it does, in order:
 
@@ -30,6 +30,10 @@ What it does, in order:
    all configurations and,
    for each query, runs every configuration's warm-ups and then the timed repetitions
    interleaved (``rep 1: A B, rep 2: A B, ...``) so drift hits all configurations alike.
+   With ``--parameter-seed S`` the warm-ups run the validation texts and timed run ``k``
+   (from 0) runs the queries with TPC-H substitution parameters drawn from seed ``S + k``
+   (``raptorx_py.tpch.parameters``): every timed run is a query run for the first time, over
+   caches the standard texts warmed, as a user exploring data meets them.
    Each run is ``spark.sql(query).collect()``, timed with a monotonic clock; the run records
    seconds, rows, the deltas of the endpoint's request counters and of the data
    source's metrics sink (``metrics.directory``), and where the time went
@@ -175,6 +179,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="NAME=VALUE",
         help="a raptorx property for the session, under every configuration's own "
         "(repeatable), e.g. fragment-result-cache.max-cache-size=8GB",
+    )
+    p.add_argument(
+        "--parameter-seed",
+        type=_non_negative_int,
+        default=None,
+        metavar="S",
+        help="timed run k runs the queries with TPC-H substitution parameters drawn from seed "
+        "S+k (first-time queries over caches the validation texts warmed); default: the "
+        "validation parameters throughout",
     )
     p.add_argument(
         "--list-configs", action="store_true", help="print the registered configurations and exit"
@@ -367,6 +380,7 @@ class Bench:
             "scale": int(args.scale) if float(args.scale).is_integer() else args.scale,
             "latency_ms": args.latency_ms,
             "throughput_mbps": args.throughput_mbps,
+            "parameter_seed": args.parameter_seed,
             "warmup": args.warmup,
             "repetitions": args.repetitions,
             "work_dir": self.work_dir,
@@ -628,9 +642,17 @@ class Bench:
     def run_query(
         self, n: int, ctx: BenchContext, endpoint: Any, sink: Any, progress: Any, task: Any
     ) -> None:
+        from raptorx_py.tpch.parameters import parameter_set
         from raptorx_py.tpch.queries import query_text
 
-        sql = query_text(n, self.args.scale, engine="spark")
+        seed = self.args.parameter_seed
+
+        def text(phase: str, i: int) -> tuple[str, dict[str, str] | None]:
+            if seed is None or phase == "warmup":
+                return query_text(n, self.args.scale, engine="spark"), None
+            chosen = dict(parameter_set(seed + i)[n])
+            return query_text(n, self.args.scale, "spark", chosen), chosen
+
         entries = {c.name: {"runs": [], "warmup_seconds": [], "error": None} for c in self.configs}
         self.results["queries"][str(n)] = {"configs": entries}
         first_rows: dict[str, list] = {}  # each configuration's first timed result
@@ -638,6 +660,7 @@ class Bench:
             ("timed", i) for i in range(self.args.repetitions)
         ]
         for phase, i in plan:
+            sql, chosen = text(phase, i)
             for config in self.configs:
                 entry = entries[config.name]
                 label = f"Q{n:<2} {config.name} " + (
@@ -665,6 +688,8 @@ class Bench:
                             entry["warmup_seconds"].append(run["seconds"])
                             entry["warmup_rows"] = run["rows"]
                         else:
+                            if chosen is not None:
+                                run["parameters"] = chosen
                             entry["runs"].append(run)
                 progress.advance(task)
         self.compare_results(n, entries, first_rows)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -70,16 +70,28 @@ def duckdb_connection(data_dir: str, *, threads: int | None = None):
 
 
 def duckdb_results(
-    data_dir: str, query_numbers: Iterable[int], scale: float, *, threads: int | None = None
+    data_dir: str,
+    query_numbers: Iterable[int],
+    scale: float,
+    *,
+    threads: int | None = None,
+    parameters: Mapping[int, Mapping[str, str]] | None = None,
 ) -> dict[int, list[tuple]]:
-    """Run the given TPC-H queries in DuckDB over the Hive-layout files in ``data_dir``.
+    """Run the given TPC-H queries in DuckDB over the Hive-layout files in ``data_dir``, with
+    ``parameters`` (query number -> substitution set, ``parameters.parameter_set``) or the
+    validation values.
 
     Returns query number -> rows as plain tuples (Decimal, float, int, str, date values).
     """
     con = duckdb_connection(data_dir, threads=threads)
     try:
         return {
-            n: [tuple(r) for r in con.execute(query_text(n, scale, "duckdb")).fetchall()]
+            n: [
+                tuple(r)
+                for r in con.execute(
+                    query_text(n, scale, "duckdb", None if parameters is None else parameters[n])
+                ).fetchall()
+            ]
             for n in query_numbers
         }
     finally:

@@ -1,10 +1,12 @@
 """The 22 TPC-H queries, and helpers that bind the TPC-H table names in a SparkSession.
 
-The query texts live in ``queries/qNN.sql``: Spark SQL with the specification's validation
-("qualification") parameters, written so that the same text runs in DuckDB. The only
-placeholder is ``{q11_fraction}`` (Q11's FRACTION = 0.0001 / SF), substituted by
-``query_text``. No per-engine rewriting is needed today; ``_ENGINE_REWRITES`` is where a
-small, documented substitution would go if an engine ever needed one.
+The query texts live in ``queries/qNN.sql``: Spark SQL written so that the same text runs in
+DuckDB, with a placeholder for each substitution parameter (``{DATE}``, ``{REGION}``, ...;
+``parameters.VALIDATION`` has the specification's validation ("qualification") values,
+``parameters.parameter_set(seed)`` seeded sets drawn by its rules) and ``{q11_fraction}``
+(Q11's FRACTION = 0.0001 / SF), all substituted by ``query_text``. No per-engine rewriting is
+needed today; ``_ENGINE_REWRITES`` is where a small, documented substitution would go if an
+engine ever needed one.
 
 ``ORDER_BY_COLUMNS`` gives, per query, the 0-based positions of the output columns its ORDER BY
 sorts on (empty for the single-row queries); ``oracle.compare_results`` uses it to let rows
@@ -14,11 +16,13 @@ whose sort keys tie appear in either order.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
+
+from raptorx_py.tpch.parameters import VALIDATION
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame, SparkSession
@@ -92,15 +96,32 @@ def q11_fraction(scale: float) -> str:
     return format(value.normalize(), "f")
 
 
-def query_text(n: int, scale: float, engine: str = "spark") -> str:
+_PLACEHOLDER = re.compile(r"\{(?P<name>[A-Za-z0-9_]+)\}")
+
+
+def query_text(
+    n: int, scale: float, engine: str = "spark", parameters: Mapping[str, str] | None = None
+) -> str:
     """Query ``n`` (1..22) ready to run at scale factor ``scale`` on ``engine``.
 
-    ``engine`` is ``"spark"`` or ``"duckdb"``. Raises ValueError for an unknown query
-    number or engine.
+    ``engine`` is ``"spark"`` or ``"duckdb"``. ``parameters``: the query's substitution
+    values (``parameters.draw``), the specification's validation values when None. Raises
+    ValueError for an unknown query number or engine, or a parameter set lacking a
+    placeholder of the query.
     """
+    _check_number(n)
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
-    text = raw_query_text(n).replace("{q11_fraction}", q11_fraction(scale))
+    values = {**(VALIDATION[n] if parameters is None else parameters)}
+    values["q11_fraction"] = q11_fraction(scale)
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if name not in values:
+            raise ValueError(f"TPC-H Q{n}: no value for its parameter {name}")
+        return values[name]
+
+    text = _PLACEHOLDER.sub(substitute, raw_query_text(n))
     for old, new in _ENGINE_REWRITES[engine]:
         text = text.replace(old, new)
     return text

@@ -439,3 +439,19 @@ def test_configurations_spark_conf_joins_jars_and_refuses_conflicts():
     }
     with pytest.raises(ValueError, match="configuration c needs spark.hadoop.x=2"):
         configurations_spark_conf([a, config("c", {"spark.hadoop.x": "2"})], endpoint=None)
+
+
+def test_seeded_runs_compare_row_counts_run_by_run(results):
+    """With a parameter seed, a configuration's runs run other texts (other row counts are
+    right), and run k of every configuration runs the same text (they must agree)."""
+    per = results["queries"]["10"]["configs"]
+    per["local"]["runs"][1]["rows"] = 7
+    per["remote"]["runs"][1]["rows"] = 7
+    assert any("across runs" in p for p in report.row_count_mismatches(results))
+    results["parameter_seed"] = 3
+    assert report.row_count_mismatches(results) == []
+    per["remote"]["runs"][2]["rows"] = 8
+    assert report.row_count_mismatches(results) == [
+        "Q10: row counts differ between configurations in timed run 3: local=20, remote=8"
+    ]
+    assert "drawn from seed 3+k" in report.render_markdown(results)

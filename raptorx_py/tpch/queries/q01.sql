@@ -13,7 +13,7 @@ select
 from
     lineitem
 where
-    l_shipdate <= date '1998-12-01' - interval '90' day
+    l_shipdate <= date '1998-12-01' - interval '{DELTA}' day
 group by
     l_returnflag,
     l_linestatus

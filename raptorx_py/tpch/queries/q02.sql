@@ -17,11 +17,11 @@ from
 where
     p_partkey = ps_partkey
     and s_suppkey = ps_suppkey
-    and p_size = 15
-    and p_type like '%BRASS'
+    and p_size = {SIZE}
+    and p_type like '%{TYPE}'
     and s_nationkey = n_nationkey
     and n_regionkey = r_regionkey
-    and r_name = 'EUROPE'
+    and r_name = '{REGION}'
     and ps_supplycost = (
         select
             min(ps_supplycost)
@@ -35,7 +35,7 @@ where
             and s_suppkey = ps_suppkey
             and s_nationkey = n_nationkey
             and n_regionkey = r_regionkey
-            and r_name = 'EUROPE'
+            and r_name = '{REGION}'
     )
 order by
     s_acctbal desc,

@@ -9,11 +9,11 @@ from
     orders,
     lineitem
 where
-    c_mktsegment = 'BUILDING'
+    c_mktsegment = '{SEGMENT}'
     and c_custkey = o_custkey
     and l_orderkey = o_orderkey
-    and o_orderdate < date '1995-03-15'
-    and l_shipdate > date '1995-03-15'
+    and o_orderdate < date '{DATE}'
+    and l_shipdate > date '{DATE}'
 group by
     l_orderkey,
     o_orderdate,

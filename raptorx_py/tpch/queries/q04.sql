@@ -5,8 +5,8 @@ select
 from
     orders
 where
-    o_orderdate >= date '1993-07-01'
-    and o_orderdate < date '1993-07-01' + interval '3' month
+    o_orderdate >= date '{DATE}'
+    and o_orderdate < date '{DATE}' + interval '3' month
     and exists (
         select
             *

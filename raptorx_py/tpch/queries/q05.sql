@@ -16,9 +16,9 @@ where
     and c_nationkey = s_nationkey
     and s_nationkey = n_nationkey
     and n_regionkey = r_regionkey
-    and r_name = 'ASIA'
-    and o_orderdate >= date '1994-01-01'
-    and o_orderdate < date '1994-01-01' + interval '1' year
+    and r_name = '{REGION}'
+    and o_orderdate >= date '{DATE}'
+    and o_orderdate < date '{DATE}' + interval '1' year
 group by
     n_name
 order by

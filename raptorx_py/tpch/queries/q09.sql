@@ -23,7 +23,7 @@ from
             and p_partkey = l_partkey
             and o_orderkey = l_orderkey
             and s_nationkey = n_nationkey
-            and p_name like '%green%'
+            and p_name like '%{COLOR}%'
     ) as profit
 group by
     nation,

@@ -16,8 +16,8 @@ from
 where
     c_custkey = o_custkey
     and l_orderkey = o_orderkey
-    and o_orderdate >= date '1993-10-01'
-    and o_orderdate < date '1993-10-01' + interval '3' month
+    and o_orderdate >= date '{DATE}'
+    and o_orderdate < date '{DATE}' + interval '3' month
     and l_returnflag = 'R'
     and c_nationkey = n_nationkey
 group by

@@ -10,7 +10,7 @@ from
 where
     ps_suppkey = s_suppkey
     and s_nationkey = n_nationkey
-    and n_name = 'GERMANY'
+    and n_name = '{NATION}'
 group by
     ps_partkey
 having
@@ -24,7 +24,7 @@ having
         where
             ps_suppkey = s_suppkey
             and s_nationkey = n_nationkey
-            and n_name = 'GERMANY'
+            and n_name = '{NATION}'
     )
 order by
     value desc

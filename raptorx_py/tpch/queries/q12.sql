@@ -19,11 +19,11 @@ from
     lineitem
 where
     o_orderkey = l_orderkey
-    and l_shipmode in ('MAIL', 'SHIP')
+    and l_shipmode in ('{SHIPMODE1}', '{SHIPMODE2}')
     and l_commitdate < l_receiptdate
     and l_shipdate < l_commitdate
-    and l_receiptdate >= date '1994-01-01'
-    and l_receiptdate < date '1994-01-01' + interval '1' year
+    and l_receiptdate >= date '{DATE}'
+    and l_receiptdate < date '{DATE}' + interval '1' year
 group by
     l_shipmode
 order by

@@ -10,7 +10,7 @@ from
         from
             customer left outer join orders on
                 c_custkey = o_custkey
-                and o_comment not like '%special%requests%'
+                and o_comment not like '%{WORD1}%{WORD2}%'
         group by
             c_custkey
     ) as c_orders

@@ -10,5 +10,5 @@ from
     part
 where
     l_partkey = p_partkey
-    and l_shipdate >= date '1995-09-01'
-    and l_shipdate < date '1995-09-01' + interval '1' month
+    and l_shipdate >= date '{DATE}'
+    and l_shipdate < date '{DATE}' + interval '1' month

@@ -7,8 +7,8 @@ with revenue0 as (
     from
         lineitem
     where
-        l_shipdate >= date '1996-01-01'
-        and l_shipdate < date '1996-01-01' + interval '3' month
+        l_shipdate >= date '{DATE}'
+        and l_shipdate < date '{DATE}' + interval '3' month
     group by
         l_suppkey
 )

@@ -10,9 +10,9 @@ from
     part
 where
     p_partkey = ps_partkey
-    and p_brand <> 'Brand#45'
-    and p_type not like 'MEDIUM POLISHED%'
-    and p_size in (49, 14, 23, 45, 19, 3, 36, 9)
+    and p_brand <> '{BRAND}'
+    and p_type not like '{TYPE}%'
+    and p_size in ({SIZE1}, {SIZE2}, {SIZE3}, {SIZE4}, {SIZE5}, {SIZE6}, {SIZE7}, {SIZE8})
     and ps_suppkey not in (
         select
             s_suppkey

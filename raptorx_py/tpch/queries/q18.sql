@@ -19,7 +19,7 @@ where
         group by
             l_orderkey
         having
-            sum(l_quantity) > 300
+            sum(l_quantity) > {QUANTITY}
     )
     and c_custkey = o_custkey
     and o_orderkey = l_orderkey

@@ -32,7 +32,7 @@ where
             and l3.l_receiptdate > l3.l_commitdate
     )
     and s_nationkey = n_nationkey
-    and n_name = 'SAUDI ARABIA'
+    and n_name = '{NATION}'
 group by
     s_name
 order by

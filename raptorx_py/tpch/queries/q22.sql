@@ -12,7 +12,7 @@ from
         from
             customer
         where
-            substring(c_phone, 1, 2) in ('13', '31', '23', '29', '30', '18', '17')
+            substring(c_phone, 1, 2) in ('{I1}', '{I2}', '{I3}', '{I4}', '{I5}', '{I6}', '{I7}')
             and c_acctbal > (
                 select
                     avg(c_acctbal)
@@ -20,7 +20,7 @@ from
                     customer
                 where
                     c_acctbal > 0.00
-                    and substring(c_phone, 1, 2) in ('13', '31', '23', '29', '30', '18', '17')
+                    and substring(c_phone, 1, 2) in ('{I1}', '{I2}', '{I3}', '{I4}', '{I5}', '{I6}', '{I7}')
             )
             and not exists (
                 select
