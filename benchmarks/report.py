@@ -515,6 +515,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         )
     lines.append("")
     lines += _headline_section(results, s)
+    lines += _time_breakdown_section(results, s)
     lines.append("## Configurations")
     lines.append("")
     lines += _table(
@@ -642,6 +643,86 @@ def _headline_section(results: Mapping[str, Any], s: Mapping[str, Any]) -> list[
         lines += _table(header, rows)
         lines.append("")
     return lines
+
+
+def run_breakdown(run: Mapping[str, Any]) -> dict[str, float]:
+    """Where one run's time went, from what the runner recorded: remote requests and bytes,
+    the store's emulated wait summed over requests (latency and throughput pacing; requests
+    overlap, so it can exceed the run), the driver's time before the first stage started
+    (analysis, optimization with the scans' planning), and the stages' task time and its
+    JVM CPU part (the rest is waiting: on the store, on a Python worker, on the scheduler)."""
+    stages = [st for st in run.get("stages") or [] if st.get("start_ms") is not None]
+    return {
+        "seconds": float(run["seconds"]),
+        "requests": float(sum((run.get("requests") or {}).values())),
+        "bytes": float(run.get("bytes") or 0),
+        "store_wait_s": float((run.get("store_stats") or {}).get("injected_delay_seconds", 0)),
+        "driver_ms": float(min((st["start_ms"] for st in stages), default=0)),
+        "task_s": sum(st.get("run_ms") or 0 for st in stages) / 1000.0,
+        "jvm_cpu_s": sum(st.get("cpu_ms") or 0 for st in stages) / 1000.0,
+        "python_tasks": float((run.get("metrics") or {}).get("reader.python_tasks", 0)),
+    }
+
+
+def _time_breakdown_section(results: Mapping[str, Any], s: Mapping[str, Any]) -> list[str]:
+    """Per query where no cache or cold is slower than Spark on S3: the median breakdown
+    (``run_breakdown``) of each of them beside Spark on S3's."""
+    h = headline(s)
+    if SPARK_ON_S3 not in h["references"]:
+        return []
+    first_time = [c for c in (UNCACHED, "tiered-hive-s3-cold") if c in h["tiered"]]
+    rows = []
+    for q in s["queries"]:
+        slower = [c for c in first_time if (h["ratios"][SPARK_ON_S3][q][c] or 0) > 1.0]
+        for c in [SPARK_ON_S3, *slower] if slower else []:
+            runs = (results["queries"][q]["configs"].get(c) or {}).get("runs") or []
+            if not runs:
+                continue
+            parts = [run_breakdown(r) for r in runs]
+            m = {k: median(p[k] for p in parts) for k in parts[0]}
+            rows.append(
+                [
+                    f"Q{q}",
+                    c,
+                    format_seconds(m["seconds"]),
+                    format_count(m["requests"]),
+                    format_bytes(m["bytes"]),
+                    f"{m['store_wait_s']:.2f}",
+                    f"{m['driver_ms']:.0f}",
+                    f"{m['task_s']:.2f}",
+                    f"{m['jvm_cpu_s']:.2f}",
+                    format_count(m["python_tasks"]),
+                ]
+            )
+    if not rows:
+        return []
+    return [
+        "### Where the time goes where no cache or cold is slower than Spark on S3",
+        "",
+        "Medians of the timed runs: requests and bytes the store served; the store's emulated "
+        "wait summed over requests (latency plus throughput pacing; requests overlap, so it "
+        "can exceed the run); the driver's milliseconds before the first stage (analysis, "
+        "optimization with the scans' planning); the stages' task seconds and their JVM CPU "
+        "part (the rest waited: on the store, a Python worker, the scheduler); tasks read by "
+        "a Python worker.",
+        "",
+        *_table(
+            [
+                "query",
+                "configuration",
+                "s",
+                "requests",
+                "bytes",
+                "store wait s",
+                "driver ms",
+                "task s",
+                "JVM CPU s",
+                "Python tasks",
+            ],
+            rows,
+        ),
+        "",
+    ]
 
 
 def _speedup(value: float | None) -> str:

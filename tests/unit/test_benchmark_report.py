@@ -455,3 +455,37 @@ def test_seeded_runs_compare_row_counts_run_by_run(results):
         "Q10: row counts differ between configurations in timed run 3: local=20, remote=8"
     ]
     assert "drawn from seed 3+k" in report.render_markdown(results)
+
+
+def test_time_breakdown_where_no_cache_is_slower_than_spark_on_s3():
+    results = _headline_results()
+    run = results["queries"]["2"]["configs"]["tiered-hive-s3"]["runs"][0]
+    run.update(
+        requests={"LIST": 3, "RANGED_GET": 7},
+        bytes=2048,
+        store_stats={"injected_delay_seconds": 0.25},
+        metrics={"reader.python_tasks": 4},
+        stages=[
+            {"start_ms": 120, "run_ms": 900, "cpu_ms": 300},
+            {"start_ms": 700, "run_ms": 100, "cpu_ms": 50},
+            {"start_ms": None, "run_ms": 0, "cpu_ms": 0},  # skipped
+        ],
+    )
+    assert report.run_breakdown(run) == {
+        "seconds": 12.0,
+        "requests": 10.0,
+        "bytes": 2048.0,
+        "store_wait_s": 0.25,
+        "driver_ms": 120.0,
+        "task_s": 1.0,
+        "jvm_cpu_s": 0.35,
+        "python_tasks": 4.0,
+    }
+    markdown = report.render_markdown(results)
+    assert "### Where the time goes where no cache or cold is slower than Spark on S3" in markdown
+    # tiered-hive-s3 is 1.5x of Spark on S3 on every query: each gets Spark's row and its own.
+    assert "| Q2 | tiered-hive-s3 | 12.000 | 10 | 2.0 KiB | 0.25 | 120 | 1.00 | 0.35 | 4 |" in (
+        markdown
+    )
+    section = markdown.split("### Where the time goes")[1].split("## ")[0]
+    assert section.count("| spark-parquet-s3 |") == 3
