@@ -499,9 +499,6 @@ def cmd_cache_stats(args) -> int:
     for t in tiers:
         if t.note:
             print(f"({t.note})")
-    for t in tiers:
-        if t.note:
-            print(f"({t.note})")
     if not settings.metrics_directory:
         print("(hits, misses, evictions: set metrics.directory to collect every process's counts)")
     print("(-: held in the memory of each planning process, not countable from here)")

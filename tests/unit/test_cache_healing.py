@@ -353,3 +353,94 @@ def test_clear_leaves_every_tier_working_and_empty_whatever_its_index_holds(tmp_
     cache = fragments(settings.fragment_cache_base_directory)
     assert store.enabled and store.count() == 0 and len(cache) == 0
     assert store.put("12" * 8, 1, b"y" * 100) and cache.put(b"r" * 20, SCHEMA, result(1))
+
+
+# --- 3. what the CLI says on a read-only directory; a lowered bound --------------------------
+
+
+def test_cache_stats_on_a_read_only_directory_reads_every_tier_or_says_why(tmp_path, capsys):
+    """Issue 36 item 3.1: ``raptorx cache stats`` ended in a traceback
+    (``PermissionError ... cache.db.init-lock``) on a read-only cache directory."""
+    from raptorx_py.cache_management import cache_stats, warm_table
+    from raptorx_py.cli import main
+    from raptorx_py.metrics import flush
+    from tests.unit.test_cache_management import files_of, make_table, plant_fragments
+    from tests.unit.test_cli_cache import _args
+
+    settings = tier_settings(tmp_path)
+    root = make_table(tmp_path, settings)
+    warm_table(settings, "shop.events")
+    plant_fragments(settings, files_of(root))
+    flush(settings.metrics_directory)
+    writable = {t.tier: t for t in cache_stats(settings)}
+    assert writable["block"].entries > 0 and writable["fragment"].entries == 6
+    listing = sorted(str(p) for p in tmp_path.rglob("*"))
+    undo = _read_only(str(tmp_path))
+    try:
+        read_only = {t.tier: t for t in cache_stats(settings)}
+        assert main(["cache", "stats", *_args(settings)]) == 0
+        out = capsys.readouterr().out
+    finally:
+        undo()
+    for tier in ("footer", "block", "fragment"):
+        assert (read_only[tier].entries, read_only[tier].bytes) == (
+            writable[tier].entries,
+            writable[tier].bytes,
+        )
+        assert read_only[tier].note is None and read_only[tier].hits == writable[tier].hits
+    assert "Traceback" not in out and "stats not read" not in out
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == listing  # nothing written
+
+    # A tier whose index cannot be read says why, in one line; the others are still read.
+    scribble(os.path.join(settings.fragment_cache_base_directory, "index", "cache.db"), seed=11)
+    undo = _read_only(str(tmp_path))
+    try:
+        assert main(["cache", "stats", *_args(settings)]) == 0
+        out = capsys.readouterr().out
+    finally:
+        undo()
+    whys = [line for line in out.splitlines() if "stats not read" in line]
+    assert len(whys) == 1, out
+    why = whys[0]
+    assert why.startswith("(fragment: stats not read from ") and "not a database" in why
+    assert "Traceback" not in out
+
+
+def test_a_fragment_cache_over_a_lowered_bound_shrinks_when_it_opens(tmp_path, caplog):
+    """Issue 36 item 3.3: a 272 MB fragment cache stayed at 272 MB after its bound was
+    lowered to 5 MB, until new entries were written."""
+    directory = tmp_path / "fragments"
+    cache = fragments(directory)
+    for i in range(20):
+        assert cache.put(bytes([i]) * 20, SCHEMA, result(40_000))  # about 320 KB each
+    full = cache.volume()
+    cache.close()
+    bound = full // 4
+    deltas = CounterDeltas()
+    smaller = fragments(directory, max_bytes=bound)
+    assert smaller.volume() <= bound < full
+    assert deltas["fragment_cache.evicted"] == 20 - len(smaller) > 0
+    # The newest entries stayed (oldest rows go first).
+    assert smaller.get(bytes([19]) * 20) is not None and smaller.get(bytes([0]) * 20) is None
+    smaller.close()
+    # Where it cannot shrink (read-only), opening says so and why; queries go on without it.
+    from raptorx_py.cache.fragment_cache import fragment_cache_for
+    from raptorx_py.config import load_settings
+
+    settings = load_settings(
+        overrides={
+            "fragment-result-cache.enabled": "true",
+            "fragment-result-cache.base-directory": str(directory),
+            "fragment-result-cache.max-cache-size": "1MB",
+        }
+    )
+    undo = _read_only(str(directory))
+    try:
+        with caplog.at_level("WARNING"):
+            assert fragment_cache_for(settings) is None
+    finally:
+        undo()
+    assert any(
+        str(directory) in r.getMessage() and "readonly database" in r.getMessage()
+        for r in caplog.records
+    ), [r.getMessage() for r in caplog.records]
