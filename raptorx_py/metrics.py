@@ -244,7 +244,9 @@ class MetricsSink:
         if os.path.exists(self.path):
             rows = self._read(sql)
             for source, name, total in rows:
-                sums[(source, name)] += int(total)
+                # A damaged page SQLite did not notice can read as NULLs: not a count.
+                if isinstance(name, str) and isinstance(total, int):
+                    sums[(source, name)] += total
         for source, name, value in self._jvm_counts():
             sums[(source if by_source else "", name)] += value
         return list(sums.items())

@@ -323,7 +323,8 @@ class BlockStore:
                 for name in names:
                     self._verified.pop(name, None)
                     self._drop_row(conn, name)
-                    _remove(self.path_of(name))
+                    if _BLOCK_NAME.match(name):  # else a damaged row: it names no file
+                        _remove(self.path_of(name))
             return len(names)
         except (OSError, sqlite3.Error) as e:
             # A damaged index is rebuilt from the files, then the drop runs on it: a clear
@@ -439,7 +440,8 @@ class BlockStore:
 
     def _evict_locked(self, conn: sqlite3.Connection, limit: int) -> int:
         evicted = 0
-        total = conn.execute("SELECT bytes FROM totals").fetchone()[0]
+        row = conn.execute("SELECT bytes FROM totals").fetchone()
+        total = row[0] if row is not None and isinstance(row[0], int) else 0
         while total > limit:
             victims = conn.execute(
                 "SELECT name, size FROM blocks ORDER BY atime, name LIMIT 64"
@@ -450,8 +452,11 @@ class BlockStore:
                 if total <= limit:
                     break
                 self._drop_row(conn, name)
-                _remove(self.path_of(name))
-                total -= size
+                # A row damaged in a way SQLite did not notice names no block file: its row
+                # goes, and nothing is unlinked for it.
+                if isinstance(name, str) and _BLOCK_NAME.match(name):
+                    _remove(self.path_of(name))
+                total -= size if isinstance(size, int) else 0
                 evicted += 1
         if evicted:
             counters.add("block_cache.evictions", evicted)
@@ -496,7 +501,8 @@ class BlockStore:
     def _upsert_row(conn: sqlite3.Connection, name: str, size: int, atime: float) -> None:
         old = conn.execute("SELECT size FROM blocks WHERE name = ?", (name,)).fetchone()
         conn.execute("INSERT OR REPLACE INTO blocks VALUES (?, ?, ?)", (name, size, atime))
-        conn.execute("UPDATE totals SET bytes = bytes + ?", (size - (old[0] if old else 0),))
+        before = old[0] if old and isinstance(old[0], int) else 0  # a damaged row: nothing
+        conn.execute("UPDATE totals SET bytes = bytes + ?", (size - before,))
 
     @staticmethod
     def _drop_row(conn: sqlite3.Connection, name: str) -> None:

@@ -75,6 +75,7 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import secrets
 import sqlite3
 import struct
@@ -110,6 +111,8 @@ ENTRY_SUFFIX = ".arrow"
 INDEX_DIR = "index"
 
 _FAULTS = (OSError, sqlite3.Error, diskcache.Timeout)
+#: What an index row may name: an entry file under ``entries/`` (``_entry_name``).
+_ENTRY_NAME = re.compile(r"^entries/[0-9a-f]{2}/[0-9a-f]+\.arrow$")
 
 
 def entry_mac(secret: bytes, prefix: bytes, key: bytes, stream) -> bytes:
@@ -181,6 +184,10 @@ class _EntryFiles(diskcache.Disk):
 
     def remove(self, file_path):
         if file_path in self.retained:
+            return
+        if not isinstance(file_path, str) or not _ENTRY_NAME.match(file_path):
+            # A row damaged in a way SQLite did not notice: never unlink what it names.
+            counters.add("fragment_cache.errors")
             return
         try:
             os.unlink(os.path.join(self.root, file_path))
@@ -511,10 +518,13 @@ class FragmentCache:
                 )
             except KeyError:
                 return  # empty
-            try:
-                st: os.stat_result | None = os.stat(os.path.join(self.directory, name))
-            except FileNotFoundError:
-                st = None  # gone (a corrupt entry another process deleted): drop the row
+            st: os.stat_result | None = None
+            if isinstance(name, str) and _ENTRY_NAME.match(name):
+                try:
+                    st = os.stat(os.path.join(self.directory, name))
+                except FileNotFoundError:
+                    pass  # gone (a corrupt entry another process deleted): drop the row
+            # else a row damaged in a way SQLite did not notice: dropped, names nothing
             if key == stored:
                 if stored_moved or st is None:
                     return

@@ -444,3 +444,38 @@ def test_a_fragment_cache_over_a_lowered_bound_shrinks_when_it_opens(tmp_path, c
         str(directory) in r.getMessage() and "readonly database" in r.getMessage()
         for r in caplog.records
     ), [r.getMessage() for r in caplog.records]
+
+
+def test_a_cold_read_counts_the_blocks_it_fetched_and_read_again_as_hits(tmp_path):
+    """Issue 36 item 3.4: a cold query's scan node showed ``block cache hits = 3, misses =
+    3, remote requests = 3``. A hit is a block read from the cache, whoever stored it: the
+    footer read fetches a small file's only block, and its column chunks are then read from
+    that block. The scan node's text says so (``ScanReport.scala``)."""
+    import pyarrow.parquet as pq
+    from fsspec.implementations.local import LocalFileSystem
+
+    from raptorx_py.cache.block_cache import BlockCacheFileSystem
+
+    data = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": list(range(1000)), "y": [str(i) for i in range(1000)]}), data)
+    size = data.stat().st_size
+    fs = BlockCacheFileSystem(LocalFileSystem(), str(tmp_path / "blocks"), max_size=2**30)
+    deltas = CounterDeltas()
+    with fs.open(str(data), "rb", size=size, version="v1") as f:
+        assert pq.ParquetFile(f).read().num_rows == 1000
+    cold = dict(deltas)
+    assert cold["block_cache.misses"] == 1 and cold["block_cache.remote_requests"] == 1
+    assert cold["block_cache.hits"] >= 1  # the fetched block, read again for the chunks
+    with fs.open(str(data), "rb", size=size, version="v1") as f:
+        assert pq.ParquetFile(f).read().num_rows == 1000
+    warm = {k: v - cold.get(k, 0) for k, v in deltas.items()}
+    assert warm.get("block_cache.misses", 0) == 0 and warm["block_cache.hits"] >= 1
+    scala = open(
+        os.path.join(
+            os.path.dirname(__file__), "../../native/src/main/scala/raptorx/ScanReport.scala"
+        )
+    ).read()
+    assert (
+        'BlockHitsText = "block cache hits (blocks this scan fetched, read again, included)"'
+        in scala
+    )
