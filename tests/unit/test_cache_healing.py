@@ -479,3 +479,25 @@ def test_a_cold_read_counts_the_blocks_it_fetched_and_read_again_as_hits(tmp_pat
         'BlockHitsText = "block cache hits (blocks this scan fetched, read again, included)"'
         in scala
     )
+
+
+def test_a_store_moves_to_the_index_another_process_rebuilt(tmp_path):
+    """A store (block index) or a cache (fragment index) opened before another opener set
+    the damaged index aside uses the rebuilt one at its next write, not the renamed file."""
+    directory = tmp_path / "blocks"
+    first = BlockStore(str(directory), max_size=2**30)
+    assert first.put("aa" * 8, 0, b"a" * 10)
+    scribble(directory / INDEX_FILE, seed=12)
+    second = BlockStore(str(directory), max_size=2**30)  # rebuilds (another process's view)
+    assert second.count() == 1
+    assert first.put("aa" * 8, 1, b"b" * 10)
+    assert second.count() == 2 and first.count() == 2
+
+    fdir = tmp_path / "fragments"
+    one = fragments(fdir)
+    assert one.put(b"a" * 20, SCHEMA, result(1))
+    scribble(fdir / "index" / "cache.db", seed=13)
+    two = fragments(fdir)
+    assert len(two) == 1
+    assert one.put(b"b" * 20, SCHEMA, result(2))
+    assert len(two) == 2 and len(one) == 2
