@@ -109,13 +109,21 @@ def is_damage(error: BaseException) -> bool:
     return "not a database" in text or "malformed" in text
 
 
-def set_aside(path: str) -> str:
+def set_aside(path: str, inode: int | None = None) -> str:
     """Rename the SQLite file ``path`` and its journals to ``<name>.damaged`` (replacing an
     older set-aside copy), so the next opening starts a new file; returns the new name.
     Renamed, never truncated or rewritten: a process that still has the old file open keeps
-    reading its inode. Missing journals are skipped; a failure to rename raises OSError."""
+    reading its inode. Missing journals are skipped; a failure to rename raises OSError.
+    With ``inode`` (the file the caller found damaged), a file at ``path`` that is another
+    one already (another process set the damaged one aside and started anew) is left alone."""
     target = path + DAMAGED_SUFFIX
     with set_up_lock(path):
+        if inode is not None:
+            try:
+                if os.stat(path).st_ino != inode:
+                    return target
+            except FileNotFoundError:
+                return target
         for suffix in ("", *_JOURNALS):
             try:
                 os.replace(path + suffix, target + suffix)

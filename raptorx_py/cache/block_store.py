@@ -550,8 +550,11 @@ class BlockStore:
         """Set the damaged index aside (the caller then runs recovery, which builds a new
         one from the verified block files); counted, logged once per directory."""
         with self._locked():
+            damaged = self._conn_inode
             self._close_connection()
-            aside = set_aside(self.index_path)
+            # Only the file this store found damaged: another process may have set it aside
+            # and started a new index already.
+            aside = set_aside(self.index_path, inode=damaged)
         counters.add("block_cache.index_rebuilt")
         if self.directory not in _rebuilt_logged:
             _rebuilt_logged.add(self.directory)

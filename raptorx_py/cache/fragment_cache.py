@@ -270,9 +270,11 @@ class FragmentCache:
         """Set the damaged index aside, open a new one and give it a row for every entry
         file that verifies (the others are deleted); counted, logged once per directory."""
         old = getattr(self, "_index", None)
+        damaged = getattr(self, "_index_inode", None)
         if old is not None:
             old.close()
-        aside = set_aside(self._index_path)
+        # Only the file this cache found damaged (None at opening: the file there now).
+        aside = set_aside(self._index_path, inode=damaged)
         self._index, self._index_inode = self._open_index()
         self._files = self._index.disk
         counters.add("fragment_cache.index_rebuilt")

@@ -501,3 +501,32 @@ def test_a_store_moves_to_the_index_another_process_rebuilt(tmp_path):
     assert len(two) == 1
     assert one.put(b"b" * 20, SCHEMA, result(2))
     assert len(two) == 2 and len(one) == 2
+
+
+def test_the_cli_clear_of_a_damaged_tier_leaves_it_working(tmp_path, capsys, caplog):
+    """Issue 36 item 2 as reported: random bytes over the block index made every command
+    print "block cache disabled ... file is not a database" and ``raptorx cache clear
+    --tier block`` report 0 entries removed, leaving the tier off."""
+    from raptorx_py.cache_management import warm_table
+    from raptorx_py.cli import main
+    from tests.unit.test_cache_management import make_table
+    from tests.unit.test_cli_cache import _args
+
+    settings = tier_settings(tmp_path)
+    make_table(tmp_path, settings)
+    warm_table(settings, "shop.events")
+    blocks_dir = os.path.join(settings.cache_base_directory, "blocks")
+    held = BlockStore(blocks_dir, max_size=2**30).count()
+    assert held > 0
+    scribble(os.path.join(blocks_dir, INDEX_FILE), seed=14)
+    with caplog.at_level("WARNING"):
+        assert main(["cache", "clear", "--tier", "block", *_args(settings)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"block: {held} entries removed"]
+    assert not any("disabled" in r.getMessage() for r in caplog.records)
+    (rebuilt,) = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert "rebuilt from the block files" in rebuilt  # said once
+    assert main(["cache", "stats", "--json", *_args(settings)]) == 0
+    tiers = {t["tier"]: t for t in json.loads(capsys.readouterr().out)["tiers"]}
+    assert (tiers["block"]["entries"], tiers["block"]["note"]) == (0, None)
+    warm_table(settings, "shop.events")  # the tier caches again
+    assert BlockStore(blocks_dir, max_size=2**30).count() == held
