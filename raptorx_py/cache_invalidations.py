@@ -20,6 +20,11 @@ Contract:
   the reader answers ``EVERYTHING``: its tier drops every entry.
 - Invalidations only ever cost misses: a tier that drops an entry reads it again from the
   store.
+- Damage (random bytes over the file, a torn write) heals by itself: each line is written
+  after a newline of its own, so a line always starts on a line, whatever garbage ends the
+  file; a reader meeting a complete line that is not an invalidation cannot tell what it
+  held and answers ``EVERYTHING`` for it (``invalidations.journal_damaged``, logged once per
+  journal), then reads on. Nothing is set aside: the file is still a valid journal.
 
 Limits: node-local (a cluster's other nodes are reached by running the command there); a
 tier applies an invalidation when it is next asked for, so a scan planned before it reads
@@ -30,9 +35,14 @@ what that plan listed (a query in flight is not cut short); the file is never tr
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
+
+from raptorx_py.metrics import counters
+
+log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "invalidations.jsonl"
 
@@ -102,7 +112,9 @@ def post(path: str, invalidation: Invalidation) -> None:
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, invalidation.to_line())
+        # The leading newline ends whatever a damaged or torn file ends with, so this line
+        # is read whole (readers skip the empty line it makes after a good one).
+        os.write(fd, b"\n" + invalidation.to_line())
     finally:
         os.close(fd)
 
@@ -154,5 +166,25 @@ class JournalReader:
                 return ()
             complete = data.rfind(b"\n") + 1  # a line still being written waits
             self._offset += complete
-        found = (Invalidation.from_line(line) for line in data[:complete].splitlines())
-        return tuple(i for i in found if i is not None)
+        found = []
+        for line in data[:complete].split(b"\n"):
+            if not line.strip():
+                continue
+            invalidation = Invalidation.from_line(line)
+            if invalidation is None:
+                # Damaged: what it said is unknown, so everything may be stale.
+                counters.add("invalidations.journal_damaged")
+                if self.path not in _damage_logged:
+                    _damage_logged.add(self.path)
+                    log.warning(
+                        "cache invalidation journal %s holds a damaged line; every "
+                        "in-memory entry is dropped for it",
+                        self.path,
+                    )
+                return EVERYTHING
+            found.append(invalidation)
+        return tuple(found)
+
+
+#: Journals whose damage this process has logged (each is logged once).
+_damage_logged: set[str] = set()

@@ -37,6 +37,7 @@ Contract:
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,11 +46,13 @@ from raptorx_py import cache_invalidations as journal
 from raptorx_py import predicates as preds
 from raptorx_py.cache.block_cache import BlockCacheFileSystem, block_cache_for
 from raptorx_py.cache.block_store import INDEX_FILE as BLOCK_INDEX
+from raptorx_py.cache.block_store import read_only_usage
 from raptorx_py.cache.footer_cache import (
     FileIdentity,
     FooterCache,
     footer_cache_directory,
     footer_cache_for,
+    read_only_disk_usage,
 )
 from raptorx_py.cache.fragment_cache import (
     ENTRIES_DIR,
@@ -57,6 +60,7 @@ from raptorx_py.cache.fragment_cache import (
     fragment_cache_directory,
     open_fragment_cache,
 )
+from raptorx_py.cache.fragment_cache import read_only_stats as read_only_fragment_stats
 from raptorx_py.datasource.planner import plan_scan
 from raptorx_py.errors import ConfigError, NoSuchObjectError, SchemaError
 from raptorx_py.hive.partition_names import partition_name, unescape_partition_value
@@ -113,16 +117,24 @@ class TierStats:
     hits: int | None = None
     misses: int | None = None
     evictions: int | None = None
+    #: Why ``entries`` / ``bytes`` (or the counters) could not be read, in one line.
+    note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def cache_stats(settings: Settings) -> list[TierStats]:
-    """Every tier on this node (see ``TierStats``), in ``TIERS`` order."""
-    totals = (
-        MetricsSink(settings.metrics_directory).totals() if settings.metrics_directory else None
-    )
+    """Every tier on this node (see ``TierStats``), in ``TIERS`` order, read without writing
+    anything (no tier is opened, so no recovery, eviction or file creation runs): a tier
+    whose files cannot be read says why in its ``note``."""
+    totals: dict[str, int] | None = None
+    counters_note = None
+    if settings.metrics_directory:
+        try:
+            totals = MetricsSink(settings.metrics_directory).totals()
+        except (OSError, sqlite3.Error) as e:
+            counters_note = f"counters not read from {settings.metrics_directory}: {_why(e)}"
     memory = "memory of each planning process (the driver's, with the native jar)"
     out = [
         TierStats(
@@ -144,62 +156,58 @@ def cache_stats(settings: Settings) -> list[TierStats]:
             "files",
         ),
     ]
-    footer_dir = footer_cache_directory(settings)
-    footers = _footer_cache(settings)
-    entries, size = footers.disk_usage() if footers is not None else (0, 0)
-    out.append(
-        TierStats(
+    disk_tiers: list[tuple[str, bool, str, Callable[[str], tuple[int, int]], int]] = [
+        (
             "footer",
             settings.parquet_metadata_cache_enabled,
-            footer_dir,
-            entries,
-            size,
+            footer_cache_directory(settings),
+            read_only_disk_usage,
             settings.cache_max_size,
-            "bytes",
-        )
-    )
-    blocks = _block_store(settings)
-    try:
-        block_usage = (blocks.count(), blocks.total_bytes()) if blocks is not None else (0, 0)
-    finally:
-        if blocks is not None:
-            blocks.close()
-    out.append(
-        TierStats(
+        ),
+        (
             "block",
             settings.cache_enabled,
             _block_directory(settings),
-            block_usage[0],
-            block_usage[1],
+            read_only_usage,
             settings.cache_max_size,
-            "bytes",
-        )
-    )
-    fragments = _fragment_cache(settings)
-    fstats = {"entries": 0, "bytes": 0}
-    if fragments is not None:
-        try:
-            fstats = fragments.stats()
-        finally:
-            fragments.close()
-    out.append(
-        TierStats(
+        ),
+        (
             "fragment",
             settings.fragment_cache_enabled,
             fragment_cache_directory(settings),
-            fstats["entries"],
-            fstats["bytes"],
+            _fragment_usage,
             settings.fragment_cache_max_size,
-            "bytes",
-        )
-    )
+        ),
+    ]
+    for tier, enabled, directory, usage, limit in disk_tiers:
+        note = None
+        entries: int | None
+        size: int | None
+        try:
+            entries, size = usage(directory)
+        except (OSError, sqlite3.Error) as e:
+            entries = size = None
+            note = f"{tier}: stats not read from {directory}: {_why(e)}"
+        out.append(TierStats(tier, enabled, directory, entries, size, limit, "bytes", note=note))
     if totals is not None:
         for stats in out:
             hits, misses, evictions = _TIER_COUNTERS[stats.tier]
             stats.hits = sum(totals.get(n, 0) for n in hits)
             stats.misses = sum(totals.get(n, 0) for n in misses)
             stats.evictions = sum(totals.get(n, 0) for n in evictions)
+    elif counters_note is not None:
+        out[0].note = counters_note
     return out
+
+
+def _fragment_usage(directory: str) -> tuple[int, int]:
+    stats = read_only_fragment_stats(directory)
+    return stats["entries"], stats["bytes"]
+
+
+def _why(error: BaseException) -> str:
+    """One line for ``error``: its kind and message, naming the file if it has one."""
+    return f"{type(error).__name__}: {error}".splitlines()[0]
 
 
 @dataclass

@@ -496,6 +496,9 @@ def cmd_cache_stats(args) -> int:
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+    for t in tiers:
+        if t.note:
+            print(f"({t.note})")
     if not settings.metrics_directory:
         print("(hits, misses, evictions: set metrics.directory to collect every process's counts)")
     print("(-: held in the memory of each planning process, not countable from here)")

@@ -49,9 +49,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
+from typing import TypeVar
 
 from raptorx_py.jvm_protocol import SNAPSHOT_COUNTER, SNAPSHOT_GAUGE, SNAPSHOT_SUFFIX
-from raptorx_py.sqlite_wal import connect_wal
+from raptorx_py.sqlite_wal import connect_read_only, connect_wal, is_damage, set_aside
 
 
 class Counters:
@@ -136,7 +137,13 @@ class MetricsSink:
     row tagged with the process and the Spark process (``process_source``) that counted it.
 
     The table is ``deltas``; a file from before the source column (table ``counts``) is
-    left as it is and not read: these are scratch counts, read between queries."""
+    left as it is and not read: these are scratch counts, read between queries.
+
+    A damaged file (not a database, malformed, emptied) is set aside (``metrics.db.damaged``,
+    renamed) and a new one started, its counts lost: counted (``metrics.sink_rebuilt``) and
+    logged once per directory; the write or reading that met it then runs on the new file.
+    No memory mapping (``sqlite_wal``): a rollback journal and ``mmap_size=0``, so a process
+    flushing while another clears or replaces the file gets an error, not SIGBUS."""
 
     FILE_NAME = "metrics.db"
     #: Where JVMs append their counts (one ``*.tsv`` file per JVM).
@@ -153,22 +160,66 @@ class MetricsSink:
             timeout=60,
             schema="CREATE TABLE IF NOT EXISTS deltas (pid INTEGER, source TEXT, at REAL, "
             "name TEXT, value INTEGER)",
+            # Scratch counts, and a damaged file is started again: no fsync per flush.
+            pragmas=("PRAGMA synchronous=OFF",),
+            journal_mode="TRUNCATE",
         )
+
+    def _healing(self, use: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``use(connection)``, once more on a new file if the first met a damaged one."""
+        for attempt in (1, 2):
+            try:
+                conn = self._connect()
+                try:
+                    return use(conn)
+                finally:
+                    conn.close()
+            except sqlite3.DatabaseError as e:
+                if attempt == 2 or not is_damage(e):
+                    raise
+                aside = set_aside(self.path)
+                counters.add("metrics.sink_rebuilt")
+                if self.directory not in _rebuilt_logged:
+                    _rebuilt_logged.add(self.directory)
+                    logging.getLogger(__name__).warning(
+                        "metrics sink %s was damaged (%s); set aside as %s, counting anew",
+                        self.path,
+                        e,
+                        aside,
+                    )
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _read(self, sql: str) -> list[tuple]:
+        """Rows of ``sql``, read without writing (a read-only directory's sink is readable);
+        a damaged file is set aside and read as the new, empty one."""
+        try:
+            conn = connect_read_only(self.path)
+            try:
+                return conn.execute(sql).fetchall()
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as e:
+            if not is_damage(e):
+                raise
+        return self._healing(lambda conn: conn.execute(sql).fetchall())
 
     def write(self, deltas: Mapping[str, int]) -> None:
         if not deltas:
             return
-        conn = self._connect()
-        try:
-            now, pid, source = time.time(), os.getpid(), process_source()
+        now, pid, source = time.time(), os.getpid(), process_source()
+        rows = [(pid, source, now, k, int(v)) for k, v in deltas.items()]
+
+        def insert(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(
-                "INSERT INTO deltas VALUES (?, ?, ?, ?, ?)",
-                [(pid, source, now, k, int(v)) for k, v in deltas.items()],
-            )
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
+            try:
+                conn.executemany("INSERT INTO deltas VALUES (?, ?, ?, ?, ?)", rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        self._healing(insert)
 
     def totals(self) -> dict[str, int]:
         """Sum of every delta written so far, by counter name."""
@@ -191,13 +242,11 @@ class MetricsSink:
     def _sums(self, sql: str, by_source: bool) -> list[tuple[tuple[str, str], int]]:
         sums: Counter[tuple[str, str]] = Counter()
         if os.path.exists(self.path):
-            conn = self._connect()
-            try:
-                rows = conn.execute(sql).fetchall()
-            finally:
-                conn.close()
+            rows = self._read(sql)
             for source, name, total in rows:
-                sums[(source, name)] += int(total)
+                # A damaged page SQLite did not notice can read as NULLs: not a count.
+                if isinstance(name, str) and isinstance(total, int):
+                    sums[(source, name)] += total
         for source, name, value in self._jvm_counts():
             sums[(source if by_source else "", name)] += value
         return list(sums.items())
@@ -231,11 +280,12 @@ class MetricsSink:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(jvm, file_name))
         if os.path.exists(self.path):
-            conn = self._connect()
-            try:
-                conn.execute("DELETE FROM deltas")
-            finally:
-                conn.close()
+            self._healing(lambda conn: conn.execute("DELETE FROM deltas"))
+
+
+#: Sink directories whose rebuild this process has logged (each is logged once).
+_rebuilt_logged: set[str] = set()
+_T = TypeVar("_T")
 
 
 #: Directories whose flushes ``deferring_flushes`` put off, flushed at exit (or by a caller).

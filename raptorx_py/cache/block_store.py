@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 
 from raptorx_py.cache import cache_files
 from raptorx_py.metrics import counters
-from raptorx_py.sqlite_wal import connect_wal
+from raptorx_py.sqlite_wal import connect_read_only, connect_wal, is_damage, set_aside
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,9 @@ VERIFIED_MEMO_SIZE = 1 << 18
 
 #: Temp files of a live process younger than this are left alone by start-up recovery.
 ORPHAN_AGE = 3600.0
+
+#: Directories whose index rebuild this process has logged (each is logged once).
+_rebuilt_logged: set[str] = set()
 
 _BLOCK_NAME = re.compile(r"^[0-9a-f]{8,64}-\d+$")
 _TEMP_NAME = re.compile(r"^(\d+)\.[0-9a-f]+\.part$")
@@ -162,6 +165,8 @@ class BlockStore:
         self._lock = threading.RLock()
         self._pid = os.getpid()
         self._conn: sqlite3.Connection | None = None
+        #: The inode of the index file ``_conn`` opened (a replaced index is reopened).
+        self._conn_inode: int | None = None
         self._pending: dict[str, float] = {}
         self._last_touch_flush = clock()
         self.enabled = False
@@ -169,7 +174,13 @@ class BlockStore:
         self.last_recovery: dict[str, int] = {}
         try:
             self._prepare_directory()
-            self.last_recovery = self.recover()
+            try:
+                self.last_recovery = self.recover()
+            except sqlite3.Error as e:
+                if not is_damage(e):
+                    raise
+                self._rebuild_index(e)
+                self.last_recovery = self.recover()
         except (OSError, sqlite3.Error) as e:
             log.warning(
                 "block cache disabled: cannot use directory %s (%s: %s); reading "
@@ -298,7 +309,7 @@ class BlockStore:
         half seen. A reader holding a block file open reads it whole."""
         return self._drop_names(prefix, prefix + "g")  # keys are lower-case hex: < "g"
 
-    def _drop_names(self, low: str, high: str) -> int:
+    def _drop_names(self, low: str, high: str, healed: bool = False) -> int:
         if not self.enabled:
             return 0
         try:
@@ -312,9 +323,14 @@ class BlockStore:
                 for name in names:
                     self._verified.pop(name, None)
                     self._drop_row(conn, name)
-                    _remove(self.path_of(name))
+                    if _BLOCK_NAME.match(name):  # else a damaged row: it names no file
+                        _remove(self.path_of(name))
             return len(names)
         except (OSError, sqlite3.Error) as e:
+            # A damaged index is rebuilt from the files, then the drop runs on it: a clear
+            # always leaves a working, empty store.
+            if not healed and is_damage(e) and self.heal(e):
+                return self._drop_names(low, high, healed=True)
             log.warning(
                 "block cache: could not drop the blocks of %s* in %s: %s", low, self.directory, e
             )
@@ -322,8 +338,9 @@ class BlockStore:
 
     # --- writing ----------------------------------------------------------------------------
 
-    def put(self, key: str, index: int, payload) -> bool:
-        """Publish one block; False (counted) if it could not be stored."""
+    def put(self, key: str, index: int, payload, *, retry: bool = True) -> bool:
+        """Publish one block; False (counted) if it could not be stored. A damaged index
+        met on the way is rebuilt and the put tried once more (``retry``)."""
         if not self.enabled:
             return False
         name = block_name(key, index)
@@ -354,6 +371,11 @@ class BlockStore:
         except (OSError, sqlite3.Error) as e:
             if published:  # the index rolled back: a file without its row is not kept
                 _remove(published)
+            if is_damage(e) and self.heal(e) and retry:
+                if tmp is not None:
+                    _remove(tmp)
+                    tmp = None
+                return self.put(key, index, payload, retry=False)
             counters.add("block_cache.put_errors")
             self._fault(
                 f"could not store block {name}",
@@ -412,11 +434,14 @@ class BlockStore:
                 return self._evict_locked(conn, limit)
         except (OSError, sqlite3.Error) as e:
             log.debug("block cache: eviction in %s failed: %s", self.directory, e)
+            if is_damage(e):
+                self.heal(e)
             return 0
 
     def _evict_locked(self, conn: sqlite3.Connection, limit: int) -> int:
         evicted = 0
-        total = conn.execute("SELECT bytes FROM totals").fetchone()[0]
+        row = conn.execute("SELECT bytes FROM totals").fetchone()
+        total = row[0] if row is not None and isinstance(row[0], int) else 0
         while total > limit:
             victims = conn.execute(
                 "SELECT name, size FROM blocks ORDER BY atime, name LIMIT 64"
@@ -427,8 +452,11 @@ class BlockStore:
                 if total <= limit:
                     break
                 self._drop_row(conn, name)
-                _remove(self.path_of(name))
-                total -= size
+                # A row damaged in a way SQLite did not notice names no block file: its row
+                # goes, and nothing is unlinked for it.
+                if isinstance(name, str) and _BLOCK_NAME.match(name):
+                    _remove(self.path_of(name))
+                total -= size if isinstance(size, int) else 0
                 evicted += 1
         if evicted:
             counters.add("block_cache.evictions", evicted)
@@ -454,6 +482,8 @@ class BlockStore:
                 self._flush_touches(conn)
         except (OSError, sqlite3.Error) as e:
             log.debug("block cache: could not record accesses in %s: %s", self.directory, e)
+            if is_damage(e):
+                self.heal(e)
 
     def _flush_touches(self, conn: sqlite3.Connection) -> None:
         with self._locked():
@@ -471,7 +501,8 @@ class BlockStore:
     def _upsert_row(conn: sqlite3.Connection, name: str, size: int, atime: float) -> None:
         old = conn.execute("SELECT size FROM blocks WHERE name = ?", (name,)).fetchone()
         conn.execute("INSERT OR REPLACE INTO blocks VALUES (?, ?, ?)", (name, size, atime))
-        conn.execute("UPDATE totals SET bytes = bytes + ?", (size - (old[0] if old else 0),))
+        before = old[0] if old and isinstance(old[0], int) else 0  # a damaged row: nothing
+        conn.execute("UPDATE totals SET bytes = bytes + ?", (size - before,))
 
     @staticmethod
     def _drop_row(conn: sqlite3.Connection, name: str) -> None:
@@ -492,17 +523,63 @@ class BlockStore:
 
     def _connection(self) -> sqlite3.Connection:
         # Caller holds self._locked().
+        try:
+            inode: int | None = os.stat(self.index_path).st_ino
+        except FileNotFoundError:
+            inode = None  # removed by hand: a new one is created
+        if self._conn is not None and inode != self._conn_inode:
+            # Set aside by another process's rebuild, or removed: the file this connection
+            # has is no longer the node's index.
+            self._close_connection()
         if self._conn is None:
-            # The index is rebuilt from the files by recovery, so it need not survive a
-            # power loss: NORMAL spares an fsync per put.
+            # The index is rebuilt from the files by recovery (a damaged one too), so it
+            # need not survive a power loss: synchronous=OFF spares the fsyncs of a rollback
+            # journal, which replaces WAL so that no process maps the index (sqlite_wal).
             self._conn = connect_wal(
                 self.index_path,
                 timeout=30,
                 schema=_SCHEMA,
-                pragmas=("PRAGMA synchronous=NORMAL",),
+                pragmas=("PRAGMA synchronous=OFF",),
                 check_same_thread=False,
+                journal_mode="TRUNCATE",
             )
+            self._conn_inode = os.stat(self.index_path).st_ino
         return self._conn
+
+    def _rebuild_index(self, error: BaseException) -> None:
+        """Set the damaged index aside (the caller then runs recovery, which builds a new
+        one from the verified block files); counted, logged once per directory."""
+        with self._locked():
+            damaged = self._conn_inode
+            self._close_connection()
+            # Only the file this store found damaged: another process may have set it aside
+            # and started a new index already.
+            aside = set_aside(self.index_path, inode=damaged)
+        counters.add("block_cache.index_rebuilt")
+        if self.directory not in _rebuilt_logged:
+            _rebuilt_logged.add(self.directory)
+            log.warning(
+                "block cache %s: its index was damaged (%s: %s); set aside as %s and rebuilt "
+                "from the block files (blocks that do not verify are dropped)",
+                self.directory,
+                type(error).__name__,
+                error,
+                aside,
+            )
+        else:
+            log.debug("block cache %s: damaged index rebuilt again (%s)", self.directory, error)
+
+    def heal(self, error: BaseException) -> bool:
+        """After ``error`` (a damaged index met by a transaction): set the index aside and
+        rebuild it; False (logged) when that fails too, the store then missing and failing
+        puts as before."""
+        try:
+            self._rebuild_index(error)
+            self.last_recovery = self.recover()
+            return True
+        except (OSError, sqlite3.Error) as e:
+            log.warning("block cache %s: could not rebuild its index (%s)", self.directory, e)
+            return False
 
     def _locked(self) -> threading.RLock:
         """The lock of this process. Neither a lock (another thread may have held it) nor a
@@ -534,6 +611,7 @@ class BlockStore:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
+            self._conn_inode = None
 
     def close(self) -> None:
         if self.enabled:
@@ -647,6 +725,22 @@ class BlockStore:
         return self._trailer_matches(
             os.path.basename(path), view[-TRAILER.size :], view[: -TRAILER.size]
         )
+
+
+def read_only_usage(directory: str) -> tuple[int, int]:
+    """``(blocks, bytes)`` the index of the store in ``directory`` accounts for, read without
+    writing anything (no recovery, no file created: ``raptorx cache stats`` on a read-only
+    directory); (0, 0) without an index. Raises ``sqlite3.Error`` when it cannot be read."""
+    path = os.path.join(directory, INDEX_FILE)
+    if not os.path.exists(path):
+        return 0, 0
+    conn = connect_read_only(path)
+    try:
+        (count,) = conn.execute("SELECT COUNT(*) FROM blocks").fetchone()
+        row = conn.execute("SELECT bytes FROM totals").fetchone()
+    finally:
+        conn.close()
+    return int(count), int(row[0]) if row else 0
 
 
 def _pread_exact(fd: int, offset: int, length: int, dest):

@@ -541,6 +541,27 @@ class FooterCache:
 _caches: ProcessRegistry[FooterCache] = ProcessRegistry()
 
 
+def read_only_disk_usage(directory: str) -> tuple[int, int]:
+    """``(entries, bytes)`` of the footer entries in ``directory``, by a scan that writes
+    nothing (``raptorx cache stats`` on a read-only directory); (0, 0) without it."""
+    entries = total = 0
+    try:
+        subdirs = list(os.scandir(directory))
+    except FileNotFoundError:
+        return 0, 0
+    for sub in subdirs:
+        if not sub.is_dir(follow_symlinks=False):
+            continue
+        for f in os.scandir(sub.path):
+            if f.name.endswith(_SUFFIX) and not f.name.startswith(_TMP_PREFIX):
+                try:
+                    total += f.stat(follow_symlinks=False).st_size
+                except FileNotFoundError:
+                    continue  # removed by another process meanwhile
+                entries += 1
+    return entries, total
+
+
 def footer_cache_directory(settings: Settings) -> str:
     return os.path.join(
         os.path.abspath(os.path.expanduser(settings.cache_base_directory)), "footers"

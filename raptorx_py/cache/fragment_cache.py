@@ -40,6 +40,20 @@ Contract:
 - A cache fault never fails a query: a directory that cannot be used turns the tier off for
   the process (``fragment_cache.unavailable``, logged once); a failed read is a miss and a
   failed write stores nothing (``fragment_cache.errors``), the result being computed anyway.
+- **A damaged index heals**: an index that is not a database, is malformed or was emptied
+  (met when opening it or by a store) is set aside (``index/cache.db.damaged``, renamed,
+  never truncated) and a new one is built from the entry files whose MAC verifies under the
+  cache's secret (the others are deleted as corrupt): ``fragment_cache.index_rebuilt``,
+  logged once per directory. A damaged ``cache.secret`` is replaced
+  (``cache_files.load_secret``); the entries keyed with the old one then fail their MAC. A
+  process whose index another process set aside opens the new one at its next store.
+- **No memory mapping** (``sqlite_wal``): diskcache's SQLite runs with ``mmap_size=0`` and
+  a rollback journal (diskcache's defaults are a 64 MiB mapping and WAL, whose ``-shm`` is
+  always mapped): a store after another process cleared, truncated or replaced the index
+  gets an error (counted, nothing stored), never SIGBUS.
+- **Within its bound from the start**: opening a cache over its bound (the bound lowered
+  since it was filled) evicts down to it; when that cannot be done (a read-only directory)
+  a warning says so and why.
 
 Limits: an entry is written to a temporary file, its row committed (``synchronous=FULL``),
 then the file published (``os.replace``), so a crash between the two leaves a row without a
@@ -61,6 +75,7 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import secrets
 import sqlite3
 import struct
@@ -76,7 +91,7 @@ from diskcache.core import DBNAME, MODE_BINARY, UNKNOWN
 from raptorx_py.cache.cache_files import load_secret, make_dirs, modes, opener, touch
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.metrics import counters, node_gauge
-from raptorx_py.sqlite_wal import set_up_lock
+from raptorx_py.sqlite_wal import connect_read_only, is_damage, set_aside, set_up_lock
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
@@ -96,6 +111,8 @@ ENTRY_SUFFIX = ".arrow"
 INDEX_DIR = "index"
 
 _FAULTS = (OSError, sqlite3.Error, diskcache.Timeout)
+#: What an index row may name: an entry file under ``entries/`` (``_entry_name``).
+_ENTRY_NAME = re.compile(r"^entries/[0-9a-f]{2}/[0-9a-f]+\.arrow$")
 
 
 def entry_mac(secret: bytes, prefix: bytes, key: bytes, stream) -> bytes:
@@ -168,6 +185,10 @@ class _EntryFiles(diskcache.Disk):
     def remove(self, file_path):
         if file_path in self.retained:
             return
+        if not isinstance(file_path, str) or not _ENTRY_NAME.match(file_path):
+            # A row damaged in a way SQLite did not notice: never unlink what it names.
+            counters.add("fragment_cache.errors")
+            return
         try:
             os.unlink(os.path.join(self.root, file_path))
         except FileNotFoundError:
@@ -192,6 +213,7 @@ class FragmentCache:
         ttl: float | None,
         group_shared: bool = False,
         clock: Callable[[], float] = time.time,
+        shrink: bool = True,
     ) -> None:
         self.directory = directory
         self.max_bytes, self.max_entries = max_bytes, max_entries
@@ -203,26 +225,135 @@ class FragmentCache:
         index_dir = os.path.join(directory, INDEX_DIR)
         make_dirs(index_dir, self._dir_mode)
         self._secret = load_secret(directory, self._file_mode)
-        index = os.path.join(index_dir, DBNAME)
-        touch(index, self._file_mode)
+        self._index_path = os.path.join(index_dir, DBNAME)
         self._lock = threading.Lock()
+        try:
+            self._index, self._index_inode = self._open_index()
+        except sqlite3.DatabaseError as e:
+            if not is_damage(e):
+                raise
+            self._rebuild_index(e)
+        self._files: _EntryFiles = self._index.disk
+        if shrink:
+            self._shrink_at_open()
+
+    def _open_index(self) -> tuple[diskcache.Cache, int]:
+        """diskcache over ``index/`` and the inode of its ``cache.db``."""
+        touch(self._index_path, self._file_mode)
         # diskcache retries "database is locked" while it sets up, not every error a fresh
         # WAL file can give several processes opening it at once: one at a time, as
         # connect_wal does.
-        with set_up_lock(index):
-            self._index = diskcache.Cache(
-                index_dir,
+        with set_up_lock(self._index_path):
+            index = diskcache.Cache(
+                os.path.dirname(self._index_path),
                 timeout=30,
                 disk=_EntryFiles,
                 eviction_policy="none",
                 cull_limit=0,
-                size_limit=max_bytes,
+                size_limit=self.max_bytes,
                 # FULL, as the index before it: a committed row survives a power loss, so a
                 # published entry file is never left unaccounted (diskcache's NORMAL, 1.5x
                 # faster stores, may lose the last commits: BENCHMARKS.md).
                 sqlite_synchronous=2,
+                # No mapping of a file other processes clear or replace (sqlite_wal): no
+                # 64 MiB mmap of the database, no WAL (its -shm is always mapped).
+                sqlite_mmap_size=0,
+                sqlite_journal_mode="truncate",
             )  # its set-up ends by opening this thread's connection, under the lock
-        self._files: _EntryFiles = self._index.disk
+        try:
+            return index, os.stat(self._index_path).st_ino
+        except OSError:
+            index.close()
+            raise
+
+    def _rebuild_index(self, error: BaseException) -> None:
+        """Set the damaged index aside, open a new one and give it a row for every entry
+        file that verifies (the others are deleted); counted, logged once per directory."""
+        old = getattr(self, "_index", None)
+        damaged = getattr(self, "_index_inode", None)
+        if old is not None:
+            old.close()
+        # Only the file this cache found damaged (None at opening: the file there now).
+        aside = set_aside(self._index_path, inode=damaged)
+        self._index, self._index_inode = self._open_index()
+        self._files = self._index.disk
+        counters.add("fragment_cache.index_rebuilt")
+        kept = dropped = 0
+        now = time.time()
+        for name in self._entry_names(""):
+            key = bytes.fromhex(name)
+            path = entry_path(self.directory, key)
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            checked = self._check(key, data)
+            if checked is None or checked is _EXPIRED:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                dropped += 1
+                if checked is None:
+                    counters.add("fragment_cache.corrupt")
+                continue
+            expires_ms = _PREFIX.unpack(data[: _PREFIX.size])[2]
+            remaining = max(expires_ms / 1000 - now, 0.001) if expires_ms else None
+            self._index.set(
+                key, _Written(_entry_name(key), st.st_size), expire=remaining, tag=st.st_mtime_ns
+            )
+            kept += 1
+        if self.directory not in _rebuilt_logged:
+            _rebuilt_logged.add(self.directory)
+            log.warning(
+                "fragment cache %s: its index was damaged (%s: %s); set aside as %s and "
+                "rebuilt from the entry files (%d kept, %d that did not verify dropped)",
+                self.directory,
+                type(error).__name__,
+                error,
+                aside,
+                kept,
+                dropped,
+            )
+
+    def _current_index(self) -> None:
+        """Reopen the index when another process set it aside (or removed it) since this
+        one opened it (caller holds ``_lock``)."""
+        try:
+            inode: int | None = os.stat(self._index_path).st_ino
+        except FileNotFoundError:
+            inode = None
+        if inode != self._index_inode:
+            self._index.close()
+            self._index, self._index_inode = self._open_index()
+            self._files = self._index.disk
+
+    def _shrink_at_open(self) -> None:
+        """Evict down to the bound now (it may have been lowered since the cache was
+        filled), or say why that cannot be done."""
+        try:
+            with self._lock:
+                volume = self._index.volume()
+                if volume <= self.max_bytes:
+                    return
+                self._evict(stored=None)
+                log.info(
+                    "fragment cache %s: %d bytes over its bound of %d at opening; evicted to %d",
+                    self.directory,
+                    volume,
+                    self.max_bytes,
+                    self._index.volume(),
+                )
+        except _FAULTS as e:
+            counters.add("fragment_cache.errors")
+            log.warning(
+                "fragment cache %s is over its bound of %d bytes and cannot shrink to it now "
+                "(%s: %s); nothing more is stored until it can",
+                self.directory,
+                self.max_bytes,
+                type(e).__name__,
+                e,
+            )
 
     # --- reading: files only, nothing written but the entry's mtime ----------------------
 
@@ -263,6 +394,18 @@ class FragmentCache:
     def _decode(self, key: bytes, data: bytes):
         """The entry's batches, ``_EXPIRED``, or None when it is not a valid entry of
         ``key`` under this cache's secret."""
+        stream = self._check(key, data)
+        if stream is None or stream is _EXPIRED:
+            return stream
+        try:
+            with pa.ipc.open_stream(pa.py_buffer(stream)) as reader:
+                return list(reader)
+        except (pa.ArrowInvalid, OSError):
+            return None
+
+    def _check(self, key: bytes, data: bytes):
+        """The entry's Arrow stream (a view of ``data``), ``_EXPIRED``, or None when it is
+        not a valid entry of ``key`` under this cache's secret."""
         if len(data) < HEADER_BYTES:
             return None
         view = memoryview(data)
@@ -276,11 +419,7 @@ class FragmentCache:
             return None
         if expires_ms and self._clock() * 1000 > expires_ms:
             return _EXPIRED
-        try:
-            with pa.ipc.open_stream(pa.py_buffer(stream)) as reader:
-                return list(reader)
-        except (pa.ArrowInvalid, OSError):
-            return None
+        return stream
 
     # --- storing ---------------------------------------------------------------------------
 
@@ -295,12 +434,18 @@ class FragmentCache:
         if stream.size > self.max_entry_bytes:
             counters.add("fragment_cache.too_large")
             return False
+        return self._store(key, stream, retry=True)
+
+    def _store(self, key: bytes, stream: pa.Buffer, retry: bool) -> bool:
+        """Store ``stream`` under ``key`` (see ``put``); once more (``retry``) after healing
+        a damaged index that the first attempt met."""
         expires = self._clock() + self.ttl if self.ttl else None
         prefix = _PREFIX.pack(ENTRY_MAGIC, ENTRY_FORMAT, int(expires * 1000) if expires else 0)
         name = _entry_name(key)
         path = os.path.join(self.directory, name)
         try:
             with self._lock:
+                self._current_index()
                 expired = self._index.expire()
                 if expired:
                     counters.add("fragment_cache.expired", expired)
@@ -333,6 +478,8 @@ class FragmentCache:
                     counters.add("fragment_cache.errors")
                     log.warning("fragment cache %s: eviction failed (%s)", self.directory, e)
         except _FAULTS as e:
+            if is_damage(e) and self._heal(e) and retry:
+                return self._store(key, stream, retry=False)
             counters.add("fragment_cache.errors")
             log.warning("fragment cache %s: store failed (%s)", self.directory, e)
             return False
@@ -359,7 +506,7 @@ class FragmentCache:
 
     # --- accounting ------------------------------------------------------------------------
 
-    def _evict(self, stored: bytes) -> None:
+    def _evict(self, stored: bytes | None) -> None:
         """Second chance over the index's rows, oldest first, until its volume is within the
         bound: a row whose file was touched since the row was written (its tag) moves to the
         back; any other is deleted with its file. ``stored``, just written, is moved to the
@@ -373,10 +520,13 @@ class FragmentCache:
                 )
             except KeyError:
                 return  # empty
-            try:
-                st: os.stat_result | None = os.stat(os.path.join(self.directory, name))
-            except FileNotFoundError:
-                st = None  # gone (a corrupt entry another process deleted): drop the row
+            st: os.stat_result | None = None
+            if isinstance(name, str) and _ENTRY_NAME.match(name):
+                try:
+                    st = os.stat(os.path.join(self.directory, name))
+                except FileNotFoundError:
+                    pass  # gone (a corrupt entry another process deleted): drop the row
+            # else a row damaged in a way SQLite did not notice: dropped, names nothing
             if key == stored:
                 if stored_moved or st is None:
                     return
@@ -388,6 +538,18 @@ class FragmentCache:
             else:
                 counters.add("fragment_cache.second_chances")
             self._move_to_back(key, name, expire_at, st)
+
+    def _heal(self, error: BaseException) -> bool:
+        """Rebuild a damaged index (``_rebuild_index``) after a store met it; False (logged)
+        when that fails too (a read-only directory): the next store tries again."""
+        try:
+            with self._lock:
+                self._rebuild_index(error)
+            return True
+        except _FAULTS as e:
+            counters.add("fragment_cache.errors")
+            log.warning("fragment cache %s: could not rebuild its index (%s)", self.directory, e)
+            return False
 
     def _move_to_back(self, key: bytes, name: str, expire_at: float | None, st) -> None:
         """A new row for ``key``'s file in place (a new rowid: the back of the order), tagged
@@ -411,10 +573,17 @@ class FragmentCache:
         too: the index may have no row for it (expired there already)."""
         try:
             with self._lock:
+                self._current_index()
                 self._index.delete(key)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry_path(self.directory, key))
-        except _FAULTS:
+        except _FAULTS as e:
+            counters.add("fragment_cache.errors")
+            if is_damage(e):
+                self._heal(e)  # the rebuilt index has no row for a file removed below
+        try:
+            os.unlink(entry_path(self.directory, key))
+        except FileNotFoundError:
+            pass  # its row's removal unlinked it, or another process did
+        except OSError:
             counters.add("fragment_cache.errors")
 
     def __len__(self) -> int:
@@ -485,9 +654,31 @@ class FragmentCache:
 _EXPIRED = object()
 
 _caches: ProcessRegistry[FragmentCache] = ProcessRegistry()
+#: Directories whose index rebuild this process has logged (each is logged once).
+_rebuilt_logged: set[str] = set()
 #: The directories whose failure to open was logged (once each); guarded by the registry,
 #: which opens one cache at a time.
 _unavailable: set[str] = set()
+
+
+def read_only_stats(directory: str) -> dict[str, int]:
+    """``entries`` and ``bytes`` (diskcache's ``volume()``: the index's pages and the sizes
+    its rows account for) of the fragment cache in ``directory``, read without writing
+    (``raptorx cache stats`` on a read-only directory); zeros without an index. Raises
+    ``sqlite3.Error`` when the index cannot be read."""
+    path = os.path.join(directory, INDEX_DIR, DBNAME)
+    if not os.path.exists(path):
+        return {"entries": 0, "bytes": 0}
+    conn = connect_read_only(path)
+    try:
+        (entries,) = conn.execute("SELECT COUNT(*) FROM Cache").fetchone()
+        (pages,) = conn.execute("PRAGMA page_count").fetchone()
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+        row = conn.execute("SELECT value FROM Settings WHERE key = 'size'").fetchone()
+    finally:
+        conn.close()
+    accounted = int(row[0]) if row else 0
+    return {"entries": int(entries), "bytes": int(pages) * int(page_size) + accounted}
 
 
 def fragment_cache_directory(settings: Settings) -> str:
