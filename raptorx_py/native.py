@@ -1,4 +1,11 @@
-"""The native jar (``native/``): where it is, and whether a JVM can load its provider.
+"""The native jar (``native/``): where it is, what it says it is, and whether a JVM can load
+its provider.
+
+An installed wheel carries the jar as package data (``raptorx_py/jars/raptorx-native.jar``,
+put there by setup.py's build step); a checkout has it in ``native/target/`` after ``make
+native``; ``$RAPTORX_NATIVE_JAR`` names another. ``jar_path`` takes the first of those that
+exists (``jar_candidates``), and ``tiered_session()`` starts Spark with it
+(docs/architecture.md, "The jar inside the wheel").
 
 With the jar on the classpath, Spark's ``tiered_hive`` is the JVM provider
 ``raptorx.TieredHiveProvider``, which wraps the Python source (registered as
