@@ -16,7 +16,7 @@ NATIVE_SRC := $(shell find native/src/main -type f)
 HMS_LISTENER_JAR := native/target/hms-test-listener.jar
 HMS_LISTENER_SRC := $(shell find native/src/test -type f)
 
-.PHONY: test bench bench-affinity stress venv native s3a-jars postgres clean
+.PHONY: test bench bench-affinity stress venv native s3a-jars wheel postgres clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,13 @@ $(S3A_JARS): devservers/s3a/pom.xml devservers/s3a_jars.py $(STAMP)
 	$(PY) -m devservers.s3a_jars
 
 s3a-jars: $(S3A_JARS)
+
+# The wheel a user installs (README, "Install"): dist/raptorx_py-<version>-py3-none-any.whl,
+# the jar inside (setup.py puts native/target/'s there when it was built from these sources,
+# else builds it). `python -m build` from a fresh clone does the same in an isolated
+# environment, with its own pyspark.
+wheel: $(STAMP) $(JAR)
+	$(PY) -m build --wheel --no-isolation --outdir dist .
 
 $(HMS_LISTENER_JAR): $(HMS_LISTENER_SRC) native/build-test-listener.sh $(STAMP)
 	native/build-test-listener.sh $(PY)
@@ -81,4 +88,4 @@ bench-affinity: $(STAMP) $(JAR)
 	$(PY) -m benchmarks.cluster_affinity --scale $(AFFINITY_SCALE) --out $(BENCH_OUT)/affinity $(AFFINITY_ARGS)
 
 clean:
-	rm -rf $(VENV) $(BENCH_OUT) .pytest_cache native/target
+	rm -rf $(VENV) $(BENCH_OUT) .pytest_cache native/target build dist

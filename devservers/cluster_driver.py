@@ -12,7 +12,13 @@ live first), ``mark`` (a file touched as the read starts, so a test can act mid-
 of workers joining later can be added. Reads ``sum(column)`` of the table once per run and
 prints one JSON line: the live executors (``host/id``) and, per run, the live executors at
 its start, the result and the counters the run added (from the metrics sink, executors'
-included)."""
+included), and where raptorx_py and its jar came from: the driver's ``package``, ``jar`` and
+``spark_jars``, and with ``where_imported`` the path each executor's Python imported it from
+(``executor_packages``).
+
+It imports nothing but raptorx_py, so a copy of this file run by another interpreter is an
+application of that interpreter's raptorx_py: the installed wheel's, in
+``test_soft_affinity_cluster.py`` (issue 35)."""
 
 from __future__ import annotations
 
@@ -99,9 +105,31 @@ def main(arg: str) -> None:
                 spark, sink, at_start_by_source, spec["csv_dir"], "fragment_cache.jvm_hits"
             )
         out = {"executors": live(), "runs": runs, "published": published(spark), "csv": shown}
+        out.update(where_from(spark, len(live()) * 4 if spec.get("where_imported") else 0))
         print(json.dumps(out))
     finally:
         spark.stop()
+
+
+def where_from(spark, tasks: int) -> dict:
+    """Where this driver's raptorx_py and its jar are, the ``spark.jars`` executors receive,
+    and (``tasks`` > 0) where the executors' Python workers import raptorx_py from, over
+    that many one-element tasks."""
+    import raptorx_py
+    from raptorx_py import native
+
+    out = {
+        "package": raptorx_py.__file__,
+        "jar": str(native.jar_path()),
+        "spark_jars": spark.conf.get("spark.jars", ""),
+    }
+    if tasks:
+        rdd = spark.sparkContext.parallelize(range(tasks), tasks)
+        # A lambda, pickled by value: the executors need not import this module.
+        out["executor_packages"] = sorted(
+            set(rdd.map(lambda _: __import__("raptorx_py").__file__).collect())
+        )
+    return out
 
 
 def published(spark) -> dict[str, int]:

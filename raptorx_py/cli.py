@@ -17,9 +17,10 @@
     raptorx tpch load --scale S --warehouse URL
     raptorx locks show [<db>[.<table>]] [--partition k=v ...] [--extended]
     raptorx connect-server [--port N] [--host H]   (Spark Connect server with the jar)
-    raptorx --version
+    raptorx jar [--path | --flags]   (the native jar, and the flags that start Spark with it)
+    raptorx --version   (the package, its jar's version and build, the pyspark it needs)
 
-Every command but connect-server takes ``--conf-dir DIR`` and ``-p/--property name=value``
+Every command but connect-server and jar takes ``--conf-dir DIR`` and ``-p/--property name=value``
 (repeatable). An error raptorx_py raises on purpose is printed as one line naming what was
 wrong, exit code 2.
 """
@@ -674,7 +675,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"raptorx {package_version()}")
+    parser.add_argument(
+        "--version",
+        action=VersionAction,
+        help="show the package's version, its jar's version and build, and the pyspark it "
+        "was built against, then exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     table = sub.add_parser("table", help="register and inspect tables")
@@ -775,7 +781,76 @@ def build_parser() -> argparse.ArgumentParser:
     from raptorx_py.connect import add_cli as add_connect_cli
 
     add_connect_cli(sub)
+    add_jar_cli(sub)
     return parser
+
+
+class VersionAction(argparse.Action):
+    """``--version``: ``version_text()``, computed only when asked."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())  # to stdout, as argparse's own version action does
+        parser.exit()
+
+
+def version_text() -> str:
+    """The package's version, then the jar ``tiered_session()`` would use (its version, build
+    identity, the pyspark it was compiled against, its path), then the installed pyspark."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from raptorx_py import native
+
+    lines = [f"raptorx {package_version()}"]
+    jar = native.jar_path()
+    if jar is None:
+        looked = ", ".join(str(p) for p in native.jar_candidates())
+        lines.append(f"jar: none found (looked at {looked}); tiered_hive reads without pushdown")
+    else:
+        try:
+            info = native.jar_info(jar)
+            lines.append(
+                f"jar {info.version} (build {info.build_id}, built against pyspark "
+                f"{info.pyspark_version}): {jar}"
+            )
+        except RaptorxError as e:
+            lines.append(f"jar: {e}")
+    try:
+        lines.append(f"pyspark {version('pyspark')} installed")
+    except PackageNotFoundError:
+        lines.append("pyspark: not installed")
+    return "\n".join(lines)
+
+
+def add_jar_cli(subparsers) -> None:
+    text = (
+        "print the native jar's path and the flags that start pyspark or spark-submit with "
+        "it (--jars and --driver-class-path)"
+    )
+    cmd = subparsers.add_parser("jar", help=text, description=text)
+    only = cmd.add_mutually_exclusive_group()
+    only.add_argument("--path", action="store_true", help="print the jar's path only")
+    only.add_argument(
+        "--flags", action="store_true", help="print the --jars/--driver-class-path line only"
+    )
+    cmd.set_defaults(func=cmd_jar)
+
+
+def cmd_jar(args) -> int:
+    from raptorx_py import native
+    from raptorx_py.errors import NativeJarError
+
+    jar = native.jar_path()
+    if jar is None:
+        looked = ", ".join(str(p) for p in native.jar_candidates())
+        raise NativeJarError(f"no raptorx jar at {looked}: {native.BUILD_HINT}")
+    if not args.flags:
+        print(jar)
+    if not args.path:
+        print(native.submit_flags(jar))
+    return 0
 
 
 def package_version() -> str:

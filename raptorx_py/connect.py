@@ -31,7 +31,7 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
 START_HINT = (
     "start one with the raptorx jar: `raptorx connect-server --port <port>` (pyspark's "
-    "bundled server, with native/target/raptorx-native.jar in --jars and "
+    "bundled server, with the raptorx jar (`raptorx jar`) in --jars and "
     "--driver-class-path, and PYSPARK_PYTHON set to an interpreter with raptorx_py "
     'installed; see the README\'s "Spark Connect" section)'
 )
@@ -319,7 +319,8 @@ def add_cli(sub) -> None:
     cmd.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     cmd.add_argument(
         "--jar",
-        help="the raptorx jar (default: RAPTORX_NATIVE_JAR, then native/target/raptorx-native.jar)",
+        help="the raptorx jar (default: RAPTORX_NATIVE_JAR, then the installed package's jar, "
+        "then a checkout's native/target/raptorx-native.jar: what `raptorx jar` prints)",
     )
     cmd.add_argument(
         "--python",

@@ -199,7 +199,9 @@ class ConnectServerError(RaptorxError, RuntimeError):
 class NativeJarError(RaptorxError, RuntimeError):
     """The raptorx jar on the classpath does not match the running Spark: a member of Spark's
     internals it uses is missing or has another type (``raptorx.NativeCompatibility``). The
-    message names each such member, the pyspark found and the one the jar was built against."""
+    message names each such member, the pyspark found and the one the jar was built against.
+    Also: no jar where one is asked for (``raptorx jar``), or a file that is not a readable
+    jar."""
 
 
 #: Exception class names (botocore, aiohttp, fsspec) that mean the store failed, not the data.

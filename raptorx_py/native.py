@@ -1,4 +1,11 @@
-"""The native jar (``native/``): where it is, and whether a JVM can load its provider.
+"""The native jar (``native/``): where it is, what it says it is, and whether a JVM can load
+its provider.
+
+An installed wheel carries the jar as package data (``raptorx_py/jars/raptorx-native.jar``,
+put there by setup.py's build step); a checkout has it in ``native/target/`` after ``make
+native``; ``$RAPTORX_NATIVE_JAR`` names another. ``jar_path`` takes the first of those that
+exists (``jar_candidates``), and ``tiered_session()`` starts Spark with it
+(docs/architecture.md, "The jar inside the wheel").
 
 With the jar on the classpath, Spark's ``tiered_hive`` is the JVM provider
 ``raptorx.TieredHiveProvider``, which wraps the Python source (registered as
@@ -16,6 +23,8 @@ so a jar built against another pyspark fails at ``tiered_session()``, not in a q
 from __future__ import annotations
 
 import os
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from raptorx_py import jvm_protocol
@@ -31,17 +40,77 @@ COMPATIBILITY_CLASS = "raptorx.NativeCompatibility"
 # The two names of the source (jvm_protocol: Protocol.scala spells them on the JVM side).
 PUBLIC_NAME = jvm_protocol.PUBLIC_NAME
 PYTHON_NAME = jvm_protocol.PYTHON_NAME
-BUILD_HINT = "build it with `make native` (or native/build.sh) and start Spark with it"
+BUILD_HINT = (
+    "an installed wheel carries it (raptorx_py/jars/raptorx-native.jar: reinstall the wheel); "
+    "in a checkout, build it with `make native` (or native/build.sh); `raptorx jar` prints "
+    "where it is and the flags that start Spark with it"
+)
+JAR_NAME = "raptorx-native.jar"
+#: Where the wheel carries the jar (setup.py's build step puts it there): package data.
+PACKAGE_JAR = Path(__file__).resolve().parent / "jars" / JAR_NAME
+#: Where a checkout's build (``make native``, ``native/build.sh``) leaves it.
+CHECKOUT_JAR = Path(__file__).resolve().parent.parent / "native" / "target" / JAR_NAME
+#: What ``native/build.sh`` writes into the jar about the build.
+BUILD_INFO_ENTRY = "raptorx/native-build.properties"
+ENV_JAR = "RAPTORX_NATIVE_JAR"
+
+
+def jar_candidates() -> list[Path]:
+    """Where ``jar_path`` looks, in order: ``$RAPTORX_NATIVE_JAR`` (a jar named on purpose
+    wins), the jar inside the installed package (a wheel's), the checkout's
+    ``native/target/`` (a source tree, where ``make native`` builds it; an editable install
+    has no package jar)."""
+    env = os.environ.get(ENV_JAR)
+    return [*([Path(env)] if env else []), PACKAGE_JAR, CHECKOUT_JAR]
 
 
 def jar_path() -> Path | None:
-    """The built jar: ``$RAPTORX_NATIVE_JAR``, else ``native/target/`` of this checkout."""
-    env = os.environ.get("RAPTORX_NATIVE_JAR")
-    candidates = [Path(env)] if env else []
-    candidates.append(
-        Path(__file__).resolve().parent.parent / "native" / "target" / "raptorx-native.jar"
+    """The first jar of ``jar_candidates`` that exists, or None."""
+    return next((p for p in jar_candidates() if p.is_file()), None)
+
+
+@dataclass(frozen=True)
+class JarInfo:
+    """What ``native/build.sh`` recorded in a jar: its version (the package's), its build
+    identity (a digest of the sources compiled) and the pyspark it was compiled against;
+    "unknown" for what a jar does not record (one built before they were recorded)."""
+
+    path: Path
+    version: str
+    build_id: str
+    pyspark_version: str
+
+
+def jar_info(path: Path) -> JarInfo:
+    """Read ``BUILD_INFO_ENTRY`` from the jar at ``path`` (no JVM). Raises ``NativeJarError``
+    naming the file when it is not a readable jar."""
+    try:
+        with zipfile.ZipFile(path) as jar:
+            try:
+                text = jar.read(BUILD_INFO_ENTRY).decode("utf-8")
+            except KeyError:
+                text = ""
+    except (OSError, zipfile.BadZipFile) as e:
+        raise NativeJarError(f"{path} is not a readable jar: {e}") from e
+    props = dict(
+        line.split("=", 1) for line in text.splitlines() if "=" in line and line[:1] != "#"
     )
-    return next((p for p in candidates if p.is_file()), None)
+    return JarInfo(
+        path=path,
+        version=props.get("raptorx.version", "unknown").strip(),
+        build_id=props.get("build.id", "unknown").strip(),
+        pyspark_version=props.get("pyspark.version", "unknown").strip(),
+    )
+
+
+def submit_flags(path: Path) -> str:
+    """The ``pyspark``/``spark-submit`` flags that start Spark with the jar at ``path``: in
+    ``--jars`` (so executors receive it) and on the driver's class path (the provider's
+    columnar reader must be loaded by Spark's own class loader)."""
+    import shlex
+
+    quoted = shlex.quote(str(path))
+    return f"--jars {quoted} --driver-class-path {quoted}"
 
 
 def provider_loadable(spark) -> bool:

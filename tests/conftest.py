@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.metastore_fixtures",
     "tests.postgres_fixtures",
     "tests.hms_fixtures",
+    "tests.wheel_fixtures",
 ]
 
 _names = itertools.count(1)

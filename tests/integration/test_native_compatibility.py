@@ -50,6 +50,8 @@ def test_a_missing_field_is_named_with_both_pyspark_versions(spark, jvm_check):
     assert f"this Spark (pyspark {pyspark.__version__})" in report
     assert f"built against pyspark {pyspark.__version__}" in report
     assert "make native" in report
+    # ... and the pyspark to install instead: the one the wheel carrying the jar requires
+    assert f"pip install pyspark=={pyspark.__version__}: the version" in report
     assert report.count("\n  - ") == 1  # the members that are there are not listed
 
 

@@ -13,6 +13,7 @@ executors, of which losing one moves only its own files.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -56,7 +57,10 @@ def small_table(tmp_path_factory):
     return props, sorted(f"file://{p}" for p in data.glob("*.parquet"))
 
 
-def drive(cluster, props, runs, timeout=240, **spec) -> dict:
+def drive(cluster, props, runs, timeout=240, venv=None, work=None, **spec) -> dict:
+    """Run ``devservers.cluster_driver`` on ``cluster``; with ``venv`` (a
+    ``tests.wheel_fixtures.WheelVenv``), a copy of it run by the wheel's interpreter from
+    ``work``, outside the checkout, so that the application is the installed package's."""
     arg = json.dumps(
         {
             "master": cluster.master_url,
@@ -69,13 +73,18 @@ def drive(cluster, props, runs, timeout=240, **spec) -> dict:
             **spec,
         }
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "devservers.cluster_driver", arg],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    if venv is None:
+        done = subprocess.run(
+            [sys.executable, "-m", "devservers.cluster_driver", arg],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    else:
+        driver = work / "cluster_driver.py"
+        shutil.copyfile(ROOT / "devservers" / "cluster_driver.py", driver)
+        done = venv.run([venv.python, str(driver), arg], cwd=work, timeout=timeout)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -129,11 +138,18 @@ def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, sm
     assert {f for f in files if after[f] != owners[f]} == {f for f in files if owners[f] == lost}
 
 
-def test_fragment_hits_are_served_by_each_executors_jvm(standalone_cluster, small_table, tmp_path):
+def test_fragment_hits_are_served_by_each_executors_jvm(
+    standalone_cluster, small_table, tmp_path, wheel_venv
+):
     """Issue 23: with the fragment result cache in each executor's own directory, a warm run
     is served by the executors' JVMs from their own entries (counted by them in the metrics
     sink); only a task that ran away from its preferred host goes to Python, which
-    neither reads nor fills that executor's cache."""
+    neither reads nor fills that executor's cache.
+
+    Issue 35: the application is the INSTALLED wheel's (``tests/wheel_fixtures.py``: a fresh
+    virtualenv, run from a directory outside the checkout, which is on no import path): the
+    executors receive the jar inside the package through ``spark.jars`` and their Python
+    workers import the installed raptorx_py."""
     props, _ = small_table
     options = {
         "hive.node-selection-strategy": "SOFT_AFFINITY",
@@ -150,6 +166,9 @@ def test_fragment_hits_are_served_by_each_executors_jvm(standalone_cluster, smal
         runs=[{}, {}],
         options=options,
         csv_dir=str(csv_dir),
+        venv=wheel_venv,
+        work=tmp_path,
+        where_imported=True,
         spark_conf={
             "spark.locality.wait": "20s",
             f"{sink}.class": "org.apache.spark.metrics.sink.CsvSink",
@@ -158,6 +177,10 @@ def test_fragment_hits_are_served_by_each_executors_jvm(standalone_cluster, smal
             f"{sink}.directory": str(csv_dir),
         },
     )
+    installed = str(wheel_venv.root)
+    assert out["package"].startswith(installed), out["package"]
+    assert out["jar"].startswith(installed) and out["jar"] in out["spark_jars"].split(","), out
+    assert out["executor_packages"] == [out["package"]], out["executor_packages"]
     expected_sum = FILES * ROWS * (FILES * ROWS - 1) // 2
     assert [r["result"] for r in out["runs"]] == [expected_sum, expected_sum]
     cold, warm = (r["counters"] for r in out["runs"])

@@ -37,13 +37,23 @@ def table(tmp_path):
     return settings, root
 
 
-def test_version(capsys):
+def test_version(capsys, tmp_path, monkeypatch):
+    """The package's version, the jar's (version, build, pyspark built against, path), the
+    installed pyspark; here a jar named by RAPTORX_NATIVE_JAR."""
     from importlib.metadata import version
 
+    from tests.unit.test_native_jar import fake_jar
+
+    jar = fake_jar(tmp_path / "x.jar", "raptorx.version=9.8\nbuild.id=abc\npyspark.version=7.0\n")
+    monkeypatch.setenv("RAPTORX_NATIVE_JAR", str(jar))
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0
-    assert capsys.readouterr().out == f"raptorx {version('raptorx_py')}\n"
+    assert capsys.readouterr().out.splitlines() == [
+        f"raptorx {version('raptorx_py')}",
+        f"jar 9.8 (build abc, built against pyspark 7.0): {jar}",
+        f"pyspark {version('pyspark')} installed",
+    ]
 
 
 def test_table_list_and_show_as_json(table, capsys):

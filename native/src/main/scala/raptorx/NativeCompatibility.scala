@@ -145,9 +145,13 @@ final case class LinkedMethod(owner: String, name: String, parameterTypes: Seq[S
  * class's declared fields or public methods): milliseconds.
  */
 object NativeCompatibility {
-  val RebuildHint: String = "rebuild the raptorx jar with this pyspark (make native, or " +
-    "native/build.sh), adapting native/src where it no longer compiles; without the jar, " +
-    "tiered_hive still reads (without pushdown)"
+  /** What to do about a mismatch: run the pyspark the jar was built against (the one the
+   * raptorx_py wheel that carries it requires), or rebuild the jar with this one. */
+  def RebuildHint: String = s"install the pyspark the raptorx jar was built against " +
+    s"(pip install pyspark==$builtAgainst: the version the raptorx_py wheel requires), or " +
+    "rebuild the raptorx jar with this pyspark (make native, or native/build.sh), adapting " +
+    "native/src where it no longer compiles; without the jar, tiered_hive still reads " +
+    "(without pushdown)"
 
   /** Written by native/build.sh: the pyspark the jar was compiled against. */
   val BuildInfoResource = "raptorx/native-build.properties"
