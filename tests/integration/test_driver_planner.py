@@ -233,3 +233,31 @@ def test_queries_from_two_threads_share_the_planner(spark, planner, tables, coun
             t.join(timeout=300)
     assert results == {1: [list(rows_of(1))] * 3, 3: [list(rows_of(3))] * 3}
     assert c["planning.scans"] == 6 and c["planning.worker_calls"] == 0, c.delta
+
+
+def test_the_sink_holds_the_planners_counts_without_a_flush_by_the_reader(
+    spark, planner, tables, env
+):
+    """Issue 36, 3.2: `raptorx cache stats` (another process) showed zeros for the metastore
+    and listing caches of a running application: the driver's planner deferred its flushes
+    to the process's exit. Read here straight from the sink, never flushing this process."""
+    from raptorx_py import metrics
+    from raptorx_py.metrics import MetricsSink
+
+    sink = MetricsSink(env.metrics_dir)
+    metrics.settle_deferred_flushes()
+    before = sink.totals()
+    tables.managed("t", [1, 2])
+    df = load(spark, "db.t", cached_options(tables.url))
+    assert ids(df) == [*rows_of(1), *rows_of(2)]
+    assert ids(df.where("k = 2")) == list(rows_of(2))  # listing cache hits
+    metrics.settle_deferred_flushes()
+    got = metrics.diff(sink.totals(), before)
+    for name in (
+        "planning.driver_calls",
+        "metastore_cache.table_hits",
+        "listing_cache.misses",
+        "listing_cache.hits",
+        "reader.files_opened",
+    ):
+        assert got.get(name, 0) > 0, (name, got)
