@@ -43,8 +43,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from decimal import Decimal
 from typing import Any, NoReturn
-from urllib.parse import urlparse
 
+from raptorx_py.config.units import split_thrift_uris
 from raptorx_py.errors import AlreadyExistsError, MetastoreError, NoSuchObjectError
 from raptorx_py.hive.column_types import base_type
 from raptorx_py.hive.model import (
@@ -88,17 +88,12 @@ _EPOCH = datetime.date(1970, 1, 1)
 
 
 def parse_thrift_uris(value: str) -> list[tuple[str, int]]:
-    """``thrift://h1:9083,thrift://h2:9083`` as ``[(host, port), ...]``, in order."""
-    out = []
-    for part in value.split(","):
-        part = part.strip()
-        parsed = urlparse(part)
-        if parsed.scheme != "thrift" or not parsed.hostname or parsed.port is None:
-            raise MetastoreError(
-                f"hive.metastore.uri '{value}': '{part}' is not thrift://host:port (a "
-                f"comma-separated list of them is tried in order)"
-            )
-        out.append((parsed.hostname, parsed.port))
+    """``thrift://h1:9083,thrift://h2:9083`` as ``[(host, port), ...]``, in order (the
+    configuration refuses a malformed value when it loads: ``config.units.split_thrift_uris``)."""
+    try:
+        out = split_thrift_uris(value)
+    except ValueError as e:
+        raise MetastoreError(f"hive.metastore.uri '{value}': {e}") from e
     if not out:
         raise MetastoreError("hive.metastore.uri is empty: expected thrift://host:port")
     return out

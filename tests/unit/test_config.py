@@ -752,3 +752,38 @@ def test_a_misspelled_read_option_gets_a_suggestion():
     with pytest.raises(ConfigErrors) as info:
         resolve_options({}, {"colums": "a", "cache.enabled": "maybe", "zzz": "1"})
     assert [e.key for e in info.value.errors] == ["colums", "zzz", "cache.enabled"]
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "thrift//localhost:9083",
+        "localhost:9083",
+        "http://localhost:9083",
+        "thrift://localhost",
+        "thrift://localhost:0",
+        "thrift://localhost:99999",
+        "thrift://:9083",
+        "thrift://localhost:9083,localhost:9084",
+    ],
+)
+def test_a_malformed_metastore_uri_is_refused_at_load_with_its_file_and_line(
+    tmp_path, empty_cwd, uri
+):
+    """Issue 36, 4a: it passed the configuration and failed at the first table access."""
+    conf = tmp_path / "conf"
+    path = write(conf, "hive.properties", f"hive.s3.region=x\nhive.metastore.uri={uri}\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(conf_dir=conf, env={}, cwd=empty_cwd)
+    assert str(info.value).startswith(
+        f"{path}:2, property 'hive.metastore.uri': invalid value '{uri}': "
+    )
+    assert "thrift://host:port" in str(info.value)
+    assert (info.value.source, info.value.line) == (str(path), 2)
+
+
+@pytest.mark.parametrize("uri", ["", "thrift://localhost:9083", "thrift://a:1, thrift://b:2"])
+def test_a_well_formed_metastore_uri_loads(empty_cwd, uri):
+    settings = load_settings(env={}, cwd=empty_cwd, overrides={"hive.metastore.uri": uri})
+    assert settings.metastore_uri == uri
+
