@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import errno
+import re
 from collections.abc import Iterable, Sequence
 
 
@@ -66,10 +67,60 @@ def raise_config_errors(errors: Sequence[ConfigError]) -> None:
         raise ConfigErrors(errors)
 
 
+#: Words that say what a name is about, each with the words that mean the same; a
+#: suggestion for an unknown name prefers names about the same thing (``cache.max-size`` is
+#: a size: ``cache.alluxio.max-cache-size``, not ``cache.block-size``, its nearest spelling).
+MEANING_WORDS: dict[str, frozenset[str]] = {
+    "size": frozenset({"size", "bytes", "capacity", "space", "limit"}),
+    "ttl": frozenset({"ttl", "expire", "expiry", "expiration", "expires", "age", "lifetime"}),
+    "directory": frozenset({"directory", "dir", "folder", "location", "root"}),
+    "timeout": frozenset({"timeout", "timeouts"}),
+    "retries": frozenset({"retries", "retry", "numretries", "attempts"}),
+    "entries": frozenset({"entries", "entry", "count"}),
+    "max": frozenset({"max", "maximum"}),
+    "enabled": frozenset({"enabled", "enable", "on"}),
+    "metadata": frozenset({"metadata", "footer", "footers"}),
+}
+_MEANING_OF = {w: meaning for meaning, words in MEANING_WORDS.items() for w in words}
+#: The meanings that say what a value is (the others only help to rank).
+_VALUE_MEANINGS = frozenset({"size", "ttl", "directory", "timeout", "retries", "entries"})
+#: A spelling this close is a misspelling, whatever the words say.
+_TYPO_RATIO = 0.9
+
+
+def _words(name: str) -> set[str]:
+    return {_MEANING_OF.get(w, w) for w in re.split(r"[^a-z0-9]+", name.lower()) if w}
+
+
 def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
-    """The candidate closest to a misspelled ``name``, or None when none is close."""
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return close[0] if close else None
+    """The candidate an unknown ``name`` most likely meant, or None when none is close: a
+    near spelling (a typo), else the candidate sharing what the name is about (a size, a
+    TTL, a directory ...: ``MEANING_WORDS``) and most of its words, within the same prefix
+    first; else a looser spelling match."""
+    names = list(candidates)
+    typo = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    ratio = difflib.SequenceMatcher(None, name, typo[0]).ratio() if typo else 0.0
+    if typo and ratio >= _TYPO_RATIO:
+        return typo[0]
+    words = _words(name)
+    meanings = words & _VALUE_MEANINGS
+    if meanings:
+        prefix = name.lower().split(".", 1)[0]
+
+        def rank(candidate: str) -> tuple[int, int, bool, float]:
+            theirs = _words(candidate)
+            return (
+                len(meanings & theirs),
+                len(words & theirs),
+                candidate.lower().split(".", 1)[0] == prefix,
+                difflib.SequenceMatcher(None, name, candidate).ratio(),
+            )
+
+        ranked = [(rank(c), c) for c in names]
+        ranked = [(r, c) for r, c in ranked if r[0] and r[1] >= 2]
+        if ranked:
+            return max(ranked)[1]
+    return typo[0] if typo else None
 
 
 class MetastoreError(RaptorxError):

@@ -26,7 +26,7 @@ import sys
 import warnings
 
 from raptorx_py import connect, native
-from raptorx_py.config import load_settings
+from raptorx_py.config import PROPERTIES_SOURCE, load_settings
 from raptorx_py.config.paths import absolute_paths
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import ConfigError, ConnectServerError
@@ -199,7 +199,9 @@ def session_settings(
     """The settings for ``spark``: ``load_settings``, with what only the driver knows filled
     in (``hive.min-split-count=0``: the application's task slots), and path-like values made
     absolute against this process's home and working directory."""
-    settings = load_settings(conf_dir=conf_dir, overrides=properties)
+    settings = load_settings(
+        conf_dir=conf_dir, overrides=properties, overrides_source=PROPERTIES_SOURCE
+    )
     if settings.min_split_count == 0:
         slots = str(
             connect.default_parallelism(spark)
@@ -207,7 +209,9 @@ def session_settings(
             else spark.sparkContext.defaultParallelism
         )
         settings = load_settings(
-            conf_dir=conf_dir, overrides={**(properties or {}), "hive.min-split-count": slots}
+            conf_dir=conf_dir,
+            overrides={**(properties or {}), "hive.min-split-count": slots},
+            overrides_source=PROPERTIES_SOURCE,
         )
     return absolute_paths(settings)
 

@@ -209,9 +209,7 @@ def split_thrift_uris(value: str) -> list[tuple[str, int]]:
             or not 0 < port < 65536
             or parsed.path not in ("", "/")
         ):
-            raise ValueError(
-                f"{part!r} is not thrift://host:port (expected {THRIFT_URIS_FORM})"
-            )
+            raise ValueError(f"{part!r} is not thrift://host:port (expected {THRIFT_URIS_FORM})")
         out.append((host, port))
     return out
 

@@ -27,7 +27,12 @@ from pyspark.sql.types import StructField, StructType
 from raptorx_py import jvm_protocol, metrics
 from raptorx_py import predicates as preds
 from raptorx_py.cache.fragment_cache import fragment_cache_for
-from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
+from raptorx_py.config import (
+    PROPERTIES_BY_NAME,
+    PROPERTIES_SOURCE,
+    build_settings,
+    load_settings,
+)
 from raptorx_py.config.settings import Settings
 from raptorx_py.datasource import aggregation, catalog_requests, query_snapshots
 from raptorx_py.datasource.column_names import (
@@ -64,7 +69,11 @@ from raptorx_py.errors import ConfigError, SchemaError, did_you_mean, raise_conf
 from raptorx_py.hive.column_types import arrow_schema_for_spark, spark_struct, spark_type
 from raptorx_py.hive.model import Column, Partition, Table
 from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM, TOTAL_SIZE_PARAM
-from raptorx_py.jvm_protocol import CATALOG_REQUEST_OPTION, PARTITION_BY_OPTION
+from raptorx_py.jvm_protocol import (
+    CATALOG_OPTIONS_OPTION,
+    CATALOG_REQUEST_OPTION,
+    PARTITION_BY_OPTION,
+)
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
@@ -86,17 +95,36 @@ READ_OPTIONS = (
     EXECUTORS_OPTION,
     CASE_SENSITIVE_OPTION,
     CATALOG_REQUEST_OPTION,
+    CATALOG_OPTIONS_OPTION,
 )
+
+
+#: What errors name as the source of a read option.
+OPTION_SOURCE = "option"
+
+
+def option_sources(options: dict[str, str]) -> dict[str, str]:
+    """Where each option that is not the read's own came from: the Spark catalog's conf
+    (``spark.sql.catalog.<name>.<property>``, listed by the catalog in
+    ``CATALOG_OPTIONS_OPTION``), by lower-case name."""
+    marked = options.get(CATALOG_OPTIONS_OPTION)
+    if not marked or ":" not in marked:
+        return {}
+    catalog, keys = marked.split(":", 1)
+    source = f"Spark conf spark.sql.catalog.{catalog}"
+    return {k.strip().lower(): source for k in keys.split(",") if k.strip()}
 
 
 def resolve_options(properties: dict[str, str] | None, options) -> tuple[Settings, dict]:
     """Settings for one read (carried properties + per-read property options) and the
-    remaining read options. Unknown option names and bad property values fail, each named,
-    all of them in one error."""
+    remaining read options. Unknown option names and bad property values fail, each named
+    with where it came from (a read option, ``register``'s properties, a catalog's Spark
+    conf), all of them in one error."""
     overrides, read_options = {}, {}
+    options = {key.lower(): value for key, value in dict(options).items()}
+    sources = option_sources(options)
     unknown: list[ConfigError] = []
-    for key, value in dict(options).items():
-        key = key.lower()
+    for key, value in options.items():
         if key in PROPERTIES_BY_NAME:
             overrides[key] = value
         elif key in READ_OPTIONS:
@@ -108,16 +136,18 @@ def resolve_options(properties: dict[str, str] | None, options) -> tuple[Setting
                     f"unknown option for {DATA_SOURCE_NAME}; "
                     + (f"did you mean '{close}'? " if close else "")
                     + f"read options are {', '.join(READ_OPTIONS)}, or any property name",
-                    source="option",
+                    source=sources.get(key, OPTION_SOURCE),
                     key=key,
                 )
             )
     try:
         if properties is None:
-            settings = load_settings(overrides=overrides)
+            settings = load_settings(overrides=overrides, override_sources=sources)
         else:
-            merged = {k: (v, "register()", None) for k, v in properties.items()}
-            merged.update({k: (v, "option", None) for k, v in overrides.items()})
+            merged = {k: (v, PROPERTIES_SOURCE, None) for k, v in properties.items()}
+            merged.update(
+                {k: (v, sources.get(k, OPTION_SOURCE), None) for k, v in overrides.items()}
+            )
             settings = build_settings(merged)
     except ConfigError as e:
         raise_config_errors([*unknown, *getattr(e, "errors", [e])])
