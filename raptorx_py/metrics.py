@@ -247,6 +247,9 @@ class MetricsSink:
 _deferred: set[str] = set()
 _deferring = threading.local()
 
+#: Held while a flush drains the counters and writes them (``flush``).
+_flush_lock = threading.Lock()
+
 #: Inside ``deferring_flushes``, the sink is written at most this often (seconds).
 FLUSH_INTERVAL = 1.0
 
@@ -330,16 +333,20 @@ def flush(directory: str | None, snapshots: str | None = None) -> None:
     if getattr(_deferring, "active", False):
         _flusher.request(directory)
         return
-    deltas = counters.drain()
-    try:
-        MetricsSink(directory).write(deltas)
-    except (sqlite3.Error, OSError):
-        # Metrics never fail a query: put the counts back for the next flush.
-        for name, value in deltas.items():
-            counters.add(name, value)
-        logging.getLogger(__name__).warning(
-            "could not write metrics to %s", directory, exc_info=True
-        )
+    # One flush at a time in a process: a reader that flushes and then reads the sink must
+    # not miss counts another thread (the deferred flusher's timer) drained but has not
+    # written yet.
+    with _flush_lock:
+        deltas = counters.drain()
+        try:
+            MetricsSink(directory).write(deltas)
+        except (sqlite3.Error, OSError):
+            # Metrics never fail a query: put the counts back for the next flush.
+            for name, value in deltas.items():
+                counters.add(name, value)
+            logging.getLogger(__name__).warning(
+                "could not write metrics to %s", directory, exc_info=True
+            )
 
 
 #: Publishing is at most this often inside ``deferring_flushes`` (seconds).

@@ -199,6 +199,10 @@ def test_a_flush_deferred_by_the_driver_planner_reaches_the_sink_without_another
     flushed again outside (never, in a user's application) or exited, so `raptorx cache
     stats` showed zeros. A timer thread writes them now."""
     monkeypatch.setattr(metrics, "FLUSH_INTERVAL", 0.0)  # no waiting between writes here
+    # Its own flusher and directories: counts are the process's, and a flush writes them all
+    # to the first directory noted (another test's session may have noted its own).
+    monkeypatch.setattr(metrics, "_flusher", metrics._DeferredFlusher())
+    monkeypatch.setattr(metrics, "_deferred", set())
     sink = metrics.MetricsSink(str(tmp_path))
     with metrics.deferring_flushes():
         counters.add("listing_cache.test_deferred")
