@@ -258,23 +258,58 @@ _UNREACHABLE_NAMES = ("Endpoint", "Connect", "Timeout")
 
 
 def is_storage_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` came from the object store (unreachable, refused, or the object
-    changed), as opposed to bytes that are not what they should be."""
+    """Whether ``exc`` came from the object store (unreachable, refused, not found, a range
+    past the object's end, or the object changed), as opposed to bytes that are not what
+    they should be."""
     name = type(exc).__name__
     return (
         name in ("FileExpired", "ClientError")
         or any(k in name for k in _UNREACHABLE_NAMES)
         or isinstance(exc, (ConnectionError, TimeoutError))
+        or _is_not_found(exc)
+        or _is_range_not_satisfiable(exc)
     )
 
 
-def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
+def _is_not_found(exc: BaseException) -> bool:
+    """The store has no such object (s3fs turns ``NoSuchKey`` into ``FileNotFoundError``)."""
+    return isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.ENOENT
+
+
+#: S3's answer to a range that starts past the object's end (HTTP 416), as botocore names
+#: it and as s3fs words it in the ``OSError(EINVAL)`` it raises instead.
+_RANGE_CODES = ("InvalidRange", "416")
+_RANGE_TEXT = "range is not satisfiable"
+
+
+def _is_range_not_satisfiable(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:  # s3fs keeps botocore's error as the cause
+        seen.add(id(e))
+        code = (getattr(e, "response", None) or {}).get("Error", {}).get("Code")
+        if code in _RANGE_CODES or _RANGE_TEXT in str(e).lower():
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def translate_storage_error(exc: BaseException, url: str, *, listed: bool = False) -> RaptorxError:
     """Map an exception raised by fsspec/s3fs/botocore for ``url`` to one of ours.
 
     The single table of translations; the cause is attached by the caller with
-    ``raise translate_storage_error(e, url) from e``.
+    ``raise translate_storage_error(e, url) from e``. ``listed``: ``url`` is a file a plan
+    listed (with its size and version), so the store's "not found" and "range not
+    satisfiable" (a read within the listed size, past the object's end now) mean the file
+    changed after it was listed: ``FileChangedError``, not a missing or corrupt file (our
+    ``StorageNotFoundError`` of such a file too).
     """
     if isinstance(exc, RaptorxError):
+        if listed and isinstance(exc, StorageNotFoundError):
+            return FileChangedError(
+                f"{url} was listed but the store no longer has it; the file changed after "
+                f"it was listed ({exc})"
+            )
         return exc
     name = type(exc).__name__
     text = str(exc) or name
@@ -282,7 +317,17 @@ def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
         return FileChangedError(
             f"{url} was overwritten after the query listed it; run the query again ({text})"
         )
-    if isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.ENOENT:
+    if listed and _is_not_found(exc):
+        return FileChangedError(
+            f"{url} was listed but the store no longer has it; the file changed after it "
+            f"was listed ({text})"
+        )
+    if listed and _is_range_not_satisfiable(exc):
+        return FileChangedError(
+            f"{url} is shorter than when it was listed (the store refused a range within "
+            f"the listed size); the file changed after it was listed ({text})"
+        )
+    if _is_not_found(exc):
         return StorageNotFoundError(f"{url} does not exist ({text})")
     if isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EACCES:
         return StoragePermissionError(f"access to {url} denied ({text})")
