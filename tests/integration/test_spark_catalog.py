@@ -400,3 +400,14 @@ def test_a_bad_property_says_whether_it_came_from_a_catalogs_conf_or_register(sp
     )
     with pytest.raises(ConfigError, match=r"^register\(properties=\.\.\.\), property 'cache.en"):
         register(spark, properties={**env.properties, "cache.enabled": "maybe"})
+
+
+def test_the_scan_node_by_sql_name_is_named_as_the_readme_says(spark, catalog_tpch):
+    """Issue 36, 4f: the README named only `BatchScan tiered_hive <db.table>` (a load()
+    read's node); by SQL name the node is `BatchScan raptorx.<db>.<table>`."""
+    by_name = spark.sql(f"select r_name from {catalog_tpch}.region")
+    plan = by_name._jdf.queryExecution().executedPlan().toString()
+    assert f"BatchScan {catalog_tpch}.region" in plan, plan
+    by_load = spark.read.format("tiered_hive").load(f"{TPCH}.region").select("r_name")
+    plan = by_load._jdf.queryExecution().executedPlan().toString()
+    assert f"BatchScan tiered_hive {TPCH}.region" in plan, plan
