@@ -210,7 +210,7 @@ def _filter_column(f) -> str | None:
 
     while isinstance(f, ds.Not):
         f = f.child
-    attr = getattr(f, "attribute", ())
+    attr: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
     return attr[0] if len(attr) == 1 else None
 
 
