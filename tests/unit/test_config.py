@@ -849,3 +849,19 @@ def test_an_unknown_property_is_answered_by_meaning_not_spelling_alone(empty_cwd
     with pytest.raises(ConfigError) as info:
         load_settings(env={}, cwd=empty_cwd, overrides={name: "1"})
     assert str(info.value).endswith(f"unknown property; did you mean '{meant}'?")
+
+
+@pytest.mark.parametrize(
+    "uri", ["thrift//localhost:9083", "localhost:9083", "http://h:9083", "thrift://localhost"]
+)
+def test_tiered_session_refuses_a_malformed_metastore_uri_before_spark_starts(uri):
+    """Issue 36, 4a: tiered_session() started Spark and failed only at the first table
+    access; now before any JVM starts (none is started in this process)."""
+    from pyspark import SparkContext
+
+    from raptorx_py.session import tiered_session
+
+    before = SparkContext._active_spark_context
+    with pytest.raises(ConfigError, match=r"^register\(properties=\.\.\.\), property 'hive.me"):
+        tiered_session(properties={"hive.metastore.uri": uri})
+    assert SparkContext._active_spark_context is before
