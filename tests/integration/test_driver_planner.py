@@ -261,3 +261,43 @@ def test_the_sink_holds_the_planners_counts_without_a_flush_by_the_reader(
         "reader.files_opened",
     ):
         assert got.get(name, 0) > 0, (name, got)
+
+
+def test_raptorx_cache_stats_shows_every_tiers_counters_of_a_running_application(
+    spark, planner, tables, env
+):
+    """Issue 36, 3.2, as a user saw it: `raptorx cache stats` in another process, while the
+    application runs, showed zero hits and misses for the metastore and listing caches."""
+    import json
+
+    from raptorx_py import metrics
+
+    tiers_on = {
+        "cache.enabled": "true",
+        "hive.parquet.metadata-cache-enabled": "true",
+        "fragment-result-cache.enabled": "true",
+    }
+    cli_props = {**env.properties, **tiers_on, "hive.metastore.url": tables.url}
+
+    def stats() -> dict[str, int]:
+        args = [a for k, v in cli_props.items() for a in ("-p", f"{k}={v}")]
+        done = subprocess.run(
+            [sys.executable, "-m", "raptorx_py.cli", "cache", "stats", "--json", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return {t["tier"]: t["hits"] + t["misses"] for t in json.loads(done.stdout)["tiers"]}
+
+    metrics.settle_deferred_flushes()
+    before = stats()
+    tables.managed("t", [1, 2])
+    df = load(spark, "db.t", {**cached_options(tables.url), **tiers_on})
+    assert ids(df) == [*rows_of(1), *rows_of(2)]
+    assert ids(df) == [*rows_of(1), *rows_of(2)]  # hits
+    metrics.settle_deferred_flushes()  # the driver's timer; this process flushes nothing
+    after = stats()
+    moved = {tier: after[tier] - before.get(tier, 0) for tier in after}
+    assert set(moved) == {"metastore", "listing", "footer", "block", "fragment"}
+    assert all(n > 0 for n in moved.values()), moved
