@@ -328,6 +328,10 @@ class TieredHiveReader(DataSourceReader):
     recorded instead (``query_snapshots.py``: one snapshot per query). It is pickled with
     the reader, so ``read`` could use it too."""
 
+    #: Fields of a user-given schema the table lacks: (position, name, Arrow type), read as
+    #: nulls (``_with_missing``); a filter on one is left to Spark.
+    missing: tuple[tuple[int, str, pa.DataType], ...] = ()
+
     @short_worker_errors
     def __init__(
         self,
@@ -363,18 +367,16 @@ class TieredHiveReader(DataSourceReader):
         # the reader works in the table's names and renames its batches for Spark.
         self.output_names: list[str] | None = None
         self.filter_names: dict[str, str] = {}
-        #: Fields of a user-given schema the table lacks: (position, name, Arrow type), read
-        #: as nulls (``_with_missing``); a filter on one is left to Spark.
-        self.missing: list[tuple[int, str, pa.DataType]] = []
+        self.missing = ()
         if self.aggregation is None:
             found = columns_for_schema(self.table, schema, case_sensitive)
             present = [(f, c) for f, c in zip(schema.fields, found) if c is not None]
             self.columns = tuple(c for _, c in present)
-            self.missing = [
+            self.missing = tuple(
                 (i, f.name, to_arrow_type(f.dataType))
                 for i, (f, c) in enumerate(zip(schema.fields, found))
                 if c is None
-            ]
+            )
             self.row_schema = arrow_schema_for_spark(self.columns)
             self.output_names = output_names(self.columns, [f.name for f, _ in present])
             self.filter_names = {f.name: c.name for f, c in present if f.name != c.name}
