@@ -263,10 +263,12 @@ class _DeferredFlusher:
         self._last = float("-inf")  # time.monotonic() of the last write
         self._timer: threading.Timer | None = None  # the one not yet writing
         self._latest: threading.Timer | None = None  # the last started (for ``settle``)
+        self._pending: set[str] = set()  # the directories asked for since the last write
 
     def request(self, directory: str) -> None:
         with self._lock:
             _deferred.add(directory)
+            self._pending.add(directory)
             if self._timer is not None:
                 return
             wait = max(0.0, self._last + FLUSH_INTERVAL - time.monotonic())
@@ -278,7 +280,10 @@ class _DeferredFlusher:
         with self._lock:
             self._timer = None
             self._last = time.monotonic()
-            directories = sorted(_deferred)
+            # Only the directories asked for since the last write (the counts are the
+            # process's: the first one written gets them all, so one asked for long ago by
+            # another configuration must not take this one's).
+            directories, self._pending = sorted(self._pending), set()
         for directory in directories:  # this thread is not deferring: written now
             flush(directory)
 

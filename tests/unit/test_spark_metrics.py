@@ -202,7 +202,7 @@ def test_a_flush_deferred_by_the_driver_planner_reaches_the_sink_without_another
     # Its own flusher and directories: counts are the process's, and a flush writes them all
     # to the first directory noted (another test's session may have noted its own).
     monkeypatch.setattr(metrics, "_flusher", metrics._DeferredFlusher())
-    monkeypatch.setattr(metrics, "_deferred", set())
+    monkeypatch.setattr(metrics, "_deferred", set())  # for the exit flush
     sink = metrics.MetricsSink(str(tmp_path))
     with metrics.deferring_flushes():
         counters.add("listing_cache.test_deferred")
