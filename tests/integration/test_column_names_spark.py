@@ -179,3 +179,24 @@ def test_case_sensitive_session_without_the_jar(spark, table):
             spark.read.format(NOJAR_CASE_SENSITIVE).option("columns", "I").load(name)
         df = spark.read.format(NOJAR_CASE_SENSITIVE).option("columns", "i").load(name)
         assert df.columns == ["i"] and df.count() == 20
+
+
+def test_a_schema_column_the_table_lacks_is_null_over_cached_fragments(spark, table, counted):
+    """The fragments a read of the table's columns cached are served to a read that adds a
+    column the table lacks, by the Python reader (which adds the nulls), never by the JVM's
+    fragment reader (which knows only the cached columns)."""
+    name, root = table
+    on = {"fragment-result-cache.enabled": "true"}
+    plain = spark.read.format("tiered_hive").options(**on).schema("i int, k string").load(name)
+    assert len(_rows(plain)) == 20  # fills the fragment cache
+    with_missing = (
+        spark.read.format("tiered_hive")
+        .options(**on)
+        .schema("i int, nosuch bigint, k string")
+        .load(name)
+    )
+    with counted() as c:
+        rows = _rows(with_missing)
+    assert rows == _rows(_parquet(spark, root, "i int, nosuch bigint, k string"))
+    assert len(rows) == 20 and all(r[1] is None for r in rows)
+    assert c["fragment_cache.hits"] > 0 and c["fragment_cache.jvm_hits"] == 0, c.delta
