@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import errno
+import re
 from collections.abc import Iterable, Sequence
 
 
@@ -66,10 +67,60 @@ def raise_config_errors(errors: Sequence[ConfigError]) -> None:
         raise ConfigErrors(errors)
 
 
+#: Words that say what a name is about, each with the words that mean the same; a
+#: suggestion for an unknown name prefers names about the same thing (``cache.max-size`` is
+#: a size: ``cache.alluxio.max-cache-size``, not ``cache.block-size``, its nearest spelling).
+MEANING_WORDS: dict[str, frozenset[str]] = {
+    "size": frozenset({"size", "bytes", "capacity", "space", "limit"}),
+    "ttl": frozenset({"ttl", "expire", "expiry", "expiration", "expires", "age", "lifetime"}),
+    "directory": frozenset({"directory", "dir", "folder", "location", "root"}),
+    "timeout": frozenset({"timeout", "timeouts"}),
+    "retries": frozenset({"retries", "retry", "numretries", "attempts"}),
+    "entries": frozenset({"entries", "entry", "count"}),
+    "max": frozenset({"max", "maximum"}),
+    "enabled": frozenset({"enabled", "enable", "on"}),
+    "metadata": frozenset({"metadata", "footer", "footers"}),
+}
+_MEANING_OF = {w: meaning for meaning, words in MEANING_WORDS.items() for w in words}
+#: The meanings that say what a value is (the others only help to rank).
+_VALUE_MEANINGS = frozenset({"size", "ttl", "directory", "timeout", "retries", "entries"})
+#: A spelling this close is a misspelling, whatever the words say.
+_TYPO_RATIO = 0.9
+
+
+def _words(name: str) -> set[str]:
+    return {_MEANING_OF.get(w, w) for w in re.split(r"[^a-z0-9]+", name.lower()) if w}
+
+
 def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
-    """The candidate closest to a misspelled ``name``, or None when none is close."""
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return close[0] if close else None
+    """The candidate an unknown ``name`` most likely meant, or None when none is close: a
+    near spelling (a typo), else the candidate sharing what the name is about (a size, a
+    TTL, a directory ...: ``MEANING_WORDS``) and most of its words, within the same prefix
+    first; else a looser spelling match."""
+    names = list(candidates)
+    typo = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    ratio = difflib.SequenceMatcher(None, name, typo[0]).ratio() if typo else 0.0
+    if typo and ratio >= _TYPO_RATIO:
+        return typo[0]
+    words = _words(name)
+    meanings = words & _VALUE_MEANINGS
+    if meanings:
+        prefix = name.lower().split(".", 1)[0]
+
+        def rank(candidate: str) -> tuple[int, int, bool, float]:
+            theirs = _words(candidate)
+            return (
+                len(meanings & theirs),
+                len(words & theirs),
+                candidate.lower().split(".", 1)[0] == prefix,
+                difflib.SequenceMatcher(None, name, candidate).ratio(),
+            )
+
+        ranked = [(rank(c), c) for c in names]
+        ranked = [(r, c) for r, c in ranked if r[0] and r[1] >= 2]
+        if ranked:
+            return max(ranked)[1]
+    return typo[0] if typo else None
 
 
 class MetastoreError(RaptorxError):
@@ -209,23 +260,58 @@ _UNREACHABLE_NAMES = ("Endpoint", "Connect", "Timeout")
 
 
 def is_storage_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` came from the object store (unreachable, refused, or the object
-    changed), as opposed to bytes that are not what they should be."""
+    """Whether ``exc`` came from the object store (unreachable, refused, not found, a range
+    past the object's end, or the object changed), as opposed to bytes that are not what
+    they should be."""
     name = type(exc).__name__
     return (
         name in ("FileExpired", "ClientError")
         or any(k in name for k in _UNREACHABLE_NAMES)
         or isinstance(exc, (ConnectionError, TimeoutError))
+        or _is_not_found(exc)
+        or _is_range_not_satisfiable(exc)
     )
 
 
-def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
+def _is_not_found(exc: BaseException) -> bool:
+    """The store has no such object (s3fs turns ``NoSuchKey`` into ``FileNotFoundError``)."""
+    return isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.ENOENT
+
+
+#: S3's answer to a range that starts past the object's end (HTTP 416), as botocore names
+#: it and as s3fs words it in the ``OSError(EINVAL)`` it raises instead.
+_RANGE_CODES = ("InvalidRange", "416")
+_RANGE_TEXT = "range is not satisfiable"
+
+
+def _is_range_not_satisfiable(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:  # s3fs keeps botocore's error as the cause
+        seen.add(id(e))
+        code = (getattr(e, "response", None) or {}).get("Error", {}).get("Code")
+        if code in _RANGE_CODES or _RANGE_TEXT in str(e).lower():
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def translate_storage_error(exc: BaseException, url: str, *, listed: bool = False) -> RaptorxError:
     """Map an exception raised by fsspec/s3fs/botocore for ``url`` to one of ours.
 
     The single table of translations; the cause is attached by the caller with
-    ``raise translate_storage_error(e, url) from e``.
+    ``raise translate_storage_error(e, url) from e``. ``listed``: ``url`` is a file a plan
+    listed (with its size and version), so the store's "not found" and "range not
+    satisfiable" (a read within the listed size, past the object's end now) mean the file
+    changed after it was listed: ``FileChangedError``, not a missing or corrupt file (our
+    ``StorageNotFoundError`` of such a file too).
     """
     if isinstance(exc, RaptorxError):
+        if listed and isinstance(exc, StorageNotFoundError):
+            return FileChangedError(
+                f"{url} was listed but the store no longer has it; the file changed after "
+                f"it was listed ({exc})"
+            )
         return exc
     name = type(exc).__name__
     text = str(exc) or name
@@ -233,7 +319,17 @@ def translate_storage_error(exc: BaseException, url: str) -> RaptorxError:
         return FileChangedError(
             f"{url} was overwritten after the query listed it; run the query again ({text})"
         )
-    if isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.ENOENT:
+    if listed and _is_not_found(exc):
+        return FileChangedError(
+            f"{url} was listed but the store no longer has it; the file changed after it "
+            f"was listed ({text})"
+        )
+    if listed and _is_range_not_satisfiable(exc):
+        return FileChangedError(
+            f"{url} is shorter than when it was listed (the store refused a range within "
+            f"the listed size); the file changed after it was listed ({text})"
+        )
+    if _is_not_found(exc):
         return StorageNotFoundError(f"{url} does not exist ({text})")
     if isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EACCES:
         return StoragePermissionError(f"access to {url} denied ({text})")

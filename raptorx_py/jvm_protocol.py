@@ -48,6 +48,9 @@ CASE_SENSITIVE_OPTION = "raptorx.case_sensitive"
 #: A request of the Spark catalog (JSON), made as a source creation
 #: (``datasource/catalog_requests.py``, ``TieredHiveCatalog.scala``).
 CATALOG_REQUEST_OPTION = "raptorx.catalog_request"
+#: Which options came from the catalog's Spark conf (``spark.sql.catalog.<name>.<property>``),
+#: ``<catalog name>:<key>,<key>`` (``datasource/source.py``'s errors name it).
+CATALOG_OPTIONS_OPTION = "raptorx.catalog_options"
 
 # Metadata keys on a schema's first field
 QUERY_TOKEN_KEY = "raptorx.query_token"

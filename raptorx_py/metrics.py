@@ -17,8 +17,13 @@ Contract and limits:
   but has no SQLite driver: it appends ``<source>\t<name>\t<value>`` lines to a file of its
   own under ``<directory>/jvm-counters/`` (``JVM_COUNTS_DIR``), which ``totals`` and
   ``totals_by_source`` fold in (a line without its newline, being written, is not read yet).
-- Inside ``deferring_flushes`` (the driver's planner) flushes wait for the process's next
-  flush outside it, or its exit: whoever reads the sink from that process flushes first.
+- Inside ``deferring_flushes`` (the driver's planner) a flush is not written by the thread
+  that asked: a timer thread writes it, at once when the last such write is
+  ``FLUSH_INTERVAL`` seconds old, else when that interval has passed (so a long-lived
+  application's planning counts, ``metastore_cache.*`` and ``listing_cache.*``, reach the
+  sink while it runs, for ``raptorx cache stats`` and the tests, without a SQLite commit on
+  a scan's planning path). ``settle_deferred_flushes`` waits for a pending one; the
+  process's exit writes what is left.
 - For Spark's metrics system (the native jar's ``CacheMetricsPlugin``), a flush given a
   snapshot directory (the ``metrics.spark-directory`` property, which ``register`` sets to
   ``<spark.raptorx.metrics.dir>/<application id>`` when the plugin is on) also publishes
@@ -292,15 +297,72 @@ _T = TypeVar("_T")
 _deferred: set[str] = set()
 _deferring = threading.local()
 
+#: Held while a flush drains the counters and writes them (``flush``).
+_flush_lock = threading.Lock()
+
+#: Inside ``deferring_flushes``, the sink is written at most this often (seconds).
+FLUSH_INTERVAL = 1.0
+
+
+class _DeferredFlusher:
+    """Writes the flushes ``deferring_flushes`` put off, on a timer thread: at once when the
+    last write is ``FLUSH_INTERVAL`` old, else when it is (one timer at a time)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = float("-inf")  # time.monotonic() of the last write
+        self._timer: threading.Timer | None = None  # the one not yet writing
+        self._latest: threading.Timer | None = None  # the last started (for ``settle``)
+        self._pending: set[str] = set()  # the directories asked for since the last write
+
+    def request(self, directory: str) -> None:
+        with self._lock:
+            _deferred.add(directory)
+            self._pending.add(directory)
+            if self._timer is not None:
+                return
+            wait = max(0.0, self._last + FLUSH_INTERVAL - time.monotonic())
+            self._timer = self._latest = threading.Timer(wait, self._write)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _write(self) -> None:
+        with self._lock:
+            self._timer = None
+            self._last = time.monotonic()
+            # Only the directories asked for since the last write (the counts are the
+            # process's: the first one written gets them all, so one asked for long ago by
+            # another configuration must not take this one's).
+            directories, self._pending = sorted(self._pending), set()
+        for directory in directories:  # this thread is not deferring: written now
+            flush(directory)
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait until the last write asked for (if any) is done."""
+        with self._lock:
+            timer = self._latest
+        if timer is not None:
+            timer.join(timeout)
+
+
+_flusher = _DeferredFlusher()
+
+
+def settle_deferred_flushes(timeout: float | None = 30.0) -> None:
+    """Wait for the sink write a ``flush`` inside ``deferring_flushes`` scheduled (tests; the
+    timer runs whether or not anyone waits)."""
+    _flusher.settle(timeout)
+
 
 @contextmanager
 def deferring_flushes() -> Iterator[None]:
     """Within the block, on this thread, ``flush`` only notes its directory: the counts stay in
-    this process's counters. For a long-lived process that reads its own sink (the driver's
-    planner, ``datasource/driver_planner.py``: its process is the one that reads the counts,
-    and a flush is a SQLite commit per call, most of a warm scan's planning time). The counts
-    reach the sink at the process's next flush outside such a block (the tests' and the
-    benchmark's readings flush first), or at exit."""
+    this process's counters, and a timer thread (``_DeferredFlusher``) writes them to the sink
+    soon after, at most once per ``FLUSH_INTERVAL``. For the driver's planner
+    (``datasource/driver_planner.py``), where a flush per call (a SQLite commit) would be
+    most of a warm scan's planning time. The counts also reach the sink at the process's next
+    flush outside such a block (the tests' and the benchmark's readings flush first), or at
+    exit."""
     previous = getattr(_deferring, "active", False)
     _deferring.active = True
     try:
@@ -324,18 +386,22 @@ def flush(directory: str | None, snapshots: str | None = None) -> None:
     if not directory:
         return
     if getattr(_deferring, "active", False):
-        _deferred.add(directory)
+        _flusher.request(directory)
         return
-    deltas = counters.drain()
-    try:
-        MetricsSink(directory).write(deltas)
-    except (sqlite3.Error, OSError):
-        # Metrics never fail a query: put the counts back for the next flush.
-        for name, value in deltas.items():
-            counters.add(name, value)
-        logging.getLogger(__name__).warning(
-            "could not write metrics to %s", directory, exc_info=True
-        )
+    # One flush at a time in a process: a reader that flushes and then reads the sink must
+    # not miss counts another thread (the deferred flusher's timer) drained but has not
+    # written yet.
+    with _flush_lock:
+        deltas = counters.drain()
+        try:
+            MetricsSink(directory).write(deltas)
+        except (sqlite3.Error, OSError):
+            # Metrics never fail a query: put the counts back for the next flush.
+            for name, value in deltas.items():
+                counters.add(name, value)
+            logging.getLogger(__name__).warning(
+                "could not write metrics to %s", directory, exc_info=True
+            )
 
 
 #: Publishing is at most this often inside ``deferring_flushes`` (seconds).

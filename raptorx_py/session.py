@@ -26,7 +26,7 @@ import sys
 import warnings
 
 from raptorx_py import connect, native
-from raptorx_py.config import load_settings
+from raptorx_py.config import PROPERTIES_SOURCE, load_settings
 from raptorx_py.config.paths import absolute_paths
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import ConfigError, ConnectServerError
@@ -199,7 +199,9 @@ def session_settings(
     """The settings for ``spark``: ``load_settings``, with what only the driver knows filled
     in (``hive.min-split-count=0``: the application's task slots), and path-like values made
     absolute against this process's home and working directory."""
-    settings = load_settings(conf_dir=conf_dir, overrides=properties)
+    settings = load_settings(
+        conf_dir=conf_dir, overrides=properties, overrides_source=PROPERTIES_SOURCE
+    )
     if settings.min_split_count == 0:
         slots = str(
             connect.default_parallelism(spark)
@@ -207,7 +209,9 @@ def session_settings(
             else spark.sparkContext.defaultParallelism
         )
         settings = load_settings(
-            conf_dir=conf_dir, overrides={**(properties or {}), "hive.min-split-count": slots}
+            conf_dir=conf_dir,
+            overrides={**(properties or {}), "hive.min-split-count": slots},
+            overrides_source=PROPERTIES_SOURCE,
         )
     return absolute_paths(settings)
 
@@ -242,6 +246,14 @@ def tiered_session(
     # which must be this interpreter, the one with raptorx_py and pyarrow installed. The JVM
     # reads it from its environment, so it has to be set before the JVM starts.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # A bad configuration (a malformed hive.metastore.uri, an unknown property) fails here,
+    # before a JVM starts, naming its file and line; register() checks it again with what
+    # only the session knows.
+    early = load_settings(
+        conf_dir=conf_dir or (spark_conf or {}).get("spark.raptorx.conf.dir") or None,
+        overrides=properties,
+        overrides_source=PROPERTIES_SOURCE,
+    )
     local = master.startswith("local")
     if local:
         # A local session talks to itself only: keep it on loopback rather than whatever
@@ -267,7 +279,7 @@ def tiered_session(
             filter(None, [conf.get("spark.driver.extraClassPath"), str(jar)])
         )
         # Spark's metrics system shows the tiers' counters (the plugin is in the jar).
-        conf.update(metrics_plugin_conf(conf, _metrics_directory(conf_dir, conf, properties)))
+        conf.update(metrics_plugin_conf(conf, early.metrics_directory))
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -275,20 +287,6 @@ def tiered_session(
         quiet_task_failure_logs(spark)
     register(spark, conf_dir=conf_dir, properties=properties, catalog_name=catalog_name)
     return spark
-
-
-def _metrics_directory(
-    conf_dir: str | None, spark_conf: dict[str, str], properties: dict[str, str] | None
-) -> str:
-    """raptorx's ``metrics.directory`` as ``register`` will resolve it, or "" when the
-    configuration does not load (``register`` then reports why)."""
-    try:
-        return load_settings(
-            conf_dir=conf_dir or spark_conf.get("spark.raptorx.conf.dir") or None,
-            overrides=properties,
-        ).metrics_directory
-    except ConfigError:
-        return ""
 
 
 #: Spark loggers that print a failed task's exception with its JVM stack (the executor's

@@ -1,6 +1,11 @@
 """Configuration: properties files, Airlift units, and the typed Settings they build."""
 
-from raptorx_py.config.loader import build_settings, load_settings, with_overrides
+from raptorx_py.config.loader import (
+    PROPERTIES_SOURCE,
+    build_settings,
+    load_settings,
+    with_overrides,
+)
 from raptorx_py.config.settings import (
     PROPERTIES,
     PROPERTIES_BY_NAME,
@@ -12,6 +17,7 @@ from raptorx_py.config.settings import (
 __all__ = [
     "PROPERTIES",
     "PROPERTIES_BY_NAME",
+    "PROPERTIES_SOURCE",
     "Property",
     "Settings",
     "TIERS_OFF",

@@ -9,7 +9,9 @@ property):
 3. the directory given as ``conf_dir`` or, when that is not given, named by the
    environment variable ``RAPTORX_CONF_DIR``: its ``config.properties``, then its
    ``hive.properties``. The directory must exist and hold at least one of the two;
-4. ``overrides`` (per-read ``.option(...)`` values, source ``"option"``).
+4. ``overrides`` (per-read ``.option(...)`` values, source ``"option"``; ``register``'s
+   ``properties``, source ``"register(properties=...)"``; a Spark catalog's conf,
+   ``spark.sql.catalog.<name>.<property>``, source ``"Spark conf spark.sql.catalog.<name>"``).
 
 Any property may be set in either file; the file a property belongs in
 (``Property.file``) only decides where the generated conf files list it. Values are
@@ -40,6 +42,8 @@ from raptorx_py.errors import ConfigError, did_you_mean, raise_config_errors
 
 #: Environment variable naming a configuration directory.
 CONF_DIR_ENV = "RAPTORX_CONF_DIR"
+#: What errors name as the source of ``register``'s ``properties`` (``session.register``).
+PROPERTIES_SOURCE = "register(properties=...)"
 #: File names inside a configuration directory, lowest precedence first.
 CONF_FILES = ("config.properties", "hive.properties")
 #: Property kinds -> the form a value must have (used in error messages and docs).
@@ -214,13 +218,15 @@ def load_settings(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike | None = None,
     overrides_source: str = "option",
+    override_sources: Mapping[str, str] | None = None,
 ) -> Settings:
     """Load ``Settings`` from defaults, conf files and overrides (see the module docstring).
 
     ``env`` defaults to ``os.environ`` and ``cwd`` to the current directory; both exist so
     tests can pass their own. A relative ``conf_dir`` (or ``RAPTORX_CONF_DIR``) is taken
     relative to ``cwd``. ``overrides_source`` is what errors about an override name as its
-    source (the CLI says ``-p/--property``). Raises ``ConfigError`` for a missing or empty conf
+    source (the CLI says ``-p/--property``), ``override_sources`` that of single overrides
+    (a catalog's Spark conf). Raises ``ConfigError`` for a missing or empty conf
     directory, a
     malformed file, an unknown property or a bad value, naming the file, line and key.
     """
@@ -230,9 +236,12 @@ def load_settings(
     for path in files:
         for name, (value, line) in read_properties(path, errors).items():
             raw[name] = (value, str(path), line)
+    sources = {**(override_sources or {})}
     for name, value in (overrides or {}).items():
-        raw[name] = (value, overrides_source, None)
-    return build_settings(raw, errors, [*(str(p) for p in files), overrides_source])
+        raw[name] = (value, sources.get(name, overrides_source), None)
+    return build_settings(
+        raw, errors, [*(str(p) for p in files), *sorted(set(sources.values())), overrides_source]
+    )
 
 
 def _mask(name: str, value: str) -> str:

@@ -60,6 +60,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "node_selection": units.choice("NO_PREFERENCE", "SOFT_AFFINITY"),
     # A Presto catalog file names its connector; the Hive connector is the one implemented.
     "connector": _connector,
+    # hive.metastore.uri: empty, or thrift://host:port[,thrift://host:port...].
+    "thrift_uris": units.thrift_uris,
 }
 
 #: Every numeric kind has a lower bound, so no numeric property takes a value that fails later
@@ -90,7 +92,7 @@ PROPERTIES: tuple[Property, ...] = (
         "hive.metastore.uri",
         "metastore_uri",
         "",
-        "str",
+        "thrift_uris",
         "hive",
         "A Hive Metastore over Thrift: thrift://host:9083, or a comma-separated list tried in "
         "order. Set, it is the metastore (hive.metastore.url is then not read); empty: the "

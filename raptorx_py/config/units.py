@@ -182,6 +182,48 @@ def choice(*values: str, aliases: dict[str, str] | None = None) -> FormedParser:
     return FormedParser(parse, form)
 
 
+THRIFT_URIS_FORM = "empty, or thrift://host:port (a comma-separated list of them)"
+
+
+def split_thrift_uris(value: str) -> list[tuple[str, int]]:
+    """``thrift://h1:9083,thrift://h2:9083`` as ``[(host, port), ...]``, in order; empty: none.
+    Each part needs the scheme, a host and a port (1-65535): ``thrift//h:9083``, ``h:9083``,
+    ``http://h:9083`` and ``thrift://h`` are refused (``ValueError`` naming the part)."""
+    from urllib.parse import urlsplit
+
+    text = _text(value, THRIFT_URIS_FORM)
+    if not text:
+        return []
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            parsed = urlsplit(part)
+            host, port = parsed.hostname, parsed.port
+        except ValueError:  # a port that is not a number, or out of range
+            host, port = None, None
+        if (
+            parsed.scheme != "thrift"
+            or not host
+            or port is None
+            or not 0 < port < 65536
+            or parsed.path not in ("", "/")
+        ):
+            raise ValueError(f"{part!r} is not thrift://host:port (expected {THRIFT_URIS_FORM})")
+        out.append((host, port))
+    return out
+
+
+def _parse_thrift_uris(value: str) -> str:
+    split_thrift_uris(value)
+    return _text(value, THRIFT_URIS_FORM)
+
+
+#: ``hive.metastore.uri``'s kind: checked when the configuration is loaded, so a malformed
+#: URI fails with its file and line, not at the first table access.
+thrift_uris = FormedParser(_parse_thrift_uris, THRIFT_URIS_FORM)
+
+
 def _shortest(quantity: Fraction, units: dict[str, int]) -> str:
     """Write ``quantity`` (in the smallest unit) in the largest unit giving a whole number.
 

@@ -15,11 +15,13 @@ What a name resolves to, and what the DataFrame calls it:
   the column carries the user's spelling; the reader reads the table's column and renames its
   batches (``output_names``).
 
-A name that matches no column, or, case-insensitively, two columns and neither exactly (``ab``
-in a table of ``Ab`` and ``aB``), or a column asked for twice, is one ``SchemaError`` naming the
-name and the table's columns.
-Limit: Spark's Parquet reader returns nulls for a user-given column it cannot find in a file;
-here a column the table does not have is an error (the table's columns are known).
+A name that matches no column (in the ``columns`` option or a filter), or,
+case-insensitively, two columns and neither exactly (``ab`` in a table of ``Ab`` and ``aB``),
+or a column asked for twice, is one ``SchemaError`` naming the name and the table's columns.
+A user-given schema's column that the table does not have is read as nulls, as Spark's own
+Parquet reader reads a column its files lack (``spark.read.schema("x bigint").parquet``), in
+every action alike (``count()``, ``collect()``, a filter on it, which Spark evaluates):
+``resolve_schema_columns`` gives ``None`` for it.
 """
 
 from __future__ import annotations
@@ -54,6 +56,21 @@ def resolve_column(table: Table, name: str, case_sensitive: bool = False) -> Col
 
     The exact spelling wins: a table may hold ``a`` and ``A`` (Parquet allows both), and the
     schema the provider derives from it names each exactly."""
+    col = find_column(table, name, case_sensitive)
+    if col is not None:
+        return col
+    hint = ""
+    if case_sensitive and any(c.name.lower() == name.lower() for c in table.all_columns):
+        hint = " (spark.sql.caseSensitive is true, and names differ in case)"
+    raise SchemaError(
+        f"column '{name}' does not exist in {table.qualified_name}{hint}. "
+        f"Columns: {_listing(table)}"
+    )
+
+
+def find_column(table: Table, name: str, case_sensitive: bool = False) -> Column | None:
+    """``resolve_column``, with None for a name that matches no column (an ambiguous one is
+    still an error)."""
     found = [c for c in table.all_columns if c.name == name]
     if not found and not case_sensitive:
         folded = name.lower()
@@ -66,13 +83,7 @@ def resolve_column(table: Table, name: str, case_sensitive: bool = False) -> Col
             f"{', '.join(repr(c.name) for c in found)} (spark.sql.caseSensitive is false). "
             f"Columns: {_listing(table)}"
         )
-    hint = ""
-    if case_sensitive and any(c.name.lower() == name.lower() for c in table.all_columns):
-        hint = " (spark.sql.caseSensitive is true, and names differ in case)"
-    raise SchemaError(
-        f"column '{name}' does not exist in {table.qualified_name}{hint}. "
-        f"Columns: {_listing(table)}"
-    )
+    return None
 
 
 def resolve_columns(
@@ -80,10 +91,35 @@ def resolve_columns(
 ) -> tuple[Column, ...]:
     """The columns ``names`` name, in their order; a column named twice (in any spelling the
     setting matches) is an error saying where (``asked_by``: "the columns option", ...)."""
-    out: list[Column] = []
+    return tuple(c for c in _resolve(table, names, case_sensitive, asked_by, False) if c)
+
+
+def resolve_schema_columns(
+    table: Table, names: Iterable[str], case_sensitive: bool, asked_by: str
+) -> tuple[Column | None, ...]:
+    """``resolve_columns`` for a user-given schema: None for a name the table lacks (read as
+    nulls)."""
+    return _resolve(table, names, case_sensitive, asked_by, True)
+
+
+def _resolve(
+    table: Table,
+    names: Iterable[str],
+    case_sensitive: bool,
+    asked_by: str,
+    missing_as_none: bool,
+) -> tuple[Column | None, ...]:
+    out: list[Column | None] = []
     spelled: dict[str, str] = {}
     for name in names:
-        col = resolve_column(table, name, case_sensitive)
+        if missing_as_none:
+            found = find_column(table, name, case_sensitive)
+            if found is None:
+                out.append(None)
+                continue
+            col = found
+        else:
+            col = resolve_column(table, name, case_sensitive)
         if col.name in spelled:
             first = spelled[col.name]
             as_ = f"'{first}' and '{name}'" if first != name else f"'{name}' twice"

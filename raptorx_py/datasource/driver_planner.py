@@ -33,9 +33,11 @@ Contract and limits:
   exception with its traceback.
 - Counted: ``planning.driver_calls`` / ``planning.worker_calls`` (by the source, for each
   creation and each scan planned, by where it ran), ``planning.driver_micros`` (time of the
-  planner's scan planning, Python side, whole request). The planner's counts stay in this
-  process's counters (``metrics.deferring_flushes``) until the process next flushes outside
-  a callback (the tests' and the benchmark's readings do) or exits.
+  planner's scan planning, Python side, whole request). The planner's counts (with the
+  metastore cache's and the listing cache's) reach the metrics sink from a timer thread, at
+  most once per ``metrics.FLUSH_INTERVAL`` (``metrics.deferring_flushes``), not on the
+  callback's path; ``raptorx cache stats`` reads them from the sink while the application
+  runs.
 - The query snapshots of the scans it plans are kept in this process
   (``query_snapshots.in_process``, the same rule as the node's store, without its SQLite
   commit per scan). A scan of the same query planned by a worker instead (only after a
@@ -117,8 +119,8 @@ class DriverPlanner:
         _no_delay_on_this_thread()
         out = io.BytesIO()
         out.write(_OK)
-        # Flushes wait (metrics.deferring_flushes): this process reads its own counts, and a
-        # flush per call (a SQLite commit) would be most of a warm scan's planning time.
+        # Flushes are written by a timer thread (metrics.deferring_flushes): a flush per call
+        # (a SQLite commit) would be most of a warm scan's planning time.
         with self._lock, metrics.deferring_flushes():
             _serving.active = True
             try:

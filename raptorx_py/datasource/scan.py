@@ -27,7 +27,9 @@ from raptorx_py.errors import (
     CorruptFileError,
     FileChangedError,
     SchemaError,
+    StorageNotFoundError,
     UnsupportedValueError,
+    translate_storage_error,
 )
 from raptorx_py.hive.column_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
 from raptorx_py.hive.model import Column
@@ -95,9 +97,12 @@ def read_split(
             done += 1
             if out is not None:
                 yield out
-    except FileChangedError as e:
+    except (FileChangedError, StorageNotFoundError) as e:
+        # A listed file the store no longer has changed after it was listed (the tiers
+        # that translated the store's answer did not know the file was listed).
+        changed = translate_storage_error(e, split.url, listed=True)
         counters.add("reader.files_changed")
-        raise FileChangedError(f"{e}. {changed_file_advice(split, table, settings)}") from e
+        raise FileChangedError(f"{changed}. {changed_file_advice(split, table, settings)}") from e
     except CorruptFileError as e:
         if not tiers.caching:
             raise

@@ -20,14 +20,20 @@ import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 from pyspark.sql.types import StructField, StructType
 
 from raptorx_py import jvm_protocol, metrics
 from raptorx_py import predicates as preds
 from raptorx_py.cache.fragment_cache import fragment_cache_for
-from raptorx_py.config import PROPERTIES_BY_NAME, build_settings, load_settings
+from raptorx_py.config import (
+    PROPERTIES_BY_NAME,
+    PROPERTIES_SOURCE,
+    build_settings,
+    load_settings,
+)
 from raptorx_py.config.settings import Settings
 from raptorx_py.datasource import aggregation, catalog_requests, query_snapshots
 from raptorx_py.datasource.column_names import (
@@ -37,6 +43,7 @@ from raptorx_py.datasource.column_names import (
     parse_case_sensitive,
     requested_names,
     resolve_columns,
+    resolve_schema_columns,
 )
 from raptorx_py.datasource.driver_planner import count_planning_call, planning_in_driver
 from raptorx_py.datasource.fragment_handoff import handoff_mark, mark_partition, served_by_jvm
@@ -64,7 +71,11 @@ from raptorx_py.errors import ConfigError, SchemaError, did_you_mean, raise_conf
 from raptorx_py.hive.column_types import arrow_schema_for_spark, spark_struct, spark_type
 from raptorx_py.hive.model import Column, Partition, Table
 from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM, TOTAL_SIZE_PARAM
-from raptorx_py.jvm_protocol import CATALOG_REQUEST_OPTION, PARTITION_BY_OPTION
+from raptorx_py.jvm_protocol import (
+    CATALOG_OPTIONS_OPTION,
+    CATALOG_REQUEST_OPTION,
+    PARTITION_BY_OPTION,
+)
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
@@ -86,17 +97,36 @@ READ_OPTIONS = (
     EXECUTORS_OPTION,
     CASE_SENSITIVE_OPTION,
     CATALOG_REQUEST_OPTION,
+    CATALOG_OPTIONS_OPTION,
 )
+
+
+#: What errors name as the source of a read option.
+OPTION_SOURCE = "option"
+
+
+def option_sources(options: dict[str, str]) -> dict[str, str]:
+    """Where each option that is not the read's own came from: the Spark catalog's conf
+    (``spark.sql.catalog.<name>.<property>``, listed by the catalog in
+    ``CATALOG_OPTIONS_OPTION``), by lower-case name."""
+    marked = options.get(CATALOG_OPTIONS_OPTION)
+    if not marked or ":" not in marked:
+        return {}
+    catalog, keys = marked.split(":", 1)
+    source = f"Spark conf spark.sql.catalog.{catalog}"
+    return {k.strip().lower(): source for k in keys.split(",") if k.strip()}
 
 
 def resolve_options(properties: dict[str, str] | None, options) -> tuple[Settings, dict]:
     """Settings for one read (carried properties + per-read property options) and the
-    remaining read options. Unknown option names and bad property values fail, each named,
-    all of them in one error."""
+    remaining read options. Unknown option names and bad property values fail, each named
+    with where it came from (a read option, ``register``'s properties, a catalog's Spark
+    conf), all of them in one error."""
     overrides, read_options = {}, {}
+    options = {key.lower(): value for key, value in dict(options).items()}
+    sources = option_sources(options)
     unknown: list[ConfigError] = []
-    for key, value in dict(options).items():
-        key = key.lower()
+    for key, value in options.items():
         if key in PROPERTIES_BY_NAME:
             overrides[key] = value
         elif key in READ_OPTIONS:
@@ -108,16 +138,18 @@ def resolve_options(properties: dict[str, str] | None, options) -> tuple[Setting
                     f"unknown option for {DATA_SOURCE_NAME}; "
                     + (f"did you mean '{close}'? " if close else "")
                     + f"read options are {', '.join(READ_OPTIONS)}, or any property name",
-                    source="option",
+                    source=sources.get(key, OPTION_SOURCE),
                     key=key,
                 )
             )
     try:
         if properties is None:
-            settings = load_settings(overrides=overrides)
+            settings = load_settings(overrides=overrides, override_sources=sources)
         else:
-            merged = {k: (v, "register()", None) for k, v in properties.items()}
-            merged.update({k: (v, "option", None) for k, v in overrides.items()})
+            merged = {k: (v, PROPERTIES_SOURCE, None) for k, v in properties.items()}
+            merged.update(
+                {k: (v, sources.get(k, OPTION_SOURCE), None) for k, v in overrides.items()}
+            )
             settings = build_settings(merged)
     except ConfigError as e:
         raise_config_errors([*unknown, *getattr(e, "errors", [e])])
@@ -150,13 +182,18 @@ def select_columns(
 
 def columns_for_schema(
     table: Table, schema: StructType, case_sensitive: bool = False
-) -> tuple[Column, ...]:
-    """The table columns a (user-given or derived) Spark schema asks for, in its order."""
-    out = []
-    resolved = resolve_columns(
+) -> tuple[Column | None, ...]:
+    """The table columns a (user-given or derived) Spark schema asks for, in its order; None
+    for a field the table does not have (read as nulls, as Spark's Parquet reader reads a
+    column its files lack: ``column_names.py``)."""
+    out: list[Column | None] = []
+    resolved = resolve_schema_columns(
         table, [f.name for f in schema.fields], case_sensitive, "the read's schema"
     )
     for f, col in zip(schema.fields, resolved):
+        if col is None:
+            out.append(None)
+            continue
         have = spark_type(col.type)
         if have != f.dataType:
             raise SchemaError(
@@ -165,6 +202,16 @@ def columns_for_schema(
             )
         out.append(col)
     return tuple(out)
+
+
+def _filter_column(f) -> str | None:
+    """The one column a pushed filter is on (through ``Not``), or None (a nested field)."""
+    from pyspark.sql import datasource as ds
+
+    while isinstance(f, ds.Not):
+        f = f.child
+    attr: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
+    return attr[0] if len(attr) == 1 else None
 
 
 class TieredHiveDataSource(DataSource):
@@ -281,6 +328,10 @@ class TieredHiveReader(DataSourceReader):
     recorded instead (``query_snapshots.py``: one snapshot per query). It is pickled with
     the reader, so ``read`` could use it too."""
 
+    #: Fields of a user-given schema the table lacks: (position, name, Arrow type), read as
+    #: nulls (``_with_missing``); a filter on one is left to Spark.
+    missing: tuple[tuple[int, str, pa.DataType], ...] = ()
+
     @short_worker_errors
     def __init__(
         self,
@@ -316,13 +367,19 @@ class TieredHiveReader(DataSourceReader):
         # the reader works in the table's names and renames its batches for Spark.
         self.output_names: list[str] | None = None
         self.filter_names: dict[str, str] = {}
+        self.missing = ()
         if self.aggregation is None:
-            self.columns = columns_for_schema(self.table, schema, case_sensitive)
+            found = columns_for_schema(self.table, schema, case_sensitive)
+            present = [(f, c) for f, c in zip(schema.fields, found) if c is not None]
+            self.columns = tuple(c for _, c in present)
+            self.missing = tuple(
+                (i, f.name, to_arrow_type(f.dataType))
+                for i, (f, c) in enumerate(zip(schema.fields, found))
+                if c is None
+            )
             self.row_schema = arrow_schema_for_spark(self.columns)
-            self.output_names = output_names(self.columns, schema.fieldNames())
-            self.filter_names = {
-                f.name: c.name for f, c in zip(schema.fields, self.columns) if f.name != c.name
-            }
+            self.output_names = output_names(self.columns, [f.name for f, _ in present])
+            self.filter_names = {f.name: c.name for f, c in present if f.name != c.name}
         else:
             wanted = self.aggregation.input_columns()
             for name in wanted:
@@ -370,7 +427,11 @@ class TieredHiveReader(DataSourceReader):
             return
         types = {c.name: c.type for c in self.table.all_columns}
         keys = {k.name for k in self.table.partition_keys}
+        missing = {name for _, name, _ in self.missing}
         for f in filters:
+            if _filter_column(f) in missing:  # a column read as nulls: Spark evaluates it
+                yield f
+                continue
             p = preds.from_spark_filter(filter_with_table_names(f, self.filter_names), types)
             if p is None or not preds.is_exact(p, types, keys):
                 yield f
@@ -428,7 +489,8 @@ class TieredHiveReader(DataSourceReader):
                 partitions = [PlacedPartition(t, loc) for t, loc in zip(specs, plan.locations)]
             else:
                 partitions = [InputPartition(t) for t in specs]
-            if self.settings.fragment_cache_enabled:
+            # The JVM serves a fragment as it is cached, without the columns read as nulls.
+            if self.settings.fragment_cache_enabled and not self.missing:
                 for partition, task in zip(partitions, specs):
                     mark_partition(
                         partition,
@@ -492,12 +554,22 @@ class TieredHiveReader(DataSourceReader):
                     counters.add("reader.rows_to_spark", batch.num_rows)
                     if self.output_names is not None:
                         batch = batch.rename_columns(self.output_names)
+                    if self.missing:
+                        batch = self._with_missing(batch)
                     yield batch
         finally:
             counted = counters.close_scope(task_counts)
             if counts_path is not None:
                 write_task_counts(counts_path, counted)
             metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)
+
+    def _with_missing(self, batch):
+        """``batch`` with the fields the table lacks inserted as nulls, in the schema's order."""
+        arrays, names = list(batch.columns), list(batch.schema.names)
+        for position, name, type_ in self.missing:
+            arrays.insert(position, pa.nulls(batch.num_rows, type_))
+            names.insert(position, name)
+        return pa.RecordBatch.from_arrays(arrays, names=names)
 
     def _split_result(self, spec: ReadSpec, fill: bool, fragments):
         """The batches a split hands to Spark, computed from its read spec (made at

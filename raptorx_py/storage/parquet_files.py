@@ -91,7 +91,7 @@ def open_parquet(
     except RaptorxError:
         raise
     except Exception as e:
-        raise translate_storage_error(e, url) from e
+        raise translate_storage_error(e, url, listed=size is not None) from e
     counters.add("reader.files_opened")
     # Reads through an enabled block cache reach the store only for its misses, which it
     # counts as remote itself.
@@ -111,7 +111,7 @@ def open_parquet(
         raise
     except _PARQUET_ERRORS as e:
         handle.close()
-        raise parquet_read_error(e, url) from e
+        raise parquet_read_error(e, url, listed=size is not None) from e
     except BaseException:
         handle.close()
         raise
@@ -135,13 +135,15 @@ def _check_opened_version(fs, path, raw, url, size, version) -> None:
         )
 
 
-def parquet_read_error(e: BaseException, url: str) -> RaptorxError:
+def parquet_read_error(e: BaseException, url: str, *, listed: bool = True) -> RaptorxError:
     """What an error raised while reading Parquet bytes of ``url`` means: the store failed
-    (translated), the file changed under us, or the bytes are not valid Parquet."""
+    (translated), the file changed under us, or the bytes are not valid Parquet. ``listed``
+    (a file read at the size and version a plan or a cache key holds): the store's "not
+    found" and "range not satisfiable" are a changed file (``translate_storage_error``)."""
     if isinstance(e, RaptorxError):
-        return e
+        return translate_storage_error(e, url, listed=listed)
     if is_storage_failure(e):
-        return translate_storage_error(e, url)
+        return translate_storage_error(e, url, listed=listed)
     return CorruptFileError(url, str(e))
 
 

@@ -122,6 +122,30 @@ def test_unknown_column_names_it_and_the_tables_columns(spark, table, fmt):
         spark.read.format(fmt).schema("I int, i int").load(name).collect()
 
 
+@pytest.mark.parametrize("fmt", ["tiered_hive", NOJAR])
+def test_a_schema_column_the_table_lacks_is_null_in_every_action(spark, table, fmt):
+    """Issue 36, 4d: count() returned the rows while collect() raised SchemaError. Spark's
+    Parquet reader returns nulls for such a column; so does every action here."""
+    name, root = table
+    schema = "i int, nosuch bigint, k string"
+    expected = _parquet(spark, root, schema)
+    df = spark.read.format(fmt).schema(schema).load(name)
+    assert df.columns == ["i", "nosuch", "k"]
+    assert df.count() == expected.count() == 20
+    rows = _rows(df)
+    assert rows == _rows(expected) and len(rows) == 20
+    assert all(r[1] is None for r in rows) and {r[2] for r in rows} == {"a", "b"}
+    assert df.where("nosuch is null").count() == 20
+    assert df.where("nosuch = 1").collect() == expected.where("nosuch = 1").collect() == []
+    assert _rows(df.where("nosuch is null and i < 3")) == _rows(
+        expected.where("nosuch is null and i < 3")
+    )
+    assert _rows(df.select("nosuch")) == [(None,)] * 20
+    # A column the table has, in another type, is still an error.
+    with pytest.raises(Exception, match=r"column 'i' of .* is int, but the schema asks for"):
+        spark.read.format(fmt).schema("i bigint, nosuch bigint").load(name).collect()
+
+
 def test_case_sensitive_session_with_the_jar(spark, table):
     name, root = table
     with case_sensitive(spark):
@@ -129,8 +153,12 @@ def test_case_sensitive_session_with_the_jar(spark, table):
             Exception, match=r"column 'I' does not exist .*spark.sql.caseSensitive is true"
         ):
             spark.read.format("tiered_hive").option("columns", "I").load(name)
-        with pytest.raises(Exception, match=r"column 'I' does not exist"):
-            spark.read.format("tiered_hive").schema(SCHEMA).load(name).collect()
+        # I, DEC and K name no column now: read as nulls, as Spark's Parquet reader reads
+        # a column its files lack.
+        assert (
+            _rows(spark.read.format("tiered_hive").schema(SCHEMA).load(name))
+            == [(None, None, None)] * 20
+        )
         # The exact spelling still reads, and i and I are two names now.
         df = spark.read.format("tiered_hive").schema("i int, dec decimal(10,2)").load(name)
         assert _rows(df) == _rows(
@@ -151,3 +179,24 @@ def test_case_sensitive_session_without_the_jar(spark, table):
             spark.read.format(NOJAR_CASE_SENSITIVE).option("columns", "I").load(name)
         df = spark.read.format(NOJAR_CASE_SENSITIVE).option("columns", "i").load(name)
         assert df.columns == ["i"] and df.count() == 20
+
+
+def test_a_schema_column_the_table_lacks_is_null_over_cached_fragments(spark, table, counted):
+    """The fragments a read of the table's columns cached are served to a read that adds a
+    column the table lacks, by the Python reader (which adds the nulls), never by the JVM's
+    fragment reader (which knows only the cached columns)."""
+    name, root = table
+    on = {"fragment-result-cache.enabled": "true"}
+    plain = spark.read.format("tiered_hive").options(**on).schema("i int, k string").load(name)
+    assert len(_rows(plain)) == 20  # fills the fragment cache
+    with_missing = (
+        spark.read.format("tiered_hive")
+        .options(**on)
+        .schema("i int, nosuch bigint, k string")
+        .load(name)
+    )
+    with counted() as c:
+        rows = _rows(with_missing)
+    assert rows == _rows(_parquet(spark, root, "i int, nosuch bigint, k string"))
+    assert len(rows) == 20 and all(r[1] is None for r in rows)
+    assert c["fragment_cache.hits"] > 0 and c["fragment_cache.jvm_hits"] == 0, c.delta

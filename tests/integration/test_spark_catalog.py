@@ -374,3 +374,40 @@ def test_use_makes_bare_names_the_catalogs(spark, catalog_tpch):
     finally:
         spark.sql("USE spark_catalog.default")
     assert spark.catalog.currentCatalog() == "spark_catalog"
+
+
+def test_a_bad_property_says_whether_it_came_from_a_catalogs_conf_or_register(spark, env):
+    """Issue 36, 4c: both were reported as an "option"."""
+    from raptorx_py.errors import ConfigError
+
+    spark.conf.set("spark.sql.catalog.rx_badconf", native.CATALOG_CLASS)
+    spark.conf.set("spark.sql.catalog.rx_badconf.cache.enabled", "maybe")
+    spark.conf.set("spark.sql.catalog.rx_badconf.cache.max-size", "1GB")
+    try:
+        with pytest.raises(Exception) as info:
+            spark.sql("SHOW NAMESPACES IN rx_badconf").collect()
+    finally:
+        for key in ("", ".cache.enabled", ".cache.max-size"):
+            spark.conf.unset(f"spark.sql.catalog.rx_badconf{key}")
+    message = re.sub(r"\s+", " ", str(info.value))
+    assert (
+        "Spark conf spark.sql.catalog.rx_badconf, property 'cache.enabled': invalid value 'maybe'"
+        in message
+    )
+    assert (
+        "Spark conf spark.sql.catalog.rx_badconf, property 'cache.max-size': unknown option "
+        "for tiered_hive; did you mean 'cache.alluxio.max-cache-size'?" in message
+    )
+    with pytest.raises(ConfigError, match=r"^register\(properties=\.\.\.\), property 'cache.en"):
+        register(spark, properties={**env.properties, "cache.enabled": "maybe"})
+
+
+def test_the_scan_node_by_sql_name_is_named_as_the_readme_says(spark, catalog_tpch):
+    """Issue 36, 4f: the README named only `BatchScan tiered_hive <db.table>` (a load()
+    read's node); by SQL name the node is `BatchScan raptorx.<db>.<table>`."""
+    by_name = spark.sql(f"select r_name from {catalog_tpch}.region")
+    plan = by_name._jdf.queryExecution().executedPlan().toString()
+    assert f"BatchScan {catalog_tpch}.region" in plan, plan
+    by_load = spark.read.format("tiered_hive").load(f"{TPCH}.region").select("r_name")
+    plan = by_load._jdf.queryExecution().executedPlan().toString()
+    assert f"BatchScan tiered_hive {TPCH}.region" in plan, plan

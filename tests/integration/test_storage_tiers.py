@@ -110,7 +110,7 @@ def test_cold_run_fetches_each_block_once_and_warm_run_makes_no_request(
     opened = c["reader.files_opened"]  # each table is scanned once: distinct files
     assert listed > 0 and opened > 0
     # Listings: every surviving partition once, all sealed, so all stored.
-    assert (c["listing_cache.misses"], c["listing_cache.stores"]) == (listed, listed)
+    assert (c["listing_cache.misses"], c["listing_cache.stores"]) == (listed, listed), c.delta
     assert c["listing_cache.hits"] == 0 and c["listing_cache.skipped_unsealed"] == 0
     # Data: one block per file, fetched with one ranged GET; the footer comes out of it.
     assert c["block_cache.misses"] == c["block_cache.remote_requests"] == opened

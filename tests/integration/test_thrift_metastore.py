@@ -104,6 +104,48 @@ def test_every_uri_dead_is_an_error_naming_them(free_port):
         ms.list_databases()
 
 
+def test_an_unreachable_uri_logs_none_of_the_thrift_librarys_lines(free_port, caplog):
+    """Issue 36, 4b: the library printed `Could not connect to any of [...]` once per attempt
+    before our one-line error, which keeps what it said."""
+    ms = ThriftMetastore(f"thrift://127.0.0.1:{free_port}", max_retries=1, sleep=lambda s: None)
+    with caplog.at_level(logging.DEBUG, logger="thrift"):
+        with pytest.raises(MetastoreError, match=r"did not answer \(Could not connect to any of"):
+            ms.list_databases()
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("thrift")] == []
+
+
+def test_the_cli_says_an_unreachable_metastore_in_one_line(free_port):
+    """The same, as a user sees it: stderr holds our lines only (the retry's warning, then
+    the error), none of the library's."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "raptorx_py.cli",
+            "table",
+            "list",
+            "-p",
+            f"hive.metastore.uri=thrift://127.0.0.1:{free_port}",
+            "-p",
+            "hive.metastore.thrift.client.max-retries=1",
+            "-p",
+            "hive.metastore.thrift.client.min-backoff-delay=0s",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    *retries, error = done.stderr.splitlines()
+    assert error.startswith("raptorx: error: the Hive Metastore "), done.stderr
+    assert "Could not connect to any of" in error  # the library's words, in ours
+    assert "2 attempt(s)" in error
+    assert len(retries) == 1 and retries[0].startswith("metastore call "), done.stderr
+
+
 def test_tables_partitions_and_statistics_round_trip(ms, tmp_path):
     db = unique_db()
     ms.create_database(db, f"file://{tmp_path}")

@@ -104,6 +104,22 @@ def test_table_list_on_an_empty_metastore_names_it(tmp_path, capsys):
     assert capsys.readouterr().out == f"(no tables in the metastore {url})\n"
 
 
+@pytest.mark.parametrize(
+    "uri", ["thrift//localhost:9083", "localhost:9083", "http://h:9083", "thrift://localhost"]
+)
+def test_config_show_refuses_a_malformed_metastore_uri_with_its_file_and_line(
+    tmp_path, capsys, uri
+):
+    """Issue 36, 4a: `raptorx config show` exited 0 on these."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "hive.properties").write_text(f"# a metastore\nhive.metastore.uri={uri}\n")
+    assert main(["config", "show", "--conf-dir", str(conf)]) == 2
+    err = capsys.readouterr().err
+    assert f"{conf / 'hive.properties'}:2, property 'hive.metastore.uri'" in err
+    assert err.count("\n") == 1
+
+
 def test_cli_errors_name_the_option_and_the_flag(env, table_dir, capsys):
     assert main(["config", "show", "-p", "cache.enabled=maybe"]) == 2
     assert capsys.readouterr().err.startswith(

@@ -752,3 +752,116 @@ def test_a_misspelled_read_option_gets_a_suggestion():
     with pytest.raises(ConfigErrors) as info:
         resolve_options({}, {"colums": "a", "cache.enabled": "maybe", "zzz": "1"})
     assert [e.key for e in info.value.errors] == ["colums", "zzz", "cache.enabled"]
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "thrift//localhost:9083",
+        "localhost:9083",
+        "http://localhost:9083",
+        "thrift://localhost",
+        "thrift://localhost:0",
+        "thrift://localhost:99999",
+        "thrift://:9083",
+        "thrift://localhost:9083,localhost:9084",
+    ],
+)
+def test_a_malformed_metastore_uri_is_refused_at_load_with_its_file_and_line(
+    tmp_path, empty_cwd, uri
+):
+    """Issue 36, 4a: it passed the configuration and failed at the first table access."""
+    conf = tmp_path / "conf"
+    path = write(conf, "hive.properties", f"hive.s3.region=x\nhive.metastore.uri={uri}\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(conf_dir=conf, env={}, cwd=empty_cwd)
+    assert str(info.value).startswith(
+        f"{path}:2, property 'hive.metastore.uri': invalid value '{uri}': "
+    )
+    assert "thrift://host:port" in str(info.value)
+    assert (info.value.source, info.value.line) == (str(path), 2)
+
+
+@pytest.mark.parametrize("uri", ["", "thrift://localhost:9083", "thrift://a:1, thrift://b:2"])
+def test_a_well_formed_metastore_uri_loads(empty_cwd, uri):
+    settings = load_settings(env={}, cwd=empty_cwd, overrides={"hive.metastore.uri": uri})
+    assert settings.metastore_uri == uri
+
+
+def test_each_bad_option_names_where_it_came_from():
+    """Issue 36, 4c: register()'s properties and a catalog's Spark conf were all "option"."""
+    from raptorx_py.datasource.source import resolve_options
+    from raptorx_py.errors import ConfigErrors
+    from raptorx_py.jvm_protocol import CATALOG_OPTIONS_OPTION
+
+    with pytest.raises(ConfigErrors) as info:
+        resolve_options(
+            {"cache.block-size": "huge"},  # carried from register(properties=...)
+            {
+                CATALOG_OPTIONS_OPTION: "rx:cache.enabled,cache.max-size",
+                "cache.enabled": "maybe",  # the catalog's Spark conf
+                "cache.max-size": "1GB",  # the catalog's too: an unknown name
+                "hive.s3.region": "r",
+                "hive.s3.connect-timeout": "soon",  # the read's own option
+            },
+        )
+    where = {e.key: str(e) for e in info.value.errors}
+    assert where["cache.enabled"].startswith(
+        "Spark conf spark.sql.catalog.rx, property 'cache.enabled': invalid value 'maybe'"
+    )
+    assert where["cache.max-size"].startswith("Spark conf spark.sql.catalog.rx, property")
+    assert where["cache.block-size"].startswith(
+        "register(properties=...), property 'cache.block-size': invalid value 'huge'"
+    )
+    assert where["hive.s3.connect-timeout"].startswith("option, property 'hive.s3.connect-timeout'")
+
+
+def test_register_properties_are_named_as_such(empty_cwd):
+    from raptorx_py.config import PROPERTIES_SOURCE
+
+    with pytest.raises(ConfigError) as info:
+        load_settings(
+            env={},
+            cwd=empty_cwd,
+            overrides={"cache.enabled": "maybe"},
+            overrides_source=PROPERTIES_SOURCE,
+        )
+    assert str(info.value).startswith("register(properties=...), property 'cache.enabled'")
+
+
+@pytest.mark.parametrize(
+    "name, meant",
+    [
+        # What it is about (a size, a TTL, a directory) before the nearest spelling.
+        ("cache.max-size", "cache.alluxio.max-cache-size"),
+        ("cache.directory", "cache.base-directory"),
+        ("fragment-result-cache.size", "fragment-result-cache.max-cache-size"),
+        ("fragment-result-cache.ttl", "fragment-result-cache.cache-ttl"),
+        ("hive.footer-cache-size", "hive.parquet.metadata-cache-size"),
+        ("metrics.dir", "metrics.directory"),
+        # Misspellings stay misspellings.
+        ("hive.s3.conect-timeout", "hive.s3.connect-timeout"),
+        ("cache.block-sise", "cache.block-size"),
+        ("cache.blok-size", "cache.block-size"),
+    ],
+)
+def test_an_unknown_property_is_answered_by_meaning_not_spelling_alone(empty_cwd, name, meant):
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={}, cwd=empty_cwd, overrides={name: "1"})
+    assert str(info.value).endswith(f"unknown property; did you mean '{meant}'?")
+
+
+@pytest.mark.parametrize(
+    "uri", ["thrift//localhost:9083", "localhost:9083", "http://h:9083", "thrift://localhost"]
+)
+def test_tiered_session_refuses_a_malformed_metastore_uri_before_spark_starts(uri):
+    """Issue 36, 4a: tiered_session() started Spark and failed only at the first table
+    access; now before any JVM starts (none is started in this process)."""
+    from pyspark import SparkContext
+
+    from raptorx_py.session import tiered_session
+
+    before = SparkContext._active_spark_context
+    with pytest.raises(ConfigError, match=r"^register\(properties=\.\.\.\), property 'hive.me"):
+        tiered_session(properties={"hive.metastore.uri": uri})
+    assert SparkContext._active_spark_context is before

@@ -209,3 +209,29 @@ def test_the_counter_table_names_every_counter_and_only_those():
         f"{DOC}, the counter table (headed {COUNTER_TABLE_HEADER!r}), disagrees with "
         "raptorx_py/:\n  " + "\n  ".join(problems)
     )
+
+
+def test_the_readmes_commands_for_any_directory_use_absolute_paths():
+    """Issue 36, 4f: under "from any directory", the `pyspark` command used `$PWD/.venv` and
+    relative jar paths, which work only from the clone's root."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Your own queries", 1)[1].split("\n## ", 1)[0]
+    assert "from any directory" in section
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    assert any("pyspark" in b for b in blocks)
+    for block in blocks:
+        assert "$PWD" not in block, block
+        paths = re.findall(r"(?<![\w$/.])(?:\.venv|native)/\S+", block)
+        assert paths == [], f"relative paths {paths} in: {block}"
+    prose = re.sub(r"```.*?```", "", section, flags=re.S)
+    inline = re.findall(r"`([^`]*\.venv/bin/[^`]*)`", prose)
+    assert inline and all(c.startswith("$R/") for c in inline), inline
+
+
+def test_the_readme_names_both_forms_of_the_scan_node():
+    """Issue 36, 4f: a query by SQL name shows `BatchScan raptorx.<db>.<table>`
+    (tests/integration/test_spark_catalog.py checks the name Spark gives it)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    text = re.sub(r"\s+", " ", readme)
+    assert "`BatchScan tiered_hive <db.table>`" in text
+    assert "`BatchScan raptorx.<db>.<table>`" in text

@@ -198,3 +198,36 @@ def test_the_jvms_appended_counts_are_folded_in(tmp_path):
     assert by_source["driver"]["fragment_cache.jvm_hits"] == 1
     sink.clear()
     assert sink.totals() == {}
+
+
+def test_a_listed_files_not_found_and_range_not_satisfiable_are_a_changed_file():
+    """Issue 36, 4e: the translation table, with and without a listed identity."""
+    import errno as errno_
+
+    from raptorx_py.errors import (
+        CorruptFileError,
+        FileChangedError,
+        StorageError,
+        StorageNotFoundError,
+        is_storage_failure,
+        translate_storage_error,
+    )
+
+    url = "s3://b/t/m=1/part-0.parquet"
+    gone = FileNotFoundError("The specified key does not exist.")
+    short = OSError(errno_.EINVAL, "The requested range is not satisfiable")
+    assert is_storage_failure(gone) and is_storage_failure(short)
+    assert isinstance(translate_storage_error(gone, url, listed=True), FileChangedError)
+    assert isinstance(translate_storage_error(short, url, listed=True), FileChangedError)
+    assert "shorter than when it was listed" in str(
+        translate_storage_error(short, url, listed=True)
+    )
+    # Without a listed identity: a missing path, a refused request.
+    assert type(translate_storage_error(gone, url)) is StorageNotFoundError
+    assert type(translate_storage_error(short, url)) is StorageError
+    ours = StorageNotFoundError(f"{url} does not exist")
+    assert isinstance(translate_storage_error(ours, url, listed=True), FileChangedError)
+    assert translate_storage_error(ours, url) is ours
+    # Bytes that are not Parquet stay corrupt.
+    assert not is_storage_failure(OSError("Parquet magic bytes not found"))
+    assert CorruptFileError(url, "x").path == url

@@ -189,3 +189,29 @@ def test_register_publishes_under_the_application_s_directory_when_the_plugin_ru
 def test_register_on_a_session_without_the_plugin_publishes_nothing():
     assert spark_metrics_properties(_Session(spark_app_id="app-7")) == {}
     assert spark_metrics_properties(_Session(spark_plugins="com.example.Other")) == {}
+
+
+def test_a_flush_deferred_by_the_driver_planner_reaches_the_sink_without_another_flush(
+    tmp_path, monkeypatch
+):
+    """Issue 36, 3.2: the driver's planner flushes inside ``deferring_flushes``; its counts
+    (the metastore cache's, the listing cache's) reached the sink only when the process
+    flushed again outside (never, in a user's application) or exited, so `raptorx cache
+    stats` showed zeros. A timer thread writes them now."""
+    monkeypatch.setattr(metrics, "FLUSH_INTERVAL", 0.0)  # no waiting between writes here
+    # Its own flusher and directories: counts are the process's, and a flush writes them all
+    # to the first directory noted (another test's session may have noted its own).
+    monkeypatch.setattr(metrics, "_flusher", metrics._DeferredFlusher())
+    monkeypatch.setattr(metrics, "_deferred", set())  # for the exit flush
+    sink = metrics.MetricsSink(str(tmp_path))
+    with metrics.deferring_flushes():
+        counters.add("listing_cache.test_deferred")
+        metrics.flush(str(tmp_path))
+    metrics.settle_deferred_flushes()
+    assert sink.totals().get("listing_cache.test_deferred") == 1
+    # The next one is written too (one timer at a time, started again).
+    with metrics.deferring_flushes():
+        counters.add("listing_cache.test_deferred", 2)
+        metrics.flush(str(tmp_path))
+    metrics.settle_deferred_flushes()
+    assert sink.totals().get("listing_cache.test_deferred") == 3

@@ -43,6 +43,9 @@ object Protocol {
   val CaseSensitiveOption = "raptorx.case_sensitive"
   /** A request of the Spark catalog (JSON), made as a source creation (`TieredHiveCatalog`). */
   val CatalogRequestOption = "raptorx.catalog_request"
+  /** Which options came from the catalog's Spark conf (`spark.sql.catalog.<name>.<property>`),
+   * `<catalog name>:<key>,<key>`, so the Python source's errors say where each came from. */
+  val CatalogOptionsOption = "raptorx.catalog_options"
 
   // Metadata keys on a schema's first field
   val QueryTokenKey = "raptorx.query_token"

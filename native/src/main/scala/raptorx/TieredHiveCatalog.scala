@@ -45,7 +45,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
  *    of a query into its own `TABLE_OR_VIEW_NOT_FOUND`, without our listing; `SHOW TABLES`,
  *    `DESCRIBE` of a namespace and direct calls keep it.)
  *  - The catalog's options (`spark.sql.catalog.<name>.<property>`) are property overrides
- *    for every table and request of this catalog (any property name, as a read option).
+ *    for every table and request of this catalog (any property name, as a read option); the
+ *    Python source is told which they are ([[Protocol.CatalogOptionsOption]]), so an error
+ *    names `spark.sql.catalog.<name>` as where a bad one came from.
  *  - It needs the Python source `tiered_hive_python` registered in the session
  *    (`raptorx_py.register`: a pyspark driver, or a Spark Connect client of a server with the
  *    jar). Where none is (`spark-sql`, a Scala application), every call fails with an error
@@ -185,7 +187,17 @@ class TieredHiveCatalog extends TableCatalog with SupportsNamespaces with Proced
   private def tableOptions(table: String): CaseInsensitiveStringMap = {
     val options = new util.HashMap[String, String](catalogOptions.asJava)
     options.put("path", table)
+    markOrigins(options)
     new CaseInsensitiveStringMap(options)
+  }
+
+  /** Which of `options` are the catalog's own (its Spark conf), for the Python side's errors
+   * ([[Protocol.CatalogOptionsOption]]). */
+  private def markOrigins(options: util.HashMap[String, String]): Unit = {
+    if (catalogOptions.nonEmpty) {
+      options.put(Protocol.CatalogOptionsOption,
+        catalogName + ":" + catalogOptions.keys.toSeq.sorted.mkString(","))
+    }
   }
 
   /** The Python source created with `options` (a table, or a catalog request). */
@@ -207,6 +219,7 @@ class TieredHiveCatalog extends TableCatalog with SupportsNamespaces with Proced
     args.foreach { case (k, v) => request.put(k, v) }
     val options = new util.HashMap[String, String](catalogOptions.asJava)
     options.put(Protocol.CatalogRequestOption, TieredHiveCatalog.Json.writeValueAsString(request))
+    markOrigins(options)
     val schema = create(new CaseInsensitiveStringMap(options)).schema
     if (schema.isEmpty || !schema.head.metadata.contains(Protocol.CatalogAnswerKey)) {
       throw new IllegalStateException(s"$catalogName: the Python source answered the catalog " +
