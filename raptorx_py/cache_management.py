@@ -372,7 +372,8 @@ def warm_table(
             "(hive.parquet.metadata-cache-enabled) are both off",
             source="raptorx cache warm",
         )
-    before = counters.snapshot()
+    # Totals, not the undrained counts: a flush (the driver planner's timer) may drain them.
+    before = counters.totals()
     with open_catalog(settings) as ms:
         table = ms.get_table(*parse_table_name(table_name))
         types = {c.name: c.type for c in (*table.columns, *table.partition_keys)}
@@ -398,7 +399,7 @@ def warm_table(
             progress(done, total)
     counted = {
         k: v
-        for k, v in diff(counters.snapshot(), before).items()
+        for k, v in diff(counters.totals(), before).items()
         if k.startswith(("block_cache.", "footer_cache."))
     }
     counters.add("cache_management.files_warmed", len(files))

@@ -1,6 +1,8 @@
 """The one way the tests measure what a piece of code counted: counter deltas.
 
-``CounterDeltas()`` reads this process's counters (``raptorx_py.metrics.counters``);
+``CounterDeltas()`` reads this process's counters (``raptorx_py.metrics.counters``: their
+totals, which a flush does not drain, so a flush on another thread, such as the driver
+planner's timer, cannot make a delta negative);
 ``CounterDeltas(read=sink_totals(directory))`` reads every process's, through the metrics
 sink (what Spark's Python workers counted)."""
 
@@ -38,7 +40,7 @@ class CounterDeltas(Mapping[str, int]):
         assert deltas["block_cache.hits"] == 2      assert c == {"block_cache.misses": 1}
     """
 
-    def __init__(self, read: Callable[[], Mapping[str, int]] = counters.snapshot):
+    def __init__(self, read: Callable[[], Mapping[str, int]] = counters.totals):
         self._read = read
         self._before: Mapping[str, int] = read()
         self._after: Mapping[str, int] | None = None
