@@ -11,13 +11,9 @@ from pathlib import Path
 
 from setuptools import build_meta as _setuptools
 
-build_sdist = _setuptools.build_sdist
-build_wheel = _setuptools.build_wheel
-build_editable = _setuptools.build_editable
-get_requires_for_build_sdist = _setuptools.get_requires_for_build_sdist
-get_requires_for_build_editable = _setuptools.get_requires_for_build_editable
-prepare_metadata_for_build_wheel = _setuptools.prepare_metadata_for_build_wheel
-prepare_metadata_for_build_editable = _setuptools.prepare_metadata_for_build_editable
+# Every hook setuptools' backend has, unchanged (its __all__, not a list kept by hand here),
+# but the one below.
+from setuptools.build_meta import *  # noqa: F403
 
 
 def pyspark_requirement(pyproject: Path = Path("pyproject.toml")) -> str:

@@ -357,3 +357,27 @@ def test_footer_cache_for_settings(tmp_path):
     assert (cache.max_bytes, cache.ttl, cache.disk_enabled) == (1 << 20, 600.0, True)
     resized = footer_cache_for(with_overrides(on, {"hive.parquet.metadata-cache-size": "2MB"}))
     assert resized is not cache and resized.max_bytes == 2 << 20
+
+
+def test_a_disk_over_a_lowered_bound_shrinks_when_the_cache_opens(tmp_path):
+    """A footer directory filled under a larger bound is cut to a lowered one when a cache
+    opens on it, before any put (the bound of a process started with a smaller setting)."""
+    paths = [write_file(tmp_path / f"{i}.parquet") for i in range(6)]
+    d = tmp_path / "footers"
+    unbounded = FooterCache(str(d), max_bytes=1 << 20, ttl=60)
+    for i, p in enumerate(paths):
+        unbounded.get_or_load(identity(p), Loader(p))
+        for entry in disk_entries(d):  # recency by mtime (the cross-process LRU order)
+            if os.path.getmtime(entry) > i:
+                os.utime(entry, (i + 1, i + 1))
+    sizes = [os.path.getsize(e) for e in disk_entries(d)]
+    assert len(sizes) == 6
+    bound = int(sizes[0] * 2.5)
+    c = CounterDeltas()
+    FooterCache(str(d), max_bytes=1 << 20, ttl=60, max_disk_bytes=bound)
+    assert sum(os.path.getsize(e) for e in disk_entries(d)) <= bound
+    assert c["footer_cache.disk_evictions"] >= 4
+    # The newest footer stayed: a fresh cache hits it on disk.
+    FooterCache(str(d), max_bytes=1 << 20, ttl=60, max_disk_bytes=bound).get_or_load(
+        identity(paths[-1]), refuse
+    )
