@@ -12,7 +12,9 @@ import ctypes
 import functools
 import hashlib
 import io
+import logging
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -27,6 +29,8 @@ from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.errors import FileChangedError, translate_storage_error
 from raptorx_py.metrics import counters, node_gauge
 from raptorx_py.storage.file_versions import current_identity, etag_of, is_another_version
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
@@ -171,14 +175,12 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
         return int(found_size or 0) if size is None else int(size), str(version), etag
 
     def block_key(self, path: str, size: int, version: str) -> str:
-        """The key of a file version's blocks: a digest of the file's path (``path_prefix``),
-        then one of its whole identity, so every version of a file shares a prefix."""
-        identity = "\0".join((self._protocol(), path, str(size), version, str(self.block_size)))
-        return self.path_prefix(path) + hashlib.sha256(identity.encode()).hexdigest()[:24]
+        """The key of a file version's blocks (``block_key``)."""
+        return block_key(self._protocol(), path, size, version, self.block_size)
 
     def path_prefix(self, path: str) -> str:
         """What the keys of every version of the file at ``path`` start with."""
-        return hashlib.sha256(f"{self._protocol()}\0{path}".encode()).hexdigest()[:16]
+        return path_prefix(self._protocol(), path)
 
     def _protocol(self) -> str:
         protocol = self.target.protocol
@@ -191,6 +193,21 @@ class BlockCacheFileSystem(fsspec.AbstractFileSystem):
             self.store.drop_prefix(self.path_prefix(self.target._strip_protocol(url)))
             for url in urls
         )
+
+
+def block_key(protocol: str, path: str, size: int, version: str, block_size: int) -> str:
+    """The key of a file version's blocks: a digest of the file's path (``path_prefix``),
+    then one of its whole identity, so every version of a file shares a prefix. A function
+    of the identity alone, so the planner names a split's blocks for the JVM's reader
+    (``datasource.jvm_read_handoff``) as the executor's Python reader names them."""
+    identity = "\0".join((protocol, path, str(size), version, str(block_size)))
+    return path_prefix(protocol, path) + hashlib.sha256(identity.encode()).hexdigest()[:24]
+
+
+def path_prefix(protocol: str, path: str) -> str:
+    """What the keys of every version of the file at ``path`` (of ``protocol``: ``file``,
+    ``s3``) start with."""
+    return hashlib.sha256(f"{protocol}\0{path}".encode()).hexdigest()[:16]
 
 
 @functools.cache
@@ -551,3 +568,20 @@ def block_cache_for(settings: Settings, target: fsspec.AbstractFileSystem):
         # The registry holds the target, so its id cannot be reused while the entry exists.
         reuse=lambda fs: fs.target is target,
     )
+
+
+def adopt_jvm_blocks(settings: Settings) -> int:
+    """Fold the blocks the JVM's reader published on this node into the store's index
+    (``BlockStore.adopt_published``), so they count towards its capacity and are evicted
+    by it; returns how many. The planner calls this once per scan it hands to the JVM.
+    Never raises: a store that cannot be opened adopts nothing."""
+    if not settings.cache_enabled:
+        return 0
+    from raptorx_py.storage.fs import local_fs
+
+    try:
+        fs = block_cache_for(settings, local_fs())
+        return int(fs.store.adopt_published()) if fs.store.enabled else 0
+    except (OSError, sqlite3.Error) as e:
+        log.warning("block cache: could not adopt the JVM's blocks: %s", e)
+        return 0

@@ -58,6 +58,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "cache_type": units.choice("LOCAL", aliases={"ALLUXIO": "LOCAL"}),
     # Where splits should run (RaptorX's values): anywhere, or by soft affinity.
     "node_selection": units.choice("NO_PREFERENCE", "SOFT_AFFINITY"),
+    # Which reader reads a split that misses the fragment result cache.
+    "parquet_reader": units.choice("AUTO", "SPARK", "PYTHON"),
     # A Presto catalog file names its connector; the Hive connector is the one implemented.
     "connector": _connector,
     # hive.metastore.uri: empty, or thrift://host:port[,thrift://host:port...].
@@ -338,6 +340,20 @@ PROPERTIES: tuple[Property, ...] = (
         "hive",
         "Let Spark push a partial aggregation (group keys; SUM, COUNT, MIN, MAX, AVG) into "
         "the scan: each split returns its groups instead of its rows. Needs the native jar.",
+    ),
+    Property(
+        "hive.parquet.reader",
+        "parquet_reader",
+        "AUTO",
+        "parquet_reader",
+        "hive",
+        "Which reader reads a split the fragment result cache does not hold. SPARK: Spark's "
+        "own vectorized Parquet reader in the executor's JVM, through the node's block cache "
+        "(needs the native jar, and Hadoop's s3a for s3:// tables); PYTHON: the Python "
+        "reader (pyarrow) in a Python worker; AUTO: SPARK, except that a split whose fragment "
+        "was planned before is read by PYTHON, which stores its fragment for the next "
+        "repeat, and except a scan SPARK cannot read (a pushed aggregation, nested types, a "
+        "column the files lack).",
     ),
     # --- splits -------------------------------------------------------------------------
     Property(
@@ -622,6 +638,7 @@ class Settings:
     s3_max_error_retries: int
     stats_pruning_enabled: bool
     aggregation_pushdown_enabled: bool
+    parquet_reader: str  # "AUTO" | "SPARK" | "PYTHON"
     max_split_size: int  # bytes
     min_split_count: int
     node_selection_strategy: str  # "NO_PREFERENCE" | "SOFT_AFFINITY"

@@ -15,9 +15,11 @@ resolved as Spark resolves them, by the session's ``spark.sql.caseSensitive``
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import sqlite3
+import threading
 from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
@@ -27,6 +29,7 @@ from pyspark.sql.types import StructField, StructType
 
 from raptorx_py import jvm_protocol, metrics
 from raptorx_py import predicates as preds
+from raptorx_py.cache.block_cache import adopt_jvm_blocks
 from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import (
     PROPERTIES_BY_NAME,
@@ -35,7 +38,7 @@ from raptorx_py.config import (
     load_settings,
 )
 from raptorx_py.config.settings import Settings
-from raptorx_py.datasource import aggregation, catalog_requests, query_snapshots
+from raptorx_py.datasource import aggregation, catalog_requests, jvm_read_handoff, query_snapshots
 from raptorx_py.datasource.column_names import (
     CASE_SENSITIVE_OPTION,
     filter_with_table_names,
@@ -500,6 +503,8 @@ class TieredHiveReader(DataSourceReader):
                             [spec.key for spec in task],
                         ),
                     )
+            if self._spark_reads():
+                self._mark_jvm_reads(partitions, specs)
             if self.pushdown:  # behind the native provider, which reads the plan's mark
                 if not partitions:  # pyspark's own placeholder would carry no mark
                     partitions = [InputPartition(None)]
@@ -508,6 +513,48 @@ class TieredHiveReader(DataSourceReader):
         finally:
             _close_planning_scope(getattr(self, "_planning", None))
             metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)
+
+    def _spark_reads(self) -> bool:
+        """Whether Spark's own Parquet reader in the JVM may read this scan's splits
+        (``hive.parquet.reader``): behind the native provider, rows (not a pushed
+        aggregation), every column present in the table, read under the table's names."""
+        return (
+            self.pushdown
+            and self.settings.parquet_reader != "PYTHON"
+            and self.aggregation is None
+            and not self.missing
+            and self.output_names is None
+            and not self.filter_names
+        )
+
+    def _mark_jvm_reads(self, partitions, specs) -> None:
+        """Attach to each task the splits the JVM reads (``jvm_read_handoff``). With AUTO
+        and the fragment result cache on, a split whose fragment key was planned before is
+        left to the Python reader, which stores its fragment: a repeat then ends as a
+        fragment hit, and a first-time query is read at Spark's speed."""
+        auto_fill = self.settings.parquet_reader == "AUTO" and self.settings.fragment_cache_enabled
+        keys = [k.name for k in self.table.partition_keys]
+        marked = False
+        for partition, task in zip(partitions, specs):
+            chosen: list = []
+            for spec in task:
+                if auto_fill and spec.key is not None and _fragment_planned_before(spec.key):
+                    chosen.append(None)
+                else:
+                    chosen.append(spec.split)
+            if not any(c is not None for c in chosen):
+                continue
+            try:
+                mark = jvm_read_handoff.handoff_mark(self.settings, keys, chosen)
+            except TypeError:  # a partition value the JVM cannot be handed
+                counters.add("planning.jvm_read_refused")
+                continue
+            jvm_read_handoff.mark_partition(partition, mark)
+            counters.add("planning.jvm_read_splits", sum(c is not None for c in chosen))
+            marked = True
+        if marked:
+            # The blocks the JVM's readers stored on this node since: into the store's index.
+            adopt_jvm_blocks(self.settings)
 
     def _plan_mark(self) -> str:
         """The plan summary the provider shows in the scan's driver metrics and EXPLAIN."""
@@ -545,11 +592,18 @@ class TieredHiveReader(DataSourceReader):
             # A task running away from its preferred host neither reads nor fills this
             # executor's fragment cache: the entries are the preferred host's.
             fragments = fragment_cache_for(self.settings) if fill else None
-            served = served_by_jvm(partition, len(task))
+            served = tuple(
+                a or b
+                for a, b in zip(
+                    served_by_jvm(partition, len(task)),
+                    jvm_read_handoff.served_by_jvm(partition, len(task)),
+                )
+            )
             for spec, by_jvm in zip(task, served):
                 if by_jvm:  # the JVM served it from this executor's cache (FragmentHits)
                     continue
                 counters.add("reader.splits_read")
+                counters.add("reader.python_splits")
                 for batch in self._split_result(spec, fill, fragments):
                     counters.add("reader.rows_to_spark", batch.num_rows)
                     if self.output_names is not None:
@@ -614,6 +668,25 @@ class TieredHiveReader(DataSourceReader):
 #: The planning scope of the scan being planned in this process (planning is one scan at a
 #: time: a planning worker, or the driver's planner under its lock).
 _planning_scope: list = []
+
+
+#: Fragment keys this process planned, oldest first (bounded): how AUTO tells a repeat.
+_planned_fragments: collections.OrderedDict[bytes, None] = collections.OrderedDict()
+_PLANNED_FRAGMENTS_MAX = 1 << 16
+_planned_lock = threading.Lock()
+
+
+def _fragment_planned_before(key: bytes) -> bool:
+    """Whether this process planned a split of fragment ``key`` before (and remember it).
+    Per process: with the driver's planner, every scan of the application."""
+    with _planned_lock:
+        if key in _planned_fragments:
+            _planned_fragments.move_to_end(key)
+            return True
+        _planned_fragments[key] = None
+        if len(_planned_fragments) > _PLANNED_FRAGMENTS_MAX:
+            _planned_fragments.popitem(last=False)
+        return False
 
 
 def _open_planning_scope():

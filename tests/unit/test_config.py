@@ -55,6 +55,7 @@ EXPECTED_DEFAULTS = {
     "s3_max_error_retries": 2,
     "stats_pruning_enabled": True,
     "aggregation_pushdown_enabled": True,
+    "parquet_reader": "AUTO",
     "max_split_size": 64 * 2**20,
     "min_split_count": 0,
     "node_selection_strategy": "NO_PREFERENCE",
@@ -189,6 +190,7 @@ NON_DEFAULTS = {
         False,
     ),
     "hive.aggregation-pushdown-enabled": ("hive", "false", "aggregation_pushdown_enabled", False),
+    "hive.parquet.reader": ("hive", "python", "parquet_reader", "PYTHON"),
     "fragment-result-cache.enabled": ("config", "false", "fragment_cache_enabled", False),
     "fragment-result-cache.base-directory": (
         "config",
@@ -284,6 +286,7 @@ EXPECTED_NAMES = {
     "hive.s3.max-error-retries",
     "hive.partition-statistics-based-optimization-enabled",
     "hive.aggregation-pushdown-enabled",
+    "hive.parquet.reader",
     "metrics.directory",
     "metrics.spark-directory",
 }

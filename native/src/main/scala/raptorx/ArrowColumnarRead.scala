@@ -40,7 +40,23 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
   override def readSchema(): StructType = raptorx.QueryToken.untag(inner.readSchema())
   /** What the scan builder estimated (`raptorx.TableStatistics`), else unknown. */
   override def estimateStatistics(): Statistics = statistics.getOrElse(ArrowColumnarScan.Unknown)
-  override def toBatch: Batch = new ArrowColumnarBatch(inner.toBatch)
+  override def toBatch: Batch = new ArrowColumnarBatch(inner.toBatch, sparkReader.toOption)
+
+  /** Spark's own Parquet reader for the splits the planner handed to the JVM
+   * ([[JvmReadHandoff]], [[JvmParquetRead]]), made once on the driver; or why the Python
+   * reader reads every split. */
+  private lazy val sparkReader: Either[String, JvmParquetRead] = {
+    val marked = inner.toBatch.planInputPartitions().iterator.collect {
+      case p: PythonInputPartition => JvmReadHandoff.of(p.pickedPartition)
+    }.flatten
+    if (!marked.hasNext) Left("the planner chose the Python reader (hive.parquet.reader)")
+    else {
+      val plan = marked.next()
+      val sample = plan.splits.flatten.headOption.map(_.path).getOrElse("file:///")
+      JvmParquetRead.prepare(readSchema(), facts.map(_.pushedFilters).getOrElse(Seq.empty),
+        plan.partitionKeys, plan.hadoop, sample)
+    }
+  }
 
   /** The plan summary the Python planning put in the first partition ([[PlanReport]]): the
    * partitions are planned already (one planning per scan), so this reads them, nothing more. */
@@ -48,7 +64,10 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
 
   /** `EXPLAIN`'s lines ([[ScanReport.metadata]]); pyspark's own description without facts. */
   override def getMetaData(): Map[String, String] =
-    facts.map(ScanReport.metadata(_, readSchema(), plan)).getOrElse(Map.empty)
+    facts.map(ScanReport.metadata(_, readSchema(), plan)).getOrElse(Map.empty) ++
+      Map("Reader" -> sparkReader.fold(why => s"Python ($why)",
+        _ => "Spark's Parquet reader in the JVM, through the block cache, for the splits the " +
+          "planner handed it; Python for the rest"))
   override def description(): String =
     if (facts.isEmpty) inner.description() else ScanReport.description(getMetaData())
 
@@ -67,30 +86,33 @@ object ArrowColumnarScan {
   }
 }
 
-class ArrowColumnarBatch(inner: Batch) extends Batch {
+class ArrowColumnarBatch(inner: Batch, sparkReader: Option[JvmParquetRead] = None) extends Batch {
   // A partition marked for soft affinity prefers its executor (see `Affinity`).
   override def planInputPartitions(): Array[InputPartition] =
     inner.planInputPartitions().map(Affinity.placed)
   override def createReaderFactory(): PartitionReaderFactory =
-    new ArrowColumnarReaderFactory(inner.createReaderFactory())
+    new ArrowColumnarReaderFactory(inner.createReaderFactory(), sparkReader)
 }
 
-class ArrowColumnarReaderFactory(inner: PartitionReaderFactory) extends PartitionReaderFactory {
+class ArrowColumnarReaderFactory(inner: PartitionReaderFactory,
+    sparkReader: Option[JvmParquetRead] = None) extends PartitionReaderFactory {
   override def createReader(partition: InputPartition): PartitionReader[InternalRow] =
     inner.createReader(Affinity.stamped(partition))
 
   override def supportColumnarReads(partition: InputPartition): Boolean = true
 
   /** A task whose partition carries a fragment hand-off is served from this node's fragment
-   * result cache first ([[FragmentServingReader]]), unless it runs away from its preferred
-   * executor (whose entries those are); every other task runs the Python reader. */
+   * result cache first, unless it runs away from its preferred executor (whose entries those
+   * are); the splits the planner handed to the JVM are read by Spark's Parquet reader
+   * (through the block cache, unless the task ran away); the rest by the Python reader
+   * ([[SplitServingReader]]). A task with neither hand-off runs the Python reader. */
   override def createColumnarReader(partition: InputPartition): PartitionReader[ColumnarBatch] = {
     val stamped = Affinity.stamped(partition).asInstanceOf[PythonInputPartition]
-    FragmentHits.handoff(stamped.pickedPartition) match {
-      case Some(handoff) if !Affinity.ranAway(partition) =>
-        new FragmentServingReader(inner, stamped, handoff)
-      case _ => new ArrowColumnarReader(inner, stamped)
-    }
+    val ranAway = Affinity.ranAway(partition)
+    val fragments = FragmentHits.handoff(stamped.pickedPartition).filter(_ => !ranAway)
+    val jvm = sparkReader.flatMap(r => JvmReadHandoff.of(stamped.pickedPartition).map(_ -> r))
+    if (fragments.isEmpty && jvm.isEmpty) new ArrowColumnarReader(inner, stamped)
+    else new SplitServingReader(inner, stamped, fragments, jvm, fillCaches = !ranAway)
   }
 }
 

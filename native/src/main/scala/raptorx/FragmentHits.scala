@@ -1,28 +1,18 @@
 package org.apache.spark.sql.execution.python.raptorx
 
-import java.io.ByteArrayInputStream
 import java.nio.charset.StandardCharsets.{US_ASCII, UTF_8}
 import java.nio.file.{Files, NoSuchFileException, Path, Paths, StandardOpenOption}
-import java.nio.file.attribute.FileTime
 import java.security.MessageDigest
 import java.util.UUID
 import javax.crypto.Mac
 import javax.crypto.spec.SecretKeySpec
 
 import scala.collection.mutable
-import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import org.apache.arrow.memory.BufferAllocator
-import org.apache.arrow.vector.ipc.ArrowStreamReader
-
 import org.apache.spark.SparkEnv
-import org.apache.spark.sql.connector.metric.CustomTaskMetric
-import org.apache.spark.sql.connector.read.{PartitionReader, PartitionReaderFactory}
-import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
 import org.apache.spark.sql.types.{DataType, StructType}
 import org.apache.spark.sql.util.ArrowUtils
-import org.apache.spark.sql.vectorized.{ArrowColumnVector, ColumnVector, ColumnarBatch}
 
 import raptorx.JvmCounts
 
@@ -39,7 +29,7 @@ import raptorx.JvmCounts
  *   `<cache dir>/cache.secret` over the header's first 16 bytes, the key and the Arrow
  *   stream. Anything else (absent, expired, torn, forged, unreadable, another schema) is
  *   left to Python, which counts it (`fragment_cache.misses`, `.corrupt`) and recomputes.
- * - [[FragmentServingReader]] hands the verified entries' Arrow batches to Spark as
+ * - [[SplitServingReader]] hands the verified entries' Arrow batches to Spark as
  *   `ColumnarBatch`es (the vectors Arrow Java read, no per-value copy; decimals as
  *   `LongDecimalColumnVector`), touches each served entry's mtime (its last use, which the
  *   cache's eviction honours), and when some splits were not served runs the Python reader
@@ -227,133 +217,4 @@ object FragmentHits {
     }
     -1
   }
-}
-
-/**
- * The columnar reader of a task with a fragment hand-off (see [[FragmentHits]]): its splits'
- * entries from this node's cache, then, only if some were not served, the Python reader for
- * those.
- */
-class FragmentServingReader(
-    factory: PartitionReaderFactory,
-    partition: PythonInputPartition,
-    handoff: FragmentHits.Handoff) extends PartitionReader[ColumnarBatch] {
-  import raptorx.NativeCompatibility.ReaderFactory
-
-  private val schema = ReaderFactory.outputSchema.get[StructType](factory)
-  private val types = schema.fields.map(_.dataType)
-  private val counts = mutable.LinkedHashMap.empty[String, Long].withDefaultValue(0L)
-  private val served = mutable.BitSet.empty
-  private var allocated = false
-  private lazy val allocator: BufferAllocator = {
-    allocated = true
-    ArrowUtils.rootAllocator.newChildAllocator("raptorx fragment hits", 0, Long.MaxValue)
-  }
-  private val dir: Option[Path] =
-    try Some(FragmentHits.resolve(handoff.cacheDir)) catch { case NonFatal(_) => None }
-  private val secret: Option[Array[Byte]] = dir.flatMap(FragmentHits.secret)
-  if (secret.isEmpty) counts("fragment_cache.jvm_unavailable") += 1
-
-  private var nextSplit = 0 // the next split to look up
-  private var entry: ArrowStreamReader = _
-  private var python: ArrowColumnarReader = _
-  private var current: ColumnarBatch = _
-
-  override def next(): Boolean = {
-    while (true) {
-      if (entry != null) {
-        if (entry.loadNextBatch()) {
-          current = batchOf(entry)
-          counts("reader.rows_to_spark") += current.numRows()
-          return true
-        }
-        entry.close()
-        entry = null
-      } else if (nextSplit < handoff.keys.length) {
-        entry = open(nextSplit)
-        nextSplit += 1
-      } else if (served.size == handoff.keys.length) {
-        return false
-      } else {
-        if (python == null) {
-          val stamped = FragmentHits.stamp(partition.pickedPartition, handoff, served)
-          python = new ArrowColumnarReader(factory, PythonInputPartition(partition.index, stamped))
-        }
-        if (!python.next()) return false
-        current = python.get()
-        return true
-      }
-    }
-    false
-  }
-
-  /** The reader of split `i`'s verified entry, or null (Python computes the split). */
-  private def open(i: Int): ArrowStreamReader = {
-    val (d, s) = (dir, secret) match {
-      case (Some(d), Some(s)) => (d, s)
-      case _ => return null
-    }
-    val key = handoff.keys(i)
-    try {
-      FragmentHits.verified(d, s, key, System.currentTimeMillis()) match {
-        case None =>
-          counts("fragment_cache.jvm_misses") += 1
-          null
-        case Some(data) =>
-          val reader = new ArrowStreamReader(new ByteArrayInputStream(
-            data, FragmentHits.HeaderBytes, data.length - FragmentHits.HeaderBytes), allocator)
-          if (!FragmentHits.sameTypes(reader.getVectorSchemaRoot.getSchema, schema)) {
-            reader.close()
-            counts("fragment_cache.jvm_schema_mismatch") += 1
-            return null
-          }
-          served += i
-          counts("fragment_cache.hits") += 1
-          counts("fragment_cache.jvm_hits") += 1
-          counts("fragment_cache.bytes_read") += data.length
-          InputBytes.add(data.length.toLong)
-          counts("reader.splits_read") += 1
-          try Files.setLastModifiedTime(FragmentHits.entryPath(d, key),
-            FileTime.fromMillis(System.currentTimeMillis()))
-          catch { case NonFatal(_) => counts("fragment_cache.touch_failed") += 1 }
-          reader
-      }
-    } catch {
-      case NonFatal(_) =>
-        counts("fragment_cache.jvm_errors") += 1
-        null
-    }
-  }
-
-  private def batchOf(reader: ArrowStreamReader): ColumnarBatch = {
-    val root = reader.getVectorSchemaRoot
-    val vectors = root.getFieldVectors.asScala
-    val columns: Array[ColumnVector] = types.indices.map { i =>
-      ArrowColumnarReader.column(new ArrowColumnVector(vectors(i)), types(i))
-    }.toArray
-    new ColumnarBatch(columns, root.getRowCount)
-  }
-
-  override def get(): ColumnarBatch = current
-
-  override def close(): Unit = {
-    try {
-      if (entry != null) entry.close()
-      if (python != null) python.close()
-      if (allocated) allocator.close()
-    } finally {
-      entry = null
-      // Served whole here: the Python reader, which counts where a task ran, never started.
-      if (python == null) {
-        Affinity.placementCounts(partition.pickedPartition).foreach(counts(_) += 1)
-      }
-      FragmentHits.appendCounts(handoff.metricsDir, counts)
-    }
-  }
-
-  /** The tiers' task metrics (the JVM's counts and, when it ran, the Python reader's) and
-   * pyspark's Python runner metrics when the Python reader ran. */
-  override def currentMetricsValues(): Array[CustomTaskMetric] =
-    if (python == null) ScanReport.taskValues(counts)
-    else python.pythonMetricValues ++ ScanReport.taskValues(ScanReport.merged(counts, python.taskCounts))
 }

@@ -20,7 +20,7 @@ import org.apache.spark.util.Utils
  *
  * - Task metrics ([[ScanReport.TaskMetrics]]), summed by Spark over the scan's tasks: each
  *   is a sum of raptorx counters counted while the task read, the JVM's own (the fragment
- *   hits it serves, `FragmentServingReader`) plus the Python reader's, which it writes to
+ *   hits and the splits it reads, `SplitServingReader`) plus the Python reader's, which it writes to
  *   the task's file under Spark's files root ([[ScanReport.newTaskCountsFile]], read back by
  *   [[ScanReport.readTaskCounts]] when the Python stream ends, before Spark takes the task's
  *   last values).
@@ -55,6 +55,11 @@ object ScanReport {
 
   val TaskMetrics: Seq[Metric] = Seq(
     Metric("raptorxSplitsRead", "splits read", "count", Seq("reader.splits_read")),
+    // Which reader read each split that was not a fragment hit served by the JVM.
+    Metric("raptorxSparkReaderSplits", "splits read by Spark's Parquet reader (JVM)", "count",
+      Seq("reader.spark_splits")),
+    Metric("raptorxPythonReaderSplits", "splits read by the Python reader", "count",
+      Seq("reader.python_splits")),
     Metric("raptorxFragmentHits", "fragment cache hits", "count", Seq("fragment_cache.hits")),
     Metric("raptorxFragmentMisses", "fragment cache misses", "count",
       Seq("fragment_cache.misses")),

@@ -1,0 +1,87 @@
+package org.apache.spark.sql.execution.python.raptorx
+
+import java.nio.charset.StandardCharsets.{US_ASCII, UTF_8}
+
+import scala.jdk.CollectionConverters._
+import scala.util.Try
+
+import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
+
+/**
+ * The JVM's half of raptorx_py's `datasource/jvm_read_handoff.py`: which splits of a task
+ * Spark's own Parquet reader reads here, and how (the mark's layout and the plan's fields
+ * are spelled there). The mark is `raptorx-parquet|<plan JSON in hex>|<one flag per split>|`
+ * in the task's pickled partition; the JVM stamps `J` on each split it read.
+ */
+object JvmReadHandoff {
+  val Marker = "raptorx-parquet|"
+  val Unserved: Byte = '-'.toByte
+  val Served: Byte = 'J'.toByte
+
+  private val MarkerBytes = Marker.getBytes(US_ASCII)
+  private val Bar = '|'.toByte
+  private val Json = new ObjectMapper()
+
+  /** One split the JVM reads: its file as Hadoop names it, its identity, block key (null:
+   * never cached), byte range and partition values (canonical text, null for null). */
+  final case class SplitPlan(path: String, size: Long, version: String, etag: String,
+                             key: String, start: Long, length: Long,
+                             partitionValues: IndexedSeq[String])
+
+  /** The block cache as the settings spell its base directory (null: the tier is off). */
+  final case class BlockCache(baseDir: String, blockSize: Int, groupShared: Boolean)
+
+  final case class Plan(partitionKeys: IndexedSeq[String], cache: Option[BlockCache],
+                        metricsDir: String, hadoop: Map[String, String],
+                        splits: IndexedSeq[Option[SplitPlan]], flagsAt: Int)
+
+  /** The plan in `bytes` (a pickled partition), or None without a well-formed mark. */
+  def of(bytes: Array[Byte]): Option[Plan] = {
+    val at = FragmentHits.indexOf(bytes, MarkerBytes)
+    if (at < 0) return None
+    val textAt = at + MarkerBytes.length
+    val textEnd = bytes.indexOf(Bar, textAt)
+    if (textEnd < 0) return None
+    val flagsAt = textEnd + 1
+    val flagsEnd = bytes.indexOf(Bar, flagsAt)
+    if (flagsEnd < 0) return None
+    Try(parse(unhex(new String(bytes, textAt, textEnd - textAt, US_ASCII)), flagsAt)).toOption
+      .filter(_.splits.length == flagsEnd - flagsAt)
+  }
+
+  /** `bytes` with the splits `served` stamped [[Served]]. */
+  def stamp(bytes: Array[Byte], plan: Plan, served: collection.Set[Int]): Array[Byte] = {
+    val out = bytes.clone()
+    served.foreach(i => out(plan.flagsAt + i) = Served)
+    out
+  }
+
+  private def parse(text: String, flagsAt: Int): Plan = {
+    val node = Json.readTree(text)
+    def str(n: JsonNode): String = if (n == null || n.isNull) null else n.asText()
+    val cache = Option(node.get("cache")).filterNot(_.isNull).map { c =>
+      BlockCache(c.get("dir").asText(), c.get("block_size").asInt(), c.get("group_shared").asBoolean())
+    }
+    val hadoop = Option(node.get("hadoop")).map(_.properties().asScala.map { e =>
+      e.getKey -> e.getValue.asText()
+    }.toMap).getOrElse(Map.empty)
+    val splits = node.get("splits").elements().asScala.map { s =>
+      if (s.isNull) None
+      else Some(SplitPlan(s.get("path").asText(), s.get("size").asLong(), str(s.get("version")),
+        str(s.get("etag")), str(s.get("key")), s.get("start").asLong(), s.get("length").asLong(),
+        s.get("pv").elements().asScala.map(str).toIndexedSeq))
+    }.toIndexedSeq
+    Plan(node.get("partition_keys").elements().asScala.map(_.asText()).toIndexedSeq, cache,
+      str(node.get("metrics")), hadoop, splits, flagsAt)
+  }
+
+  private def unhex(s: String): String = {
+    val out = new Array[Byte](s.length / 2)
+    var i = 0
+    while (i < out.length) {
+      out(i) = Integer.parseInt(s.substring(2 * i, 2 * i + 2), 16).toByte
+      i += 1
+    }
+    new String(out, UTF_8)
+  }
+}

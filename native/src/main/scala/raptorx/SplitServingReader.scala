@@ -1,0 +1,252 @@
+package org.apache.spark.sql.execution.python.raptorx
+
+import java.io.ByteArrayInputStream
+import java.nio.file.{Files, Path}
+import java.nio.file.attribute.FileTime
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import org.apache.arrow.memory.BufferAllocator
+import org.apache.arrow.vector.ipc.ArrowStreamReader
+
+import org.apache.spark.sql.catalyst.expressions.BasePredicate
+import org.apache.spark.sql.connector.metric.CustomTaskMetric
+import org.apache.spark.sql.connector.read.{PartitionReader, PartitionReaderFactory}
+import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
+import org.apache.spark.sql.types.StructType
+import org.apache.spark.sql.util.ArrowUtils
+import org.apache.spark.sql.vectorized.{ArrowColumnVector, ColumnVector, ColumnarBatch}
+
+import raptorx.cache.{CachedFile, TaskCounts}
+
+/**
+ * The columnar reader of a task whose partition carries a fragment hand-off
+ * ([[FragmentHits]]), a JVM read hand-off ([[JvmReadHandoff]]) or both. Split by split, in
+ * the task's order:
+ *  1. the split's fragment result cache entry on this node, verified, as Arrow batches;
+ *  2. else, when the planner chose the JVM for it, Spark's own Parquet reader through the
+ *     node's block cache ([[JvmParquetRead]]);
+ *  3. else the split is left to the Python reader, which runs once, after the others, with
+ *     the splits served here stamped (`J` in both marks' flags), and computes only the rest.
+ * A task whose splits are all served here starts no Python worker.
+ *
+ * A split Spark's reader fails on before its first batch (a file whose types it does not
+ * convert, which the Python reader may) is left to Python too (`reader.spark_fallbacks`);
+ * a failure after batches were handed on fails the task, as Spark's own scan would, except
+ * that [[raptorx.cache.FileChangedException]] says the file changed after planning.
+ *
+ * Counts: the tiers' counters (`block_cache.*`, `storage.*`, `fragment_cache.*`) as the
+ * Python reader names them, plus `reader.spark_splits` / `reader.python_splits` (which
+ * reader read each split) and `reader.spark_fallbacks`; appended to the metrics directory
+ * and shown as the scan's task metrics ([[ScanReport]]).
+ */
+class SplitServingReader(
+    factory: PartitionReaderFactory,
+    partition: PythonInputPartition,
+    fragments: Option[FragmentHits.Handoff],
+    jvm: Option[(JvmReadHandoff.Plan, JvmParquetRead)],
+    fillCaches: Boolean) extends PartitionReader[ColumnarBatch] {
+  import raptorx.NativeCompatibility.ReaderFactory
+
+  private val schema = ReaderFactory.outputSchema.get[StructType](factory)
+  private val types = schema.fields.map(_.dataType)
+  private val counts = mutable.LinkedHashMap.empty[String, Long].withDefaultValue(0L)
+  private val splitCounts = new TaskCounts()
+  private val splits: Int =
+    fragments.map(_.keys.length).orElse(jvm.map(_._1.splits.length)).getOrElse(0)
+  private val served = mutable.BitSet.empty
+  private var allocated = false
+  private lazy val allocator: BufferAllocator = {
+    allocated = true
+    ArrowUtils.rootAllocator.newChildAllocator("raptorx fragment hits", 0, Long.MaxValue)
+  }
+  private val fragmentDir: Option[Path] = fragments.flatMap { h =>
+    try Some(FragmentHits.resolve(h.cacheDir)) catch { case NonFatal(_) => None }
+  }
+  private val fragmentSecret: Option[Array[Byte]] = fragmentDir.flatMap(FragmentHits.secret)
+  if (fragments.isDefined && fragmentSecret.isEmpty) counts("fragment_cache.jvm_unavailable") += 1
+  private lazy val filter: Option[BasePredicate] = jvm.flatMap(_._2.newFilter())
+  private val metricsDir: String =
+    fragments.map(_.metricsDir).orElse(jvm.map(_._1.metricsDir)).getOrElse("")
+
+  private var nextSplit = 0
+  private var entry: ArrowStreamReader = _
+  private var sparkBatches: Iterator[ColumnarBatch] = _
+  private var python: ArrowColumnarReader = _
+  private var current: ColumnarBatch = _
+
+  override def next(): Boolean = {
+    while (true) {
+      if (entry != null) {
+        if (entry.loadNextBatch()) {
+          current = batchOf(entry)
+          counts("reader.rows_to_spark") += current.numRows()
+          return true
+        }
+        entry.close()
+        entry = null
+      } else if (sparkBatches != null) {
+        if (sparkBatches.hasNext) {
+          current = sparkBatches.next()
+          counts("reader.rows_to_spark") += current.numRows()
+          return true
+        }
+        sparkBatches = null
+      } else if (nextSplit < splits) {
+        val i = nextSplit
+        nextSplit += 1
+        entry = openFragment(i)
+        if (entry == null) sparkBatches = openSpark(i)
+      } else if (served.size == splits) {
+        return false
+      } else {
+        if (python == null) python = pythonReader()
+        if (!python.next()) return false
+        current = python.get()
+        return true
+      }
+    }
+    false
+  }
+
+  private def pythonReader(): ArrowColumnarReader = {
+    var bytes = partition.pickedPartition
+    fragments.foreach(h => bytes = FragmentHits.stamp(bytes, h, served))
+    // Stamping keeps each mark's length, so the other mark's flags stay where they were.
+    if (jvm.isDefined) {
+      JvmReadHandoff.of(bytes).foreach(p => bytes = JvmReadHandoff.stamp(bytes, p, served))
+    }
+    new ArrowColumnarReader(factory, PythonInputPartition(partition.index, bytes))
+  }
+
+  /** Split `i`'s verified fragment entry, or null. */
+  private def openFragment(i: Int): ArrowStreamReader = {
+    val (h, d, s) = (fragments, fragmentDir, fragmentSecret) match {
+      case (Some(h), Some(d), Some(s)) => (h, d, s)
+      case _ => return null
+    }
+    val key = h.keys(i)
+    try {
+      FragmentHits.verified(d, s, key, System.currentTimeMillis()) match {
+        case None =>
+          counts("fragment_cache.jvm_misses") += 1
+          null
+        case Some(data) =>
+          val reader = new ArrowStreamReader(new ByteArrayInputStream(
+            data, FragmentHits.HeaderBytes, data.length - FragmentHits.HeaderBytes), allocator)
+          if (!FragmentHits.sameTypes(reader.getVectorSchemaRoot.getSchema, schema)) {
+            reader.close()
+            counts("fragment_cache.jvm_schema_mismatch") += 1
+            return null
+          }
+          served += i
+          counts("fragment_cache.hits") += 1
+          counts("fragment_cache.jvm_hits") += 1
+          counts("fragment_cache.bytes_read") += data.length
+          InputBytes.add(data.length.toLong)
+          counts("reader.splits_read") += 1
+          try Files.setLastModifiedTime(FragmentHits.entryPath(d, key),
+            FileTime.fromMillis(System.currentTimeMillis()))
+          catch { case NonFatal(_) => counts("fragment_cache.touch_failed") += 1 }
+          reader
+      }
+    } catch {
+      case NonFatal(_) =>
+        counts("fragment_cache.jvm_errors") += 1
+        null
+    }
+  }
+
+  /** Split `i`'s batches from Spark's reader, or null (Python reads it). */
+  private def openSpark(i: Int): Iterator[ColumnarBatch] = {
+    val chosen = jvm.flatMap { case (plan, read) => plan.splits(i).map(s => (plan, read, s)) }
+    if (chosen.isEmpty) return null
+    val (plan, read, split) = chosen.get
+    val parsed = read.partitionValues(split)
+    if (parsed.isEmpty) {
+      counts("reader.spark_refused") += 1
+      return null
+    }
+    val values = parsed.get
+    // Versions the JVM compares (an ETag, a local file's stat); an mtime alone is not cached.
+    val comparable = split.version != null &&
+      (split.version.startsWith("etag:") || split.version.startsWith("posix:"))
+    val cache = plan.cache.filter(_ => fillCaches && split.key != null && comparable)
+    val file = CachedFile(split.path, split.size, split.version, split.etag,
+      cache.map(_ => split.key).orNull,
+      cache.map(c => FragmentHits.resolve(c.baseDir).resolve("blocks")).orNull,
+      plan.cache.map(_.blockSize).getOrElse(1 << 20), plan.cache.exists(_.groupShared),
+      fill = fillCaches, splitCounts)
+    val batches = try {
+      val it = read.read(split, values, file, filter)
+      it.hasNext // the first batch: a file Spark's reader cannot convert fails here
+      it.buffered
+    } catch {
+      case e: raptorx.cache.FileChangedException => throw e
+      case NonFatal(e) =>
+        counts("reader.spark_fallbacks") += 1
+        SplitServingReader.log(s"Spark's reader failed on ${split.path}; the Python reader " +
+          s"reads it: $e")
+        return null
+    }
+    served += i
+    // The fragment looked up above missed, and Python, which counts a miss it computes, will
+    // not see this split.
+    if (fragments.exists(h => h.keys(i) != FragmentHits.NoKey)) counts("fragment_cache.misses") += 1
+    counts("reader.splits_read") += 1
+    counts("reader.spark_splits") += 1
+    counts("reader.files_opened") += 1
+    batches
+  }
+
+  private def batchOf(reader: ArrowStreamReader): ColumnarBatch = {
+    val root = reader.getVectorSchemaRoot
+    val vectors = root.getFieldVectors.asScala
+    val columns: Array[ColumnVector] = types.indices.map { i =>
+      ArrowColumnarReader.column(new ArrowColumnVector(vectors(i)), types(i))
+    }.toArray
+    new ColumnarBatch(columns, root.getRowCount)
+  }
+
+  override def get(): ColumnarBatch = current
+
+  /** Every count of the task so far: this reader's and its block reads'. */
+  private def allCounts: collection.Map[String, Long] = {
+    val merged = mutable.LinkedHashMap.empty[String, Long] ++ counts
+    splitCounts.snapshot().foreach { case (k, v) => merged(k) = merged.getOrElse(k, 0L) + v }
+    merged
+  }
+
+  override def close(): Unit = {
+    try {
+      if (entry != null) entry.close()
+      if (python != null) python.close()
+      if (allocated) allocator.close()
+    } finally {
+      entry = null
+      val blocks = splitCounts.snapshot()
+      val bytes = blocks.getOrElse("block_cache.bytes_from_cache", 0L) +
+        blocks.getOrElse("storage.remote_bytes", 0L)
+      InputBytes.add(bytes)
+      counts("reader.bytes_read") += bytes
+      // Served whole here: the Python reader, which counts where a task ran, never started.
+      if (python == null) {
+        Affinity.placementCounts(partition.pickedPartition).foreach(counts(_) += 1)
+      }
+      FragmentHits.appendCounts(metricsDir, allCounts)
+    }
+  }
+
+  /** The tiers' task metrics (the JVM's counts and, when it ran, the Python reader's) and
+   * pyspark's Python runner metrics when the Python reader ran. */
+  override def currentMetricsValues(): Array[CustomTaskMetric] =
+    if (python == null) ScanReport.taskValues(allCounts)
+    else python.pythonMetricValues ++
+      ScanReport.taskValues(ScanReport.merged(allCounts, python.taskCounts))
+}
+
+object SplitServingReader extends org.apache.spark.internal.Logging {
+  def log(message: String): Unit = logWarning(message)
+}

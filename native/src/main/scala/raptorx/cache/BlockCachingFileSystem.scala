@@ -1,0 +1,459 @@
+package raptorx.cache
+
+import java.io.{EOFException, FileNotFoundException, IOException}
+import java.net.URI
+import java.nio.ByteBuffer
+import java.nio.file.{Files, Path => NioPath, Paths}
+import java.util.concurrent.{Callable, ConcurrentHashMap, ExecutionException, ExecutorService, Executors, Future, ThreadFactory}
+import java.util.concurrent.atomic.{AtomicInteger, AtomicLong}
+import java.util.concurrent.atomic.LongAdder
+import java.util.function.IntFunction
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.{EtagSource, FSDataInputStream, FSDataOutputStream, FSInputStream, FileRange, FileStatus, FileSystem, Path, StreamCapabilities}
+import org.apache.hadoop.fs.permission.FsPermission
+import org.apache.hadoop.util.Progressable
+
+/**
+ * One file a task reads through the block cache: the file's own address (`remote`, a Hadoop
+ * URI: `s3a://`, `file:`), the identity planning listed (size, version, ETag: raptorx_py's
+ * `storage.file_versions`), the key its blocks are stored under (`block_cache.block_key`,
+ * computed by the planner, so the JVM and the Python reader share the blocks; null: never
+ * cached), the node's block directory, and the counts of the task reading it.
+ */
+final case class CachedFile(
+    remote: String,
+    size: Long,
+    version: String,
+    etag: String,
+    key: String,
+    blocksDir: NioPath,
+    blockSize: Int,
+    groupShared: Boolean,
+    fill: Boolean,
+    counts: TaskCounts)
+
+/** Counts of one task, added to by its reading thread and the block fetchers. */
+final class TaskCounts {
+  private val counts = new ConcurrentHashMap[String, LongAdder]()
+  def add(name: String, value: Long = 1L): Unit =
+    if (value != 0) counts.computeIfAbsent(name, _ => new LongAdder()).add(value)
+  def snapshot(): Map[String, Long] = counts.asScala.map { case (k, v) => k -> v.sum() }.toMap
+}
+
+/** A file's blocks changed under a reader: the version planning listed is gone. */
+class FileChangedException(message: String) extends IOException(message)
+
+/**
+ * The files the file system below serves, by the path a task registered them under
+ * (`rxcache://<id>/<name>`): Spark's Parquet reader opens a Hadoop path and nothing else, so
+ * a split's identity and cache travel here. A task registers each split before reading it
+ * and forgets it when the split ends.
+ */
+object CachedFiles {
+  val Scheme = "rxcache"
+  private val files = new ConcurrentHashMap[String, CachedFile]()
+  private val ids = new AtomicLong()
+
+  def register(file: CachedFile): Path = {
+    val id = s"f${ids.incrementAndGet()}"
+    files.put(id, file)
+    val name = file.remote.substring(file.remote.lastIndexOf('/') + 1)
+    new Path(new URI(Scheme, id, "/" + name, null))
+  }
+
+  def forget(path: Path): Unit = files.remove(path.toUri.getAuthority)
+
+  def get(path: Path): CachedFile = {
+    val file = files.get(path.toUri.getAuthority)
+    if (file == null) throw new FileNotFoundException(s"$path: not registered by a raptorx task")
+    file
+  }
+
+  /** The Hadoop settings that make `rxcache://` this file system (never cached by Hadoop:
+   * an instance holds nothing but its URI). */
+  def configure(conf: Configuration): Unit = {
+    conf.set(s"fs.$Scheme.impl", classOf[BlockCachingFileSystem].getName)
+    conf.setBoolean(s"fs.$Scheme.impl.disable.cache", true)
+  }
+}
+
+/**
+ * The block cache as a Hadoop file system, under Spark's own Parquet reader (RaptorX's
+ * shape: Alluxio's local cache as the Hive connector's file system). Reads only: a file is
+ * served in aligned blocks of `blockSize` bytes from `<blocks dir>/data/` (the format of
+ * raptorx_py's `cache/block_store.py`, verified with the cache's secret by [[BlockFiles]]);
+ * a block not there is fetched from the file's own file system (the one Hadoop configures
+ * for `s3a://` or `file:`) with one ranged read, handed out, and published for the next
+ * reader, Python's or the JVM's.
+ *
+ * Contract:
+ * - Bytes of another version are never served or cached: before its first fetch of a file a
+ *   stream compares the store's identity (size; the ETag on an object store; inode, change
+ *   and modification times of a local file) with planning's, and fails with
+ *   [[FileChangedException]] on a difference; s3a then sends that ETag with every ranged GET
+ *   (`If-Match`), so a later overwrite fails the GET; a local file is compared again after
+ *   every fetch before its bytes are published.
+ * - A cache fault is a miss: a missing, short, corrupt or forged block file is read from the
+ *   store (a corrupt one is deleted by [[BlockFiles]]); a block that cannot be published
+ *   (read-only or full disk) is only counted.
+ * - Several missing blocks of one read (a vectored read of a row group's column chunks, a
+ *   read across blocks) are fetched in parallel, one ranged read per block, on a pool of
+ *   `raptorx.block-fetch-threads` (16) threads per JVM.
+ * - Capacity: the JVM cannot update the store's SQLite index, so it publishes the names of
+ *   the blocks it wrote (`adopt/`), which the Python store folds in and evicts by; while the
+ *   blocks waiting there exceed a tenth of the store's capacity (its `capacity` file),
+ *   blocks are read without being stored (`block_cache.jvm_fill_deferred`).
+ *
+ * Limits: no listing, writing or renaming (Spark's reader needs none); a file's identity is
+ * the planner's, so a path must be registered ([[CachedFiles]]) by the task reading it.
+ */
+class BlockCachingFileSystem extends FileSystem {
+  private var fsUri: URI = URI.create(CachedFiles.Scheme + ":///")
+  private var workingDir = new Path(fsUri)
+
+  override def initialize(name: URI, conf: Configuration): Unit = {
+    super.initialize(name, conf)
+    setConf(conf)
+    fsUri = URI.create(s"${name.getScheme}://${Option(name.getAuthority).getOrElse("")}")
+  }
+
+  override def getScheme: String = CachedFiles.Scheme
+  override def getUri: URI = fsUri
+
+  override def open(f: Path, bufferSize: Int): FSDataInputStream =
+    new FSDataInputStream(new BlockCachingInputStream(CachedFiles.get(f), getConf))
+
+  override def getFileStatus(f: Path): FileStatus = {
+    val file = CachedFiles.get(f)
+    new FileStatus(file.size, false, 1, file.blockSize.toLong, 0L, f)
+  }
+
+  override def listStatus(f: Path): Array[FileStatus] = Array(getFileStatus(f))
+
+  private def readOnly(what: String): Nothing =
+    throw new UnsupportedOperationException(s"${CachedFiles.Scheme}:// is read-only ($what)")
+
+  override def create(f: Path, permission: FsPermission, overwrite: Boolean, bufferSize: Int,
+                      replication: Short, blockSize: Long, progress: Progressable): FSDataOutputStream =
+    readOnly("create")
+  override def append(f: Path, bufferSize: Int, progress: Progressable): FSDataOutputStream =
+    readOnly("append")
+  override def rename(src: Path, dst: Path): Boolean = readOnly("rename")
+  override def delete(f: Path, recursive: Boolean): Boolean = readOnly("delete")
+  override def mkdirs(f: Path, permission: FsPermission): Boolean = readOnly("mkdirs")
+  override def setWorkingDirectory(dir: Path): Unit = workingDir = dir
+  override def getWorkingDirectory: Path = workingDir
+}
+
+object BlockCachingFileSystem {
+  val FetchThreadsKey = "raptorx.block-fetch-threads"
+  /** Blocks published and not yet adopted may take this share of the store's capacity. */
+  val UnadoptedShare = 10
+
+  @volatile private var pool: ExecutorService = _
+
+  def fetchPool(conf: Configuration): ExecutorService = {
+    if (pool == null) synchronized {
+      if (pool == null) {
+        val n = math.max(1, conf.getInt(FetchThreadsKey, 16))
+        val made = new AtomicInteger()
+        pool = Executors.newFixedThreadPool(n, new ThreadFactory {
+          override def newThread(r: Runnable): Thread = {
+            val t = new Thread(r, s"raptorx-block-fetch-${made.incrementAndGet()}")
+            t.setDaemon(true)
+            t
+          }
+        })
+      }
+    }
+    pool
+  }
+
+  /** The file systems of the stores (one per scheme, authority and settings), made with
+   * `newInstance`: Hadoop's own cache keys by scheme and authority only, so a session's
+   * s3a for the same bucket with other settings would be handed out instead. */
+  private val stores = new ConcurrentHashMap[String, FileSystem]()
+
+  def storeFor(uri: URI, conf: Configuration): FileSystem = {
+    val settings = conf.getPropsWithPrefix("fs.s3a.").asScala.toSeq.sorted.mkString(",")
+    val key = s"${uri.getScheme}://${uri.getAuthority}|$settings"
+    stores.computeIfAbsent(key, _ => FileSystem.newInstance(uri, conf))
+  }
+
+  /** Bytes of the blocks whose names wait in `<dir>/adopt/` for the Python store to fold
+   * them in (every process's; counted as whole blocks of `blockSize`). */
+  def pendingAdoption(dir: NioPath, blockSize: Int): Long = {
+    val adopt = dir.resolve(BlockFiles.AdoptDir)
+    if (!Files.isDirectory(adopt)) return 0L
+    val listing = Files.newDirectoryStream(adopt, "*" + BlockFiles.NamesSuffix)
+    try listing.asScala.map { f =>
+      try Files.readAllLines(f).size().toLong * (blockSize + BlockFiles.TrailerBytes)
+      catch { case NonFatal(_) => 0L } // adopted (removed) while listed
+    }.sum finally listing.close()
+  }
+
+  /** The version of a local file as raptorx_py's `file_versions.stat_version` spells it. */
+  def posixVersion(path: NioPath): String = {
+    val a = Files.readAttributes(path, "unix:ino,ctime,lastModifiedTime")
+    def nanos(name: String): Long =
+      a.get(name).asInstanceOf[java.nio.file.attribute.FileTime].to(java.util.concurrent.TimeUnit.NANOSECONDS)
+    s"posix:${a.get("ino")}:${nanos("ctime")}:${nanos("lastModifiedTime")}"
+  }
+}
+
+/**
+ * One open file of [[BlockCachingFileSystem]]: positioned and vectored reads served block
+ * by block; the last blocks read are kept in memory, so the reader's small reads (a
+ * footer's tail, then the footer) cost one block each.
+ */
+class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSInputStream
+    with StreamCapabilities {
+  import BlockCachingFileSystem._
+
+  private var pos = 0L
+  private var closed = false
+  private val blockSize = file.blockSize
+  private val caching = file.key != null && file.blocksDir != null
+  private lazy val secret: Option[Array[Byte]] =
+    if (!caching) None
+    else try Some(BlockFiles.secret(file.blocksDir, file.groupShared)) catch {
+      case NonFatal(_) =>
+        file.counts.add("block_cache.jvm_unavailable")
+        None
+    }
+  /** Blocks kept in memory, by index (a few: the reader moves forward). */
+  private val recent = mutable.LinkedHashMap.empty[Long, Array[Byte]]
+  private val RecentBlocks = 4
+  private lazy val capacity: Long = BlockFiles.capacity(file.blocksDir).getOrElse(0L)
+  private lazy val pendingAtOpen: Long = pendingAdoption(file.blocksDir, blockSize)
+  /** Names of the blocks this stream published, adopted by the store at close. */
+  private val publishedNames = mutable.ArrayBuffer.empty[String]
+  private var publishedBytes = 0L
+
+  private val remotePath = new Path(file.remote)
+  private lazy val store: FileSystem = storeFor(remotePath.toUri, conf)
+  /** The store's status of the file, checked against planning's identity (once). */
+  private lazy val remoteStatus: FileStatus = {
+    val st = try store.getFileStatus(remotePath) catch {
+      case e: FileNotFoundException =>
+        throw changed(s"it no longer exists (${e.getMessage})")
+    }
+    file.counts.add("storage.remote_requests")
+    checkIdentity(st)
+    st
+  }
+
+  private def changed(why: String): FileChangedException =
+    new FileChangedException(s"${file.remote}: planned as version ${file.version} (size " +
+      s"${file.size}), but $why; the file changed after it was listed, and nothing read was " +
+      "cached (run the query again to read the new version)")
+
+  private def checkIdentity(st: FileStatus): Unit = {
+    if (st.getLen != file.size) throw changed(s"its size is now ${st.getLen}")
+    val version = Option(file.version).getOrElse("")
+    st match {
+      case e: EtagSource if version.startsWith("etag:") && e.getEtag != null =>
+        val found = e.getEtag.stripPrefix("\"").stripSuffix("\"")
+        if (found != version.stripPrefix("etag:")) throw changed(s"its ETag is now $found")
+      case _ if version.startsWith("posix:") => checkLocalVersion()
+      case _ =>
+    }
+  }
+
+  private def checkLocalVersion(): Unit = {
+    val found = try posixVersion(Paths.get(remotePath.toUri)) catch {
+      case NonFatal(e) => throw changed(s"it cannot be read ($e)")
+    }
+    if (found != file.version) throw changed(s"its version is now $found")
+  }
+
+  /** Vectored reads are served (in parallel for the blocks they miss): Parquet's reader
+   * hands a row group's column chunks over in one call when the stream says so. */
+  override def hasCapability(capability: String): Boolean =
+    capability == StreamCapabilities.VECTOREDIO
+
+  override def seek(target: Long): Unit = {
+    if (target < 0) throw new EOFException(s"negative seek $target in ${file.remote}")
+    pos = target
+  }
+  override def getPos: Long = pos
+  override def seekToNewSource(targetPos: Long): Boolean = false
+  override def available(): Int = math.min(Int.MaxValue.toLong, math.max(0L, file.size - pos)).toInt
+
+  override def read(): Int = {
+    val one = new Array[Byte](1)
+    if (read(one, 0, 1) <= 0) -1 else one(0) & 0xff
+  }
+
+  override def read(b: Array[Byte], off: Int, len: Int): Int = {
+    val n = read(pos, b, off, len)
+    if (n > 0) pos += n
+    n
+  }
+
+  override def read(position: Long, b: Array[Byte], off: Int, len: Int): Int = {
+    if (len == 0) return 0
+    if (position >= file.size) return -1
+    val n = math.min(len.toLong, file.size - position).toInt
+    copyOut(position, b, off, n)
+    n
+  }
+
+  override def readFully(position: Long, b: Array[Byte], off: Int, len: Int): Unit = {
+    if (position < 0 || position + len > file.size) {
+      throw new EOFException(s"${file.remote}: read of $len bytes at $position past its end " +
+        s"(${file.size} bytes)")
+    }
+    copyOut(position, b, off, len)
+  }
+
+  override def readVectored(ranges: java.util.List[_ <: FileRange],
+                            allocate: IntFunction[ByteBuffer]): Unit = {
+    val all = ranges.asScala.toSeq
+    val wanted = all.flatMap(r => blocksOf(r.getOffset, r.getLength)).distinct
+    val got = blocks(wanted)
+    all.foreach { r =>
+      val buffer = allocate.apply(r.getLength)
+      val out = new Array[Byte](r.getLength)
+      copyFrom(got, r.getOffset, out, 0, r.getLength)
+      buffer.put(out)
+      buffer.flip()
+      r.setData(java.util.concurrent.CompletableFuture.completedFuture(buffer))
+    }
+  }
+
+  private def blocksOf(position: Long, len: Int): Seq[Long] =
+    if (len <= 0) Seq.empty
+    else (position / blockSize) to ((position + len - 1) / blockSize)
+
+  private def copyOut(position: Long, b: Array[Byte], off: Int, len: Int): Unit =
+    copyFrom(blocks(blocksOf(position, len)), position, b, off, len)
+
+  private def copyFrom(got: collection.Map[Long, Array[Byte]], position: Long, b: Array[Byte],
+                       off: Int, len: Int): Unit = {
+    var done = 0
+    while (done < len) {
+      val at = position + done
+      val index = at / blockSize
+      val within = (at - index * blockSize).toInt
+      val block = got(index)
+      val n = math.min(len - done, block.length - within)
+      System.arraycopy(block, within, b, off + done, n)
+      done += n
+    }
+  }
+
+  private def blockLength(index: Long): Int =
+    math.min(blockSize.toLong, file.size - index * blockSize).toInt
+
+  private def name(index: Long): String = s"${file.key}-$index"
+
+  /** The blocks `indexes`: from memory, the cache, or the store (in parallel). */
+  private def blocks(indexes: Seq[Long]): collection.Map[Long, Array[Byte]] = {
+    if (closed) throw new IOException(s"${file.remote}: stream closed")
+    val out = mutable.HashMap.empty[Long, Array[Byte]]
+    val missing = mutable.ArrayBuffer.empty[Long]
+    indexes.foreach { i =>
+      recent.get(i) match {
+        case Some(b) => out(i) = b
+        case None =>
+          cached(i) match {
+            case Some(b) => out(i) = b
+            case None => missing += i
+          }
+      }
+    }
+    if (missing.nonEmpty) {
+      remoteStatus // the identity check comes before any fetch
+      val fetched: Seq[(Long, Array[Byte])] =
+        if (missing.length == 1) Seq(missing.head -> fetch(missing.head))
+        else {
+          val pool = fetchPool(conf)
+          val futures: Seq[(Long, Future[Array[Byte]])] = missing.toSeq.map { i =>
+            i -> pool.submit(new Callable[Array[Byte]] { override def call(): Array[Byte] = fetch(i) })
+          }
+          futures.map { case (i, f) =>
+            try i -> f.get() catch {
+              case e: ExecutionException => e.getCause match {
+                case io: IOException => throw io
+                case other => throw new IOException(other)
+              }
+            }
+          }
+        }
+      if (file.version != null && file.version.startsWith("posix:")) checkLocalVersion()
+      fetched.foreach { case (i, b) =>
+        out(i) = b
+        store(i, b)
+      }
+    }
+    out.foreach { case (i, b) => remember(i, b) }
+    out
+  }
+
+  private def remember(i: Long, b: Array[Byte]): Unit = {
+    recent.remove(i)
+    recent(i) = b
+    while (recent.size > RecentBlocks) recent.remove(recent.head._1)
+  }
+
+  private def cached(i: Long): Option[Array[Byte]] = secret.flatMap { s =>
+    val len = blockLength(i)
+    val got = try BlockFiles.read(file.blocksDir, s, name(i), len) catch {
+      case NonFatal(_) =>
+        file.counts.add("block_cache.jvm_errors")
+        None
+    }
+    got.foreach { _ =>
+      file.counts.add("block_cache.hits")
+      file.counts.add("block_cache.bytes_from_cache", len.toLong)
+    }
+    got
+  }
+
+  private def fetch(i: Long): Array[Byte] = {
+    val len = blockLength(i)
+    val out = new Array[Byte](len)
+    val in = store.openFile(remotePath).withFileStatus(remoteStatus)
+      .opt("fs.option.openfile.read.policy", "random").build().get()
+    try in.readFully(i * blockSize, out, 0, len) finally in.close()
+    file.counts.add("block_cache.misses")
+    file.counts.add("block_cache.remote_requests")
+    file.counts.add("block_cache.bytes_from_remote", len.toLong)
+    file.counts.add("storage.remote_requests")
+    file.counts.add("storage.remote_bytes", len.toLong)
+    out
+  }
+
+  private def store(i: Long, b: Array[Byte]): Unit = {
+    if (!file.fill) return
+    secret.foreach { s =>
+      if (capacity <= 0 || pendingAtOpen + publishedBytes > capacity / UnadoptedShare) {
+        file.counts.add("block_cache.jvm_fill_deferred")
+      } else if (BlockFiles.publish(file.blocksDir, s, name(i), b, b.length, file.groupShared)) {
+        publishedNames += name(i)
+        publishedBytes += b.length + BlockFiles.TrailerBytes
+        file.counts.add("block_cache.jvm_published")
+      } else {
+        file.counts.add("block_cache.put_errors")
+      }
+    }
+  }
+
+  override def close(): Unit = {
+    if (closed) return
+    closed = true
+    recent.clear()
+    if (publishedNames.nonEmpty) {
+      if (!BlockFiles.adopt(file.blocksDir, publishedNames.toSeq, file.groupShared)) {
+        file.counts.add("block_cache.put_errors")
+      }
+    }
+    super.close()
+  }
+}

@@ -1,0 +1,153 @@
+"""What a task's input partition tells the JVM so that Spark's own Parquet reader reads its
+splits (through this node's block cache), and what the JVM tells the Python reader back.
+
+RaptorX's data cache sits under the engine's own reader. Here the planner (Python) keeps
+the decisions: which files, which byte ranges, which version of each file, which splits the
+fragment result cache should get; the JVM (``native/.../JvmParquetRead.scala``) reads the
+chosen splits with Spark's vectorized Parquet reader over a Hadoop file system that serves
+the node's block cache and fills it on a miss (``BlockCachingFileSystem.scala``), and
+applies the scan's pushed filters with Spark's own expressions.
+
+The mark, one ASCII string on the partition (found in the pickled bytes without unpickling,
+as ``fragment_handoff``'s is)::
+
+    raptorx-parquet|<the plan, JSON in UTF-8, in hex>|<one flag per split>|
+
+The plan: ``partition_keys`` (the table's keys, in order),
+``cache`` (the block cache's directory as the settings spell it, its block size and
+whether it is group-shared; null when the tier is off), ``metrics`` (the metrics
+directory), ``hadoop`` (settings the JVM's file system for the table's store needs:
+``fs.s3a.*`` from ``hive.s3.*``) and ``splits``: per split either null (the Python reader
+reads it) or its Hadoop path, size, version, ETag, block key (``block_cache.block_key``;
+null: never cached), byte range and partition values (canonical text, below).
+
+Flags: ``-`` not served; the JVM stamps ``J`` on each split it read, and the Python reader
+skips those (``served_by_jvm``, with the fragment mark's flags).
+
+Partition values travel as text the JVM parses by the key's type: integers and decimals as
+their digits, dates as ``YYYY-MM-DD``, booleans ``true``/``false``, strings in hex of their
+UTF-8, null as null; the JVM parses them by the key's type in the scan's schema. A split
+with a value of another kind (``canonical_value`` raises ``TypeError``) is read by Python,
+and so is a key of a type the JVM does not parse.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from raptorx_py.cache.block_cache import block_key
+from raptorx_py.storage.fs import split_url
+
+if TYPE_CHECKING:
+    from raptorx_py.config.settings import Settings
+
+MARKER = "raptorx-parquet|"
+UNSERVED, SERVED = "-", "J"
+ATTRIBUTE = "jvm_read"
+
+
+def canonical_value(value: Any) -> str | None:
+    """A partition value as the JVM parses it (see the module docstring)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, datetime.datetime):  # a subclass of date: never a key type here
+        raise TypeError(f"partition value {value!r} has no canonical form")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, str):
+        return value.encode().hex()
+    raise TypeError(f"partition value {value!r} has no canonical form")
+
+
+def hadoop_path(url: str) -> str:
+    """The URL as Hadoop names it: ``s3://b/k`` -> ``s3a://b/k``; a local path -> ``file:``."""
+    scheme, path = split_url(url)
+    return f"file://{path}" if scheme == "file" else f"s3a://{path}"
+
+
+def hadoop_settings(settings: Settings) -> dict[str, str]:
+    """The ``fs.s3a.*`` settings that point Hadoop's s3a at the store ``hive.s3.*`` names
+    (only those set: an unset one is the session's own ``spark.hadoop.fs.s3a.*``)."""
+    out: dict[str, str] = {}
+    if settings.s3_endpoint:
+        out["fs.s3a.endpoint"] = settings.s3_endpoint
+        out["fs.s3a.connection.ssl.enabled"] = str(
+            not settings.s3_endpoint.startswith("http://")
+        ).lower()
+    if settings.s3_region:
+        out["fs.s3a.endpoint.region"] = settings.s3_region
+    out["fs.s3a.path.style.access"] = str(bool(settings.s3_path_style_access)).lower()
+    if settings.s3_access_key and settings.s3_secret_key:
+        out["fs.s3a.access.key"] = settings.s3_access_key
+        out["fs.s3a.secret.key"] = settings.s3_secret_key
+        out["fs.s3a.aws.credentials.provider"] = (
+            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        )
+    return out
+
+
+def split_plan(split, settings: Settings) -> dict[str, Any]:
+    """What the JVM needs to read ``split`` (a ``planner.Split``)."""
+    scheme, path = split_url(split.url)
+    key = None
+    if settings.cache_enabled and split.version:
+        key = block_key(scheme, path, split.size, str(split.version), settings.cache_block_size)
+    return {
+        "path": hadoop_path(split.url),
+        "size": split.size,
+        "version": split.version,
+        "etag": split.etag,
+        "key": key,
+        "start": split.offset,
+        "length": split.size - split.offset if split.length is None else split.length,
+        "pv": [canonical_value(v) for v in split.partition_values],
+    }
+
+
+def handoff_mark(settings: Settings, partition_keys: Sequence[str], splits: Sequence[Any]) -> str:
+    """The mark of a task: ``splits`` holds, per split, a ``planner.Split`` the JVM reads or
+    None for one the Python reader reads."""
+    plan = {
+        "v": 1,
+        "partition_keys": list(partition_keys),
+        "cache": (
+            {
+                "dir": settings.cache_base_directory,
+                "block_size": settings.cache_block_size,
+                "group_shared": bool(settings.cache_group_shared),
+            }
+            if settings.cache_enabled
+            else None
+        ),
+        "metrics": settings.metrics_directory or "",
+        "hadoop": hadoop_settings(settings),
+        "splits": [None if s is None else split_plan(s, settings) for s in splits],
+    }
+    text = json.dumps(plan, separators=(",", ":")).encode().hex()
+    return f"{MARKER}{text}|{UNSERVED * len(splits)}|"
+
+
+def mark_partition(partition, mark: str):
+    setattr(partition, ATTRIBUTE, mark)
+    return partition
+
+
+def served_by_jvm(partition, splits: int) -> tuple[bool, ...]:
+    """Per split, whether the JVM read it (all False without a matching mark)."""
+    mark = getattr(partition, ATTRIBUTE, None)
+    if not isinstance(mark, str) or not mark.startswith(MARKER):
+        return (False,) * splits
+    flags = mark.rstrip("|").rsplit("|", 1)[-1]
+    if len(flags) != splits:
+        return (False,) * splits
+    return tuple(f == SERVED for f in flags)

@@ -1,0 +1,238 @@
+"""Splits read by Spark's own Parquet reader in the JVM, through the node's block cache
+(``hive.parquet.reader``): every reader gives the rows Spark's ``spark.read.parquet`` gives,
+with the scan's filters applied; a task the JVM reads whole starts no Python worker; one
+task can mix readers; the JVM and the Python reader share one block cache, each reading the
+blocks the other stored; a corrupt block is a counted miss with the right rows; a rewritten
+file is read anew; repeats still end as fragment hits. Counts, not timings."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from raptorx_py.tables.table_registration import register_external_table
+from raptorx_py.tpch import oracle
+
+pytestmark = pytest.mark.spark
+
+ROWS = 3000
+KEYS = ("a", "b", "c")
+
+QUERIES = (
+    "SELECT * FROM {t}",
+    "SELECT id, s FROM {t} WHERE d15 > 10.5 AND day < date '2024-06-01'",
+    "SELECT id, k FROM {t} WHERE s LIKE 'v1%' OR s IS NULL",
+    "SELECT count(*), sum(x) FROM {t} WHERE k = 'b' AND b",
+    "SELECT id FROM {t} WHERE id IN (1, 17, 2500, 5999, 8000) AND k <> 'c'",
+    "SELECT d38, day FROM {t} WHERE d38 IS NOT NULL AND x >= 100.25 AND n = 2",
+    "SELECT s, count(*) FROM {t} WHERE s NOT LIKE '%5' GROUP BY s ORDER BY s LIMIT 20",
+)
+
+
+def _write(root: str, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    for n, key in enumerate(KEYS):
+        d = os.path.join(root, f"k={key}", f"n={n + 1}")
+        os.makedirs(d, exist_ok=True)
+        ids = list(range(n * ROWS, (n + 1) * ROWS))
+        table = pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "d15": pa.array(
+                    [
+                        None if i % 17 == 0 else Decimal(rng.randint(-99999, 99999)) / 100
+                        for i in ids
+                    ],
+                    pa.decimal128(15, 2),
+                ),
+                "d38": pa.array(
+                    [None if i % 5 == 0 else Decimal(f"{rng.randint(0, 10**20)}E-10") for i in ids],
+                    pa.decimal128(38, 10),
+                ),
+                "s": pa.array([None if i % 11 == 0 else f"v{i}" for i in ids], pa.string()),
+                "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 400) for i in ids]),
+                "x": pa.array([None if i % 13 == 0 else i / 4 for i in ids], pa.float64()),
+                "b": pa.array([i % 3 == 0 for i in ids], pa.bool_()),
+            }
+        )
+        pq.write_table(table, os.path.join(d, "part-0.parquet"), row_group_size=700)
+
+
+@pytest.fixture(scope="module")
+def table(env, tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("sparkreader") / "t")
+    _write(root)
+    name = f"{env.unique_db('sparkreader')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, root)
+    return name, root
+
+
+def _view(spark, name, view, reader, cache_dir=None, **options):
+    r = spark.read.format("tiered_hive").option("hive.parquet.reader", reader)
+    r = r.option("cache.enabled", str(cache_dir is not None).lower())
+    if cache_dir is not None:
+        r = r.option("cache.base-directory", cache_dir)
+    for k, v in options.items():
+        r = r.option(k, v)
+    r.load(name).createOrReplaceTempView(view)
+
+
+def _rows(spark, sql):
+    return oracle.spark_rows(spark.sql(sql))
+
+
+@pytest.mark.parametrize("reader", ["SPARK", "PYTHON", "AUTO"])
+def test_every_reader_gives_the_rows_of_sparks_parquet_reader(
+    spark, table, tmp_path, counted, reader
+):
+    name, root = table
+    spark.read.parquet(root).createOrReplaceTempView("sr_parquet")
+    _view(spark, name, "sr_ours", reader, str(tmp_path / "cache"))
+    for sql in QUERIES:
+        with counted() as c:
+            got = _rows(spark, sql.format(t="sr_ours"))
+        expected = _rows(spark, sql.format(t="sr_parquet"))
+        assert oracle.compare_results(expected, got, ordered=False) is None, sql
+        if reader == "PYTHON":
+            assert c["reader.spark_splits"] == 0, sql
+        elif "count(*)" not in sql:  # a pushed aggregation is Python's
+            assert c["reader.spark_splits"] == c["reader.splits_read"] > 0, sql
+            assert c["reader.python_tasks"] == 0, sql  # no Python worker started
+
+
+def test_explain_names_the_reader(spark, table, tmp_path):
+    name, _ = table
+    _view(spark, name, "sr_explain", "SPARK", str(tmp_path / "cache"))
+    text = spark.sql("SELECT id FROM sr_explain WHERE id > 5")._jdf.queryExecution().toString()
+    assert "Reader: Spark's Parquet reader in the JVM" in text
+    _view(spark, name, "sr_explain_py", "PYTHON", str(tmp_path / "cache"))
+    text = spark.sql("SELECT id FROM sr_explain_py WHERE id > 5")._jdf.queryExecution().toString()
+    assert "Reader: Python (the planner chose the Python reader" in text
+
+
+def test_one_task_mixes_readers_and_repeats_end_as_fragment_hits(spark, table, tmp_path, counted):
+    """AUTO with the fragment cache: a split planned before goes to Python, which stores its
+    fragment; a new one to Spark's reader. One task (one wave of one) holds all three."""
+    name, root = table
+    options = {
+        "fragment-result-cache.enabled": "true",
+        "fragment-result-cache.base-directory": str(tmp_path / "fragments"),
+        "hive.min-split-count": "1",
+        "hive.max-split-size": "1GB",
+    }
+    _view(spark, name, "sr_auto", "AUTO", str(tmp_path / "cache"), **options)
+    spark.read.parquet(root).createOrReplaceTempView("sr_parquet")
+    one = "SELECT id, s FROM {t} WHERE k = 'a' AND id % 3 = 0"
+    every = "SELECT id, s FROM {t} WHERE id % 3 = 0"
+    with counted() as first:
+        assert _rows(spark, one.format(t="sr_auto")) == _rows(spark, one.format(t="sr_parquet"))
+    assert first["reader.spark_splits"] == 1 and first["reader.python_tasks"] == 0
+    with counted() as mixed:
+        got = _rows(spark, every.format(t="sr_auto"))
+    assert (
+        oracle.compare_results(_rows(spark, every.format(t="sr_parquet")), got, ordered=False)
+        is None
+    )
+    # k=a was planned before: Python reads it and stores its fragment; b and c: Spark's reader
+    assert mixed["reader.spark_splits"] == 2 and mixed["reader.python_splits"] == 1
+    assert mixed["reader.python_tasks"] == 1 and mixed["fragment_cache.stores"] == 1
+    with counted() as second:
+        _rows(spark, every.format(t="sr_auto"))
+    assert second["fragment_cache.jvm_hits"] == 1  # k=a, stored by the Python reader
+    assert second["reader.python_splits"] == 2  # b and c now planned before: stored
+    with counted() as third:
+        again = _rows(spark, every.format(t="sr_auto"))
+    assert sorted(again) == sorted(got)
+    assert third["fragment_cache.jvm_hits"] == 3 and third["reader.python_tasks"] == 0
+    assert third["reader.spark_splits"] == 0
+
+
+def _blocks(cache_dir: str) -> list[str]:
+    data = os.path.join(cache_dir, "blocks", "data")
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(data) for f in fs)
+
+
+def test_the_readers_share_one_block_cache(spark, table, tmp_path, counted):
+    name, _ = table
+    sql = "SELECT id, d15, s FROM {t} WHERE id % 2 = 0"
+    no_footers = {"hive.parquet.metadata-cache-enabled": "false"}
+    # Spark's reader fills the cache; the Python reader then reads only cached blocks.
+    cache = str(tmp_path / "one")
+    _view(spark, name, "sr_spark", "SPARK", cache, **no_footers)
+    _view(spark, name, "sr_python", "PYTHON", cache, **no_footers)
+    with counted() as cold:
+        expected = _rows(spark, sql.format(t="sr_spark"))
+    assert cold["block_cache.misses"] > 0 and cold["block_cache.jvm_published"] > 0
+    assert len(_blocks(cache)) == cold["block_cache.jvm_published"]
+    with counted() as python:
+        assert _rows(spark, sql.format(t="sr_python")) == expected
+    assert python["block_cache.hits"] > 0 and python["block_cache.misses"] == 0
+    assert python["storage.remote_requests"] == 0
+    # and the other way round, in a cache of its own
+    cache = str(tmp_path / "two")
+    _view(spark, name, "sr_spark2", "SPARK", cache, **no_footers)
+    _view(spark, name, "sr_python2", "PYTHON", cache, **no_footers)
+    with counted() as filled:
+        assert _rows(spark, sql.format(t="sr_python2")) == expected
+    assert filled["block_cache.misses"] > 0
+    with counted() as warm:
+        assert _rows(spark, sql.format(t="sr_spark2")) == expected
+    assert warm["block_cache.hits"] > 0 and warm["block_cache.misses"] == 0
+    assert warm["storage.remote_requests"] == 0 and warm["reader.spark_splits"] == 3
+
+
+def _flip(path: str) -> None:
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0x01]))
+
+
+def test_damaged_blocks_are_counted_misses_with_the_right_rows(spark, table, tmp_path, counted):
+    name, _ = table
+    cache = str(tmp_path / "cache")
+    _view(spark, name, "sr_damaged", "SPARK", cache)
+    sql = "SELECT id, d38, x FROM sr_damaged WHERE x > 10"
+    expected = _rows(spark, sql)
+    blocks = _blocks(cache)
+    assert len(blocks) >= 3
+    _flip(blocks[0])
+    with open(blocks[1], "r+b") as f:  # truncated
+        f.truncate(os.path.getsize(blocks[1]) - 10)
+    with open(blocks[2], "r+b") as f:  # forged: a valid layout under another secret
+        f.seek(-32, os.SEEK_END)
+        f.write(bytes(32))
+    jvm = spark._jvm.raptorx.cache.BlockCounts
+    before = int(jvm.get("jvm_blocks.corrupt"))
+    with counted() as c:
+        assert _rows(spark, sql) == expected
+    assert int(jvm.get("jvm_blocks.corrupt")) - before == 3
+    assert c["block_cache.misses"] == 3 and c["block_cache.hits"] > 0
+    assert len(_blocks(cache)) == len(blocks)  # fetched again and stored again
+
+
+def test_a_rewritten_file_is_read_anew(spark, env, tmp_path, counted):
+    root = str(tmp_path / "t")
+    _write(root, seed=1)
+    name = f"{env.unique_db('sparkreader')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, root)
+    cache = str(tmp_path / "cache")
+    _view(spark, name, "sr_rewritten", "SPARK", cache)
+    sql = "SELECT sum(d15), count(s) FROM sr_rewritten WHERE id >= 0"
+    before = _rows(spark, sql)
+    _write(root, seed=2)  # same files, same sizes, other values
+    spark.read.parquet(root).createOrReplaceTempView("sr_rewritten_parquet")
+    with counted() as c:
+        after = _rows(spark, sql)
+    assert after == _rows(spark, sql.replace("sr_rewritten", "sr_rewritten_parquet"))
+    assert after != before
+    assert c["block_cache.misses"] > 0  # the new version's blocks, not the old ones
