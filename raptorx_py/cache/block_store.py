@@ -4,22 +4,34 @@ SQLite index of them, checksums, LRU eviction by bytes and start-up recovery.
 Layout of ``directory``::
 
     index.sqlite              the index (WAL mode): one row per block file
+    cache.secret              the key of every block's MAC (``cache_files``)
+    capacity                  ``max_size`` in bytes (text), written when a store opens
     tmp/<pid>.<random>.part   blocks being written (published by os.replace)
     data/<kk>/<key>-<index>   one file per block, fanned out by the key's first two hex digits
+    adopt/<pid>.<random>.names  blocks a JVM published, for the index (one name a line)
 
-A block file is the payload followed by a 24-byte trailer (magic, format version, payload
-length, a 64-bit BLAKE2b of the block's name and payload keyed with the cache's secret,
-``cache_files``: a block rewritten with a recomputed plain checksum, or a valid block copied
-under another name, fails verification). The payload comes first so that it starts on a page
+A block file (format version 3) is the payload followed by a 48-byte trailer, little-endian
+``<4sB3xQ32s``: magic ``RXBC``, version 3, three zero bytes, the payload's length (u64) and
+HMAC-SHA256 keyed with the cache's secret over u32 len(name) || name (ASCII) || payload
+(``cache_files.keyed_mac``: a block rewritten with a recomputed plain checksum, or a valid
+block copied under another name, fails verification; versions 1 and 2 fail it too, a
+counted corrupt block and a miss). The payload comes first so that it starts on a page
 boundary: reads of it are page-aligned copies from the page cache, as fast as a plain
 file's. Keys are opaque hex strings chosen by the caller (:mod:`raptorx_py.cache.block_cache`
 hashes the file's identity into them).
+
+The JVM reads and writes the same files (``native/src/main/scala/raptorx/cache/
+BlockFiles.scala``, whose constants are spelled once there and once here). It has no SQLite
+driver, so it cannot index what it publishes: it publishes (temp file + atomic rename, its
+own pid in the temp name) an ``adopt/*.names`` file naming them, which a store folds into
+the index (``adopt_published``), and it reads ``capacity`` to know how far it may fill.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hmac
 import logging
 import os
 import re
@@ -36,15 +48,19 @@ from raptorx_py.sqlite_wal import connect_read_only, connect_wal, is_damage, set
 
 log = logging.getLogger(__name__)
 
-#: The trailer: magic, format version, 3 pad bytes, payload length, keyed digest.
-TRAILER = struct.Struct("<4sB3xQQ")
+#: The trailer: magic, format version, 3 pad bytes, payload length, HMAC-SHA256.
+TRAILER = struct.Struct(f"<4sB3xQ{cache_files.MAC_BYTES}s")
 MAGIC = b"RXBC"
-#: 2: the digest is keyed (version 1's plain xxh3-64 blocks fail verification and go).
-FORMAT_VERSION = 2
+#: 3: HMAC-SHA256, which the JVM can verify (version 2's keyed 64-bit BLAKE2b blocks and
+#: version 1's plain xxh3-64 ones fail verification and go).
+FORMAT_VERSION = 3
 
 INDEX_FILE = "index.sqlite"
 TMP_DIR = "tmp"
 DATA_DIR = "data"
+ADOPT_DIR = "adopt"
+ADOPT_SUFFIX = ".names"
+CAPACITY_FILE = "capacity"
 
 #: Most block files whose verification a store remembers before it forgets them all.
 VERIFIED_MEMO_SIZE = 1 << 18
@@ -82,7 +98,7 @@ def encode_trailer(secret: bytes, name: str, payload) -> bytes:
         MAGIC,
         FORMAT_VERSION,
         len(payload),
-        cache_files.keyed_digest(secret, name.encode(), payload),
+        cache_files.keyed_mac(secret, name.encode(), payload),
     )
 
 
@@ -92,7 +108,7 @@ class BlockStore:
     Contract:
     - ``read_into(key, index, block_len, offset, dest)`` / ``read(...)`` return bytes of
       a block only if the block verifies. A missing file is a plain miss. A file of the
-      wrong size, or whose trailer or xxh3-64 checksum does not match, is corrupt: it is
+      wrong size, or whose trailer or MAC does not match, is corrupt: it is
       deleted, counted in ``block_cache.corrupt_blocks``, and reported as a miss, so the
       caller fetches the block again.
     - Verification: the first read of a block file by a process reads the whole block and
@@ -124,7 +140,14 @@ class BlockStore:
       dead processes (or older than ``ORPHAN_AGE``) are removed; files whose size disagrees
       with the index, or with foreign names, are removed; index rows without files are
       dropped; files without rows are adopted if their checksum verifies, removed if not;
-      then blocks past capacity are evicted.
+      then blocks past capacity are evicted. The directory's ``capacity`` file is set to
+      ``max_size``.
+    - Blocks a JVM published (``adopt/*.names``, module docstring) are folded into the
+      index under its write lock, then blocks past capacity evicted: by
+      ``adopt_published()``, by every put (before it evicts) and by start-up recovery
+      (before its scan). Only a named file that exists, has no row and is as long as its
+      trailer says gets a row (last access: the store's clock; ``block_cache.adopted``); its
+      MAC is checked by its first read, as any block's.
     - A directory that cannot be created or written, or an index that cannot be opened,
       disables the store (``enabled`` False) with one warning: reads miss, puts do nothing.
 
@@ -162,6 +185,7 @@ class BlockStore:
         self.index_path = os.path.join(self.directory, INDEX_FILE)
         self.tmp_dir = os.path.join(self.directory, TMP_DIR)
         self.data_dir = os.path.join(self.directory, DATA_DIR)
+        self.adopt_dir = os.path.join(self.directory, ADOPT_DIR)
         self._lock = threading.RLock()
         self._pid = os.getpid()
         self._conn: sqlite3.Connection | None = None
@@ -271,12 +295,14 @@ class BlockStore:
         self._verified[name] = stamp
 
     def _trailer_matches(self, name: str, trailer, payload) -> bool:
-        magic, version, length, digest = TRAILER.unpack(trailer)
+        magic, version, length, mac = TRAILER.unpack(trailer)
         return (
             magic == MAGIC
             and version == FORMAT_VERSION
             and length == len(payload)
-            and cache_files.keyed_digest(self._secret, name.encode(), payload) == digest
+            and hmac.compare_digest(
+                cache_files.keyed_mac(self._secret, name.encode(), payload), mac
+            )
         )
 
     def discard_corrupt(self, name: str, inode: int | None = None) -> None:
@@ -314,6 +340,7 @@ class BlockStore:
             return 0
         try:
             with self._write() as conn:
+                self._adopt_locked(conn)  # a JVM's blocks not yet indexed go too
                 names = [
                     n
                     for (n,) in conn.execute(
@@ -366,6 +393,7 @@ class BlockStore:
                 os.replace(tmp, final)
                 tmp, published = None, final
                 self._upsert_row(conn, name, size, self.clock())
+                self._adopt_locked(conn)
                 self._evict_locked(conn, self.max_size)
             return True
         except (OSError, sqlite3.Error) as e:
@@ -418,6 +446,75 @@ class BlockStore:
             self.directory,
             self.last_fault,
         )
+
+    # --- blocks the JVM published ------------------------------------------------------------
+
+    def adopt_published(self) -> int:
+        """Fold the blocks a JVM published (``adopt/*.names``) into the index, then evict past
+        capacity as a put does; returns how many rows were added. Never raises: a failure is
+        logged at debug level and the names files stay for the next fold."""
+        if not self.enabled:
+            return 0
+        try:
+            with self._write() as conn:
+                adopted = self._adopt_locked(conn)
+                if adopted:
+                    self._flush_touches(conn)
+                    self._evict_locked(conn, self.max_size)
+            return adopted
+        except (OSError, sqlite3.Error) as e:
+            log.debug("block cache: could not adopt published blocks in %s: %s", self.directory, e)
+            if is_damage(e):
+                self.heal(e)
+            return 0
+
+    def _adopt_locked(self, conn: sqlite3.Connection) -> int:
+        """For each names file: each named block whose file exists, is the size its trailer
+        says and has no row gets one (atime now); then the names file goes. A names file
+        that is not one (not ASCII lines of block names) is removed. Counted in
+        ``block_cache.adopted``. The caller holds the write lock and evicts."""
+        adopted = 0
+        for entry in _scandir(self.adopt_dir):
+            if not entry.name.endswith(ADOPT_SUFFIX):
+                continue
+            try:
+                with open(entry.path, "rb") as f:
+                    text = f.read()
+            except FileNotFoundError:
+                continue  # folded by another process meanwhile
+            names = _parse_names(text)
+            if names is None:
+                log.debug("block cache: unreadable names file %s removed", entry.path)
+            else:
+                now = self.clock()
+                for name in names:
+                    size = self._published_size(name)
+                    if size is None:
+                        continue
+                    if conn.execute("SELECT 1 FROM blocks WHERE name = ?", (name,)).fetchone():
+                        continue
+                    self._upsert_row(conn, name, size, now)
+                    adopted += 1
+            _remove(entry.path)
+        if adopted:
+            counters.add("block_cache.adopted", adopted)
+        return adopted
+
+    def _published_size(self, name: str) -> int | None:
+        """The size of block file ``name`` if it exists and is as long as its trailer says
+        (its MAC is checked by the first read, as for any block); else None."""
+        try:
+            with open(self.path_of(name), "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < TRAILER.size:
+                    return None
+                f.seek(size - TRAILER.size)
+                magic, version, length, _ = TRAILER.unpack(f.read(TRAILER.size))
+        except (FileNotFoundError, struct.error):
+            return None
+        if magic != MAGIC or version != FORMAT_VERSION or length + TRAILER.size != size:
+            return None
+        return size
 
     # --- capacity -------------------------------------------------------------------------
 
@@ -624,6 +721,7 @@ class BlockStore:
         cache_files.make_dirs(self.directory, self.dir_mode)
         cache_files.make_dirs(self.tmp_dir, self.dir_mode)
         cache_files.make_dirs(self.data_dir, self.dir_mode)
+        cache_files.make_dirs(self.adopt_dir, self.dir_mode)
         self._secret = cache_files.load_secret(self.directory, self.file_mode)
         # SQLite gives -wal and -shm the database file's mode; the lock file is ours.
         cache_files.touch(self.index_path, self.file_mode)
@@ -637,6 +735,19 @@ class BlockStore:
         finally:
             _remove(probe)
         _remove(probe + ".ok")
+        self._publish_capacity()
+
+    def _publish_capacity(self) -> None:
+        """Write ``max_size`` to ``capacity`` (temp file + ``os.replace``): how far a JVM may
+        fill the directory before a store adopts and evicts its blocks. The last store
+        opened wins (stores of one node share their settings)."""
+        tmp = os.path.join(self.tmp_dir, f"{os.getpid()}.{secrets.token_hex(8)}.part")
+        try:
+            with open(tmp, "xb", opener=self._opener) as f:
+                f.write(f"{self.max_size}\n".encode())
+            os.replace(tmp, os.path.join(self.directory, CAPACITY_FILE))
+        finally:
+            _remove(tmp)
 
     def recover(self) -> dict[str, int]:
         """Make index and disk agree after crashes; returns what was fixed, by kind."""
@@ -651,6 +762,9 @@ class BlockStore:
         now = self.clock()
         with self._write() as conn:
             fixed["orphan_temps"] = self._remove_orphan_temps(now)
+            # The JVM's blocks first, with atime now; the scan below verifies and adopts
+            # whatever else has no row (a names file lost with a JVM that died).
+            fixed["adopted"] = self._adopt_locked(conn)
             rows = dict(conn.execute("SELECT name, size FROM blocks").fetchall())
             on_disk: set[str] = set()
             torn = 0
@@ -741,6 +855,18 @@ def read_only_usage(directory: str) -> tuple[int, int]:
     finally:
         conn.close()
     return int(count), int(row[0]) if row else 0
+
+
+def _parse_names(text: bytes) -> list[str] | None:
+    """The block names of a names file (``\n``-terminated lines), or None if it is not one."""
+    try:
+        decoded = text.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    if not decoded.endswith("\n"):
+        return None
+    names = decoded[:-1].split("\n")
+    return names if all(_BLOCK_NAME.match(n) for n in names) else None
 
 
 def _pread_exact(fd: int, offset: int, length: int, dest):

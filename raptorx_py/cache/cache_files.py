@@ -8,9 +8,14 @@ group, and files 0660, for a node whose processes run as several users of one gr
 
 A checksum anyone can recompute detects torn writes, not a block rewritten on purpose, nor
 a valid block copied under another block's name. So each cache directory holds a random
-secret (``cache.secret``, created once, 0600 or 0660 as above) and an entry's checksum is
-BLAKE2b keyed with it over the entry's name (which carries the key: the file's identity and
-the block index) and its bytes. Whoever cannot read the secret cannot forge an entry.
+secret (``cache.secret``, 32 random bytes, created once, 0600 or 0660 as above) and an
+entry's checksum is HMAC-SHA256 keyed with it (``keyed_mac``) over the entry's name (which
+carries the key: the file's identity and the block index) and its bytes. Whoever cannot
+read the secret cannot forge an entry. HMAC-SHA256 rather than a faster keyed hash because
+the JVM verifies and writes these entries too (``javax.crypto.Mac``; the Scala side of the
+block files is ``native/.../raptorx/cache/BlockFiles.scala``), and it must be the same
+function in both languages. A JVM creates the secret by the same rule as ``load_secret``
+(temp file, then a hard link: the first creator wins) when it is missing.
 
 Limits: a process that can read the secret (the cache's own users) can forge entries; the
 modes are set on what this code creates, and an existing directory is narrowed only when it
@@ -21,11 +26,14 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import hmac
 import os
 import secrets
 
 SECRET_FILE = "cache.secret"
 SECRET_BYTES = 32
+#: Bytes of ``keyed_mac``.
+MAC_BYTES = 32
 
 
 def modes(group_shared: bool) -> tuple[int, int]:
@@ -121,10 +129,11 @@ def load_secret(directory: str, file_mode: int) -> bytes:
     raise OSError(f"cannot set up the cache secret {path}")
 
 
-def keyed_digest(secret: bytes, name: bytes, payload) -> int:
-    """64-bit BLAKE2b of ``name`` and ``payload`` keyed with ``secret``."""
-    h = hashlib.blake2b(key=secret, digest_size=8)
+def keyed_mac(secret: bytes, name: bytes, payload) -> bytes:
+    """HMAC-SHA256 keyed with ``secret`` over ``len(name)`` (u32, little-endian), ``name``
+    and ``payload``: the checksum of every block and footer entry (32 bytes)."""
+    h = hmac.new(secret, digestmod=hashlib.sha256)
     h.update(len(name).to_bytes(4, "little"))
     h.update(name)
     h.update(payload)
-    return int.from_bytes(h.digest(), "little")
+    return h.digest()

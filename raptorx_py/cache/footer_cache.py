@@ -15,6 +15,7 @@ Usage (what the reader does per split)::
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -81,16 +82,18 @@ def url_prefix(url: str) -> str:
 
 
 # -- the disk entry format ----------------------------------------------------------------
-# header | identity | payload | keyed digest(header + identity + payload)
-# The digest is BLAKE2b keyed with the cache's secret (``cache_files``), so an entry
-# rewritten with a recomputed plain checksum is a corrupt entry, not a footer.
+# header | identity | payload | MAC(header + identity + payload)
+# The MAC is ``cache_files.keyed_mac`` (HMAC-SHA256 keyed with the cache's secret, name
+# ``_MAGIC``), 32 bytes, so an entry rewritten with a recomputed plain checksum is a corrupt
+# entry, not a footer, and a JVM holding the secret can verify it. RXFOOT03: HMAC-SHA256
+# (RXFOOT02's 64-bit BLAKE2b entries are misses: corrupt, deleted, read again).
 # header = magic, identity length (u32), payload length (u64). The payload is the footer as
 # a Parquet metadata-only file (``FileMetaData.write_metadata_file``: "PAR1", thrift, length,
 # "PAR1"), which pyarrow parses with its public ``read_metadata``. The checksum is verified
 # before pyarrow sees a byte, so a torn or scribbled entry is a miss, never a parse of garbage.
-_MAGIC = b"RXFOOT02"
+_MAGIC = b"RXFOOT03"
 _HEADER = struct.Struct("<8sIQ")
-_TRAILER = struct.Struct("<Q")
+_TRAILER = struct.Struct(f"<{cache_files.MAC_BYTES}s")
 _SUFFIX = ".footer"
 _TMP_PREFIX = ".tmp-"
 #: A temp file older than this was left by a process that died while publishing.
@@ -116,7 +119,7 @@ def parse_footer(payload: bytes) -> pq.FileMetaData:
 def _encode_entry(identity: FileIdentity, payload: bytes, secret: bytes) -> bytes:
     ident = identity.encoded()
     body = _HEADER.pack(_MAGIC, len(ident), len(payload)) + ident + payload
-    return body + _TRAILER.pack(cache_files.keyed_digest(secret, _MAGIC, body))
+    return body + _TRAILER.pack(cache_files.keyed_mac(secret, _MAGIC, body))
 
 
 def _decode_entry(identity: FileIdentity, data: bytes, secret: bytes) -> bytes | None:
@@ -128,7 +131,8 @@ def _decode_entry(identity: FileIdentity, data: bytes, secret: bytes) -> bytes |
     if magic != _MAGIC or len(data) != _HEADER.size + ident_len + payload_len + _TRAILER.size:
         return None
     body = data[: -_TRAILER.size]
-    if _TRAILER.unpack_from(data, len(body))[0] != cache_files.keyed_digest(secret, _MAGIC, body):
+    (mac,) = _TRAILER.unpack_from(data, len(body))
+    if not hmac.compare_digest(mac, cache_files.keyed_mac(secret, _MAGIC, body)):
         return None
     ident = body[_HEADER.size : _HEADER.size + ident_len]
     if ident != identity.encoded():
