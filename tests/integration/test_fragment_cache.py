@@ -40,9 +40,11 @@ def _daily_table(env, tmp_path, spark, sealed: bool = False):
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), f"{db}.t", root, sealed=sealed)
     cache_dir = str(tmp_path / "fragments")
+    # The Python reader computes and stores fragments (AUTO would read a query's first run
+    # with Spark's reader and store at its second: tests/integration/test_spark_reader.py).
     spark.read.format("tiered_hive").option("fragment-result-cache.enabled", "true").option(
         "fragment-result-cache.base-directory", cache_dir
-    ).load(f"{db}.t").createOrReplaceTempView("frag_on")
+    ).option("hive.parquet.reader", "PYTHON").load(f"{db}.t").createOrReplaceTempView("frag_on")
     spark.read.format("tiered_hive").load(f"{db}.t").createOrReplaceTempView("frag_off")
     return root, cache_dir
 

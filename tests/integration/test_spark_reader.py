@@ -117,10 +117,17 @@ def test_explain_names_the_reader(spark, table, tmp_path):
     assert "Reader: Python (the planner chose the Python reader" in text
 
 
-def test_one_task_mixes_readers_and_repeats_end_as_fragment_hits(spark, table, tmp_path, counted):
+def test_one_task_mixes_readers_and_repeats_end_as_fragment_hits(spark, env, tmp_path, counted):
     """AUTO with the fragment cache: a split planned before goes to Python, which stores its
-    fragment; a new one to Spark's reader. One task (one wave of one) holds all three."""
-    name, root = table
+    fragment; a new one to Spark's reader. One task (one wave of one) holds all three. The
+    partitions are sealed (trusted statistics): ``id < 3000`` holds for every row of k=a
+    and none of the others, so its split evaluates no predicate and shares its fragment key
+    with the unfiltered query's."""
+    root = str(tmp_path / "t")
+    _write(root)
+    name = f"{env.unique_db('sparkreader')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, root, sealed=True)
     options = {
         "fragment-result-cache.enabled": "true",
         "fragment-result-cache.base-directory": str(tmp_path / "fragments"),
@@ -129,27 +136,24 @@ def test_one_task_mixes_readers_and_repeats_end_as_fragment_hits(spark, table, t
     }
     _view(spark, name, "sr_auto", "AUTO", str(tmp_path / "cache"), **options)
     spark.read.parquet(root).createOrReplaceTempView("sr_parquet")
-    one = "SELECT id, s FROM {t} WHERE k = 'a' AND id % 3 = 0"
-    every = "SELECT id, s FROM {t} WHERE id % 3 = 0"
+    one = "SELECT id, s FROM {t} WHERE id < 3000"
+    every = "SELECT id, s FROM {t}"
     with counted() as first:
         assert _rows(spark, one.format(t="sr_auto")) == _rows(spark, one.format(t="sr_parquet"))
     assert first["reader.spark_splits"] == 1 and first["reader.python_tasks"] == 0
+    expected = _rows(spark, every.format(t="sr_parquet"))
     with counted() as mixed:
         got = _rows(spark, every.format(t="sr_auto"))
-    assert (
-        oracle.compare_results(_rows(spark, every.format(t="sr_parquet")), got, ordered=False)
-        is None
-    )
+    assert oracle.compare_results(expected, got, ordered=False) is None
     # k=a was planned before: Python reads it and stores its fragment; b and c: Spark's reader
     assert mixed["reader.spark_splits"] == 2 and mixed["reader.python_splits"] == 1
     assert mixed["reader.python_tasks"] == 1 and mixed["fragment_cache.stores"] == 1
     with counted() as second:
-        _rows(spark, every.format(t="sr_auto"))
+        assert sorted(_rows(spark, every.format(t="sr_auto"))) == sorted(got)
     assert second["fragment_cache.jvm_hits"] == 1  # k=a, stored by the Python reader
-    assert second["reader.python_splits"] == 2  # b and c now planned before: stored
+    assert second["reader.python_splits"] == 2  # b and c, planned before: now stored
     with counted() as third:
-        again = _rows(spark, every.format(t="sr_auto"))
-    assert sorted(again) == sorted(got)
+        assert sorted(_rows(spark, every.format(t="sr_auto"))) == sorted(got)
     assert third["fragment_cache.jvm_hits"] == 3 and third["reader.python_tasks"] == 0
     assert third["reader.spark_splits"] == 0
 
@@ -215,7 +219,7 @@ def test_damaged_blocks_are_counted_misses_with_the_right_rows(spark, table, tmp
     with counted() as c:
         assert _rows(spark, sql) == expected
     assert int(jvm.get("jvm_blocks.corrupt")) - before == 3
-    assert c["block_cache.misses"] == 3 and c["block_cache.hits"] > 0
+    assert c["block_cache.misses"] == 3  # each fetched again (one block per file here)
     assert len(_blocks(cache)) == len(blocks)  # fetched again and stored again
 
 
