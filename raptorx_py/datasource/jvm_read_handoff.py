@@ -19,7 +19,8 @@ whether it is group-shared; null when the tier is off), ``metrics`` (the metrics
 directory), ``hadoop`` (settings the JVM's file system for the table's store needs:
 ``fs.s3a.*`` from ``hive.s3.*``) and ``splits``: per split either null (the Python reader
 reads it) or its Hadoop path, size, version, ETag, block key (``block_cache.block_key``;
-null: never cached), byte range and partition values (canonical text, below).
+null: never cached), byte range, partition values (canonical text, below) and whether any
+data predicate is left for it (``filter``: statistics may have made them all true there).
 
 Flags: ``-`` not served; the JVM stamps ``J`` on each split it read, and the Python reader
 skips those (``served_by_jvm``, with the fragment mark's flags).
@@ -96,8 +97,10 @@ def hadoop_settings(settings: Settings) -> dict[str, str]:
     return out
 
 
-def split_plan(split, settings: Settings) -> dict[str, Any]:
-    """What the JVM needs to read ``split`` (a ``planner.Split``)."""
+def split_plan(split, settings: Settings, filtered: bool = True) -> dict[str, Any]:
+    """What the JVM needs to read ``split`` (a ``planner.Split``); ``filtered`` False when
+    no data predicate is left for it (none, or statistics made them all true in its
+    partition): its rows need no filtering beyond the partition pruning done."""
     scheme, path = split_url(split.url)
     key = None
     if settings.cache_enabled and split.version:
@@ -111,12 +114,13 @@ def split_plan(split, settings: Settings) -> dict[str, Any]:
         "start": split.offset,
         "length": split.size - split.offset if split.length is None else split.length,
         "pv": [canonical_value(v) for v in split.partition_values],
+        "filter": bool(filtered),
     }
 
 
-def handoff_mark(settings: Settings, partition_keys: Sequence[str], splits: Sequence[Any]) -> str:
-    """The mark of a task: ``splits`` holds, per split, a ``planner.Split`` the JVM reads or
-    None for one the Python reader reads."""
+def handoff_mark(settings: Settings, partition_keys: Sequence[str], specs: Sequence[Any]) -> str:
+    """The mark of a task: ``specs`` holds, per split, the ``read_spec.ReadSpec`` of a split
+    the JVM reads, or None for one the Python reader reads."""
     plan = {
         "v": 1,
         "partition_keys": list(partition_keys),
@@ -131,10 +135,12 @@ def handoff_mark(settings: Settings, partition_keys: Sequence[str], splits: Sequ
         ),
         "metrics": settings.metrics_directory or "",
         "hadoop": hadoop_settings(settings),
-        "splits": [None if s is None else split_plan(s, settings) for s in splits],
+        "splits": [
+            None if s is None else split_plan(s.split, settings, bool(s.predicates)) for s in specs
+        ],
     }
     text = json.dumps(plan, separators=(",", ":")).encode().hex()
-    return f"{MARKER}{text}|{UNSERVED * len(splits)}|"
+    return f"{MARKER}{text}|{UNSERVED * len(specs)}|"
 
 
 def mark_partition(partition, mark: str):

@@ -541,7 +541,7 @@ class TieredHiveReader(DataSourceReader):
                 if auto_fill and spec.key is not None and _fragment_planned_before(spec.key):
                     chosen.append(None)
                 else:
-                    chosen.append(spec.split)
+                    chosen.append(spec)
             if not any(c is not None for c in chosen):
                 continue
             try:

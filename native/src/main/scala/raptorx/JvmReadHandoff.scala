@@ -23,10 +23,12 @@ object JvmReadHandoff {
   private val Json = new ObjectMapper()
 
   /** One split the JVM reads: its file as Hadoop names it, its identity, block key (null:
-   * never cached), byte range and partition values (canonical text, null for null). */
+   * never cached), byte range, partition values (canonical text, null for null), and
+   * whether its rows need the scan's filters (false: no data predicate is left for it, and
+   * its partition passed the partition filters at planning). */
   final case class SplitPlan(path: String, size: Long, version: String, etag: String,
                              key: String, start: Long, length: Long,
-                             partitionValues: IndexedSeq[String])
+                             partitionValues: IndexedSeq[String], filtered: Boolean)
 
   /** The block cache as the settings spell its base directory (null: the tier is off). */
   final case class BlockCache(baseDir: String, blockSize: Int, groupShared: Boolean)
@@ -69,7 +71,8 @@ object JvmReadHandoff {
       if (s.isNull) None
       else Some(SplitPlan(s.get("path").asText(), s.get("size").asLong(), str(s.get("version")),
         str(s.get("etag")), str(s.get("key")), s.get("start").asLong(), s.get("length").asLong(),
-        s.get("pv").elements().asScala.map(str).toIndexedSeq))
+        s.get("pv").elements().asScala.map(str).toIndexedSeq,
+        Option(s.get("filter")).forall(_.asBoolean(true))))
     }.toIndexedSeq
     Plan(node.get("partition_keys").elements().asScala.map(_.asText()).toIndexedSeq, cache,
       str(node.get("metrics")), hadoop, splits, flagsAt)

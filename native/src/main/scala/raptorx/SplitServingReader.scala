@@ -180,7 +180,7 @@ class SplitServingReader(
       plan.cache.map(_.blockSize).getOrElse(1 << 20), plan.cache.exists(_.groupShared),
       fill = fillCaches, splitCounts)
     val batches = try {
-      val it = read.read(split, values, file, filter)
+      val it = read.read(split, values, file, if (split.filtered) filter else None)
       it.hasNext // the first batch: a file Spark's reader cannot convert fails here
       it.buffered
     } catch {

@@ -185,6 +185,22 @@ object BlockCachingFileSystem {
     stores.computeIfAbsent(key, _ => FileSystem.newInstance(uri, conf))
   }
 
+  /** Store statuses of the file versions this JVM checked against planning's identity, by
+   * file and version: the footer's read and the row groups' (two streams of one split), and
+   * every split of a file, ask the store once. Bounded by forgetting them all. */
+  private val checked = new ConcurrentHashMap[String, FileStatus]()
+  private val CheckedMax = 1 << 14
+
+  def checkedStatus(file: CachedFile)(check: => FileStatus): FileStatus = {
+    val key = s"${file.remote}|${file.version}|${file.size}"
+    val known = checked.get(key)
+    if (known != null) return known
+    val status = check
+    if (checked.size() >= CheckedMax) checked.clear()
+    checked.put(key, status)
+    status
+  }
+
   /** Bytes of the blocks whose names wait in `<dir>/adopt/` for the Python store to fold
    * them in (every process's; counted as whole blocks of `blockSize`). */
   def pendingAdoption(dir: NioPath, blockSize: Int): Long = {
@@ -238,7 +254,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   private val remotePath = new Path(file.remote)
   private lazy val store: FileSystem = storeFor(remotePath.toUri, conf)
   /** The store's status of the file, checked against planning's identity (once). */
-  private lazy val remoteStatus: FileStatus = {
+  private lazy val remoteStatus: FileStatus = checkedStatus(file) {
     val st = try store.getFileStatus(remotePath) catch {
       case e: FileNotFoundException =>
         throw changed(s"it no longer exists (${e.getMessage})")
