@@ -176,6 +176,15 @@ def s3a_spark_conf(endpoint: Any) -> dict[str, str]:
     return s3a_jars.spark_conf(endpoint.s3a_settings())
 
 
+def s3a_jars_conf(endpoint: Any) -> dict[str, str]:
+    """hadoop-aws on the class path only: what tiered_hive's JVM reader needs to fetch from
+    the store (it points s3a at the endpoint itself, from ``hive.s3.*``); without it
+    ``hive.parquet.reader`` falls back to the Python reader."""
+    from devservers import s3a_jars
+
+    return s3a_jars.spark_conf({})
+
+
 def tiered_views(options: Mapping[str, str] | None = None) -> Callable[[BenchContext], None]:
     """A view registrar reading ``<database>.<table>`` through the ``tiered_hive`` data
     source, with ``options`` as per-read property overrides.
@@ -354,6 +363,7 @@ def tiered_cached_configuration(
         register_views=tiered_cached_views(name, fresh_per_run=cold, fragments=fragments),
         prepare=empty_cache_root(name, every_run=cold),
         details={"caches": caches, "state": "cold" if cold else "warm"},
+        spark_conf=s3a_jars_conf,
     )
 
 
@@ -432,6 +442,7 @@ register(
         name="tiered-hive-s3",
         description="tiered_hive data source over the emulated remote S3 store, no caches",
         register_views=tiered_views(),
+        spark_conf=s3a_jars_conf,
     )
 )
 

@@ -337,8 +337,9 @@ def configurations_spark_conf(configs: Sequence[Configuration], endpoint: Any) -
     merged: dict[str, str] = {}
     for config in configs:
         for key, value in (config.spark_conf(endpoint) if config.spark_conf else {}).items():
-            if key == "spark.jars":
-                merged[key] = ",".join(filter(None, [merged.get(key), value]))
+            if key == "spark.jars":  # joined, each jar once
+                jars = [j for j in (merged.get(key, "") + "," + value).split(",") if j]
+                merged[key] = ",".join(dict.fromkeys(jars))
             elif merged.setdefault(key, value) != value:
                 raise ValueError(
                     f"configuration {config.name} needs {key}={value}, another "

@@ -432,9 +432,9 @@ def test_configurations_spark_conf_joins_jars_and_refuses_conflicts():
 
     plain = Configuration("plain", "no session settings", register_views=print)
     a = config("a", {"spark.jars": "/a.jar", "spark.hadoop.x": "1"})
-    b = config("b", {"spark.jars": "/b.jar", "spark.hadoop.x": "1"})
+    b = config("b", {"spark.jars": "/b.jar,/a.jar", "spark.hadoop.x": "1"})
     assert configurations_spark_conf([plain, a, b], endpoint=None) == {
-        "spark.jars": "/a.jar,/b.jar",
+        "spark.jars": "/a.jar,/b.jar",  # each jar once
         "spark.hadoop.x": "1",
     }
     with pytest.raises(ValueError, match="configuration c needs spark.hadoop.x=2"):
