@@ -216,9 +216,9 @@ object BlockFiles {
 
   /**
    * Open the block `name` and either verify it whole (the first read of this file by this
-   * JVM, or a file changed since) or, when already verified, read `dest.remaining()` bytes
-   * at `offset` into `dest` (then the outcome is [[Ranged]]). `dest` null: always the whole
-   * payload.
+   * JVM, or a file changed since) or, when already verified, read without its MAC:
+   * `dest.remaining()` bytes at `offset` into `dest` (then the outcome is [[Ranged]]), or
+   * the whole payload when `dest` is null.
    */
   private def open(dir: Path, secret: Array[Byte], name: String, blockLen: Int, offset: Int,
                    dest: ByteBuffer): Outcome = {
@@ -238,8 +238,13 @@ object BlockFiles {
       val expectedSize = blockLen.toLong + TrailerBytes
       val outcome =
         if (channel.size() != expectedSize || before.size() != expectedSize) Corrupt
-        else if (dest != null && same && verified.get(memoKey) == stamp(before)) {
-          if (readFully(channel, dest, offset.toLong)) Ranged else Corrupt
+        else if (same && verified.get(memoKey) == stamp(before)) {
+          if (dest != null) {
+            if (readFully(channel, dest, offset.toLong)) Ranged else Corrupt
+          } else {
+            val payload = new Array[Byte](blockLen)
+            if (readFully(channel, ByteBuffer.wrap(payload), 0L)) Whole(payload) else Corrupt
+          }
         } else verifyWhole(channel, secret, name, blockLen) match {
           case Some(payload) =>
             if (same) remember(memoKey, stamp(before))
@@ -262,7 +267,9 @@ object BlockFiles {
     while (tail.hasRemaining && channel.read(tail, blockLen.toLong + tail.position()) >= 0) ()
     if (tail.position() != TrailerBytes) return None
     val trailer = java.util.Arrays.copyOf(tail.array(), TrailerBytes)
-    if (trailerMatches(secret, name, payload, trailer)) Some(payload) else None
+    if (!trailerMatches(secret, name, payload, trailer)) return None
+    BlockCounts.add(BlockCounts.Verified)
+    Some(payload)
   }
 
   private def remember(key: String, s: Stamp): Unit = {
@@ -335,50 +342,52 @@ object BlockFiles {
    * path. False (counted in `jvm_blocks.publish_errors`) on any failure; never throws. The
    * Python store learns of it through [[adopt]]. */
   def publish(dir: Path, secret: Array[Byte], name: String, payload: Array[Byte], length: Int,
-              groupShared: Boolean): Boolean = {
-    var tmp: Path = null
-    try {
+              groupShared: Boolean): Boolean =
+    attempt(BlockCounts.Published, BlockCounts.PublishErrors) {
       if (!isBlockName(name) || length < 0 || length > payload.length || secret.length != SecretBytes)
         throw new IllegalArgumentException(s"not a block: $name ($length bytes)")
-      makeDirs(dir.resolve(TmpDir), groupShared)
-      tmp = tempPath(dir)
-      writeNew(tmp, groupShared, ByteBuffer.wrap(payload, 0, length),
-        ByteBuffer.wrap(trailer(secret, name, payload, length)))
-      val file = path(dir, name)
-      makeDirs(file.getParent, groupShared)
-      Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE)
-      tmp = null
-      BlockCounts.add(BlockCounts.Published)
-      true
-    } catch {
-      case NonFatal(_) =>
-        BlockCounts.add(BlockCounts.PublishErrors)
-        false
-    } finally if (tmp != null) deleteQuietly(tmp)
-  }
+      publishFile(dir, groupShared, ByteBuffer.wrap(payload, 0, length),
+        ByteBuffer.wrap(trailer(secret, name, payload, length)))(_ => path(dir, name))
+    }
 
   /** Publish `<dir>/adopt/<pid>.<16 hex>.names` naming blocks this JVM published, for the
    * Python store to index. False (counted in `jvm_blocks.adopt_errors`) on any failure or a
    * name that is not a block's; never throws. No names: nothing written, true. */
-  def adopt(dir: Path, names: Seq[String], groupShared: Boolean): Boolean = {
-    if (names.isEmpty) return true
-    var tmp: Path = null
-    try {
+  def adopt(dir: Path, names: Seq[String], groupShared: Boolean): Boolean =
+    names.isEmpty || attempt(BlockCounts.AdoptFiles, BlockCounts.AdoptErrors) {
       if (!names.forall(isBlockName)) throw new IllegalArgumentException("not a block name")
-      makeDirs(dir.resolve(TmpDir), groupShared)
-      val adoptDir = dir.resolve(AdoptDir)
-      makeDirs(adoptDir, groupShared)
-      tmp = tempPath(dir)
-      writeNew(tmp, groupShared, ByteBuffer.wrap(names.map(_ + "\n").mkString.getBytes(US_ASCII)))
-      val base = tmp.getFileName.toString.stripSuffix(TempSuffix)
-      Files.move(tmp, adoptDir.resolve(base + NamesSuffix), StandardCopyOption.ATOMIC_MOVE)
-      tmp = null
+      val text = names.map(_ + "\n").mkString.getBytes(US_ASCII)
+      publishFile(dir, groupShared, ByteBuffer.wrap(text)) { tmp =>
+        dir.resolve(AdoptDir).resolve(tmp.getFileName.toString.stripSuffix(TempSuffix) + NamesSuffix)
+      }
+    }
+
+  /** `body`, counted in `done`; false, counted in `failed`, if it throws. */
+  private def attempt(done: String, failed: String)(body: => Unit): Boolean =
+    try {
+      body
+      BlockCounts.add(done)
       true
     } catch {
       case NonFatal(_) =>
-        BlockCounts.add(BlockCounts.AdoptErrors)
+        BlockCounts.add(failed)
         false
-    } finally if (tmp != null) deleteQuietly(tmp)
+    }
+
+  /** Write `chunks` to a new temp file `<dir>/tmp/<pid>.<16 hex>.part` and rename it onto
+   * `target(temp file)` (its directory created); the temp file is removed on failure. */
+  private def publishFile(dir: Path, groupShared: Boolean, chunks: ByteBuffer*)(
+      target: Path => Path): Unit = {
+    makeDirs(dir.resolve(TmpDir), groupShared)
+    val tmp = tempPath(dir)
+    var moved = false
+    try {
+      writeNew(tmp, groupShared, chunks: _*)
+      val file = target(tmp)
+      makeDirs(file.getParent, groupShared)
+      Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE)
+      moved = true
+    } finally if (!moved) deleteQuietly(tmp)
   }
 
   /** [[adopt]] for callers holding a Java list (py4j). */
@@ -403,12 +412,16 @@ object BlockFiles {
 object BlockCounts {
   val Hits = "jvm_blocks.hits"
   val Misses = "jvm_blocks.misses"
+  /** Block files whose MAC was checked (a hit on a file already verified checks none). */
+  val Verified = "jvm_blocks.verified"
   val Corrupt = "jvm_blocks.corrupt"
   val ReadErrors = "jvm_blocks.read_errors"
   val Published = "jvm_blocks.published"
   val PublishErrors = "jvm_blocks.publish_errors"
+  val AdoptFiles = "jvm_blocks.adopt_files"
   val AdoptErrors = "jvm_blocks.adopt_errors"
-  val Names: Seq[String] = Seq(Hits, Misses, Corrupt, ReadErrors, Published, PublishErrors, AdoptErrors)
+  val Names: Seq[String] =
+    Seq(Hits, Misses, Verified, Corrupt, ReadErrors, Published, PublishErrors, AdoptFiles, AdoptErrors)
 
   private val totals = new ConcurrentHashMap[String, LongAdder]()
   private val pending = new ConcurrentHashMap[String, LongAdder]()
