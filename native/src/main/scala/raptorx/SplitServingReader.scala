@@ -235,7 +235,10 @@ class SplitServingReader(
       if (python == null) {
         Affinity.placementCounts(partition.pickedPartition).foreach(counts(_) += 1)
       }
-      FragmentHits.appendCounts(metricsDir, allCounts)
+      // The block files' own counts (`jvm_blocks.*`: verified, corrupt, published ...) are
+      // the JVM's, not the task's: what accrued since the last drain goes with this task's.
+      val blockFiles = raptorx.cache.BlockCounts.drain().asScala.map { case (k, v) => k -> v.longValue }
+      FragmentHits.appendCounts(metricsDir, allCounts ++ blockFiles)
     }
   }
 
