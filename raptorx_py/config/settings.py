@@ -592,8 +592,10 @@ PROPERTIES: tuple[Property, ...] = (
         minimum="1MB",
         file="config",
         doc=(
-            "Bytes the fragment result cache may hold on disk; least recently used entries are "
-            "evicted."
+            "Bytes the fragment result cache may hold on disk. Over it, entries are evicted in "
+            "the order they were stored by a second-chance (CLOCK) pass: an entry read since it "
+            "was stored, or since its last second chance, goes to the back once instead of "
+            "being evicted."
         ),
     ),
     Property(
