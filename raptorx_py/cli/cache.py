@@ -3,57 +3,54 @@
 from __future__ import annotations
 
 from raptorx_py import metrics
-from raptorx_py.cli.common import add_common_options, print_columns, print_json, settings_from_args
+from raptorx_py.cli.common import (
+    command,
+    command_group,
+    print_columns,
+    print_json,
+    settings_from_args,
+)
 from raptorx_py.cli.progress import ProgressBar, human_bytes
 
 
 def add_parser(sub) -> None:
+    """``raptorx cache`` and its commands."""
     from raptorx_py.cache_invalidations import TIERS  # light: the tiers load on use
 
-    cache = sub.add_parser(
+    csub = command_group(
+        sub,
         "cache",
         help="look at, clear, invalidate and warm this node's cache tiers",
         description="this node's cache tiers (" + ", ".join(TIERS) + "), whatever process "
         "filled them",
     )
-    csub = cache.add_subparsers(dest="cache_command", required=True)
-    stats = csub.add_parser(
-        "stats",
-        help="each tier: location, entries, size, limit, hits / misses / evictions",
-    )
-    stats.add_argument("--json", action="store_true", help="one JSON document")
-    add_common_options(stats)
-    stats.set_defaults(func=cmd_cache_stats)
-    clear = csub.add_parser("clear", help="empty every tier, or those named")
-    clear.add_argument("--tier", action="append", choices=TIERS, help="only this tier (repeatable)")
-    add_common_options(clear)
-    clear.set_defaults(func=cmd_cache_clear)
+    text = "each tier: location, entries, size, limit, hits / misses / evictions"
+    with command(csub, "stats", cmd_cache_stats, text) as stats:
+        stats.add_argument("--json", action="store_true", help="one JSON document")
+    with command(csub, "clear", cmd_cache_clear, "empty every tier, or those named") as clear:
+        clear.add_argument(
+            "--tier", action="append", choices=TIERS, help="only this tier (repeatable)"
+        )
     text = (
         "drop one table's (or partition's) entries from every tier after an out-of-band "
         "change: its metastore entries and listings, and the footer, block and fragment "
         "entries of the files it holds"
     )
-    inv = csub.add_parser("invalidate", help=text, description=text)
-    inv.add_argument("table", help="<database>.<table>")
-    inv.add_argument("--partition", metavar="K=V[/K2=V2]", help="only these partitions")
-    add_common_options(inv)
-    inv.set_defaults(func=cmd_cache_invalidate)
+    with command(csub, "invalidate", cmd_cache_invalidate, text, described=True, table=True) as inv:
+        inv.add_argument("--partition", metavar="K=V[/K2=V2]", help="only these partitions")
     text = (
         "read a table's footers and column chunks into the footer and block caches, "
         "without Spark (as a query reading those columns under that filter would)"
     )
-    warm = csub.add_parser("warm", help=text, description=text)
-    warm.add_argument("table", help="<database>.<table>")
-    warm.add_argument("--columns", metavar="A,B", help="only these columns (default: all)")
-    warm.add_argument(
-        "--where",
-        metavar="CONDITIONS",
-        help="conditions joined by AND, e.g. \"day >= date '2024-01-01' and qty > 45\": "
-        "partitions and row groups they rule out are not read",
-    )
-    warm.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_common_options(warm)
-    warm.set_defaults(func=cmd_cache_warm)
+    with command(csub, "warm", cmd_cache_warm, text, described=True, table=True) as warm:
+        warm.add_argument("--columns", metavar="A,B", help="only these columns (default: all)")
+        warm.add_argument(
+            "--where",
+            metavar="CONDITIONS",
+            help="conditions joined by AND, e.g. \"day >= date '2024-01-01' and qty > 45\": "
+            "partitions and row groups they rule out are not read",
+        )
+        warm.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def cmd_cache_stats(args) -> int:

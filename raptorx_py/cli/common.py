@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from raptorx_py.errors import ConfigError
 
@@ -33,6 +36,49 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="override one property (repeatable)",
     )
+
+
+def command_group(subparsers, name: str, **kwargs: str):
+    """A command group (``raptorx table``): its parser (``kwargs``: help, description), and
+    the subparsers its commands are added to, one of which must be named."""
+    group = subparsers.add_parser(name, **kwargs)
+    return group.add_subparsers(dest=f"{name}_command", required=True)
+
+
+@contextmanager
+def command(
+    subparsers,
+    name: str,
+    func,
+    text: str,
+    *,
+    described: bool = False,
+    table: bool = False,
+    common: bool = True,
+) -> Iterator[argparse.ArgumentParser]:
+    """One command: its parser, with ``text`` as its help (and as its description when
+    ``described``) and a ``table`` argument first when asked; the ``with`` block adds its own
+    arguments; then the options every command takes (unless not ``common``) and ``func``,
+    which runs it."""
+    parser = subparsers.add_parser(name, help=text, **({"description": text} if described else {}))
+    if table:
+        parser.add_argument("table", help="<database>.<table>")
+    yield parser
+    if common:
+        add_common_options(parser)
+    parser.set_defaults(func=func)
+
+
+@contextmanager
+def opened_table(args) -> Iterator[tuple[Any, Any, Any]]:
+    """For a command on ``args.table``: the settings ``args`` give, their catalog (open for
+    the ``with`` block) and the table in it: ``(settings, metastore, table)``."""
+    from raptorx_py.metastore.configured import open_catalog
+    from raptorx_py.names import parse_table_name
+
+    settings = settings_from_args(args)
+    with open_catalog(settings) as ms:
+        yield settings, ms, ms.get_table(*parse_table_name(args.table))
 
 
 def metastore_named(settings) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from raptorx_py.cli.common import (
-    add_common_options,
+    command,
+    command_group,
     metastore_named,
     print_json,
     settings_from_args,
@@ -14,17 +15,13 @@ from raptorx_py.cli.common import (
 
 def add_parser(sub) -> None:
     """``raptorx config`` and its command."""
-    config = sub.add_parser("config", help="inspect the configuration")
-    csub = config.add_subparsers(dest="config_command", required=True)
-    cshow = csub.add_parser(
-        "show", help="the files read, the metastore, and every property with its value and default"
-    )
-    cshow.add_argument(
-        "--sources", action="store_true", help="only the files read and the metastore URL"
-    )
-    cshow.add_argument("--json", action="store_true", help="one JSON document")
-    add_common_options(cshow)
-    cshow.set_defaults(func=cmd_config_show)
+    csub = command_group(sub, "config", help="inspect the configuration")
+    text = "the files read, the metastore, and every property with its value and default"
+    with command(csub, "show", cmd_config_show, text) as show:
+        show.add_argument(
+            "--sources", action="store_true", help="only the files read and the metastore URL"
+        )
+        show.add_argument("--json", action="store_true", help="one JSON document")
 
 
 def cmd_config_show(args) -> int:

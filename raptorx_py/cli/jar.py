@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import argparse
 
+from raptorx_py.cli.common import command
 from raptorx_py.errors import RaptorxError
 
 
-def add_parser(subparsers) -> None:
+def add_parser(sub) -> None:
+    """``raptorx jar``."""
     text = (
         "print the native jar's path and the flags that start pyspark or spark-submit with "
         "it (--jars and --driver-class-path)"
     )
-    cmd = subparsers.add_parser("jar", help=text, description=text)
-    only = cmd.add_mutually_exclusive_group()
-    only.add_argument("--path", action="store_true", help="print the jar's path only")
-    only.add_argument(
-        "--flags", action="store_true", help="print the --jars/--driver-class-path line only"
-    )
-    cmd.set_defaults(func=cmd_jar)
+    with command(sub, "jar", cmd_jar, text, described=True, common=False) as cmd:
+        only = cmd.add_mutually_exclusive_group()
+        only.add_argument("--path", action="store_true", help="print the jar's path only")
+        only.add_argument(
+            "--flags", action="store_true", help="print the --jars/--driver-class-path line only"
+        )
 
 
 def cmd_jar(args) -> int:

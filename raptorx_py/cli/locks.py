@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-from raptorx_py.cli.common import add_common_options, print_columns, settings_from_args
+from raptorx_py.cli.common import command, command_group, print_columns, settings_from_args
 from raptorx_py.errors import ConfigError
 
 
 def add_parser(sub) -> None:
-    locks = sub.add_parser("locks", help="inspect Hive locks held in the metastore")
-    lsub = locks.add_subparsers(dest="locks_command", required=True)
-    show = lsub.add_parser("show", help="list held locks (Hive's SHOW LOCKS)")
-    show.add_argument("object", nargs="?", help="<db> or <db>.<table> (default: every lock)")
-    show.add_argument(
-        "--partition",
-        action="append",
-        metavar="K=V",
-        help="one partition of the table (repeatable for k1=v1/k2=v2)",
-    )
-    show.add_argument(
-        "--extended",
-        action="store_true",
-        help="also when, by whom and from where each lock was taken",
-    )
-    add_common_options(show)
-    show.set_defaults(func=cmd_locks_show)
+    """``raptorx locks`` and its command."""
+    lsub = command_group(sub, "locks", help="inspect Hive locks held in the metastore")
+    with command(lsub, "show", cmd_locks_show, "list held locks (Hive's SHOW LOCKS)") as show:
+        show.add_argument("object", nargs="?", help="<db> or <db>.<table> (default: every lock)")
+        show.add_argument(
+            "--partition",
+            action="append",
+            metavar="K=V",
+            help="one partition of the table (repeatable for k1=v1/k2=v2)",
+        )
+        show.add_argument(
+            "--extended",
+            action="store_true",
+            help="also when, by whom and from where each lock was taken",
+        )
 
 
 def cmd_locks_show(args) -> int:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from raptorx_py.cli.common import add_common_options, parse_partition_spec, settings_from_args
+from raptorx_py.cli.common import command, command_group, opened_table, parse_partition_spec
 
 
 def add_parser(sub) -> None:
-    partition = sub.add_parser("partition", help="add, seal and un-seal partitions")
-    psub = partition.add_subparsers(dest="partition_command", required=True)
+    """``raptorx partition`` and its commands."""
+    psub = command_group(sub, "partition", help="add, seal and un-seal partitions")
     for name, text in (
         (
             "seal",
@@ -21,25 +21,19 @@ def add_parser(sub) -> None:
             "change (its statistics are then used only while they describe its files)",
         ),
     ):
-        cmd = psub.add_parser(name, help=text, description=text)
-        cmd.add_argument("table", help="<database>.<table>")
-        cmd.add_argument("partition", help="k1=v1[/k2=v2...]")
-        add_common_options(cmd)
-        cmd.set_defaults(func=cmd_partition_seal)
+        with command(psub, name, cmd_partition_seal, text, described=True, table=True) as cmd:
+            cmd.add_argument("partition", help="k1=v1[/k2=v2...]")
     text = (
         "register one partition of an EXTERNAL table (Hive's ALTER TABLE ADD PARTITION); "
         "its statistics are computed from the files it holds (none: an empty partition)"
     )
-    add = psub.add_parser("add", help=text, description=text)
-    add.add_argument("table", help="<database>.<table>")
-    add.add_argument("partition", help="k1=v1[/k2=v2...]")
-    add.add_argument(
-        "--location",
-        help="its directory (default: the table's location plus k1=v1/k2=v2...)",
-    )
-    add.add_argument("--seal", action="store_true", help="seal it too")
-    add_common_options(add)
-    add.set_defaults(func=cmd_partition_add)
+    with command(psub, "add", cmd_partition_add, text, described=True, table=True) as add:
+        add.add_argument("partition", help="k1=v1[/k2=v2...]")
+        add.add_argument(
+            "--location",
+            help="its directory (default: the table's location plus k1=v1/k2=v2...)",
+        )
+        add.add_argument("--seal", action="store_true", help="seal it too")
 
 
 def cmd_partition_seal(args) -> int:
@@ -47,13 +41,9 @@ def cmd_partition_seal(args) -> int:
     listings of sealed partitions, and either change gives the partition a new version.
     Sealing verifies the partition's statistics against its files and recomputes them when
     they describe other files."""
-    from raptorx_py.metastore.configured import open_catalog
-    from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import seal_partition, unseal_partition
 
-    settings = settings_from_args(args)
-    with open_catalog(settings) as ms:
-        table = ms.get_table(*parse_table_name(args.table))
+    with opened_table(args) as (settings, ms, table):
         values = parse_partition_spec(table, args.partition)
         if args.partition_command == "seal":
             outcome = seal_partition(ms, settings, table.qualified_name, values)
@@ -71,13 +61,9 @@ def cmd_partition_seal(args) -> int:
 
 def cmd_partition_add(args) -> int:
     """Hive's ALTER TABLE ... ADD PARTITION for an external table, with statistics."""
-    from raptorx_py.metastore.configured import open_catalog
-    from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import add_partition
 
-    settings = settings_from_args(args)
-    with open_catalog(settings) as ms:
-        table = ms.get_table(*parse_table_name(args.table))
+    with opened_table(args) as (settings, ms, table):
         values = parse_partition_spec(table, args.partition)
         added = add_partition(
             ms, settings, table.qualified_name, values, location=args.location, seal=args.seal

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from raptorx_py.cli.common import (
-    add_common_options,
+    command,
+    command_group,
     metastore_named,
+    opened_table,
     parse_partition_spec,
     print_json,
     settings_from_args,
@@ -14,83 +16,71 @@ from raptorx_py.errors import SchemaError
 
 def add_parser(sub) -> None:
     """``raptorx table`` and its commands."""
-    table = sub.add_parser("table", help="register and inspect tables")
-    tsub = table.add_subparsers(dest="table_command", required=True)
-    reg = tsub.add_parser(
-        "register", help="register an existing Hive-layout directory as an EXTERNAL table"
-    )
-    reg.add_argument("table", help="<database>.<table>")
-    reg.add_argument("url", help="file:///path or s3://bucket/prefix")
-    reg.add_argument(
-        "--replace",
-        action="store_true",
-        help="replace an existing table (every partition's statistics are computed again; "
-        "partitions sealed before stay sealed unless --no-keep-seals)",
-    )
-    reg.add_argument(
-        "--no-keep-seals",
-        dest="keep_seals",
-        action="store_false",
-        help="with --replace: do not keep the replaced table's seals",
-    )
-    reg.add_argument(
-        "--seal", action="store_true", help="seal every partition (its listing may be cached)"
-    )
-    reg.add_argument(
-        "--partition-type",
-        action="append",
-        metavar="KEY=TYPE",
-        help="the type of a partition key (repeatable), instead of the type "
-        "inferred from its directory values as Spark does",
-    )
-    reg.add_argument(
-        "--no-partition-type-inference",
-        dest="partition_type_inference",
-        action="store_false",
-        help="partition keys without --partition-type are strings (Spark's "
-        "spark.sql.sources.partitionColumnTypeInference.enabled=false)",
-    )
-    add_common_options(reg)
-    reg.set_defaults(func=cmd_table_register)
-    lst = tsub.add_parser("list", help="list tables")
-    lst.add_argument("database", nargs="?")
-    lst.add_argument("--json", action="store_true", help="one JSON document")
-    add_common_options(lst)
-    lst.set_defaults(func=cmd_table_list)
-    show = tsub.add_parser("show", help="describe a table")
-    show.add_argument("table")
-    show.add_argument("--partitions", action="store_true", help="list every partition")
-    show.add_argument("--json", action="store_true", help="one JSON document")
-    add_common_options(show)
-    show.set_defaults(func=cmd_table_show)
+    tsub = command_group(sub, "table", help="register and inspect tables")
+    with command(
+        tsub,
+        "register",
+        cmd_table_register,
+        "register an existing Hive-layout directory as an EXTERNAL table",
+        table=True,
+    ) as reg:
+        reg.add_argument("url", help="file:///path or s3://bucket/prefix")
+        reg.add_argument(
+            "--replace",
+            action="store_true",
+            help="replace an existing table (every partition's statistics are computed again; "
+            "partitions sealed before stay sealed unless --no-keep-seals)",
+        )
+        reg.add_argument(
+            "--no-keep-seals",
+            dest="keep_seals",
+            action="store_false",
+            help="with --replace: do not keep the replaced table's seals",
+        )
+        reg.add_argument(
+            "--seal", action="store_true", help="seal every partition (its listing may be cached)"
+        )
+        reg.add_argument(
+            "--partition-type",
+            action="append",
+            metavar="KEY=TYPE",
+            help="the type of a partition key (repeatable), instead of the type "
+            "inferred from its directory values as Spark does",
+        )
+        reg.add_argument(
+            "--no-partition-type-inference",
+            dest="partition_type_inference",
+            action="store_false",
+            help="partition keys without --partition-type are strings (Spark's "
+            "spark.sql.sources.partitionColumnTypeInference.enabled=false)",
+        )
+    with command(tsub, "list", cmd_table_list, "list tables") as lst:
+        lst.add_argument("database", nargs="?")
+        lst.add_argument("--json", action="store_true", help="one JSON document")
+    with command(tsub, "show", cmd_table_show, "describe a table") as show:
+        show.add_argument("table")
+        show.add_argument("--partitions", action="store_true", help="list every partition")
+        show.add_argument("--json", action="store_true", help="one JSON document")
     text = (
         "recompute the statistics of an EXTERNAL table, or of one partition, from the files "
         "they hold now (Hive's ANALYZE TABLE ... COMPUTE STATISTICS): statistics are used "
         "only while they describe a partition's files"
     )
-    analyze = tsub.add_parser("analyze", help=text, description=text)
-    analyze.add_argument("table", help="<database>.<table>")
-    analyze.add_argument("--partition", metavar="K=V[/K2=V2]", help="only this partition")
-    add_common_options(analyze)
-    analyze.set_defaults(func=cmd_table_analyze)
+    with command(tsub, "analyze", cmd_table_analyze, text, described=True, table=True) as cmd:
+        cmd.add_argument("--partition", metavar="K=V[/K2=V2]", help="only this partition")
     text = (
         "register the partition directories under an EXTERNAL table's location that the "
         "metastore does not have, with statistics computed from their files (Hive's MSCK "
         "REPAIR TABLE); says what it added"
     )
-    repair = tsub.add_parser("repair", help=text, description=text)
-    repair.add_argument("table", help="<database>.<table>")
-    repair.add_argument("--seal", action="store_true", help="seal the partitions it adds")
-    add_common_options(repair)
-    repair.set_defaults(func=cmd_table_repair)
-    clean = tsub.add_parser(
-        "clean",
-        help="remove the files of aborted writes and the staging "
-        "directories of finished ones (managed tables)",
+    with command(tsub, "repair", cmd_table_repair, text, described=True, table=True) as cmd:
+        cmd.add_argument("--seal", action="store_true", help="seal the partitions it adds")
+    text = (
+        "remove the files of aborted writes and the staging directories of finished ones "
+        "(managed tables)"
     )
-    clean.add_argument("table", help="<database>.<table>")
-    add_common_options(clean)
-    clean.set_defaults(func=cmd_table_clean)
+    with command(tsub, "clean", cmd_table_clean, text, table=True):
+        pass
 
 
 def cmd_table_register(args) -> int:
@@ -150,11 +140,8 @@ def cmd_table_list(args) -> int:
 
 def cmd_table_show(args) -> int:
     from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM
-    from raptorx_py.metastore.configured import open_catalog
-    from raptorx_py.names import parse_table_name
 
-    with open_catalog(settings_from_args(args)) as ms:
-        table = ms.get_table(*parse_table_name(args.table))
+    with opened_table(args) as (_, ms, table):
         parts = ms.list_partitions(table) if table.is_partitioned else []
     if args.json:
         print_json(table_record(table, parts, with_partitions=args.partitions))
@@ -209,13 +196,9 @@ def table_record(table, parts, *, with_partitions: bool) -> dict:
 
 def cmd_table_analyze(args) -> int:
     """Hive's ANALYZE TABLE ... [PARTITION (...)] COMPUTE STATISTICS."""
-    from raptorx_py.metastore.configured import open_catalog
-    from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import analyze_partition, analyze_table
 
-    settings = settings_from_args(args)
-    with open_catalog(settings) as ms:
-        table = ms.get_table(*parse_table_name(args.table))
+    with opened_table(args) as (settings, ms, table):
         if args.partition:
             values = parse_partition_spec(table, args.partition)
             p = analyze_partition(ms, settings, table.qualified_name, values)
@@ -229,13 +212,9 @@ def cmd_table_analyze(args) -> int:
 
 def cmd_table_repair(args) -> int:
     """Hive's MSCK REPAIR TABLE: register the partition directories the metastore lacks."""
-    from raptorx_py.metastore.configured import open_catalog
-    from raptorx_py.names import parse_table_name
     from raptorx_py.tables.partition_statistics import repair_table
 
-    settings = settings_from_args(args)
-    with open_catalog(settings) as ms:
-        table = ms.get_table(*parse_table_name(args.table))
+    with opened_table(args) as (settings, ms, table):
         report = repair_table(ms, settings, table.qualified_name, seal=args.seal)
     for name in report.added:
         print(f"added partition {name}")

@@ -2,46 +2,44 @@
 
 from __future__ import annotations
 
-from raptorx_py.cli.common import add_common_options, settings_from_args
+from raptorx_py.cli.common import command, command_group, settings_from_args
 
 
-def add_parser(subparsers) -> None:
-    """Add ``tpch load --scale S --warehouse URL [--database D] [--work-dir DIR]
-    [--conf-dir DIR] [-p name=value]`` to the ``raptorx`` command's subparsers."""
+def add_parser(sub) -> None:
+    """``raptorx tpch load --scale S --warehouse URL [--database D] [--work-dir DIR]
+    [--conf-dir DIR] [-p name=value]``."""
     from raptorx_py.config.paths import default_tpch_work_dir
 
-    tpch = subparsers.add_parser("tpch", help="TPC-H data: generate, copy and register")
-    tsub = tpch.add_subparsers(dest="tpch_command", required=True)
-    load = tsub.add_parser(
-        "load",
-        help="generate TPC-H with tpchgen-cli, copy it to <warehouse>/<database>.db/ "
-        "and register its tables as EXTERNAL",
+    tsub = command_group(sub, "tpch", help="TPC-H data: generate, copy and register")
+    text = (
+        "generate TPC-H with tpchgen-cli, copy it to <warehouse>/<database>.db/ and register "
+        "its tables as EXTERNAL"
     )
-    load.add_argument("--scale", type=float, required=True, help="scale factor, e.g. 0.01 or 1")
-    load.add_argument(
-        "--warehouse",
-        required=True,
-        help="warehouse URL: file:///path, a local path or s3://bucket/prefix",
-    )
-    load.add_argument("--database", default="tpch", help="database name (default: tpch)")
-    load.add_argument(
-        "--work-dir",
-        help=f"where to generate and cache the data locally (default: {default_tpch_work_dir()})",
-    )
-    load.add_argument("--no-progress", action="store_true", help="no progress bar")
-    load.add_argument(
-        "--no-seal",
-        action="store_true",
-        help="register the partitions open (not sealed): their listings are then never cached",
-    )
-    load.add_argument(
-        "--managed",
-        action="store_true",
-        help="write MANAGED tables through the Spark write path instead (starts "
-        "a local Spark session; use a --database of their own)",
-    )
-    add_common_options(load)
-    load.set_defaults(func=cmd_tpch_load)
+    with command(tsub, "load", cmd_tpch_load, text) as load:
+        load.add_argument("--scale", type=float, required=True, help="scale factor, e.g. 0.01 or 1")
+        load.add_argument(
+            "--warehouse",
+            required=True,
+            help="warehouse URL: file:///path, a local path or s3://bucket/prefix",
+        )
+        load.add_argument("--database", default="tpch", help="database name (default: tpch)")
+        load.add_argument(
+            "--work-dir",
+            help="where to generate and cache the data locally "
+            f"(default: {default_tpch_work_dir()})",
+        )
+        load.add_argument("--no-progress", action="store_true", help="no progress bar")
+        load.add_argument(
+            "--no-seal",
+            action="store_true",
+            help="register the partitions open (not sealed): their listings are then never cached",
+        )
+        load.add_argument(
+            "--managed",
+            action="store_true",
+            help="write MANAGED tables through the Spark write path instead (starts "
+            "a local Spark session; use a --database of their own)",
+        )
 
 
 def cmd_tpch_load(args) -> int:
