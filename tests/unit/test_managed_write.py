@@ -510,7 +510,7 @@ def test_a_writers_transaction_and_locks_name_its_user_and_host(setup, monkeypat
     assert seen and set(seen) == {("carol", "driver-7")}
 
 
-# --- issue 10, finding 2: which statistics may prune ----------------------------------------
+# --- which statistics may prune -------------------------------------------------------------
 
 
 def test_external_statistics_prune_only_the_files_they_describe():
