@@ -1,6 +1,6 @@
-"""The fragment entry's MAC: keyed BLAKE2b (the entries' checksum before issue 23) against
-HMAC-SHA256 (now: the JVM checks it with the JDK's ``javax.crypto.Mac``), on a realistic
-entry, from Python and from the JVM.
+"""The fragment entry's MAC: keyed BLAKE2b (the entries' checksum before the JVM served
+hits) against HMAC-SHA256 (now: the JVM checks it with the JDK's ``javax.crypto.Mac``), on
+a realistic entry, from Python and from the JVM.
 
 ``python -m benchmarks.fragment_mac [--rows 120000] [--repetitions 9] [--out result.json]``
 builds a lineitem-like Arrow table (ints, decimals, dates, short strings; about 6 MiB as an

@@ -10,7 +10,7 @@ within each repetition:
 - ``planner``: ``tiered_hive`` with the application's planner (``driver_planner.py``, what
   ``register`` sets up);
 - ``workers``: ``tiered_hive`` with the planner unregistered, so pyspark's planning workers
-  plan every scan (as before issue 23, and as on a Spark Connect server).
+  plan every scan (as before the driver's planner existed, and as on a Spark Connect server).
 
 Each run is ``spark.sql(query).collect()`` after a fresh ``load()`` per table (as a user's
 new DataFrame would be). It prints and writes the median seconds per configuration and, for

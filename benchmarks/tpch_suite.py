@@ -884,7 +884,7 @@ class NoProgress:
 
 def describe_metastore(url: str) -> str:
     """The metastore URL with any password masked (``postgresql://u:***@h/db``)."""
-    from raptorx_py.cli import masked_url
+    from raptorx_py.cli.common import masked_url
 
     return masked_url(url)
 

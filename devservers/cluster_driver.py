@@ -18,7 +18,7 @@ included), and where raptorx_py and its jar came from: the driver's ``package``,
 
 It imports nothing but raptorx_py, so a copy of this file run by another interpreter is an
 application of that interpreter's raptorx_py: the installed wheel's, in
-``test_soft_affinity_cluster.py`` (issue 35)."""
+``test_soft_affinity_cluster.py``."""
 
 from __future__ import annotations
 

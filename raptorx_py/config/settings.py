@@ -73,273 +73,298 @@ KIND_MINIMUM: dict[str, str] = {"int": "0", "count": "0", "size": "0B", "duratio
 PROPERTIES: tuple[Property, ...] = (
     # --- catalog -----------------------------------------------------------------------
     Property(
-        "connector.name",
-        "connector_name",
-        "hive-hadoop2",
-        "connector",
-        "hive",
-        "The connector of a Presto catalog file: only the Hive connector, hive-hadoop2 "
-        "(or hive), is implemented, so a RaptorX catalog file can be used as it is.",
+        name="connector.name",
+        field="connector_name",
+        default="hive-hadoop2",
+        kind="connector",
+        file="hive",
+        doc=(
+            "The connector of a Presto catalog file: only the Hive connector, hive-hadoop2 (or "
+            "hive), is implemented, so a RaptorX catalog file can be used as it is."
+        ),
     ),
     # --- metastore -------------------------------------------------------------------
     Property(
-        "hive.metastore.url",
-        "metastore_url",
-        "sqlite:///~/.raptorx/metastore.db",
-        "str",
-        "hive",
-        "Metastore database: sqlite:///<path> (embedded default, created on first use).",
+        name="hive.metastore.url",
+        field="metastore_url",
+        default="sqlite:///~/.raptorx/metastore.db",
+        kind="str",
+        file="hive",
+        doc="Metastore database: sqlite:///<path> (embedded default, created on first use).",
     ),
     Property(
-        "hive.metastore.uri",
-        "metastore_uri",
-        "",
-        "thrift_uris",
-        "hive",
-        "A Hive Metastore over Thrift: thrift://host:9083, or a comma-separated list tried in "
-        "order. Set, it is the metastore (hive.metastore.url is then not read); empty: the "
-        "metastore database of hive.metastore.url.",
+        name="hive.metastore.uri",
+        field="metastore_uri",
+        default="",
+        kind="thrift_uris",
+        file="hive",
+        doc=(
+            "A Hive Metastore over Thrift: thrift://host:9083, or a comma-separated list tried in "
+            "order. Set, it is the metastore (hive.metastore.url is then not read); empty: the "
+            "metastore database of hive.metastore.url."
+        ),
     ),
     Property(
-        "hive.metastore-timeout",
-        "metastore_timeout",
-        "10s",
-        "duration",
-        "hive",
-        "Thrift metastore: how long one call (and one connection attempt) may take.",
+        name="hive.metastore-timeout",
+        field="metastore_timeout",
+        default="10s",
+        kind="duration",
         minimum="1ms",
+        file="hive",
+        doc="Thrift metastore: how long one call (and one connection attempt) may take.",
     ),
     Property(
-        "hive.metastore.thrift.client.max-retries",
-        "metastore_max_retries",
-        "3",
-        "int",
-        "hive",
-        "Thrift metastore: how many times a call that failed on the connection (not one the "
-        "server refused) is retried, on the next URI of hive.metastore.uri, before the query "
-        "fails.",
+        name="hive.metastore.thrift.client.max-retries",
+        field="metastore_max_retries",
+        default="3",
+        kind="int",
+        file="hive",
+        doc=(
+            "Thrift metastore: how many times a call that failed on the connection (not one the "
+            "server refused) is retried, on the next URI of hive.metastore.uri, before the query "
+            "fails."
+        ),
     ),
     Property(
-        "hive.metastore.thrift.client.min-backoff-delay",
-        "metastore_min_backoff",
-        "1s",
-        "duration",
-        "hive",
-        "Thrift metastore: the wait before the first retry; it doubles for each further one.",
+        name="hive.metastore.thrift.client.min-backoff-delay",
+        field="metastore_min_backoff",
+        default="1s",
+        kind="duration",
+        file="hive",
+        doc="Thrift metastore: the wait before the first retry; it doubles for each further one.",
     ),
     Property(
-        "hive.metastore.thrift.client.max-backoff-delay",
-        "metastore_max_backoff",
-        "1s",
-        "duration",
-        "hive",
-        "Thrift metastore: the longest wait between two retries.",
+        name="hive.metastore.thrift.client.max-backoff-delay",
+        field="metastore_max_backoff",
+        default="1s",
+        kind="duration",
+        file="hive",
+        doc="Thrift metastore: the longest wait between two retries.",
     ),
     Property(
-        "hive.metastore.partition-batch-size.max",
-        "metastore_partition_batch_size",
-        "100",
-        "int",
-        "hive",
-        "Thrift metastore: partitions fetched per get_partitions_by_names call when a table's "
-        "partitions are read (one call per this many partitions, never one per partition).",
+        name="hive.metastore.partition-batch-size.max",
+        field="metastore_partition_batch_size",
+        default="100",
+        kind="int",
         minimum="1",
+        file="hive",
+        doc=(
+            "Thrift metastore: partitions fetched per get_partitions_by_names call when a table's "
+            "partitions are read (one call per this many partitions, never one per partition)."
+        ),
     ),
     Property(
-        "hive.metastore.warehouse.dir",
-        "warehouse_dir",
-        "~/.raptorx/warehouse",
-        "str",
-        "hive",
-        "Where a write creates a managed table whose database has no location: "
-        "<dir>/<db>.db/<table> (a local path, file:// or s3:// URL).",
+        name="hive.metastore.warehouse.dir",
+        field="warehouse_dir",
+        default="~/.raptorx/warehouse",
+        kind="str",
+        file="hive",
+        doc=(
+            "Where a write creates a managed table whose database has no location: "
+            "<dir>/<db>.db/<table> (a local path, file:// or s3:// URL)."
+        ),
     ),
     Property(
-        "hive.metastore-cache-ttl",
-        "metastore_cache_ttl",
-        "1h",
-        "duration",
-        "hive",
-        "How long a cached metastore entry without write ids is served: an external "
-        "table's, or a managed table's partitions with hive.partition-versioning-enabled="
-        "false (other managed entries are checked against each query's write ids "
-        "instead). The cache follows the metastore's notification log (every "
-        "hive.metastore-refresh-interval), so this only bounds how long a change the log "
-        "missed can be served. 0s turns the whole metastore cache off: every query reads "
-        "the database.",
+        name="hive.metastore-cache-ttl",
+        field="metastore_cache_ttl",
+        default="1h",
+        kind="duration",
+        file="hive",
+        doc=(
+            "How long a cached metastore entry without write ids is served: an external table's, "
+            "or a managed table's partitions with hive.partition-versioning-enabled=false (other "
+            "managed entries are checked against each query's write ids instead). The cache "
+            "follows the metastore's notification log (every hive.metastore-refresh-interval), so "
+            "this only bounds how long a change the log missed can be served. 0s turns the whole "
+            "metastore cache off: every query reads the database."
+        ),
     ),
     Property(
-        "hive.metastore-refresh-interval",
-        "metastore_refresh_interval",
-        "1s",
-        "duration",
-        "hive",
-        "How often each process's metastore cache applies new notification-log "
-        "events (a background thread; one metastore round trip each time).",
-        "1ms",
+        name="hive.metastore-refresh-interval",
+        field="metastore_refresh_interval",
+        default="1s",
+        kind="duration",
+        minimum="1ms",
+        file="hive",
+        doc=(
+            "How often each process's metastore cache applies new notification-log events (a "
+            "background thread; one metastore round trip each time)."
+        ),
     ),
     Property(
-        "hive.metastore-cache-maximum-size",
-        "metastore_cache_maximum_size",
-        "10000",
-        "count",
-        "hive",
-        "Most tables, and separately most partitions (counted one by "
-        "one), that each process's metastore cache holds, least recently used out first; "
-        "a table with more partitions than this is not cached.",
+        name="hive.metastore-cache-maximum-size",
+        field="metastore_cache_maximum_size",
+        default="10000",
+        kind="count",
+        file="hive",
+        doc=(
+            "Most tables, and separately most partitions (counted one by one), that each process's "
+            "metastore cache holds, least recently used out first; a table with more partitions "
+            "than this is not cached."
+        ),
     ),
     Property(
-        "hive.metastore-cache-prewarm",
-        "metastore_cache_prewarm",
-        "false",
-        "bool",
-        "hive",
-        "Load every table and its partitions into a process's metastore cache when the "
-        "cache is created (Hive's CachedStore prewarm: each table's ValidWriteIdList is "
-        "taken first, then its entries), within hive.metastore-cache-maximum-size. Off by "
-        "default because every planning process holds its own cache and a prewarm reads "
-        "the whole metastore; queries then load only what they read.",
+        name="hive.metastore-cache-prewarm",
+        field="metastore_cache_prewarm",
+        default="false",
+        kind="bool",
+        file="hive",
+        doc=(
+            "Load every table and its partitions into a process's metastore cache when the cache "
+            "is created (Hive's CachedStore prewarm: each table's ValidWriteIdList is taken first, "
+            "then its entries), within hive.metastore-cache-maximum-size. Off by default because "
+            "every planning process holds its own cache and a prewarm reads the whole metastore; "
+            "queries then load only what they read."
+        ),
     ),
     Property(
-        "hive.metastore-cache-scope",
-        "metastore_cache_scope",
-        "ALL",
-        "cache_scope",
-        "hive",
-        "What the metastore cache holds: ALL (tables and partitions) or PARTITION "
-        "(partition lists only; every query reads its tables from the database).",
+        name="hive.metastore-cache-scope",
+        field="metastore_cache_scope",
+        default="ALL",
+        kind="cache_scope",
+        file="hive",
+        doc=(
+            "What the metastore cache holds: ALL (tables and partitions) or PARTITION (partition "
+            "lists only; every query reads its tables from the database)."
+        ),
     ),
     Property(
-        "hive.partition-versioning-enabled",
-        "partition_versioning_enabled",
-        "true",
-        "bool",
-        "hive",
-        "Tag cached partitions of managed tables with the write ids they were "
-        "read under, so they serve only snapshots they are fresh for; false: served by "
-        "age (hive.metastore-cache-ttl) and dropped on notification-log events, like an "
-        "external table's, so another application's commit is seen only after those.",
+        name="hive.partition-versioning-enabled",
+        field="partition_versioning_enabled",
+        default="true",
+        kind="bool",
+        file="hive",
+        doc=(
+            "Tag cached partitions of managed tables with the write ids they were read under, so "
+            "they serve only snapshots they are fresh for; false: served by age "
+            "(hive.metastore-cache-ttl) and dropped on notification-log events, like an external "
+            "table's, so another application's commit is seen only after those."
+        ),
     ),
     # --- transactions and locks ----------------------------------------------------------
     Property(
-        "hive.support.concurrency",
-        "support_concurrency",
-        "true",
-        "bool",
-        "hive",
-        "Take Hive's shared/exclusive locks for reads and writes; false turns locking off.",
+        name="hive.support.concurrency",
+        field="support_concurrency",
+        default="true",
+        kind="bool",
+        file="hive",
+        doc="Take Hive's shared/exclusive locks for reads and writes; false turns locking off.",
     ),
     Property(
-        "hive.lock.numretries",
-        "lock_numretries",
-        "100",
-        "count",
-        "hive",
-        "Times a refused lock is retried before the operation fails naming the holder.",
+        name="hive.lock.numretries",
+        field="lock_numretries",
+        default="100",
+        kind="count",
+        file="hive",
+        doc="Times a refused lock is retried before the operation fails naming the holder.",
     ),
     Property(
-        "hive.lock.sleep.between.retries",
-        "lock_sleep_between_retries",
-        "60s",
-        "duration",
-        "hive",
-        "Wait between two attempts to take a refused lock.",
+        name="hive.lock.sleep.between.retries",
+        field="lock_sleep_between_retries",
+        default="60s",
+        kind="duration",
+        file="hive",
+        doc="Wait between two attempts to take a refused lock.",
     ),
     Property(
-        "hive.txn.timeout",
-        "txn_timeout",
-        "300s",
-        "duration",
-        "hive",
-        "A transaction whose client has not heartbeated for this long is expired; each "
-        "transaction keeps the timeout of the client that opened it (a lock taken outside "
-        "a transaction: the expiring client's).",
-        "1s",
+        name="hive.txn.timeout",
+        field="txn_timeout",
+        default="300s",
+        kind="duration",
+        minimum="1s",
+        file="hive",
+        doc=(
+            "A transaction whose client has not heartbeated for this long is expired; each "
+            "transaction keeps the timeout of the client that opened it (a lock taken outside a "
+            "transaction: the expiring client's)."
+        ),
     ),
     # --- object store (S3) -------------------------------------------------------------
     Property(
-        "hive.s3.endpoint",
-        "s3_endpoint",
-        "",
-        "str",
-        "hive",
-        "S3 endpoint URL; empty means AWS's own endpoint.",
+        name="hive.s3.endpoint",
+        field="s3_endpoint",
+        default="",
+        kind="str",
+        file="hive",
+        doc="S3 endpoint URL; empty means AWS's own endpoint.",
     ),
     Property(
-        "hive.s3.aws-access-key",
-        "s3_access_key",
-        "",
-        "str",
-        "hive",
-        "S3 access key; empty means the default credential chain.",
+        name="hive.s3.aws-access-key",
+        field="s3_access_key",
+        default="",
+        kind="str",
+        file="hive",
+        doc="S3 access key; empty means the default credential chain.",
     ),
     Property(
-        "hive.s3.aws-secret-key",
-        "s3_secret_key",
-        "",
-        "str",
-        "hive",
-        "S3 secret key; empty means the default credential chain.",
+        name="hive.s3.aws-secret-key",
+        field="s3_secret_key",
+        default="",
+        kind="str",
+        file="hive",
+        doc="S3 secret key; empty means the default credential chain.",
     ),
     Property(
-        "hive.s3.region",
-        "s3_region",
-        "",
-        "str",
-        "hive",
-        "S3 region name; empty means the SDK default.",
+        name="hive.s3.region",
+        field="s3_region",
+        default="",
+        kind="str",
+        file="hive",
+        doc="S3 region name; empty means the SDK default.",
     ),
     Property(
-        "hive.s3.path-style-access",
-        "s3_path_style_access",
-        "false",
-        "bool",
-        "hive",
-        "Address buckets as <endpoint>/<bucket> instead of <bucket>.<endpoint>.",
+        name="hive.s3.path-style-access",
+        field="s3_path_style_access",
+        default="false",
+        kind="bool",
+        file="hive",
+        doc="Address buckets as <endpoint>/<bucket> instead of <bucket>.<endpoint>.",
     ),
     Property(
-        "hive.s3.connect-timeout",
-        "s3_connect_timeout",
-        "5s",
-        "duration",
-        "hive",
-        "Time allowed to open a connection to the S3 endpoint.",
-        "1ms",
+        name="hive.s3.connect-timeout",
+        field="s3_connect_timeout",
+        default="5s",
+        kind="duration",
+        minimum="1ms",
+        file="hive",
+        doc="Time allowed to open a connection to the S3 endpoint.",
     ),
     Property(
-        "hive.s3.socket-timeout",
-        "s3_socket_timeout",
-        "30s",
-        "duration",
-        "hive",
-        "Time allowed for an S3 response before the request fails.",
-        "1ms",
+        name="hive.s3.socket-timeout",
+        field="s3_socket_timeout",
+        default="30s",
+        kind="duration",
+        minimum="1ms",
+        file="hive",
+        doc="Time allowed for an S3 response before the request fails.",
     ),
     Property(
-        "hive.s3.max-error-retries",
-        "s3_max_error_retries",
-        "2",
-        "int",
-        "hive",
-        "Retries of a failed S3 request before the query fails with the endpoint named.",
+        name="hive.s3.max-error-retries",
+        field="s3_max_error_retries",
+        default="2",
+        kind="int",
+        file="hive",
+        doc="Retries of a failed S3 request before the query fails with the endpoint named.",
     ),
     # --- pruning -----------------------------------------------------------------------
     Property(
-        "hive.partition-statistics-based-optimization-enabled",
-        "stats_pruning_enabled",
-        "true",
-        "bool",
-        "hive",
-        "Skip partitions and row groups whose min/max/null statistics cannot match the filter.",
+        name="hive.partition-statistics-based-optimization-enabled",
+        field="stats_pruning_enabled",
+        default="true",
+        kind="bool",
+        file="hive",
+        doc="Skip partitions and row groups whose min/max/null statistics cannot match the filter.",
     ),
     Property(
-        "hive.aggregation-pushdown-enabled",
-        "aggregation_pushdown_enabled",
-        "true",
-        "bool",
-        "hive",
-        "Let Spark push a partial aggregation (group keys; SUM, COUNT, MIN, MAX, AVG) into "
-        "the scan: each split returns its groups instead of its rows. Needs the native jar.",
+        name="hive.aggregation-pushdown-enabled",
+        field="aggregation_pushdown_enabled",
+        default="true",
+        kind="bool",
+        file="hive",
+        doc=(
+            "Let Spark push a partial aggregation (group keys; SUM, COUNT, MIN, MAX, AVG) into the "
+            "scan: each split returns its groups instead of its rows. Needs the native jar."
+        ),
     ),
     Property(
         "hive.parquet.reader",
@@ -357,237 +382,267 @@ PROPERTIES: tuple[Property, ...] = (
     ),
     # --- splits -------------------------------------------------------------------------
     Property(
-        "hive.max-split-size",
-        "max_split_size",
-        "64MB",
-        "size",
-        "hive",
-        "Most bytes of files one Spark task reads; small files are packed together up "
-        "to this size.",
-        "1B",
+        name="hive.max-split-size",
+        field="max_split_size",
+        default="64MB",
+        kind="size",
+        minimum="1B",
+        file="hive",
+        doc=(
+            "Most bytes of files one Spark task reads; small files are packed together up to this "
+            "size."
+        ),
     ),
     Property(
-        "hive.min-split-count",
-        "min_split_count",
-        "0",
-        "count",
-        "hive",
-        "Tasks run this many at a time: a scan's tasks come in whole waves of this many, "
-        "as even in bytes as whole files allow, so a small table still uses every core "
-        "and a wave ends together. 0: the Spark application's default parallelism (its "
-        "task slots, filled in by register()); Spark pays a fixed cost per task of a "
-        "Python source, so tasks beyond the slots only add that cost.",
+        name="hive.min-split-count",
+        field="min_split_count",
+        default="0",
+        kind="count",
+        file="hive",
+        doc=(
+            "Tasks run this many at a time: a scan's tasks come in whole waves of this many, as "
+            "even in bytes as whole files allow, so a small table still uses every core and a wave "
+            "ends together. 0: the Spark application's default parallelism (its task slots, filled "
+            "in by register()); Spark pays a fixed cost per task of a Python source, so tasks "
+            "beyond the slots only add that cost."
+        ),
     ),
     Property(
-        "hive.node-selection-strategy",
-        "node_selection_strategy",
-        "NO_PREFERENCE",
-        "node_selection",
-        "hive",
-        "Where splits run. NO_PREFERENCE: wherever Spark has a free slot. SOFT_AFFINITY: "
-        "each file on the host, then the executor of that host, a rendezvous hash of its "
-        "path picks among the application's live executors (Spark's spark.locality.wait "
-        "decides when a task falls back to another); a split read on another executor of "
-        "the same host uses the host's caches, one read on another host neither reads nor "
-        "fills that host's caches. Needs the native jar and a cluster; local mode has no "
-        "executors to choose.",
+        name="hive.node-selection-strategy",
+        field="node_selection_strategy",
+        default="NO_PREFERENCE",
+        kind="node_selection",
+        file="hive",
+        doc=(
+            "Where splits run. NO_PREFERENCE: wherever Spark has a free slot. SOFT_AFFINITY: each "
+            "file on the host, then the executor of that host, a rendezvous hash of its path picks "
+            "among the application's live executors (Spark's spark.locality.wait decides when a "
+            "task falls back to another); a split read on another executor of the same host uses "
+            "the host's caches, one read on another host neither reads nor fills that host's "
+            "caches. Needs the native jar and a cluster; local mode has no executors to choose."
+        ),
     ),
     Property(
-        "hive.soft-affinity.max-split-imbalance",
-        "soft_affinity_max_split_imbalance",
-        "0",
-        "count",
-        "hive",
-        "With SOFT_AFFINITY: when a file's preferred executor already holds this many more "
-        "of the scan's splits than the least loaded executor, the file goes to its second "
-        "choice (a sibling executor on the same host, else the next host), which caches it "
-        "as its own; RaptorX's busy worker handing a split to its secondary. Presto bounds "
-        "running splits (node-scheduler.max-pending-splits-per-task), which a Spark plan "
-        "cannot see: Spark queues a stage's tasks at once. 0: no bound, every file on its "
-        "preferred executor.",
+        name="hive.soft-affinity.max-split-imbalance",
+        field="soft_affinity_max_split_imbalance",
+        default="0",
+        kind="count",
+        file="hive",
+        doc=(
+            "With SOFT_AFFINITY: when a file's preferred executor already holds this many more of "
+            "the scan's splits than the least loaded executor, the file goes to its second choice "
+            "(a sibling executor on the same host, else the next host), which caches it as its "
+            "own; RaptorX's busy worker handing a split to its secondary. Presto bounds running "
+            "splits (node-scheduler.max-pending-splits-per-task), which a Spark plan cannot see: "
+            "Spark queues a stage's tasks at once. 0: no bound, every file on its preferred "
+            "executor."
+        ),
     ),
     # --- file-listing cache ------------------------------------------------------------
     Property(
-        "hive.file-status-cache-tables",
-        "file_status_cache_tables",
-        "*",
-        "str",
-        "hive",
-        "Tables whose sealed and managed partitions' listings are cached: comma-separated "
-        "patterns such as *, tpch.* or db.table; empty: none (the listing cache off). "
-        "Unsealed external partitions are listed by every query.",
+        name="hive.file-status-cache-tables",
+        field="file_status_cache_tables",
+        default="*",
+        kind="str",
+        file="hive",
+        doc=(
+            "Tables whose sealed and managed partitions' listings are cached: comma-separated "
+            "patterns such as *, tpch.* or db.table; empty: none (the listing cache off). Unsealed "
+            "external partitions are listed by every query."
+        ),
     ),
     Property(
-        "hive.file-status-cache-size",
-        "file_status_cache_size",
-        "1000000",
-        "count",
-        "hive",
-        "Most file entries the listing cache holds.",
+        name="hive.file-status-cache-size",
+        field="file_status_cache_size",
+        default="1000000",
+        kind="count",
+        file="hive",
+        doc="Most file entries the listing cache holds.",
     ),
     Property(
-        "hive.file-status-cache-expire-time",
-        "file_status_cache_expire_time",
-        "24h",
-        "duration",
-        "hive",
-        "How long a cached listing of a sealed partition is served.",
+        name="hive.file-status-cache-expire-time",
+        field="file_status_cache_expire_time",
+        default="24h",
+        kind="duration",
+        file="hive",
+        doc="How long a cached listing of a sealed partition is served.",
     ),
     # --- Parquet footer cache -------------------------------------------------------------
     Property(
-        "hive.parquet.metadata-cache-enabled",
-        "parquet_metadata_cache_enabled",
-        "true",
-        "bool",
-        "hive",
-        "Cache Parquet footers in memory and on the node's local disk (under "
-        "cache.base-directory); false turns the tier off.",
+        name="hive.parquet.metadata-cache-enabled",
+        field="parquet_metadata_cache_enabled",
+        default="true",
+        kind="bool",
+        file="hive",
+        doc=(
+            "Cache Parquet footers in memory and on the node's local disk (under "
+            "cache.base-directory); false turns the tier off."
+        ),
     ),
     Property(
-        "hive.parquet.metadata-cache-size",
-        "parquet_metadata_cache_size",
-        "100MB",
-        "size",
-        "hive",
-        "Bytes of footers kept per process in memory (LRU); the disk copy follows "
-        "cache.alluxio.max-cache-size.",
+        name="hive.parquet.metadata-cache-size",
+        field="parquet_metadata_cache_size",
+        default="100MB",
+        kind="size",
+        file="hive",
+        doc=(
+            "Bytes of footers kept per process in memory (LRU); the disk copy follows "
+            "cache.alluxio.max-cache-size."
+        ),
     ),
     Property(
-        "hive.parquet.metadata-cache-ttl-since-last-access",
-        "parquet_metadata_cache_ttl",
-        "2h",
-        "duration",
-        "hive",
-        "A footer not read for this long is dropped from memory.",
+        name="hive.parquet.metadata-cache-ttl-since-last-access",
+        field="parquet_metadata_cache_ttl",
+        default="2h",
+        kind="duration",
+        file="hive",
+        doc="A footer not read for this long is dropped from memory.",
     ),
     # --- block cache --------------------------------------------------------------------
     Property(
-        "cache.enabled",
-        "cache_enabled",
-        "true",
-        "bool",
-        "hive",
-        "Cache file contents in aligned blocks on the node's local disk (under "
-        "cache.base-directory, at most cache.alluxio.max-cache-size); false turns the tier "
-        "off.",
+        name="cache.enabled",
+        field="cache_enabled",
+        default="true",
+        kind="bool",
+        file="hive",
+        doc=(
+            "Cache file contents in aligned blocks on the node's local disk (under "
+            "cache.base-directory, at most cache.alluxio.max-cache-size); false turns the tier "
+            "off."
+        ),
     ),
     Property(
-        "cache.type",
-        "cache_type",
-        "LOCAL",
-        "cache_type",
-        "hive",
-        "Block cache kind: LOCAL (ALLUXIO is accepted as a name for it).",
+        name="cache.type",
+        field="cache_type",
+        default="LOCAL",
+        kind="cache_type",
+        file="hive",
+        doc="Block cache kind: LOCAL (ALLUXIO is accepted as a name for it).",
     ),
     Property(
-        "cache.base-directory",
-        "cache_base_directory",
-        "~/.raptorx/cache",
-        "str",
-        "hive",
-        "Local directory of the block and footer caches (one per node, shared by its processes).",
+        name="cache.base-directory",
+        field="cache_base_directory",
+        default="~/.raptorx/cache",
+        kind="str",
+        file="hive",
+        doc=(
+            "Local directory of the block and footer caches (one per node, shared by its "
+            "processes)."
+        ),
     ),
     Property(
-        "cache.block-size",
-        "cache_block_size",
-        "1MB",
-        "size",
-        "hive",
-        "Size and alignment of a cached block.",
-        "1B",
+        name="cache.block-size",
+        field="cache_block_size",
+        default="1MB",
+        kind="size",
+        minimum="1B",
+        file="hive",
+        doc="Size and alignment of a cached block.",
     ),
     Property(
-        "cache.alluxio.max-cache-size",
-        "cache_max_size",
-        "2GB",
-        "size",
-        "hive",
-        "Bytes the block cache may hold on disk; least recently used blocks are evicted.",
+        name="cache.alluxio.max-cache-size",
+        field="cache_max_size",
+        default="2GB",
+        kind="size",
+        file="hive",
+        doc="Bytes the block cache may hold on disk; least recently used blocks are evicted.",
     ),
     Property(
-        "cache.group-shared",
-        "cache_group_shared",
-        "false",
-        "bool",
-        "hive",
-        "false: cache directories 0700 and files 0600 (the block and footer caches hold "
-        "copies of table files); true: directories 2770 and files 0660, shared by the "
-        "users of the cache directory's group.",
+        name="cache.group-shared",
+        field="cache_group_shared",
+        default="false",
+        kind="bool",
+        file="hive",
+        doc=(
+            "false: cache directories 0700 and files 0600 (the block and footer caches hold copies "
+            "of table files); true: directories 2770 and files 0660, shared by the users of the "
+            "cache directory's group."
+        ),
     ),
     # --- fragment result cache (RaptorX's names; node configuration) -------------------
     Property(
-        "fragment-result-cache.enabled",
-        "fragment_cache_enabled",
-        "true",
-        "bool",
-        "config",
-        "Keep each split's result (rows after filters, or its partial aggregation) on the "
-        "node's local disk and answer the same split read the same way from it; false turns "
-        "the tier off.",
+        name="fragment-result-cache.enabled",
+        field="fragment_cache_enabled",
+        default="true",
+        kind="bool",
+        file="config",
+        doc=(
+            "Keep each split's result (rows after filters, or its partial aggregation) on the "
+            "node's local disk and answer the same split read the same way from it; false turns "
+            "the tier off."
+        ),
     ),
     Property(
-        "fragment-result-cache.base-directory",
-        "fragment_cache_base_directory",
-        "~/.raptorx/fragment-cache",
-        "str",
-        "config",
-        "Local directory of the fragment result cache (one per node, shared by its processes).",
+        name="fragment-result-cache.base-directory",
+        field="fragment_cache_base_directory",
+        default="~/.raptorx/fragment-cache",
+        kind="str",
+        file="config",
+        doc="Local directory of the fragment result cache (one per node, shared by its processes).",
     ),
     Property(
-        "fragment-result-cache.max-cached-entries",
-        "fragment_cache_max_entries",
-        "10000",
-        "int",
-        "config",
-        "Entries the fragment result cache holds; when full, new results are not stored "
-        "until eviction or expiry makes room.",
-        "1",
+        name="fragment-result-cache.max-cached-entries",
+        field="fragment_cache_max_entries",
+        default="10000",
+        kind="int",
+        minimum="1",
+        file="config",
+        doc=(
+            "Entries the fragment result cache holds; when full, new results are not stored until "
+            "eviction or expiry makes room."
+        ),
     ),
     Property(
-        "fragment-result-cache.cache-ttl",
-        "fragment_cache_ttl",
-        "2d",
-        "duration",
-        "config",
-        "How long a fragment result is kept after it is stored; 0s: until evicted.",
+        name="fragment-result-cache.cache-ttl",
+        field="fragment_cache_ttl",
+        default="2d",
+        kind="duration",
+        file="config",
+        doc="How long a fragment result is kept after it is stored; 0s: until evicted.",
     ),
     Property(
-        "fragment-result-cache.max-cache-size",
-        "fragment_cache_max_size",
-        "2GB",
-        "size",
-        "config",
-        "Bytes the fragment result cache may hold on disk; least recently used entries are "
-        "evicted.",
-        "1MB",
+        name="fragment-result-cache.max-cache-size",
+        field="fragment_cache_max_size",
+        default="2GB",
+        kind="size",
+        minimum="1MB",
+        file="config",
+        doc=(
+            "Bytes the fragment result cache may hold on disk. Over it, entries are evicted in "
+            "the order they were stored by a second-chance (CLOCK) pass: an entry read since it "
+            "was stored, or since its last second chance, goes to the back once instead of "
+            "being evicted."
+        ),
     ),
     Property(
-        "fragment-result-cache.max-single-cached-entry-size",
-        "fragment_cache_max_entry_size",
-        "64MB",
-        "size",
-        "config",
-        "The largest result stored; a bigger one is computed and not stored.",
+        name="fragment-result-cache.max-single-cached-entry-size",
+        field="fragment_cache_max_entry_size",
+        default="64MB",
+        kind="size",
+        file="config",
+        doc="The largest result stored; a bigger one is computed and not stored.",
     ),
     # --- engine-wide -------------------------------------------------------------------
     Property(
-        "metrics.directory",
-        "metrics_directory",
-        "",
-        "str",
-        "config",
-        "Directory where every process appends its counters (tests, benchmark); empty: off.",
+        name="metrics.directory",
+        field="metrics_directory",
+        default="",
+        kind="str",
+        file="config",
+        doc="Directory where every process appends its counters (tests, benchmark); empty: off.",
     ),
     Property(
-        "metrics.spark-directory",
-        "metrics_spark_directory",
-        "",
-        "str",
-        "config",
-        "Directory where this application's processes publish their counter totals for "
-        "Spark's metrics system (the native jar's metrics plugin); register() sets it to "
-        "<spark.raptorx.metrics.dir>/<application id> when the plugin is on; empty: not "
-        "published.",
+        name="metrics.spark-directory",
+        field="metrics_spark_directory",
+        default="",
+        kind="str",
+        file="config",
+        doc=(
+            "Directory where this application's processes publish their counter totals for Spark's "
+            "metrics system (the native jar's metrics plugin); register() sets it to "
+            "<spark.raptorx.metrics.dir>/<application id> when the plugin is on; empty: not "
+            "published."
+        ),
     ),
 )
 

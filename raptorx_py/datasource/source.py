@@ -588,7 +588,7 @@ class TieredHiveReader(DataSourceReader):
         task_counts = counters.open_scope()
         counters.add("reader.python_tasks")
         try:
-            fill = count_placement(partition)
+            fill = count_placement_and_may_use_caches(partition)
             # A task running away from its preferred host neither reads nor fills this
             # executor's fragment cache: the entries are the preferred host's.
             fragments = fragment_cache_for(self.settings) if fill else None
@@ -707,7 +707,7 @@ def _close_planning_scope(scope) -> None:
     _planning_scope[:] = [s for s in _planning_scope if s is not scope]
 
 
-def count_placement(partition) -> bool:
+def count_placement_and_may_use_caches(partition) -> bool:
     """Count where a placed task ran (``affinity.preferred``, ``affinity.preferred_host`` or
     ``affinity.fallback``, and each per preferred location) and say whether its reads may use
     and fill this executor's caches: yes on the preferred executor and on another executor

@@ -2,7 +2,7 @@
 
 ``begin_write`` records the write's staging directory, and a commit each ACID directory it
 creates (after creating it: only a directory it created alone is recorded) and each file it
-places (before moving it in), under its transaction (``tables/file_placement.py``). The
+places (before moving it in), under its transaction (``tables/commit_files.py``). The
 cleaner removes what the records of this metastore's aborted transactions name, and nothing
 else: with two metastores over one location, the other's ``delta_<wid>`` of the same number
 is in no record of this one (``tables/cleaner.py``), nor is its staging directory, though

@@ -5,7 +5,7 @@
   ``write_job`` (the protocol; ``begin_write``), ``write_target`` (which table, at which
   location, with which columns), ``staging`` (the write's own hidden directory),
   ``heartbeat`` (keeping the transaction alive), ``task_files`` (a task's Parquet files),
-  ``commit`` (``commit_write``), ``file_placement`` (moving files into ACID directories the
+  ``commit`` (``commit_write``), ``commit_files`` (moving files into ACID directories the
   write owns), ``partition_records`` (the partitions and statistics a commit records),
   ``rollback`` (undoing a failed commit; ``abort_write``).
 - ``file_statistics``: the statistics of a set of files (registration and writes alike).

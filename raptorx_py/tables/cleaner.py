@@ -6,7 +6,7 @@
   are no longer open (committed: their files were moved out; aborted or expired: never
   committed), as its records name them (``begin_write`` records each), and
 - what this metastore's aborted writes placed, as its own records name it
-  (``metastore/write_paths.py``, written by ``file_placement``): the files each placed, then
+  (``metastore/write_paths.py``, written by ``commit_files``): the files each placed, then
   the directories each created once they are empty, wherever they are (a commit can die
   after moving files and before recording the partition). A directory of an aborted write
   id's number that no record names is NOT removed, but reported (``left_unrecorded``): with

@@ -5,7 +5,7 @@ table exists (created MANAGED now, never before the data is there), take the loc
 SHARED_WRITE on each written partition, or on the table when unpartitioned; overwrite:
 EXCLUSIVE on the table) through ``LockManager``, allocate the table's write id, move the files
 into ``delta_<wid>_<wid>/`` (append) or ``base_<wid>/`` (overwrite) of their partition
-(``file_placement``), then, in ONE database transaction, add/alter the partitions with
+(``commit_files``), then, in ONE database transaction, add/alter the partitions with
 statistics, row counts and ``writeId`` (an unpartitioned table: its parameters;
 ``partition_records``) and commit the metastore transaction. Any error before the commit
 aborts the transaction and removes what the commit itself created (``rollback``).
@@ -75,7 +75,7 @@ def commit_write(
 ) -> CommitResult:
     """Make the files of every task visible as one write (see the module docstring)."""
     heartbeat = TxnHeartbeat(settings, job.txn_id, metastore=metastore)
-    with RollbackOnError(metastore, settings, job) as placement:
+    with RollbackOnError(metastore, settings, job) as commit_files:
         heartbeat.beat(force=True)
         check_written_partition_names(job.target, files)  # before a new table is created
         table = ensure_table(metastore, settings, job.target)
@@ -89,9 +89,9 @@ def commit_write(
         write_id = metastore.allocate_write_id(job.txn_id, table.database, table.name)
         partitions = WrittenPartitions.of(metastore, table, by_values)
         acid_dir = base_dir_name(write_id) if job.overwrite else delta_dir_name(write_id)
-        placement.move_files(partitions, acid_dir, heartbeat)
+        commit_files.move_files(partitions, acid_dir, heartbeat)
         if job.overwrite:
-            placement.write_empty_bases(partitions, acid_dir)
+            commit_files.write_empty_bases(partitions, acid_dir)
         with metastore.atomically():  # see "Limits" in the module docstring
             added, altered = record_partitions(
                 metastore, partitions, write_id, overwrite=job.overwrite

@@ -1,7 +1,7 @@
 """Undoing a managed write that did not commit.
 
 A failed commit (``RollbackOnError``) aborts the transaction and removes exactly what the
-commit placed (``file_placement``: the files it moved or wrote, then the directories it
+commit placed (``commit_files``: the files it moved or wrote, then the directories it
 created, each only if empty), unless the transaction committed after all: an error after
 the commit reached the database must not delete visible data. A failed job (``abort_write``)
 aborts the transaction. Either way the write's staging directory goes; the cleaner removes
@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from raptorx_py.metrics import counters
-from raptorx_py.tables.file_placement import FilePlacement, WriteRecords
+from raptorx_py.tables.commit_files import CommitFiles, WriteRecords
 from raptorx_py.tables.staging import remove_staging
 from raptorx_py.tables.write_job import WriteJob
 
@@ -26,33 +26,33 @@ log = logging.getLogger(__name__)
 
 
 class RollbackOnError:
-    """``with RollbackOnError(metastore, settings, job) as placement:`` around a commit: the
-    block places files through ``placement``; when it raises, the transaction is aborted and
-    what ``placement`` recorded removed (see the module docstring). The staging directory is
+    """``with RollbackOnError(metastore, settings, job) as commit_files:`` around a commit: the
+    block places files through ``commit_files``; when it raises, the transaction is aborted and
+    what ``commit_files`` recorded removed (see the module docstring). The staging directory is
     removed when the block ends, whichever way. Never swallows the error."""
 
     def __init__(self, metastore: Metastore, settings: Settings, job: WriteJob):
         self.metastore, self.settings, self.job = metastore, settings, job
         target = job.target
-        self.placement = FilePlacement(
+        self.commit_files = CommitFiles(
             settings,
             target.location,
             WriteRecords(metastore, job.txn_id, target.database, target.name),
         )
 
-    def __enter__(self) -> FilePlacement:
-        return self.placement
+    def __enter__(self) -> CommitFiles:
+        return self.commit_files
 
     def __exit__(self, exc_type, exc, traceback) -> None:
         try:
             if exc_type is not None:
                 counters.add("writer.aborts")
-                roll_back(self.metastore, self.job, self.placement)
+                roll_back(self.metastore, self.job, self.commit_files)
         finally:
             remove_staging(self.settings, self.job.staging_url)
 
 
-def roll_back(metastore: Metastore, job: WriteJob, placement: FilePlacement) -> None:
+def roll_back(metastore: Metastore, job: WriteJob, commit_files: CommitFiles) -> None:
     """Abort the transaction and remove what the commit placed, unless it committed after
     all (an error after the commit reached the database must not delete visible data)."""
     try:
@@ -62,7 +62,7 @@ def roll_back(metastore: Metastore, job: WriteJob, placement: FilePlacement) -> 
     except Exception:  # noqa: BLE001 - the original error matters more; the cleaner follows
         log.warning("could not abort transaction %s", job.txn_id, exc_info=True)
         return
-    placement.remove()
+    commit_files.remove()
 
 
 def abort_write(metastore: Metastore, settings: Settings, job: WriteJob) -> None:

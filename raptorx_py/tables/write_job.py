@@ -10,7 +10,7 @@ A write has three steps, run where Spark runs them (``datasource/writer.py`` is 
    Tasks heartbeat the transaction (``heartbeat``), so a long job does not time out.
 3. ``commit.commit_write`` (driver, once, after every task succeeded): create the table if
    new, lock, allocate the table's write id, move the files into ACID directories the write
-   creates (``file_placement``), record partitions and statistics and commit the transaction
+   creates (``commit_files``), record partitions and statistics and commit the transaction
    in one database transaction (``partition_records``). Any error before the commit aborts
    the transaction and removes what the commit itself created; ``rollback.abort_write`` (a
    failed job) aborts it and removes the staging directory.

@@ -1,5 +1,5 @@
 """Random tables and random aggregate queries for the differential test of aggregation
-pushdown (``test_aggregate_differential.py``; issue 27, item 1).
+pushdown (``test_aggregate_differential.py``).
 
 A table (``write_table``) is Hive-partitioned Parquet (``k`` string, with a null partition;
 ``n`` int), 1-3 files per partition (some of no rows), small row groups, and columns of

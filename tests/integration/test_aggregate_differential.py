@@ -1,4 +1,4 @@
-"""Aggregation pushdown against Spark, on random tables and random queries (issue 27, item 1).
+"""Aggregation pushdown against Spark, on random tables and random queries.
 
 The rule: a pushed aggregation returns what the same query returns without pushdown, for
 every function, type and value, in both ANSI modes, or it is not pushed. Each query of

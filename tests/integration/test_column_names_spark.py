@@ -124,7 +124,7 @@ def test_unknown_column_names_it_and_the_tables_columns(spark, table, fmt):
 
 @pytest.mark.parametrize("fmt", ["tiered_hive", NOJAR])
 def test_a_schema_column_the_table_lacks_is_null_in_every_action(spark, table, fmt):
-    """Issue 36, 4d: count() returned the rows while collect() raised SchemaError. Spark's
+    """count() once returned the rows while collect() raised SchemaError. Spark's
     Parquet reader returns nulls for such a column; so does every action here."""
     name, root = table
     schema = "i int, nosuch bigint, k string"

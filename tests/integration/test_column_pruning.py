@@ -52,7 +52,7 @@ CASES = [
     ("select id from {t}", {"id": 1}),
     ("select name, id from {t} where qty = 3", {"id": 1, "qty": 1, "name": 1}),
     ("select count(*) from {t}", {}),
-    # aggregated in the scan (issue 13): the partition filter prunes, no column is read
+    # aggregated in the scan: the partition filter prunes, no column is read
     ("select count(*) from {t} where m = '2'", {}),
     ("select m, round(sum(price), 6) from {t} group by m", {"price": 1, "m": 1}),
     ("select id, rank() over (partition by m order by day) from {t}", {"id": 1, "m": 1, "day": 1}),

@@ -205,8 +205,8 @@ def test_wrong_options_and_schema_are_named(spark, table):
         spark.read.format("tiered_hive").option("hive.s3.connect-timeout", "soon").load(name)
     with pytest.raises(Exception, match="column 'nope' does not exist"):
         spark.read.format("tiered_hive").option("columns", "id,nope").load(name)
-    # A schema's column the table lacks is nulls, as with Spark's Parquet reader (issue 36,
-    # 4d: test_column_names_spark.py).
+    # A schema's column the table lacks is nulls, as with Spark's Parquet reader
+    # (test_column_names_spark.py).
     nulls = spark.read.format("tiered_hive").schema("nope int").load(name).collect()
     assert nulls and all(r.nope is None for r in nulls)
     with pytest.raises(Exception, match="column 'id' .* is bigint, but the schema asks for int"):

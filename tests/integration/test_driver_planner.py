@@ -238,7 +238,7 @@ def test_queries_from_two_threads_share_the_planner(spark, planner, tables, coun
 def test_the_sink_holds_the_planners_counts_without_a_flush_by_the_reader(
     spark, planner, tables, env
 ):
-    """Issue 36, 3.2: `raptorx cache stats` (another process) showed zeros for the metastore
+    """`raptorx cache stats` (another process) once showed zeros for the metastore
     and listing caches of a running application: the driver's planner deferred its flushes
     to the process's exit. Read here straight from the sink, never flushing this process."""
     from raptorx_py import metrics
@@ -266,7 +266,7 @@ def test_the_sink_holds_the_planners_counts_without_a_flush_by_the_reader(
 def test_raptorx_cache_stats_shows_every_tiers_counters_of_a_running_application(
     spark, planner, tables, env
 ):
-    """Issue 36, 3.2, as a user saw it: `raptorx cache stats` in another process, while the
+    """The same, as a user saw it: `raptorx cache stats` in another process, while the
     application runs, showed zero hits and misses for the metastore and listing caches."""
     import json
 

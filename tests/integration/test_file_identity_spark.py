@@ -1,4 +1,4 @@
-"""Issue 27, item 3, through Spark: an unsealed external file rewritten with the same size
+"""A file's identity through Spark: an unsealed external file rewritten with the same size
 and its mtime put back is read in its new version by ``tiered_hive`` with each cache tier
 on (block, footer, fragment) and with all of them, as with every tier off. The Spark-free
 half: ``tests/unit/test_file_identity.py``."""

@@ -1,4 +1,4 @@
-"""The fragment result cache through Spark (issue 14), shown by counts: RaptorX's sliding
+"""The fragment result cache through Spark, shown by counts: RaptorX's sliding
 date window, rows and partial aggregations, an overwritten external file, a damaged entry,
 and an append to one partition of a managed table. Every result is checked against the same
 query with the cache off."""

@@ -1,4 +1,4 @@
-"""Fragment result cache hits served by the JVM (issue 23 part 1), shown by counts: a task
+"""Fragment result cache hits served by the JVM, shown by counts: a task
 whose splits all hit runs no Python reader, a task mixing hits and misses computes only its
 misses in Python, and a flipped byte, a truncated entry, an entry forged without the secret
 and an entry gone after planning are each recomputed, counted, with the right rows. The

@@ -14,7 +14,7 @@ from raptorx_py.storage.acid_layout import base_dir_name, delta_dir_name
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.tables.cleaner import clean_table
 from raptorx_py.tables.commit import commit_write
-from raptorx_py.tables.file_placement import EMPTY_BASE_FILE
+from raptorx_py.tables.commit_files import EMPTY_BASE_FILE
 from raptorx_py.tables.heartbeat import TxnHeartbeat
 from raptorx_py.tables.task_files import write_task
 from raptorx_py.tables.write_job import begin_write

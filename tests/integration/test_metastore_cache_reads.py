@@ -378,7 +378,7 @@ def test_the_snapshot_is_taken_once_per_scan_and_rides_with_the_reader(tables, e
 def test_a_snapshot_never_reads_a_fragment_computed_from_a_later_commit(
     tables, env, tmp_path, counted
 ):
-    """Issue 14: with the fragment result cache on, a scan planned before a commit, read
+    """With the fragment result cache on, a scan planned before a commit, read
     after a newer scan has computed and stored the fragments of that commit, returns its own
     snapshot's rows. The entries it is served are those of the files its snapshot lists (the
     same bytes, so the same results); the later commit's entries are never looked up."""

@@ -1,4 +1,4 @@
-"""Issue 10, finding 9: one snapshot per query, not per scan. A query with two scans of one
+"""One snapshot per query, not per scan. A query with two scans of one
 managed table, with a commit landing between the planning of the two (made by a hook in the
 first scan's planning, so the order is deterministic), reads the same snapshot in both."""
 
@@ -84,7 +84,7 @@ def test_two_scans_of_one_table_in_one_query_read_one_snapshot(spark, env, tmp_p
 
 
 def test_a_spark_read_of_a_missing_metastore_fails_naming_it(spark, tmp_path):
-    """Issue 10, finding 8: a typo in the SQLite path no longer reads a new empty metastore."""
+    """A typo in the SQLite path fails, instead of reading a new, empty metastore."""
     typo = tmp_path / "metastor.db"
     with pytest.raises(Exception, match=f"no SQLite metastore at {typo}"):
         spark.read.format("tiered_hive").option("hive.metastore.url", f"sqlite:///{typo}").load(

@@ -44,7 +44,7 @@ def test_overwritten_object_fails_the_read_by_name(env, s3_endpoint, s3_bucket):
 def test_a_listed_object_that_shrank_or_went_is_a_changed_file(
     env, s3_endpoint, s3_bucket, change, tiers
 ):
-    """Issue 36, 4e: a file of a sealed partition that shrank or was deleted without
+    """A file of a sealed partition that shrank or was deleted without
     `partition unseal`, read where the caches lack its bytes, failed with CorruptFileError
     (the store's "range not satisfiable" / "key does not exist"), after a warning that
     cached bytes "did not decode". It is a changed file: FileChangedError, its advice,

@@ -1,4 +1,4 @@
-"""What a Spark user sees of a tiered_hive scan (issue 28, parts 1 and 2): the scan node's SQL
+"""What a Spark user sees of a tiered_hive scan: the scan node's SQL
 metrics, per query, read back from Spark's status store as the UI and the REST API show them,
 and EXPLAIN's description of the scan.
 
@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.s3]
 DAYS = [f"2021-01-0{d}" for d in range(1, 6)]
 ROWS = 1000
 #: The scan node's text for the block cache's hits: a hit is any block read from the cache,
-#: the ones this scan fetched moments before included (issue 36, 3.4).
+#: the ones this scan fetched moments before included (so a cold scan's hits are not taken
+#: for a fault).
 BLOCK_HITS = "block cache hits (blocks this scan fetched, read again, included)"
 
 
@@ -259,7 +260,7 @@ def test_explain_shows_a_managed_tables_write_ids(spark, env):
 
 
 def test_a_misspelled_read_option_gets_a_did_you_mean_through_spark(spark, s3_table):
-    """Issue 28, part 5: as a misspelled property in a file does."""
+    """As a misspelled property in a file does."""
     table, props = s3_table
     reader = spark.read.format("tiered_hive").options(**props)
     with pytest.raises(Exception, match=r"did you mean 'fragment-result-cache.enabled'\?"):

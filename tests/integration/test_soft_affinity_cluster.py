@@ -141,12 +141,12 @@ def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, sm
 def test_fragment_hits_are_served_by_each_executors_jvm(
     standalone_cluster, small_table, tmp_path, wheel_venv
 ):
-    """Issue 23: with the fragment result cache in each executor's own directory, a warm run
+    """With the fragment result cache in each executor's own directory, a warm run
     is served by the executors' JVMs from their own entries (counted by them in the metrics
     sink); only a task that ran away from its preferred host goes to Python, which
     neither reads nor fills that executor's cache.
 
-    Issue 35: the application is the INSTALLED wheel's (``tests/wheel_fixtures.py``: a fresh
+    The application is the INSTALLED wheel's (``tests/wheel_fixtures.py``: a fresh
     virtualenv, run from a directory outside the checkout, which is on no import path): the
     executors receive the jar inside the package through ``spark.jars`` and their Python
     workers import the installed raptorx_py."""
@@ -190,7 +190,7 @@ def test_fragment_hits_are_served_by_each_executors_jvm(
     assert warm.get("reader.python_tasks", 0) <= fallback, warm
     assert warm.get("reader.fragments_computed", 0) <= FILES - warm["fragment_cache.jvm_hits"]
     # Each executor's Python workers published their totals for its metrics plugin, in a
-    # directory of the executor's own (issue 28 part 4); the driver's planner in the driver's.
+    # directory of the executor's own; the driver's planner in the driver's.
     executor_ids = {e.split("/")[-1] for e in out["executors"]}
     assert {f"executor-{i}" for i in executor_ids} <= set(out["published"]), out["published"]
     assert out["published"].get("driver", 0) >= 1, out["published"]
@@ -210,7 +210,7 @@ def test_fragment_hits_are_served_by_each_executors_jvm(
 def test_a_replaced_executor_keeps_its_host_s_files_and_a_joining_worker_takes_its_share(
     tmp_path, small_table
 ):
-    """Issue 25, on one application of a two-worker cluster with the node's caches:
+    """Soft affinity on one application of a two-worker cluster with the node's caches:
 
     - an executor killed and replaced by its worker (a new id on the same host) keeps the
       host's files: the next read is served wholly by the node's block cache;

@@ -377,7 +377,7 @@ def test_use_makes_bare_names_the_catalogs(spark, catalog_tpch):
 
 
 def test_a_bad_property_says_whether_it_came_from_a_catalogs_conf_or_register(spark, env):
-    """Issue 36, 4c: both were reported as an "option"."""
+    """Both were once reported as an "option", which did not say where to fix it."""
     from raptorx_py.errors import ConfigError
 
     spark.conf.set("spark.sql.catalog.rx_badconf", native.CATALOG_CLASS)
@@ -403,7 +403,7 @@ def test_a_bad_property_says_whether_it_came_from_a_catalogs_conf_or_register(sp
 
 
 def test_the_scan_node_by_sql_name_is_named_as_the_readme_says(spark, catalog_tpch):
-    """Issue 36, 4f: the README named only `BatchScan tiered_hive <db.table>` (a load()
+    """The README once named only `BatchScan tiered_hive <db.table>` (a load()
     read's node); by SQL name the node is `BatchScan raptorx.<db>.<table>`."""
     by_name = spark.sql(f"select r_name from {catalog_tpch}.region")
     plan = by_name._jdf.queryExecution().executedPlan().toString()

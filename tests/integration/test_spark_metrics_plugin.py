@@ -1,4 +1,4 @@
-"""Issue 28 part 4: the tiers' counters in Spark's metrics system. A Spark application of its
+"""The tiers' counters in Spark's metrics system. A Spark application of its
 own (``spark_metrics_app.py``, in a subprocess: the plugin and the Prometheus servlet must be
 set before its SparkContext starts) reads a table cold then warm with the fragment result
 cache on; Spark's Prometheus servlet (``/metrics/prometheus`` on the UI's port) shows the

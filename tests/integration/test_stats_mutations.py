@@ -1,4 +1,4 @@
-"""Issue 27, item 7: every documented way of changing a table, each followed by queries whose
+"""Every documented way of changing a table, each followed by queries whose
 answer depends on statistics, against Spark's own reader on the same files (a managed table:
 against the rows written).
 

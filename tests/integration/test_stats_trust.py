@@ -1,4 +1,4 @@
-"""Issue 10, finding 2 and issue 27, item 7: an external partition's statistics describe the
+"""An external partition's statistics describe the
 files they were computed from, so they prune (or drop a predicate) only while the partition
 lists those files, sealed or not. A file added after registration must be read, and the
 documented unseal / change / seal sequence must leave statistics that describe the new files
@@ -59,7 +59,7 @@ def _cli(env, *argv):
 
 @pytest.mark.parametrize("seal_with", ["cli", "by hand"])
 def test_unseal_change_seal_answers_as_spark_does(spark, env, tmp_path, counted, seal_with):
-    """Issue 27, item 7: `partition unseal`, a new file (id 500 and a null), `partition
+    """`partition unseal`, a new file (id 500 and a null), `partition
     seal`. Before, the registration's statistics (ids 1..3) stayed trusted: `id > 100`
     returned nothing and `count(*), sum(id) WHERE id <= 10` counted the new file's rows,
     (4, 506) (with IS NOT NULL, its null). "by hand": the seal set without the command (as

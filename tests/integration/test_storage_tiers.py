@@ -104,7 +104,7 @@ def test_cold_run_fetches_each_block_once_and_warm_run_makes_no_request(
     )
     assert diff is None, f"cold Q{n}: {diff}"
     # Every partition value pruning leaves is listed (an external partition's statistics
-    # are trusted only for the files it lists, issue 27, 7), those its statistics prune too.
+    # are trusted only for the files it lists), those its statistics prune too.
     listed = c["planner.partitions_listed"]
     assert listed == c["planner.partitions_total"] - c["planner.partitions_pruned_by_value"]
     opened = c["reader.files_opened"]  # each table is scanned once: distinct files

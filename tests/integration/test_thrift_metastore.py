@@ -105,7 +105,7 @@ def test_every_uri_dead_is_an_error_naming_them(free_port):
 
 
 def test_an_unreachable_uri_logs_none_of_the_thrift_librarys_lines(free_port, caplog):
-    """Issue 36, 4b: the library printed `Could not connect to any of [...]` once per attempt
+    """The Thrift library printed `Could not connect to any of [...]` once per attempt
     before our one-line error, which keeps what it said."""
     ms = ThriftMetastore(f"thrift://127.0.0.1:{free_port}", max_retries=1, sleep=lambda s: None)
     with caplog.at_level(logging.DEBUG, logger="thrift"):

@@ -1,5 +1,5 @@
-"""The 22 TPC-H queries with the fragment result cache on, the second run served by the JVM
-(issue 23 part 1): each equals DuckDB's result on the same Parquet files, and every split of
+"""The 22 TPC-H queries with the fragment result cache on, the second run served by the JVM:
+each equals DuckDB's result on the same Parquet files, and every split of
 the second run is a hit the JVM served, none computed. Q1 and Q6 also with other
 substitution parameters (other predicates: other keys, filled then served the same way)."""
 

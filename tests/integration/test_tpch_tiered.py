@@ -93,7 +93,7 @@ def test_shipdate_filter_opens_only_overlapping_partitions(
     # both bounds (and Spark's IsNotNull) always true, so count(*) needs no column there.
     assert c["planner.predicates_dropped_by_stats"] == 3 * expected
     # At the store: every partition is listed (its statistics prune it only once its
-    # listing shows the files they were computed from, issue 27, 7; the listing cache makes
+    # listing shows the files they were computed from; the listing cache makes
     # that free for sealed partitions once warm), no object is HEADed, and each opened file
     # costs a footer read only (its row count).
     assert requests["LIST"] == c["planner.partitions_listed"] == total

@@ -1,4 +1,4 @@
-"""Type fidelity (issue 11): files written by Spark, pyarrow and DuckDB read through
+"""Type fidelity: files written by Spark, pyarrow and DuckDB read through
 ``tiered_hive`` exactly as ``spark.read.parquet`` reads them, with every pushed filter form on
 every column (partition keys included), in a UTC and an America/Los_Angeles session.
 
@@ -101,12 +101,12 @@ def _strings(df, *cols):
     )
 
 
-# -- one test per finding of issue 11 ------------------------------------------------------
+# -- one test per way a file's types were once read unlike Spark's reader ------------------
 BIG = "1234567890123456789012345678.1234567890BD"
 
 
 def test_decimal_literals_beyond_28_digits_keep_their_rows(spark, tables, no_stats_table):
-    """Finding 1: pyspark decodes a pushed decimal in Python's 28-digit context; such a
+    """pyspark decodes a pushed decimal in Python's 28-digit context; such a
     value must not prune (nor, without statistics, fail the query)."""
     (by_writer, _), (nostats, nostats_root) = tables, no_stats_table
     name, root = by_writer["pyarrow"]
@@ -117,7 +117,7 @@ def test_decimal_literals_beyond_28_digits_keep_their_rows(spark, tables, no_sta
 
 
 def test_timestamps_without_time_zone_read_as_wall_clock(spark, tables):
-    """Finding 2: isAdjustedToUTC=false (pyarrow naive, DuckDB TIMESTAMP, Spark
+    """isAdjustedToUTC=false (pyarrow naive, DuckDB TIMESTAMP, Spark
     timestamp_ntz) is timestamp_ntz: the same text in every session time zone."""
     by_writer, rows = tables
     first = next(r["id"] for r in rows if r["ntz"] == dt.datetime(2020, 1, 1))
@@ -135,7 +135,7 @@ def test_timestamps_without_time_zone_read_as_wall_clock(spark, tables):
 
 @pytest.mark.parametrize("zone", ZONES)
 def test_int96_at_every_year_reads_as_spark_reads_it(spark, tables, int96_table, zone):
-    """Finding 3: INT96 at years 1 to 9999 and with nanosecond digits (truncated to
+    """INT96 at years 1 to 9999 and with nanosecond digits (truncated to
     microseconds), written by pyarrow and by Spark."""
     name, root = int96_table
     by_writer, _ = tables
@@ -181,7 +181,7 @@ def limits_table(env, tmp_path_factory):
 
 
 def test_literals_beyond_pythons_datetime_run_and_match(spark, limits_table):
-    """Finding 4: a date or timestamp literal Python cannot hold (or cannot hold once moved
+    """A date or timestamp literal Python cannot hold (or cannot hold once moved
     into the session's time zone) is not pushed; the query runs and returns Spark's rows."""
     name, root = limits_table
     wheres = [

@@ -1,4 +1,4 @@
-"""Issue 35: the library a user installs with pip. The wheel built from the checkout
+"""The library a user installs with pip. The wheel built from the checkout
 (``tests/wheel_fixtures.py``) carries the native jar once and nothing of the tests, the
 benchmarks or the build machine's paths; installed into a fresh virtualenv outside the
 checkout, and run from another directory, it reads through ``tiered_hive`` with the jar's

@@ -310,7 +310,7 @@ def sql_literal(value, column: str) -> str:
     raise TypeError(column)
 
 
-#: Literals outside what Python's datetime holds, or than any value (finding 4).
+#: Literals outside what Python's datetime holds, or than any value.
 EXTRA_LITERALS = {
     "d": ["DATE '+10000-01-01'", "DATE '-0001-01-01'"],
     "ts": ["TIMESTAMP '+10000-01-01 00:00:00Z'", "TIMESTAMP '9999-12-31 23:59:59.999999'"],

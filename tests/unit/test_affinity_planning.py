@@ -14,7 +14,7 @@ from raptorx_py.datasource import placement
 from raptorx_py.datasource.placement import PlacedPartition
 from raptorx_py.datasource.planner import Split, pack_by_executor
 from raptorx_py.datasource.scan import read_split
-from raptorx_py.datasource.source import count_placement
+from raptorx_py.datasource.source import count_placement_and_may_use_caches
 from raptorx_py.hive.model import Column
 from raptorx_py.metrics import counters
 from raptorx_py.scheduling.affinity import Executor, preferred
@@ -69,12 +69,17 @@ def test_the_mark_is_readable_in_the_pickle_and_its_flag_can_be_stamped():
 def test_placement_is_counted_and_only_another_host_fills_no_cache():
     counters.drain()
     part = PlacedPartition((), "executor_h_1")
-    assert count_placement(pickle.loads(stamp(cloudpickle.dumps(part), "P"))) is True
+
+    def ran(flag: str):
+        return pickle.loads(stamp(cloudpickle.dumps(part), flag))
+
+    assert count_placement_and_may_use_caches(ran("P")) is True
     # On a sibling executor of the preferred host: the host's caches are the file's.
-    assert count_placement(pickle.loads(stamp(cloudpickle.dumps(part), "H"))) is True
-    assert count_placement(pickle.loads(stamp(cloudpickle.dumps(part), "F"))) is False
-    assert count_placement(part) is True  # unknown (no jar): read as before
-    assert count_placement(SimpleNamespace(value=())) is True  # a plain partition
+    assert count_placement_and_may_use_caches(ran("H")) is True
+    assert count_placement_and_may_use_caches(ran("F")) is False
+    assert count_placement_and_may_use_caches(part) is True  # unknown (no jar): read as before
+    plain = SimpleNamespace(value=())
+    assert count_placement_and_may_use_caches(plain) is True  # a plain partition
     got = counters.drain()
     assert got["affinity.preferred"] == 1 and got["affinity.fallback"] == 1
     assert got["affinity.preferred_host"] == 1

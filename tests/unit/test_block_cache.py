@@ -133,7 +133,7 @@ def test_read_fetches_whole_aligned_blocks_in_one_request(target, source, tmp_pa
         "block_cache.misses": 3,
         "block_cache.remote_requests": 1,
         "block_cache.bytes_from_remote": 3 * BS,
-        # what every remote read counts (the scan node's "remote requests", issue 28)
+        # what every remote read counts (the scan node's "remote requests")
         "storage.remote_requests": 1,
         "storage.remote_bytes": 3 * BS,
     }

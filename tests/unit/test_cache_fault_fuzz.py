@@ -1,4 +1,4 @@
-"""Seeded faults on every cache file while queries run (issue 36): a reader process plans
+"""Seeded faults on every cache file while queries run: a reader process plans
 and reads a table through every tier, over and over, flushing its counts to the metrics
 sink, while this process damages random cache files and indexes (random bytes in place, a
 truncation, a removal: block files, footers, fragment entries, the block and fragment

@@ -1,4 +1,4 @@
-"""Issue 10, findings 5 and 8: cache files are private by default (0700 directories, 0600
+"""Cache files are private by default (0700 directories, 0600
 files, whatever the umask; ``cache.group-shared`` for a group), a block whose plain checksum
 was recomputed (or a valid block copied under another name) is rejected, counted, deleted
 and read again from the store, and a cache fault names the cache file."""

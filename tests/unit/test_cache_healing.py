@@ -1,4 +1,4 @@
-"""Caches that heal themselves (issue 36, items 1 and 2), Spark-free, with real files and
+"""Caches that heal themselves, Spark-free, with real files and
 real processes:
 
 - a process holding a cache's index open survives another process clearing it or
@@ -150,7 +150,7 @@ def _tell(holder: subprocess.Popen) -> None:
 def test_a_process_holding_the_index_survives_another_clearing_or_truncating_it(
     tmp_path, tier, how
 ):
-    """Issue 36 item 1: the crash was SIGBUS in diskcache's ``expire`` after another
+    """The crash this guards against: SIGBUS in diskcache's ``expire`` after another
     process cleared the cache and the directory became read-only. Before the fix, a
     truncated ``-shm`` (WAL's index, always memory-mapped) or database (diskcache's 64 MiB
     mmap) killed the holder here with SIGBUS."""
@@ -359,7 +359,7 @@ def test_clear_leaves_every_tier_working_and_empty_whatever_its_index_holds(tmp_
 
 
 def test_cache_stats_on_a_read_only_directory_reads_every_tier_or_says_why(tmp_path, capsys):
-    """Issue 36 item 3.1: ``raptorx cache stats`` ended in a traceback
+    """``raptorx cache stats`` once ended in a traceback
     (``PermissionError ... cache.db.init-lock``) on a read-only cache directory."""
     from raptorx_py.cache_management import cache_stats, warm_table
     from raptorx_py.cli import main
@@ -407,7 +407,7 @@ def test_cache_stats_on_a_read_only_directory_reads_every_tier_or_says_why(tmp_p
 
 
 def test_a_fragment_cache_over_a_lowered_bound_shrinks_when_it_opens(tmp_path, caplog):
-    """Issue 36 item 3.3: a 272 MB fragment cache stayed at 272 MB after its bound was
+    """A 272 MB fragment cache once stayed at 272 MB after its bound was
     lowered to 5 MB, until new entries were written."""
     directory = tmp_path / "fragments"
     cache = fragments(directory)
@@ -447,7 +447,7 @@ def test_a_fragment_cache_over_a_lowered_bound_shrinks_when_it_opens(tmp_path, c
 
 
 def test_a_cold_read_counts_the_blocks_it_fetched_and_read_again_as_hits(tmp_path):
-    """Issue 36 item 3.4: a cold query's scan node showed ``block cache hits = 3, misses =
+    """A cold query's scan node shows ``block cache hits = 3, misses =
     3, remote requests = 3``. A hit is a block read from the cache, whoever stored it: the
     footer read fetches a small file's only block, and its column chunks are then read from
     that block. The scan node's text says so (``ScanReport.scala``)."""
@@ -504,7 +504,7 @@ def test_a_store_moves_to_the_index_another_process_rebuilt(tmp_path):
 
 
 def test_the_cli_clear_of_a_damaged_tier_leaves_it_working(tmp_path, capsys, caplog):
-    """Issue 36 item 2 as reported: random bytes over the block index made every command
+    """A fault as once seen in use: random bytes over the block index made every command
     print "block cache disabled ... file is not a database" and ``raptorx cache clear
     --tier block`` report 0 entries removed, leaving the tier off."""
     from raptorx_py.cache_management import warm_table

@@ -1,4 +1,4 @@
-"""Issue 10, finding 4: a cached block is never combined with bytes of another version of
+"""A cached block is never combined with bytes of another version of
 its file. A sealed partition's file rewritten with the same size, after a partial eviction
 of its blocks, must fail the read by name (and drop the file's blocks), never return a mix.
 """

@@ -110,7 +110,7 @@ def test_table_list_on_an_empty_metastore_names_it(tmp_path, capsys):
 def test_config_show_refuses_a_malformed_metastore_uri_with_its_file_and_line(
     tmp_path, capsys, uri
 ):
-    """Issue 36, 4a: `raptorx config show` exited 0 on these."""
+    """`raptorx config show` once exited 0 on these, so a script could not tell."""
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "hive.properties").write_text(f"# a metastore\nhive.metastore.uri={uri}\n")
@@ -132,7 +132,7 @@ def test_cli_errors_name_the_option_and_the_flag(env, table_dir, capsys):
     assert "`raptorx table register --replace`" in capsys.readouterr().err
 
 
-# --- issue 27, item 7: statistics recomputed by the commands that change a table ------------
+# --- statistics recomputed by the commands that change a table ------------------------------
 
 
 def _partitions(env, name):
@@ -281,7 +281,7 @@ def _many_partitions(env, count):
 
 
 def test_show_partitions_into_a_closed_pipe_stops_quietly(env):
-    """Issue 28: ``raptorx table show db.t --partitions | head`` ended in a BrokenPipeError
+    """``raptorx table show db.t --partitions | head`` once ended in a BrokenPipeError
     traceback. 4,000 partition lines are more than a pipe holds, so the command is still
     writing when its reader closes the pipe."""
     name = _many_partitions(env, 4000)
@@ -299,7 +299,7 @@ def test_show_partitions_into_a_closed_pipe_stops_quietly(env):
 
 
 def test_a_missing_partitions_error_lists_a_bounded_readable_set(env, capsys):
-    """Issue 28: the error listed all 83 partitions on one line."""
+    """The error once listed all 83 partitions on one line."""
     name = _many_partitions(env, 83)
     assert main(["partition", "seal", name, "k=00100", *_args(env)]) == 2
     err = capsys.readouterr().err

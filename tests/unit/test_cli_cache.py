@@ -1,4 +1,4 @@
-"""The ``raptorx`` command's issue-28 additions: ``raptorx cache stats|clear|invalidate|warm``,
+"""What ``raptorx`` shows of a node's caches: ``raptorx cache stats|clear|invalidate|warm``,
 ``--json`` on ``table list``, ``table show`` and ``config show``, and ``--version``."""
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def test_config_show_as_json_masks_secrets(tmp_path, capsys, monkeypatch):
     props = {p["name"]: p for p in record["properties"]}
     assert props["hive.s3.aws-secret-key"]["value"] == "<hidden>"
     assert "s3cret" not in props["hive.metastore.url"]["value"]
-    # The value as set, not marked: `*` is `*` (issue 28 read it as `**` in the text).
+    # The value as set, not marked: `*` is `*` (the text once showed it as `**`).
     assert props["hive.file-status-cache-tables"]["value"] == "*"
     assert props["hive.file-status-cache-tables"]["differs"] is False
     assert props["fragment-result-cache.enabled"]["file"] == "config.properties"

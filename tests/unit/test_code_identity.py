@@ -1,4 +1,4 @@
-"""Issue 27, item 4a: the fragment key holds the identity of the code that computed the
+"""The fragment key holds the identity of the code that computed the
 result (``datasource.code_identity``), so a result computed before a fix is never served
 after it."""
 

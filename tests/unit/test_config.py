@@ -597,7 +597,7 @@ def test_describe_settings(empty_cwd):
 
 
 def test_describe_settings_shows_a_star_value_as_it_is(empty_cwd):
-    """Issue 28: ``hive.file-status-cache-tables=*`` was shown as ``**`` (value and mark)."""
+    """``hive.file-status-cache-tables=*`` was once shown as ``**`` (value and mark)."""
     text = describe_settings(
         load_settings(env={}, cwd=empty_cwd, overrides={"hive.file-status-cache-tables": "*"})
     )
@@ -689,7 +689,7 @@ hive.parquet.metadata-cache-ttl-since-last-access=6h
 
 
 def test_raptorx_documented_catalog_loads_verbatim(tmp_path):
-    """Every line of RaptorX's own catalog file loads, the Thrift URI included (issue 24)."""
+    """Every line of RaptorX's own catalog file loads, the Thrift URI included."""
     conf = tmp_path / "conf"
     write(conf, "hive.properties", RAPTORX_CATALOG)
     settings = load_settings(conf_dir=conf, env={}, cwd=tmp_path)
@@ -705,7 +705,7 @@ def test_raptorx_documented_catalog_loads_verbatim(tmp_path):
 
 
 def test_every_bad_line_of_every_file_is_reported_at_once(empty_cwd):
-    """Issue 28: a conf file with two bad lines reported only the first. Each is named with
+    """A conf file with two bad lines once reported only the first. Each is named with
     its file, line and key, in file and line order, bad names and bad values alike."""
     from raptorx_py.errors import ConfigErrors
 
@@ -741,7 +741,7 @@ def test_every_bad_line_of_every_file_is_reported_at_once(empty_cwd):
 
 
 def test_a_misspelled_read_option_gets_a_suggestion():
-    """Issue 28: a misspelled property in a file got "did you mean"; a read option did not."""
+    """A misspelled property in a file got "did you mean"; a read option once did not."""
     from raptorx_py.datasource.source import resolve_options
     from raptorx_py.errors import ConfigErrors
 
@@ -773,7 +773,7 @@ def test_a_misspelled_read_option_gets_a_suggestion():
 def test_a_malformed_metastore_uri_is_refused_at_load_with_its_file_and_line(
     tmp_path, empty_cwd, uri
 ):
-    """Issue 36, 4a: it passed the configuration and failed at the first table access."""
+    """It once passed the configuration and failed only at the first table access."""
     conf = tmp_path / "conf"
     path = write(conf, "hive.properties", f"hive.s3.region=x\nhive.metastore.uri={uri}\n")
     with pytest.raises(ConfigError) as info:
@@ -792,7 +792,7 @@ def test_a_well_formed_metastore_uri_loads(empty_cwd, uri):
 
 
 def test_each_bad_option_names_where_it_came_from():
-    """Issue 36, 4c: register()'s properties and a catalog's Spark conf were all "option"."""
+    """register()'s properties and a catalog's Spark conf were once all "option"."""
     from raptorx_py.datasource.source import resolve_options
     from raptorx_py.errors import ConfigErrors
     from raptorx_py.jvm_protocol import CATALOG_OPTIONS_OPTION
@@ -858,7 +858,7 @@ def test_an_unknown_property_is_answered_by_meaning_not_spelling_alone(empty_cwd
     "uri", ["thrift//localhost:9083", "localhost:9083", "http://h:9083", "thrift://localhost"]
 )
 def test_tiered_session_refuses_a_malformed_metastore_uri_before_spark_starts(uri):
-    """Issue 36, 4a: tiered_session() started Spark and failed only at the first table
+    """tiered_session() once started Spark and failed only at the first table
     access; now before any JVM starts (none is started in this process)."""
     from pyspark import SparkContext
 

@@ -1,4 +1,4 @@
-"""Issue 10, finding 8: every numeric property is range-checked when the configuration loads
+"""Every numeric property is range-checked when the configuration loads
 (a lower bound per kind, tighter ones per property), naming the property and the bound,
 instead of failing later in a cache, a split or botocore."""
 

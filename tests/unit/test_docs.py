@@ -212,7 +212,7 @@ def test_the_counter_table_names_every_counter_and_only_those():
 
 
 def test_the_readmes_commands_for_any_directory_use_absolute_paths():
-    """Issue 36, 4f: under "from any directory", the `pyspark` command used `$PWD/.venv` and
+    """Under "from any directory", the `pyspark` command once used `$PWD/.venv` and
     relative jar paths, which work only from the clone's root."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Your own queries", 1)[1].split("\n## ", 1)[0]
@@ -229,7 +229,7 @@ def test_the_readmes_commands_for_any_directory_use_absolute_paths():
 
 
 def test_the_readme_names_both_forms_of_the_scan_node():
-    """Issue 36, 4f: a query by SQL name shows `BatchScan raptorx.<db>.<table>`
+    """A query by SQL name shows `BatchScan raptorx.<db>.<table>`
     (tests/integration/test_spark_catalog.py checks the name Spark gives it)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     text = re.sub(r"\s+", " ", readme)

@@ -201,7 +201,7 @@ def test_the_jvms_appended_counts_are_folded_in(tmp_path):
 
 
 def test_a_listed_files_not_found_and_range_not_satisfiable_are_a_changed_file():
-    """Issue 36, 4e: the translation table, with and without a listed identity."""
+    """The translation table, with and without a listed identity."""
     import errno as errno_
 
     from raptorx_py.errors import (

@@ -1,4 +1,4 @@
-"""Issue 27, item 3: a file's identity that a restored mtime cannot fool (Spark-free).
+"""A file's identity that a restored mtime cannot fool (Spark-free).
 
 An unsealed external file rewritten with the same size and its mtime put back (``cp -p``,
 ``rsync -t``, ``tar -x``, ``os.utime`` all do this) must be read in its new version by every

@@ -268,7 +268,7 @@ def _fill(directory) -> None:
 
 
 def test_a_full_disk_stores_nothing_and_still_serves_hits(tiny_disk):
-    """Issue 27 item 5d: a hit writes nothing but its file's mtime, so on a full disk hits
+    """A hit writes nothing but its file's mtime, so on a full disk hits
     are served (read-only); stores fail, counted, never an exception."""
     c = FragmentCache(
         str(tiny_disk / "fragments"),

@@ -1,4 +1,4 @@
-"""Issue 10, finding 8: errors that came late or unclear now come early and name what was
+"""Errors that would come late or unclear come early and name what was
 wrong: a file whose column type differs from the table's, a write with both NULL and the
 string __HIVE_DEFAULT_PARTITION__ as partition values, a password in `config show`."""
 

@@ -29,7 +29,7 @@ from raptorx_py.metastore.write_paths import DIRECTORY, FILE, STAGING, write_pat
 from raptorx_py.storage.acid_layout import delta_dir_name
 from raptorx_py.tables.cleaner import clean_table
 from raptorx_py.tables.commit import commit_write
-from raptorx_py.tables.file_placement import FilePlacement, WriteRecords
+from raptorx_py.tables.commit_files import CommitFiles, WriteRecords
 from raptorx_py.tables.heartbeat import TxnHeartbeat
 from raptorx_py.tables.partition_records import WrittenPartitions, group_by_partition
 from raptorx_py.tables.rollback import abort_write
@@ -79,17 +79,17 @@ def committed_then_allocated(settings, ms, ids: range):
 
 
 def die_after_moving(settings, ms, job, files, wid):
-    """A commit that moves its files into ``delta_<wid>`` (through ``FilePlacement``, which
+    """A commit that moves its files into ``delta_<wid>`` (through ``CommitFiles``, which
     records what it creates) and then dies: no partition recorded, no commit, no abort.
     Returns the directories it created."""
     table = ms.get_table("db", "t")
-    placement = FilePlacement(
+    commit_files = CommitFiles(
         settings, table.location, WriteRecords(ms, job.txn_id, "db", table.name)
     )
     partitions = WrittenPartitions.of(ms, table, group_by_partition(files))
     heartbeat = TxnHeartbeat(settings, job.txn_id, metastore=ms)
-    placement.move_files(partitions, delta_dir_name(wid), heartbeat)
-    return placement.created_dirs
+    commit_files.move_files(partitions, delta_dir_name(wid), heartbeat)
+    return commit_files.created_dirs
 
 
 def batch(ids, region_of=lambda i: "EU" if i % 2 else "US"):
@@ -510,7 +510,7 @@ def test_a_writers_transaction_and_locks_name_its_user_and_host(setup, monkeypat
     assert seen and set(seen) == {("carol", "driver-7")}
 
 
-# --- issue 10, finding 2: which statistics may prune ----------------------------------------
+# --- which statistics may prune -------------------------------------------------------------
 
 
 def test_external_statistics_prune_only_the_files_they_describe():

@@ -1,4 +1,4 @@
-"""Issue 10, findings 6, 7 and 8 (metastore path): a transaction's timeout is its own; an
+"""Opening the metastore: a transaction's timeout is its own; an
 open never takes the write lock; a reader never creates a metastore."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.fake_clock import FakeClock
 from tests.unit.txn_helpers import managed_table, open_ms
 
 
-# -- finding 6: the timeout belongs to the transaction ----------------------------------------
+# -- the timeout belongs to the transaction ---------------------------------------------------
 def test_a_short_timeout_client_never_expires_another_clients_live_transaction(metastore_url):
     clock = FakeClock()
     with (
@@ -49,7 +49,7 @@ def test_a_short_timeout_client_never_expires_another_clients_live_transaction(m
     assert message.endswith("cannot heartbeat")
 
 
-# -- finding 7: opening reads without the write lock ------------------------------------------
+# -- opening reads without the write lock -----------------------------------------------------
 @pytest.fixture
 def held_write_lock(tmp_path):
     """A metastore with a table, and another connection holding its write transaction."""
@@ -93,7 +93,7 @@ def test_cli_show_while_a_writer_holds_the_database(held_write_lock, capsys):
     assert "db.t" in capsys.readouterr().out
 
 
-# -- finding 8: a reader never creates a metastore --------------------------------------------
+# -- a reader never creates a metastore -------------------------------------------------------
 def test_a_typo_in_the_metastore_path_fails_naming_it_and_creates_nothing(tmp_path, capsys):
     typo = tmp_path / "metastor.db"
     settings = load_settings(

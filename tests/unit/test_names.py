@@ -1,4 +1,4 @@
-"""Issue 10, finding 3: database and table names follow Hive's rule (letters, digits,
+"""Database and table names follow Hive's rule (letters, digits,
 underscore; case-insensitive) at every entry point, checked in one place (``names.py``)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where the native jar is found (``native.jar_path``: ``$RAPTORX_NATIVE_JAR``, the installed
 package's, the checkout's), what it records about its build (``native.jar_info``), and
-``raptorx jar``, which prints it and the flags that start Spark with it (issue 35)."""
+``raptorx jar``, which prints it and the flags that start Spark with it."""
 
 from __future__ import annotations
 

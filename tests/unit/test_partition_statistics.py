@@ -1,5 +1,5 @@
 """tables/partition_statistics.py without Spark: what ANALYZE, ADD PARTITION and MSCK REPAIR
-refuse, and what they record (issue 27, item 7)."""
+refuse, and what they record."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The per-query snapshot store behind finding 9 (issue 10): the first scan's snapshot wins
+"""The per-query snapshot store behind one snapshot per query: the first scan's snapshot wins
 for its query and table, other queries and tables are apart, old entries expire."""
 
 from __future__ import annotations

@@ -88,6 +88,6 @@ def test_tiers_on_names_each_tier_a_scan_runs_with(tmp_path):
 
 
 def test_the_issues_misspelled_option_gets_a_suggestion():
-    """Issue 28's example, ``.option("raptorx.chache...")``: the closest property."""
+    """A user's misspelling, ``.option("raptorx.chache...")``: the closest property."""
     with pytest.raises(ConfigError, match=r"did you mean 'cache.enabled'\?"):
         resolve_options({}, {"raptorx.chache.enabled": "true"})

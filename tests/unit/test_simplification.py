@@ -152,7 +152,7 @@ def _converted(p, convert):
     return p
 
 
-# Issue 27, 4d: every type whose predicates the source evaluates, with bounds as Parquet
+# Every type whose predicates the source evaluates, with bounds as Parquet
 # writers record them: exact, or looser than the values (a string's bounds truncated: the low
 # a prefix of the smallest value, the high a prefix of the largest with its last character
 # incremented, as parquet-mr and Arrow truncate long strings).

@@ -1,4 +1,4 @@
-"""What Python publishes for Spark's metrics system (issue 28 part 4), without Spark: each
+"""What Python publishes for Spark's metrics system, without Spark: each
 process's totals and the node's sizes in one file per process, replaced whole; at most once a
 ``PUBLISH_INTERVAL`` inside ``deferring_flushes``; the Spark confs ``tiered_session`` adds;
 and the plugin's metric names, read from its Scala source, documented. The plugin reading
@@ -194,7 +194,7 @@ def test_register_on_a_session_without_the_plugin_publishes_nothing():
 def test_a_flush_deferred_by_the_driver_planner_reaches_the_sink_without_another_flush(
     tmp_path, monkeypatch
 ):
-    """Issue 36, 3.2: the driver's planner flushes inside ``deferring_flushes``; its counts
+    """The driver's planner flushes inside ``deferring_flushes``; its counts
     (the metastore cache's, the listing cache's) reached the sink only when the process
     flushed again outside (never, in a user's application) or exited, so `raptorx cache
     stats` showed zeros. A timer thread writes them now."""

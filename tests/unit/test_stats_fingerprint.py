@@ -1,4 +1,4 @@
-"""Issue 27, item 7 (and 4c): statistics are trusted only for the files they describe.
+"""Statistics are trusted only for the files they describe.
 
 Planner-level (no Spark): a partition's statistics prune it or drop a predicate only while
 the partition's listing is the file set they were computed from (``statsFileSet``); a
@@ -110,7 +110,7 @@ def test_statistics_of_the_registered_files_still_prune_and_simplify(setup, part
 
 
 def test_unseal_change_seal_recomputes_the_statistics(setup):
-    """Issue 27, item 7's exact sequence: after ``partition seal`` the statistics describe
+    """The unseal, change, seal sequence: after ``partition seal`` the statistics describe
     the new file, so they prune and simplify correctly again."""
     settings, ms, tmp = setup
     root = str(tmp / "t")
@@ -192,7 +192,7 @@ def test_an_unpartitioned_managed_table_is_pruned_only_under_a_visible_write_id(
 
 
 def test_a_file_rewritten_under_a_cached_sealed_listing_fails_saying_what_to_do(tmp_path):
-    """Issue 27, 5a: the sealed partition's cached listing names the old version; the read
+    """The sealed partition's cached listing names the old version; the read
     fails (never a mix of versions) with the commands that change a sealed partition, and
     after them the new version is read with statistics that describe it."""
     from raptorx_py.errors import FileChangedError

@@ -1,6 +1,6 @@
-"""Registration of what Spark's Parquet reader reads (issue 11): timestamp kinds (findings 2
-and 3), partition layouts Spark accepts (finding 5), partition type inference and
-``--partition-type`` (finding 6), and clear refusals for what neither reads."""
+"""Registration of what Spark's Parquet reader reads: timestamp kinds,
+partition layouts Spark accepts, partition type inference and ``--partition-type``, and
+clear refusals for what neither reads."""
 
 import datetime as dt
 import os
@@ -37,7 +37,7 @@ def _types(t):
     return {c.name: c.type for c in t.all_columns}
 
 
-# -- finding 2 and 3: timestamp kinds ---------------------------------------------------------
+# -- timestamp kinds --------------------------------------------------------------------------
 def test_timestamp_kinds_are_typed_as_sparks_reader_types_them(tmp_path, env, ms):
     root = str(tmp_path / "t")
     naive = [dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)]
@@ -73,7 +73,7 @@ def test_timestamp_kinds_are_typed_as_sparks_reader_types_them(tmp_path, env, ms
     assert _types(t96) == {"t96": "timestamp"}
 
 
-# -- finding 5: layouts and values Spark reads, refusals that name what is wrong ---------------
+# -- layouts and values Spark reads, refusals that name what is wrong --------------------------
 def test_underscore_partition_key_is_a_partition_like_in_spark(tmp_path, env, ms):
     root = str(tmp_path / "t")
     _write(root, "_k=1", _ids())
@@ -145,7 +145,7 @@ def test_cli_refusals_are_one_line_not_tracebacks(tmp_path, env, capsys):
     assert "nanosecond timestamps" in err and "Traceback" not in err
 
 
-# -- finding 6: partition types as Spark infers them, or as given ------------------------------
+# -- partition types as Spark infers them, or as given -----------------------------------------
 @pytest.mark.parametrize(
     "values, expected",
     [
@@ -250,7 +250,7 @@ def test_which_partition_key_and_column_filters_are_evaluated_here():
     assert batch.filter(expr).num_rows == 1
 
 
-# -- finding 3: INT96 read at microseconds, with Spark's rebase rule -----------------------
+# -- INT96 read at microseconds, with Spark's rebase rule ----------------------------------
 def _int96_file(path, values, metadata=None):
     t = pa.table({"t96": pa.array(values, pa.timestamp("us"))})
     if metadata:

@@ -1,4 +1,4 @@
-"""Issue 10, finding 1: a write publishes only into directories it created, and a rollback
+"""A write publishes only into directories it created, and a rollback
 removes only what it created. Two metastores over one warehouse directory (e.g. after the
 metastore file was re-created) must never read, write into or delete each other's data."""
 
@@ -101,7 +101,7 @@ def test_a_rollback_removes_only_the_files_it_placed(two_metastores, monkeypatch
 
 
 def test_the_cleaner_removes_only_what_its_own_metastore_placed(two_metastores):
-    """Issue 27 item 5b: the cleaner removed every directory of an aborted write id's number.
+    """The cleaner once removed every directory of an aborted write id's number.
     The first metastore's write ids 1 and 2 are aborted; the second metastore committed its
     own write ids 1 and 2 into the same table directory. The first's cleaner removes the
     files its dead write 2 placed (its records name them) and leaves the second's data,

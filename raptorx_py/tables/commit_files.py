@@ -6,7 +6,7 @@ Each ``base_<wid>/`` or ``delta_<wid>_<wid>/`` is created exclusively (a local `
 fails when the directory exists; on an object store, a check that no object has that prefix):
 one that already exists belongs to someone else (another table or another metastore using
 the same directory) and fails the write with ``LocationInUseError`` instead of being written
-into. ``FilePlacement`` records exactly the files it moved or wrote and the directories it
+into. ``CommitFiles`` records exactly the files it moved or wrote and the directories it
 created; a rollback removes those files, then those directories if they are empty: never a
 directory, or a file, it did not make. With ``records`` (what a commit passes) it also
 records them in the metastore (``metastore/write_paths.py``: each directory once created,
@@ -49,7 +49,7 @@ EMPTY_BASE_FILE = "empty-base.parquet"
 
 @dataclass(frozen=True)
 class WriteRecords:
-    """Where a placement records what it creates: the metastore, the write's transaction
+    """Where ``CommitFiles`` records what it creates: the metastore, the write's transaction
     and its table (``metastore/write_paths.py``)."""
 
     metastore: Metastore
@@ -61,7 +61,7 @@ class WriteRecords:
         record_write_paths(self.metastore, self.txn_id, self.database, self.table, kind, urls)
 
 
-class FilePlacement:
+class CommitFiles:
     """Places one commit's files under ``<partition location>/<ACID directory>`` and records
     what it created (``created_dirs``, ``placed_files``; in the metastore too, with
     ``records``): only that may ``remove`` (the rollback) or the cleaner delete.
