@@ -367,18 +367,20 @@ PROPERTIES: tuple[Property, ...] = (
         ),
     ),
     Property(
-        "hive.parquet.reader",
-        "parquet_reader",
-        "AUTO",
-        "parquet_reader",
-        "hive",
-        "Which reader reads a split the fragment result cache does not hold. SPARK: Spark's "
-        "own vectorized Parquet reader in the executor's JVM, through the node's block cache "
-        "(needs the native jar, and Hadoop's s3a for s3:// tables); PYTHON: the Python "
-        "reader (pyarrow) in a Python worker; AUTO: SPARK, except that a split whose fragment "
-        "was planned before is read by PYTHON, which stores its fragment for the next "
-        "repeat, and except a scan SPARK cannot read (a pushed aggregation, nested types, a "
-        "column the files lack).",
+        name="hive.parquet.reader",
+        field="parquet_reader",
+        default="AUTO",
+        kind="parquet_reader",
+        file="hive",
+        doc=(
+            "Which reader reads a split the fragment result cache does not hold. SPARK: Spark's "
+            "own vectorized Parquet reader in the executor's JVM, through the node's block cache "
+            "(needs the native jar, and Hadoop's s3a for s3:// tables); PYTHON: the Python "
+            "reader (pyarrow) in a Python worker; AUTO: SPARK, except that a split whose "
+            "fragment was planned before is read by PYTHON, which stores its fragment for the "
+            "next repeat, and except a scan SPARK cannot read (a pushed aggregation, nested "
+            "types, a column the files lack)."
+        ),
     ),
     # --- splits -------------------------------------------------------------------------
     Property(
