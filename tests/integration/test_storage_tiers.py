@@ -112,10 +112,16 @@ def test_cold_run_fetches_each_block_once_and_warm_run_makes_no_request(
     # Listings: every surviving partition once, all sealed, so all stored.
     assert (c["listing_cache.misses"], c["listing_cache.stores"]) == (listed, listed), c.delta
     assert c["listing_cache.hits"] == 0 and c["listing_cache.skipped_unsealed"] == 0
-    # Data: one block per file, fetched with one ranged GET; the footer comes out of it.
+    # Data: one block per file, fetched with one ranged GET; the footer comes out of it. The
+    # scans of rows are Spark's reader's (hive.parquet.reader AUTO), which reads footers
+    # through the block cache and asks the store once per file for its identity (a HEAD);
+    # those with a pushed aggregation (Q1, Q6, parts of Q5) are the Python reader's, which
+    # keeps footers in the footer cache.
+    spark_files = c["reader.spark_splits"]  # one split per file at this scale
     assert c["block_cache.misses"] == c["block_cache.remote_requests"] == opened
-    assert c["footer_cache.misses"] == opened
-    assert nonzero(store["requests"]) == {"LIST": listed, "RANGED_GET": opened}
+    assert c["footer_cache.misses"] == opened - spark_files
+    expected_requests = {"LIST": listed, "RANGED_GET": opened, "HEAD": spark_files}
+    assert nonzero(store["requests"]) == nonzero(expected_requests)
     assert store["bytes"]["RANGED_GET"] == c["block_cache.bytes_from_remote"] > 0
 
     register_tpch_views(spark, options)
@@ -127,7 +133,7 @@ def test_cold_run_fetches_each_block_once_and_warm_run_makes_no_request(
     assert store["total_requests"] == 0, store["requests"]
     assert c["listing_cache.hits"] == listed and c["listing_cache.misses"] == 0
     assert c["reader.files_opened"] == opened
-    assert c["footer_cache.hits_memory"] + c["footer_cache.hits_disk"] == opened
+    assert c["footer_cache.hits_memory"] + c["footer_cache.hits_disk"] == opened - spark_files
     assert c["block_cache.misses"] == 0 and c["block_cache.hits"] >= opened
     assert c["block_cache.bytes_from_remote"] == 0 and c["block_cache.bytes_from_cache"] > 0
 

@@ -386,22 +386,21 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
     }
     if (missing.nonEmpty) {
       remoteStatus // the identity check comes before any fetch
-      val fetched: Seq[(Long, Array[Byte])] =
-        if (missing.length == 1) Seq(missing.head -> fetch(missing.head))
-        else {
-          val pool = fetchPool(conf)
-          val futures: Seq[(Long, Future[Array[Byte]])] = missing.toSeq.map { i =>
-            i -> pool.submit(new Callable[Array[Byte]] { override def call(): Array[Byte] = fetch(i) })
-          }
-          futures.map { case (i, f) =>
-            try i -> f.get() catch {
-              case e: ExecutionException => e.getCause match {
-                case io: IOException => throw io
-                case other => throw new IOException(other)
-              }
-            }
+      // Always on the pool, even one block: the store's file system counts the bytes it reads
+      // per thread, and Spark adds the task thread's counts to the stage's input, which the
+      // reader reports itself (cache and store alike, `InputBytes`).
+      val pool = fetchPool(conf)
+      val futures: Seq[(Long, Future[Array[Byte]])] = missing.toSeq.map { i =>
+        i -> pool.submit(new Callable[Array[Byte]] { override def call(): Array[Byte] = fetch(i) })
+      }
+      val fetched: Seq[(Long, Array[Byte])] = futures.map { case (i, f) =>
+        try i -> f.get() catch {
+          case e: ExecutionException => e.getCause match {
+            case io: IOException => throw io
+            case other => throw new IOException(other)
           }
         }
+      }
       if (file.version != null && file.version.startsWith("posix:")) checkLocalVersion()
       fetched.foreach { case (i, b) =>
         out(i) = b
