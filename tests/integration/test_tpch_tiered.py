@@ -20,13 +20,15 @@ DATABASE = "tpch_tiered"
 
 
 @pytest.fixture(scope="module")
-def tiered_tpch(request, spark, env, s3_endpoint, tpch_sf001_dir, tpch_scale):
-    """SF 0.01 loaded to s3://<bucket>/wh and registered in the session metastore; the 8
-    TPC-H names are temp views over tiered_hive reads with the endpoint's properties."""
-    props = load_tpch_into_bucket(
+def tpch_in_bucket(request, env, s3_endpoint, tpch_scale):
+    """SF 0.01 loaded to s3://<bucket>/wh and registered in the session metastore; returns
+    the endpoint's properties."""
+    return load_tpch_into_bucket(
         request, env, s3_endpoint, tpch_scale, bucket="raptorx-tpch-tiered", database=DATABASE
     )
 
+
+def _views(spark, props: dict[str, str]):
     def reader(table):
         r = spark.read.format("tiered_hive")
         for key, value in props.items():
@@ -38,13 +40,28 @@ def tiered_tpch(request, spark, env, s3_endpoint, tpch_sf001_dir, tpch_scale):
 
 
 @pytest.fixture(scope="module")
+def tiered_tpch(spark, tpch_in_bucket):
+    """The 8 TPC-H names as temp views over tiered_hive reads with the endpoint's
+    properties (the default reader); returns the reader of one table."""
+    return _views(spark, tpch_in_bucket)
+
+
+@pytest.fixture(params=["SPARK", "PYTHON"])
+def views_by_reader(request, spark, tpch_in_bucket):
+    """The views read by each reader in turn (``hive.parquet.reader``: Spark's own Parquet
+    reader in the JVM over s3a, or the Python reader; scans with a pushed aggregation are
+    the Python reader's either way)."""
+    return _views(spark, {**tpch_in_bucket, "hive.parquet.reader": request.param})
+
+
+@pytest.fixture(scope="module")
 def duckdb_expected(tpch_sf001_dir, tpch_scale):
     return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
 
 
 @pytest.mark.parametrize("n", list(queries.QUERY_NUMBERS), ids=lambda n: f"q{n:02d}")
 def test_query_through_tiered_hive_matches_duckdb(
-    n, spark, tiered_tpch, duckdb_expected, tpch_scale
+    n, spark, views_by_reader, duckdb_expected, tpch_scale
 ):
     actual = oracle.spark_rows(spark.sql(queries.query_text(n, tpch_scale, "spark")))
     diff = oracle.compare_results(
