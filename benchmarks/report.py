@@ -24,6 +24,8 @@ synthetic results dict. The runner (``benchmarks.tpch_suite``) builds that dict;
               "error": None},          # or the error message; then runs may be short
            ...}},
         ...},
+      "disk": {"table_bytes": 37000000, "tables": ["lineitem", ...],   # cached configurations
+               "configs": {"tiered-hive-s3-warm": {<disk_per_tier>}}},  # (optional)
     }
 
 The first configuration is the baseline of every ratio. ``summarize_config`` reduces the
@@ -474,8 +476,8 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     query (median seconds and ratio to the baseline per configuration, remote requests and
     bytes per run) ending with the geometric means, then the columns read and bytes decoded,
     planning (scans, milliseconds per scan, worker calls, LISTs, metastore round trips),
-    the storage tiers' counters per query (configurations with caches on), and totals per
-    configuration."""
+    the storage tiers' counters per query (configurations with caches on), the disk each
+    tier held, and totals per configuration."""
     s = summarize(results)
     configs, baseline = s["configs"], s["baseline"]
     others = configs[1:]
@@ -569,6 +571,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
     lines += _planning_section(s)
     lines += _fragments_section(s)
     lines += _tiers_section(s)
+    lines += _disk_section(results)
     lines += _totals_section(s)
     problems = row_count_mismatches(results) + result_differences(results)
     errors = [
@@ -872,6 +875,71 @@ def tier_figures(metrics: Mapping[str, float]) -> dict[str, float]:
         "put_errors": m("footer_cache.put_errors", "block_cache.put_errors"),
         "corrupt": m("footer_cache.corrupt_entries", "block_cache.corrupt_blocks"),
     }
+
+
+#: The disk tiers under a configuration's cache root (``configurations.cache_root``): the
+#: block and footer caches' directories under ``cache.base-directory`` and the fragment
+#: result cache's directory; a cold configuration's are under ``run-<k>/`` (its last run's).
+DISK_TIERS = ("blocks", "footers", "fragments")
+
+
+def disk_per_tier(root: str, table_bytes: int) -> dict[str, dict[str, Any]]:
+    """What each disk tier (``DISK_TIERS``) holds under the cache ``root``: ``bytes`` (the
+    sizes of its files: entries, indexes, secrets), ``files``, and ``per_table_byte``, bytes
+    over ``table_bytes`` (the table data the run read; None when 0). A file counts for the
+    first directory of its path under ``root`` that names a tier; files of no tier are not
+    counted. A tier with nothing on disk (or a missing ``root``) has zeros."""
+    held = {t: {"bytes": 0, "files": 0} for t in DISK_TIERS}
+    for directory, _, files in os.walk(root):
+        parts = os.path.relpath(directory, root).split(os.sep)
+        tier = next((p for p in parts if p in held), None)
+        if tier is None:
+            continue
+        for name in files:
+            try:
+                size = os.lstat(os.path.join(directory, name)).st_size
+            except FileNotFoundError:
+                continue
+            held[tier]["bytes"] += size
+            held[tier]["files"] += 1
+    return {
+        t: {**h, "per_table_byte": h["bytes"] / table_bytes if table_bytes > 0 else None}
+        for t, h in held.items()
+    }
+
+
+def _disk_section(results: Mapping[str, Any]) -> list[str]:
+    """Per cached configuration, the bytes each disk tier held at the end of the run and
+    their ratio to the table data the queries read (``results["disk"]``, written by the
+    runner with ``disk_per_tier``)."""
+    disk = results.get("disk") or {}
+    per_config = disk.get("configs") or {}
+    if not per_config:
+        return []
+    table_bytes = disk.get("table_bytes") or 0
+    tables = ", ".join(disk.get("tables") or [])
+    lines = [
+        "## Disk held per tier",
+        "",
+        f"Bytes each cache tier held on local disk after the last run (its files' sizes: "
+        f"entries, indexes), and in brackets per byte of the tables the queries read "
+        f"({format_bytes(table_bytes)} of Parquet: {tables}). A cold configuration's are "
+        f"its last run's.",
+        "",
+    ]
+    header = ["configuration"] + [f"{t}" for t in DISK_TIERS] + ["total"]
+    rows = []
+    for name, tiers in per_config.items():
+        total = sum(tiers[t]["bytes"] for t in DISK_TIERS)
+        cells = [
+            f"{format_bytes(tiers[t]['bytes'])} ({format_ratio(tiers[t]['per_table_byte'])})"
+            for t in DISK_TIERS
+        ]
+        total_ratio = total / table_bytes if table_bytes > 0 else None
+        rows.append([f"`{name}`", *cells, f"{format_bytes(total)} ({format_ratio(total_ratio)})"])
+    lines += _table(header, rows)
+    lines.append("")
+    return lines
 
 
 def _pair(a: float, b: float) -> str:

@@ -41,7 +41,8 @@ What it does, in order:
 5. Writes ``<out>/results.json``, ``<out>/results.md``, ``<out>/tpch_queries.png`` and
    ``<out>/tpch_ratios.png`` (``benchmarks.report``; the report leads with each tiered_hive
    configuration's ratio to Spark's reader over s3a and on local files), after every query,
-   so an interrupted run keeps what it measured.
+   so an interrupted run keeps what it measured; at the end, what each cached
+   configuration's tiers hold on disk per byte of the tables read (``report.disk_per_tier``).
 
 Exit status: 0 when every run succeeded and every configuration returned the same number
 of rows for each query; 1 otherwise (the mismatches and errors are printed and listed in
@@ -68,6 +69,7 @@ from benchmarks.configurations import (
     DEFAULT_CONFIGURATIONS,
     BenchContext,
     Configuration,
+    cache_root,
     get_configurations,
 )
 from devservers.s3_server import DEFAULT_LATENCY_MS, DEFAULT_THROUGHPUT_MBPS
@@ -330,6 +332,21 @@ def split_store_stats(delta: Mapping[str, Any]) -> tuple[dict[str, int], int]:
     return requests, nbytes
 
 
+def table_object_bytes(objects: Mapping[str, Any], warehouse: str) -> dict[str, int]:
+    """Per table, the bytes of the objects under its directory in ``warehouse`` (``objects``:
+    ``fs.find(warehouse, detail=True)``, path to details with ``size``), the table being the
+    first directory under the warehouse, or under a ``<database>.db`` directory there."""
+    sizes: dict[str, int] = {}
+    for path, detail in objects.items():
+        parts = path[len(warehouse) :].strip("/").split("/")
+        if parts and parts[0].endswith(".db"):
+            parts = parts[1:]
+        if len(parts) < 2:
+            continue  # not under a table's directory
+        sizes[parts[0]] = sizes.get(parts[0], 0) + int(detail.get("size") or 0)
+    return sizes
+
+
 def configurations_spark_conf(configs: Sequence[Configuration], endpoint: Any) -> dict[str, str]:
     """What the configurations ask of the session's start, merged: ``spark.jars`` entries
     joined, any other key set once (two configurations asking different values of one key
@@ -370,6 +387,8 @@ class Bench:
         self.work_dir = os.path.abspath(args.work_dir or default_work_dir(args.out))
         self.tpch_dir = os.path.join(self.work_dir, "tpch")
         self.started = time.monotonic()
+        #: Each table's Parquet bytes in the store (``probe``).
+        self.table_bytes: dict[str, int] = {}
         self.results: dict[str, Any] = {
             "schema_version": report.SCHEMA_VERSION,
             "command": " ".join(
@@ -496,6 +515,8 @@ class Bench:
                 f"no lineitem Parquet object under s3://{BUCKET}/warehouse after "
                 f"loading; found {len(files)} objects"
             )
+        # Each table's Parquet bytes: what the disk each cache tier holds is measured against.
+        self.table_bytes = table_object_bytes(files, f"{BUCKET}/warehouse")
         path = max(lineitem, key=lambda k: lineitem[k].get("size", 0))
         key = path.split("/", 1)[1]
         return {
@@ -625,10 +646,27 @@ class Bench:
                         for n in self.query_numbers:
                             self.run_query(n, ctx, endpoint, sink, progress, task)
                             self.write(partial=True)
+                self.results["disk"] = self.disk_held(ctx)
             finally:
                 with self.phase("stopping Spark"):
                     spark.stop()
         return self.finish()
+
+    def disk_held(self, ctx: BenchContext) -> dict[str, Any]:
+        """What each cache tier of each configuration that cached on disk holds now, per
+        byte of the tables the run's queries read (``report.disk_per_tier``)."""
+        from raptorx_py.tpch.queries import query_text, tables_read
+
+        tables = sorted(
+            set().union(*(tables_read(query_text(n, self.args.scale)) for n in self.query_numbers))
+        )
+        table_bytes = sum(self.table_bytes.get(t, 0) for t in tables)
+        configs = {}
+        for config in self.configs:
+            root = cache_root(ctx, config.name)
+            if os.path.isdir(root):
+                configs[config.name] = report.disk_per_tier(root, table_bytes)
+        return {"table_bytes": table_bytes, "tables": tables, "configs": configs}
 
     def log_conf(self) -> dict[str, str]:
         """Spark conf giving the driver JVM a log4j2 file at ``--spark-log-level`` (ERROR by

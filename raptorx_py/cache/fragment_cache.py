@@ -13,7 +13,12 @@ Contract:
   index to read, which is how the JVM serves hits (``native/.../FragmentHits.scala``). The
   file is a 48-byte header (``ENTRY_MAGIC``, a format byte, the expiry time in epoch
   milliseconds or 0, an HMAC-SHA256 keyed with the cache's secret (``cache_files``) over
-  the header's first 16 bytes, the key and the stream) and the result's Arrow IPC stream.
+  the header's first 16 bytes, the key and the stream) and the result's Arrow IPC stream,
+  its buffers compressed with ZSTD (``ENTRY_COMPRESSION``, Arrow IPC's own buffer
+  compression, which the JVM decodes with pyspark's arrow-compression and zstd-jni): a
+  quarter to a third of the uncompressed stream's bytes, at about the same cost per hit
+  (BENCHMARKS.md, "issue 34 point 6"). An entry of another format byte (1:
+  uncompressed) is a miss, removed, not counted corrupt.
   A torn, truncated, forged (written without the secret) or moved entry fails the MAC: a
   miss, deleted and counted (``fragment_cache.corrupt``). HMAC-SHA256 rather than keyed
   BLAKE2b because the JDK has it (``javax.crypto.Mac``, hardware SHA where the CPU has it):
@@ -100,7 +105,14 @@ log = logging.getLogger(__name__)
 
 #: What an entry file starts with; the JVM's reader checks the same (FragmentHits.scala).
 ENTRY_MAGIC = b"RXF1"
-ENTRY_FORMAT = 1
+#: 2: the stream's buffers compressed (``ENTRY_COMPRESSION``, Arrow IPC's own buffer
+#: compression, which the JVM reads with arrow-compression); 1 (before): uncompressed. An
+#: entry of another format is a miss on both sides (removed here, not counted corrupt).
+ENTRY_FORMAT = 2
+#: The codec of the entries' Arrow IPC buffers (``pa.ipc.IpcWriteOptions``; None: none):
+#: chosen by ``benchmarks/fragment_compression.py`` (docs/architecture.md, "Fragment result
+#: cache").
+ENTRY_COMPRESSION: str | None = "zstd"
 #: magic, format, 3 reserved bytes, expiry (epoch ms, 0: none): the MAC's first input.
 _PREFIX = struct.Struct("<4sB3xq")
 MAC_BYTES = 32
@@ -214,8 +226,10 @@ class FragmentCache:
         group_shared: bool = False,
         clock: Callable[[], float] = time.time,
         shrink: bool = True,
+        compression: str | None = ENTRY_COMPRESSION,
     ) -> None:
         self.directory = directory
+        self._write_options = pa.ipc.IpcWriteOptions(compression=compression)
         self.max_bytes, self.max_entries = max_bytes, max_entries
         self.max_entry_bytes, self.ttl = max_entry_bytes, ttl or None
         self.group_shared = group_shared
@@ -290,7 +304,7 @@ class FragmentCache:
             except FileNotFoundError:
                 continue
             checked = self._check(key, data)
-            if checked is None or checked is _EXPIRED:
+            if checked is None or checked is _EXPIRED or checked is _OTHER_FORMAT:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
                 dropped += 1
@@ -378,8 +392,9 @@ class FragmentCache:
             log.warning("fragment cache %s: entry %s is corrupt; deleted", self.directory, path)
             self._remove(key)
             return None
-        if batches is _EXPIRED:
-            counters.add("fragment_cache.expired")
+        if batches is _EXPIRED or batches is _OTHER_FORMAT:
+            if batches is _EXPIRED:
+                counters.add("fragment_cache.expired")
             counters.add("fragment_cache.misses")
             self._remove(key)
             return None
@@ -392,10 +407,10 @@ class FragmentCache:
         return batches
 
     def _decode(self, key: bytes, data: bytes):
-        """The entry's batches, ``_EXPIRED``, or None when it is not a valid entry of
-        ``key`` under this cache's secret."""
+        """The entry's batches, ``_EXPIRED``, ``_OTHER_FORMAT``, or None when it is not a
+        valid entry of ``key`` under this cache's secret."""
         stream = self._check(key, data)
-        if stream is None or stream is _EXPIRED:
+        if stream is None or stream is _EXPIRED or stream is _OTHER_FORMAT:
             return stream
         try:
             with pa.ipc.open_stream(pa.py_buffer(stream)) as reader:
@@ -404,15 +419,18 @@ class FragmentCache:
             return None
 
     def _check(self, key: bytes, data: bytes):
-        """The entry's Arrow stream (a view of ``data``), ``_EXPIRED``, or None when it is
-        not a valid entry of ``key`` under this cache's secret."""
+        """The entry's Arrow stream (a view of ``data``), ``_EXPIRED``, ``_OTHER_FORMAT`` (an
+        entry written by another version's layout: not verified, never read), or None when
+        it is not a valid entry of ``key`` under this cache's secret."""
         if len(data) < HEADER_BYTES:
             return None
         view = memoryview(data)
         prefix = bytes(view[: _PREFIX.size])
         magic, fmt, expires_ms = _PREFIX.unpack(prefix)
-        if magic != ENTRY_MAGIC or fmt != ENTRY_FORMAT:
+        if magic != ENTRY_MAGIC:
             return None
+        if fmt != ENTRY_FORMAT:
+            return _OTHER_FORMAT
         stream = view[HEADER_BYTES:]
         mac = entry_mac(self._secret, prefix, key, stream)
         if not hmac.compare_digest(mac, bytes(view[_PREFIX.size : HEADER_BYTES])):
@@ -427,7 +445,7 @@ class FragmentCache:
         """Store the complete result of ``key``; False when it is not stored (too large,
         full, or a fault)."""
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, schema) as writer:
+        with pa.ipc.new_stream(sink, schema, options=self._write_options) as writer:
             for b in batches:
                 writer.write_batch(b)
         stream = sink.getvalue()
@@ -652,6 +670,8 @@ class FragmentCache:
 
 #: ``FragmentCache._decode``'s answer for a valid entry past its expiry.
 _EXPIRED = object()
+#: ``FragmentCache._check``'s answer for an entry of another ``ENTRY_FORMAT``.
+_OTHER_FORMAT = object()
 
 _caches: ProcessRegistry[FragmentCache] = ProcessRegistry()
 #: Directories whose index rebuild this process has logged (each is logged once).

@@ -146,6 +146,12 @@ def with_qualified_tables(text: str, qualifier: str) -> str:
     )
 
 
+def tables_read(text: str) -> set[str]:
+    """The TPC-H tables a query ``text`` reads (the names ``with_qualified_tables`` would
+    qualify)."""
+    return {m.group("table") for m in _TABLE_REFERENCE.finditer(text)}
+
+
 def ordered(n: int) -> bool:
     """True when query ``n`` has an ORDER BY (all but the single-row queries 6, 14, 17, 19)."""
     _check_number(n)

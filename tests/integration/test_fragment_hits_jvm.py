@@ -119,6 +119,63 @@ def test_a_damaged_or_missing_entry_is_recomputed(spark, env, tmp_path, counted,
     assert served["fragment_cache.jvm_hits"] == 1 and served["reader.python_tasks"] == 0
 
 
+def _uncompressed_stream(stream: bytes) -> bytes:
+    """The same batches as the Arrow IPC ``stream``, written without compression."""
+    with pa.ipc.open_stream(stream) as r:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, r.schema) as w:
+            for b in r:
+                w.write_batch(b)
+    return sink.getvalue().to_pybytes()
+
+
+def test_compressed_entries_are_served_by_the_jvm(spark, env, tmp_path, counted):
+    """The entries Python writes are compressed (``ENTRY_COMPRESSION``): each file is
+    smaller than the uncompressed stream of its own batches, and the JVM serves them all
+    (arrow-compression's codecs), with the right rows."""
+    _, cache_dir = _daily_table(env, tmp_path, spark)
+    sql = "SELECT x, s FROM {t} WHERE x > 3000"
+    assert both(spark, sql, counted)["fragment_cache.stores"] == len(DAYS)
+    entries = _entries(cache_dir)
+    assert len(entries) == len(DAYS)
+    for path in entries:
+        with open(path, "rb") as f:
+            stream = f.read()[fc.HEADER_BYTES :]
+        assert len(stream) < len(_uncompressed_stream(stream)) / 2, path
+    served = both(spark, sql, counted)
+    assert served["fragment_cache.jvm_hits"] == len(DAYS) and served["reader.python_tasks"] == 0
+    assert served["fragment_cache.jvm_errors"] == 0
+    assert served["reader.rows_to_spark"] == len(DAYS) * ROWS - 3001
+
+
+def test_an_entry_of_the_previous_format_is_a_miss_on_both_sides(spark, env, tmp_path, counted):
+    """An entry as format 1 wrote it (uncompressed, its MAC valid under the cache's secret)
+    is not served by the JVM nor by Python, nor counted corrupt: a miss, recomputed and
+    stored anew in today's format, which the JVM then serves."""
+    _, cache_dir = _daily_table(env, tmp_path, spark)
+    sql = f"SELECT x, s FROM {{t}} WHERE ds = date '{DAYS[2]}'"
+    both(spark, sql, counted)
+    (path,) = _entries(cache_dir)
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(os.path.join(cache_dir, "cache.secret"), "rb") as f:
+        secret = f.read()
+    key = bytes.fromhex(os.path.basename(path)[: -len(fc.ENTRY_SUFFIX)])
+    stream = _uncompressed_stream(data[fc.HEADER_BYTES :])
+    prefix = fc.ENTRY_MAGIC + bytes([1, 0, 0, 0]) + data[8:16]
+    with open(path, "wb") as f:
+        f.write(prefix + fc.entry_mac(secret, prefix, key, stream) + stream)
+    again = both(spark, sql, counted)
+    assert again["fragment_cache.jvm_hits"] == 0 and again["fragment_cache.jvm_errors"] == 0
+    assert again["fragment_cache.corrupt"] == 0
+    assert again["fragment_cache.misses"] == again["reader.fragments_computed"] == 1
+    assert again["fragment_cache.stores"] == 1
+    with open(path, "rb") as f:
+        assert f.read(5)[4] == fc.ENTRY_FORMAT
+    served = both(spark, sql, counted)
+    assert served["fragment_cache.jvm_hits"] == 1 and served["reader.python_tasks"] == 0
+
+
 def _fragment_hits(spark):
     return spark.sparkContext._jvm.org.apache.spark.sql.execution.python.raptorx.FragmentHits
 

@@ -489,3 +489,80 @@ def test_time_breakdown_where_no_cache_is_slower_than_spark_on_s3():
     )
     section = markdown.split("### Where the time goes")[1].split("## ")[0]
     assert section.count("| spark-parquet-s3 |") == 3
+
+
+# --- disk held per tier --------------------------------------------------------------------
+
+
+def _file(path, size: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x" * size)
+
+
+def test_disk_per_tier_sums_each_tier_s_files_against_the_table_bytes(tmp_path):
+    """A warm root (tiers at its top) and a cold one's last run (under ``run-<k>``): each
+    file counts for its tier, files of no tier are not counted, an empty tier is zeros."""
+    warm = tmp_path / "warm"
+    _file(warm / "blocks" / "ab" / "block-1", 3000)
+    _file(warm / "blocks" / "index.db", 1000)
+    _file(warm / "footers" / "f1", 500)
+    _file(warm / "fragments" / "entries" / "00" / "k.arrow", 6000)
+    _file(warm / "fragments" / "cache.secret", 32)
+    _file(warm / "log.txt", 99)  # no tier
+    got = report.disk_per_tier(str(warm), table_bytes=2000)
+    assert got["blocks"] == {"bytes": 4000, "files": 2, "per_table_byte": 2.0}
+    assert got["footers"] == {"bytes": 500, "files": 1, "per_table_byte": 0.25}
+    assert got["fragments"] == {"bytes": 6032, "files": 2, "per_table_byte": 3.016}
+    cold = tmp_path / "cold"
+    _file(cold / "run-3" / "blocks" / "b", 700)
+    got = report.disk_per_tier(str(cold), table_bytes=0)
+    assert got["blocks"] == {"bytes": 700, "files": 1, "per_table_byte": None}
+    assert got["fragments"] == {"bytes": 0, "files": 0, "per_table_byte": None}
+    missing = report.disk_per_tier(str(tmp_path / "nowhere"), table_bytes=10)
+    assert all(t["bytes"] == 0 for t in missing.values())
+
+
+def test_the_disk_section_shows_each_cached_configuration_s_tiers(results, tmp_path):
+    _file(tmp_path / "blocks" / "b", 1024)
+    _file(tmp_path / "fragments" / "e", 3 * 1024)
+    tiers = report.disk_per_tier(str(tmp_path), table_bytes=2048)
+    results["disk"] = {"table_bytes": 2048, "tables": ["lineitem"], "configs": {"remote": tiers}}
+    markdown = report.render_markdown(results)
+    assert "## Disk held per tier" in markdown
+    assert "2.0 KiB of Parquet: lineitem" in markdown
+    assert "| `remote` | 1.0 KiB (0.50x) | 0 B (0.00x) | 3.0 KiB (1.50x) | 4.0 KiB (2.00x) |" in (
+        markdown
+    )
+    del results["disk"]
+    assert "## Disk held per tier" not in report.render_markdown(results)
+
+
+def test_table_object_bytes_sums_the_objects_under_each_table():
+    from benchmarks.tpch_suite import table_object_bytes
+
+    objects = {
+        "b/warehouse/tpch.db/lineitem/part-0.parquet": {"size": 100},
+        "b/warehouse/tpch.db/lineitem/part-1.parquet": {"size": 50},
+        "b/warehouse/tpch.db/nation/part-0.parquet": {"size": 7},
+        "b/warehouse/region/part-0.parquet": {"size": 3},
+        "b/warehouse/tpch.db/_marker": {"size": 1},
+    }
+    assert table_object_bytes(objects, "b/warehouse") == {
+        "lineitem": 150,
+        "nation": 7,
+        "region": 3,
+    }
+
+
+def test_tables_read_names_the_tables_a_query_reads():
+    from raptorx_py.tpch.queries import query_text, tables_read
+
+    assert tables_read(query_text(6, 1)) == {"lineitem"}
+    assert tables_read(query_text(9, 1)) == {
+        "part",
+        "supplier",
+        "lineitem",
+        "partsupp",
+        "orders",
+        "nation",
+    }

@@ -17,6 +17,7 @@ from dataclasses import replace
 import pyarrow as pa
 import pytest
 
+from raptorx_py.cache import fragment_cache
 from raptorx_py.cache.fragment_cache import FragmentCache, entry_path, fragment_cache_for
 from raptorx_py.config import load_settings
 from raptorx_py.datasource.aggregation import Aggregate, PushedAggregation
@@ -117,11 +118,26 @@ def test_a_full_cache_stores_nothing_more(tmp_path):
     assert deltas["fragment_cache.full"] == 1 and len(c) == 2
 
 
+def _entry_size(tmp_path) -> int:
+    """The size of the entry file of ``batches()`` (~57 KB: ZSTD-compressed)."""
+    return _sizes(tmp_path)[0]
+
+
+def _sizes(tmp_path) -> tuple[int, int]:
+    """The size of the entry file of ``batches()``, and the index's own pages in the volume
+    of a cache holding one."""
+    probe = cache(tmp_path / "probe")
+    probe.put(KEY, SCHEMA, batches())
+    size = os.path.getsize(entry_path(probe.directory, KEY))
+    return size, probe.volume() - size
+
+
 def test_the_size_limit_evicts_least_recently_used(tmp_path):
-    c = cache(tmp_path, max_bytes=600_000)
-    for i in range(8):  # ~150 KB each
+    size = _entry_size(tmp_path)
+    c = cache(tmp_path, max_bytes=4 * size)
+    for i in range(8):
         c.put(bytes([i]) * 20, SCHEMA, batches())
-    assert 2 <= len(c) < 8 and c.volume() < 800_000
+    assert 2 <= len(c) < 8 and c.volume() < 5 * size
     assert c.get(bytes([7]) * 20) is not None  # the newest stays
     assert c.get(bytes([0]) * 20) is None  # the least recently used went first
 
@@ -308,6 +324,52 @@ def test_an_entry_is_one_file_named_by_its_key(tmp_path):
         assert f.read(4) == b"RXF1"
 
 
+def _stream_bytes(table_batches, compression) -> int:
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, SCHEMA, options=options) as writer:
+        for b in table_batches:
+            writer.write_batch(b)
+    return sink.getvalue().size
+
+
+def test_an_entry_s_stream_is_compressed_and_comes_back_equal(tmp_path):
+    """The entry's Arrow IPC buffers are compressed (``ENTRY_COMPRESSION``): the file is the
+    header and the compressed stream, a third of the uncompressed stream of the same
+    batches here, and reads back equal."""
+    assert fragment_cache.ENTRY_COMPRESSION == "zstd"
+    c = cache(tmp_path)
+    assert c.put(KEY, SCHEMA, batches())
+    size = os.path.getsize(entry_path(c.directory, KEY))
+    assert size == fragment_cache.HEADER_BYTES + _stream_bytes(batches(), "zstd")
+    assert size < _stream_bytes(batches(), None) / 2
+    assert pa.Table.from_batches(c.get(KEY)) == pa.Table.from_batches(batches())
+    plain = cache(tmp_path / "plain", compression=None)
+    assert plain.put(KEY, SCHEMA, batches())
+    assert os.path.getsize(entry_path(plain.directory, KEY)) == (
+        fragment_cache.HEADER_BYTES + _stream_bytes(batches(), None)
+    )
+
+
+def test_an_entry_of_the_previous_format_is_a_plain_miss(tmp_path):
+    """An entry written by format 1 (uncompressed, before ENTRY_FORMAT 2), its MAC valid, is
+    neither served nor counted corrupt: a miss, removed; the result is stored anew."""
+    c = cache(tmp_path)
+    assert c.put(KEY, SCHEMA, batches())
+    path = entry_path(c.directory, KEY)
+    with open(path, "rb") as f:
+        data = f.read()
+    stream = data[fragment_cache.HEADER_BYTES :]
+    prefix = bytes([*fragment_cache.ENTRY_MAGIC, 1, 0, 0, 0]) + data[8:16]
+    with open(path, "wb") as f:
+        f.write(prefix + fragment_cache.entry_mac(c._secret, prefix, KEY, stream) + stream)
+    deltas = CounterDeltas()
+    assert c.get(KEY) is None
+    assert deltas["fragment_cache.misses"] == 1 and deltas["fragment_cache.corrupt"] == 0
+    assert not os.path.exists(path)
+    assert c.put(KEY, SCHEMA, batches()) and c.get(KEY) is not None
+
+
 def test_an_entry_written_without_the_secret_is_not_served(tmp_path):
     """A forger who cannot read ``cache.secret`` writes a well-formed entry under another
     secret: it fails the MAC."""
@@ -344,7 +406,8 @@ def test_an_entry_expires_by_its_header(tmp_path):
 def test_a_touched_file_counts_as_used_for_eviction(tmp_path):
     """A reader that touches an entry's mtime (the JVM does, on a hit) keeps it: eviction
     takes the later of the index's use and the file's mtime."""
-    c = cache(tmp_path, max_bytes=400_000)
+    size, pages = _sizes(tmp_path)
+    c = cache(tmp_path, max_bytes=2 * size + pages + size // 2)  # 2 fit
     c.put(b"a" * 20, SCHEMA, batches())
     c.put(b"b" * 20, SCHEMA, batches())
     future = os.stat(entry_path(c.directory, b"b" * 20)).st_mtime + 10
@@ -443,10 +506,8 @@ def test_expiry_makes_room_under_the_entry_bound(tmp_path, monkeypatch):
 def test_eviction_passes_over_every_entry_read_since_it_was_stored(tmp_path):
     """Second chance: entries read since their row was written move to the back; the others
     go, oldest first, and the order then is the order of the passes."""
-    probe = cache(tmp_path / "probe")
-    probe.put(KEY, SCHEMA, batches())
-    size = os.path.getsize(entry_path(probe.directory, KEY))  # ~170 KB
-    c = cache(tmp_path, max_bytes=6 * size + 100_000)  # 6 fit, with the index's pages
+    size, pages = _sizes(tmp_path)
+    c = cache(tmp_path, max_bytes=6 * size + pages + size // 2)  # 6 fit, with the index
     keys = [bytes([i]) * 20 for i in range(6)]
     for k in keys:
         assert c.put(k, SCHEMA, batches())
@@ -463,7 +524,7 @@ def test_eviction_passes_over_every_entry_read_since_it_was_stored(tmp_path):
 def test_a_result_over_the_whole_bound_stays_alone(tmp_path):
     """The result just stored is never its own eviction: alone over the bound, it stays
     until the next store."""
-    c = cache(tmp_path, max_bytes=50_000)
+    c = cache(tmp_path, max_bytes=_entry_size(tmp_path) // 2)
     assert c.put(KEY, SCHEMA, batches()) and len(c) == 1
     deltas = CounterDeltas()
     assert c.put(OTHER, SCHEMA, batches())

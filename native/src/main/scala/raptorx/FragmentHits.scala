@@ -50,7 +50,9 @@ object FragmentHits {
   val Served: Byte = 'J'.toByte
 
   val EntryMagic = "RXF1"
-  val EntryFormat = 1
+  /** 2: the Arrow stream's buffers may be compressed (LZ4 frame or ZSTD, as each record
+   * batch's `BodyCompression` says; read with arrow-compression's codecs). */
+  val EntryFormat = 2
   val PrefixBytes = 16
   val MacBytes = 32
   val HeaderBytes: Int = PrefixBytes + MacBytes

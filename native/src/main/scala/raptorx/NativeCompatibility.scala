@@ -248,6 +248,14 @@ object NativeCompatibility {
         Seq("org.apache.arrow.vector.types.pojo.Schema"), StructType),
       LinkedMethod("org.apache.spark.sql.util.ArrowUtils", "rootAllocator", Seq(),
         "org.apache.arrow.memory.RootAllocator"),
+      // SplitServingReader: fragment entries' ZSTD-compressed Arrow buffers, read with the
+      // arrow-compression and zstd-jni jars pyspark ships
+      LinkedMethod("org.apache.arrow.vector.ipc.ArrowStreamReader", "<init>",
+        Seq("java.io.InputStream", "org.apache.arrow.memory.BufferAllocator",
+          "org.apache.arrow.vector.compression.CompressionCodec$Factory")),
+      SparkClass("org.apache.arrow.compression.CommonsCompressionFactory"),
+      SparkClass("org.apache.arrow.compression.ZstdCompressionCodec"),
+      SparkClass("com.github.luben.zstd.Zstd"),
       LinkedMethod("org.apache.spark.sql.types.DataType$", "equalsStructurally",
         Seq("org.apache.spark.sql.types.DataType", "org.apache.spark.sql.types.DataType",
           "boolean"), "boolean"),

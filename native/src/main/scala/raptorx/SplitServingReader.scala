@@ -8,6 +8,7 @@ import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import org.apache.arrow.compression.CommonsCompressionFactory
 import org.apache.arrow.memory.BufferAllocator
 import org.apache.arrow.vector.ipc.ArrowStreamReader
 
@@ -135,7 +136,8 @@ class SplitServingReader(
           null
         case Some(data) =>
           val reader = new ArrowStreamReader(new ByteArrayInputStream(
-            data, FragmentHits.HeaderBytes, data.length - FragmentHits.HeaderBytes), allocator)
+            data, FragmentHits.HeaderBytes, data.length - FragmentHits.HeaderBytes), allocator,
+            CommonsCompressionFactory.INSTANCE)
           if (!FragmentHits.sameTypes(reader.getVectorSchemaRoot.getSchema, schema)) {
             reader.close()
             counts("fragment_cache.jvm_schema_mismatch") += 1
