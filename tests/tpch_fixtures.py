@@ -6,6 +6,8 @@ or explicitly with ``-p tests.tpch_fixtures``).
   directory (``.pytest_cache/d/tpch/sf0.01``) and reused by later runs; a clean checkout
   regenerates it (about 2 s). ``tpch_work_dir(request)`` is its parent, usable as
   ``load_tpch(work_dir=...)``.
+- ``duckdb_expected``: DuckDB's rows of the 22 queries (validation parameters) over
+  ``tpch_sf001_dir``, computed once per test session for every module that compares with them.
 - ``spark_local``: the one SparkSession of the test session: the root conftest's ``spark``
   fixture when it exists, else a plain ``local[2]`` session.
 """
@@ -30,6 +32,14 @@ def tpch_sf001_dir(request) -> str:
     out_dir = tpch_work_dir(request) / "sf0.01"
     generate_tpch(TPCH_TEST_SCALE, str(out_dir))
     return str(out_dir)
+
+
+@pytest.fixture(scope="session")
+def duckdb_expected(tpch_sf001_dir) -> dict[int, list[tuple]]:
+    """Query number -> DuckDB's rows (``oracle.duckdb_results``), every TPC-H query; read only."""
+    from raptorx_py.tpch import oracle, queries
+
+    return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, TPCH_TEST_SCALE, threads=2)
 
 
 def tpch_work_dir(request):

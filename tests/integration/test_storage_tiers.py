@@ -61,11 +61,6 @@ def tpch(request, env, s3_endpoint, tpch_sf001_dir, tpch_scale):
     )
 
 
-@pytest.fixture(scope="module")
-def duckdb_expected(tpch_sf001_dir, tpch_scale):
-    return oracle.duckdb_results(tpch_sf001_dir, QUERIES, tpch_scale, threads=2)
-
-
 def register_tpch_views(spark, options: dict[str, str]) -> None:
     def reader(table):
         return spark.read.format("tiered_hive").options(**options).load(f"{DATABASE}.{table}")

@@ -52,11 +52,6 @@ def test_tables_are_managed_with_acid_layout(managed_tpch, env, tpch_sf001_dir):
     assert nation.parameters["numRows"] == "25"
 
 
-@pytest.fixture(scope="module")
-def duckdb_expected(tpch_sf001_dir, tpch_scale):
-    return oracle.duckdb_results(tpch_sf001_dir, QUERIES, tpch_scale, threads=2)
-
-
 @pytest.mark.parametrize("n", QUERIES, ids=lambda n: f"q{n:02d}")
 def test_query_matches_duckdb(n, spark, managed_tpch, duckdb_expected, tpch_scale):
     actual = oracle.spark_rows(spark.sql(queries.query_text(n, tpch_scale, "spark")))

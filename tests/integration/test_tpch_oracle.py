@@ -267,11 +267,6 @@ def test_compare_results_order_and_ties():
 
 
 @pytest.fixture(scope="module")
-def duckdb_expected(tpch_sf001_dir, tpch_scale):
-    return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
-
-
-@pytest.fixture(scope="module")
 def spark_tpch(spark_local, tpch_sf001_dir):
     queries.register_views(spark_local, queries.parquet_reader(spark_local, tpch_sf001_dir))
     return spark_local

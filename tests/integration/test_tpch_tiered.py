@@ -37,11 +37,6 @@ def tiered_tpch(request, spark, env, s3_endpoint, tpch_sf001_dir, tpch_scale):
     return reader
 
 
-@pytest.fixture(scope="module")
-def duckdb_expected(tpch_sf001_dir, tpch_scale):
-    return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
-
-
 @pytest.mark.parametrize("n", list(queries.QUERY_NUMBERS), ids=lambda n: f"q{n:02d}")
 def test_query_through_tiered_hive_matches_duckdb(
     n, spark, tiered_tpch, duckdb_expected, tpch_scale
