@@ -8,6 +8,8 @@ or explicitly with ``-p tests.tpch_fixtures``).
   ``load_tpch(work_dir=...)``.
 - ``duckdb_expected``: DuckDB's rows of the 22 queries (validation parameters) over
   ``tpch_sf001_dir``, computed once per test session for every module that compares with them.
+- ``tpch_query_params()``: the 22 query numbers as pytest parameters, all but
+  ``DEFAULT_QUERIES`` marked ``stress``.
 - ``spark_local``: the one SparkSession of the test session: the root conftest's ``spark``
   fixture when it exists, else a plain ``local[2]`` session.
 """
@@ -17,6 +19,25 @@ from __future__ import annotations
 import pytest
 
 TPCH_TEST_SCALE = 0.01
+
+#: The queries a module runs by default when its subject is not the queries but what is
+#: around them (another metastore, catalog names, the reader without the jar): all eight
+#: tables, aggregates pushed and not, joins of up to six tables, a correlated subquery, an
+#: outer join, IN with HAVING. The other 15 run under ``make stress``; the modules whose
+#: subject is the queries (test_tpch_oracle.py, test_tpch_tiered.py,
+#: test_tpch_fragment_hits.py) run all 22 by default.
+DEFAULT_QUERIES = (1, 2, 5, 6, 9, 13, 18)
+
+
+def tpch_query_params() -> list:
+    """The 22 query numbers as pytest parameters (ids ``q01``...), those not in
+    ``DEFAULT_QUERIES`` marked ``stress``."""
+    from raptorx_py.tpch import queries
+
+    return [
+        pytest.param(n, id=f"q{n:02d}", marks=() if n in DEFAULT_QUERIES else pytest.mark.stress)
+        for n in queries.QUERY_NUMBERS
+    ]
 
 
 @pytest.fixture(scope="session")
