@@ -298,33 +298,31 @@ def test_a_replaced_executor_keeps_its_host_s_files_and_a_joining_worker_takes_i
     assert last.get("block_cache.hits", 0) >= 0.9 * (FILES - len(moved)), last
 
 
-def test_a_task_on_a_sibling_executor_of_its_host_uses_the_host_s_caches(tmp_path, small_table):
-    """Two executors on one host (a 2-core worker) and one on another, the node's caches
-    shared by a host's executors. Spark waits for a task's host but not for its executor
+def test_a_task_on_a_sibling_executor_of_its_host_uses_the_host_s_caches(
+    standalone_cluster, small_table
+):
+    """Two executors on one host (the module cluster's 2-core worker) and one on another, the
+    node's caches shared by a host's executors (the application's own: ``NODE_CACHE`` is under
+    its directory on each worker). Spark waits for a task's host but not for its executor
     (``spark.locality.wait.process=0``), so a task may run on its preferred executor or on
     the sibling: either way it reads the host's caches (a warm read makes no block-cache
     miss) and none runs on the other host."""
-    from devservers.standalone_cluster import NODE_CACHE, StandaloneCluster, worker_host
+    from devservers.standalone_cluster import NODE_CACHE, worker_host
 
     props, files = small_table
-    cluster = StandaloneCluster(tmp_path / "cluster", workers=2, worker_cores=(2, 1))
-    try:
-        cluster.start()
-        out = drive(
-            cluster,
-            props,
-            runs=[{}, {}, {}],
-            executors=3,
-            options={
-                "hive.node-selection-strategy": "SOFT_AFFINITY",
-                "cache.base-directory": NODE_CACHE,
-                "cache.enabled": "true",
-                "hive.min-split-count": "6",
-            },
-            spark_conf={"spark.locality.wait.process": "0", "spark.locality.wait.node": "60s"},
-        )
-    finally:
-        cluster.stop()
+    out = drive(
+        standalone_cluster,
+        props,
+        runs=[{}, {}, {}],
+        executors=3,
+        options={
+            "hive.node-selection-strategy": "SOFT_AFFINITY",
+            "cache.base-directory": NODE_CACHE,
+            "cache.enabled": "true",
+            "hive.min-split-count": "6",
+        },
+        spark_conf={"spark.locality.wait.process": "0", "spark.locality.wait.node": "60s"},
+    )
     print(json.dumps(out, indent=1, sort_keys=True))  # the figures, for -s runs
     expected_sum = FILES * ROWS * (FILES * ROWS - 1) // 2
     assert [r["result"] for r in out["runs"]] == [expected_sum] * 3
