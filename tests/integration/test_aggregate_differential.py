@@ -22,7 +22,7 @@ import random
 import pytest
 
 from raptorx_py.tables.table_registration import register_external_table
-from tests.integration import aggregate_differential as gen
+from tests.support import aggregate_differential as gen
 
 pytestmark = pytest.mark.spark
 

@@ -1,7 +1,7 @@
 """tiered_hive over a real Hive Metastore 2.3.10 (``hive.metastore.uri``), through Spark.
 
 - The 22 TPC-H queries (SF 0.01) over tables registered in the Hive Metastore equal DuckDB
-  (``tests.tpch_fixtures.DEFAULT_QUERIES`` by default, every table; all 22 under ``make
+  (``tests.support.tpch_fixtures.DEFAULT_QUERIES`` by default, every table; all 22 under ``make
   stress``).
 - A table made by Spark's own Hive catalog (``enableHiveSupport()`` pointed at the same server,
   ``CREATE TABLE ... USING parquet PARTITIONED BY``, ``INSERT``), in another Spark application
@@ -31,7 +31,7 @@ from raptorx_py.hive.model import Partition
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle, queries
-from tests.tpch_fixtures import tpch_query_params
+from tests.support.tpch_fixtures import tpch_query_params
 
 pytestmark = pytest.mark.spark
 

@@ -2,7 +2,7 @@
 registered by ``tiered_session()``/``register``) over the session's metastore.
 
 - The 22 TPC-H queries written against catalog names (``raptorx.tpch_catalog.lineitem``)
-  equal DuckDB's on the same SF 0.01 files (``tests.tpch_fixtures.DEFAULT_QUERIES`` by
+  equal DuckDB's on the same SF 0.01 files (``tests.support.tpch_fixtures.DEFAULT_QUERIES`` by
   default, every table; all 22 under ``make stress``), and a scan through the catalog reads
   exactly what the same scan through ``load()`` reads (counted: columns, partitions, row
   groups, rows).
@@ -23,8 +23,8 @@ from pyspark.errors import AnalysisException
 from raptorx_py import native
 from raptorx_py.session import register
 from raptorx_py.tpch import oracle, queries
-from tests.integration.tpch_loading import load_cached_tpch
-from tests.tpch_fixtures import tpch_query_params
+from tests.support.tpch_fixtures import tpch_query_params
+from tests.support.tpch_loading import load_cached_tpch
 
 pytestmark = pytest.mark.spark
 

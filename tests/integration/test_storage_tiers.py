@@ -28,8 +28,8 @@ from raptorx_py.errors import FileChangedError
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle, queries
-from tests.counter_deltas import CounterDeltas
-from tests.integration.tpch_loading import load_tpch_into_bucket
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.tpch_loading import load_tpch_into_bucket
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 

@@ -9,7 +9,7 @@ import pytest
 
 from raptorx_py.tpch import oracle, queries
 from tests.integration.test_tpch_tiered import PUSHED_VARIANTS
-from tests.integration.tpch_loading import load_cached_tpch
+from tests.support.tpch_loading import load_cached_tpch
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ import pytest
 from raptorx_py.storage.acid_layout import base_dir_name
 from raptorx_py.tpch import oracle, queries
 from raptorx_py.tpch.load import load_tpch_managed
-from tests.tpch_fixtures import tpch_work_dir
+from tests.support.tpch_fixtures import tpch_work_dir
 
 pytestmark = pytest.mark.spark
 

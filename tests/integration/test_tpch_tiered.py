@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.tpch import oracle, queries
-from tests.integration.tpch_loading import load_tpch_into_bucket
+from tests.support.tpch_loading import load_tpch_into_bucket
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 

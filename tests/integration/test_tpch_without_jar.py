@@ -1,7 +1,7 @@
 """Without the native jar (the Python source registered with pushdown off, as ``register``
 does when the provider cannot load), all 22 TPC-H queries still equal DuckDB's results, and
 every scan reads every column of its table: that is what the jar buys. By default the
-queries of ``tests.tpch_fixtures.DEFAULT_QUERIES`` (every table); all 22 under ``make
+queries of ``tests.support.tpch_fixtures.DEFAULT_QUERIES`` (every table); all 22 under ``make
 stress``."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from raptorx_py.datasource.source import configured_source_class
 from raptorx_py.tpch import oracle, queries
-from tests.integration.tpch_loading import load_cached_tpch
-from tests.tpch_fixtures import DEFAULT_QUERIES
+from tests.support.tpch_fixtures import DEFAULT_QUERIES
+from tests.support.tpch_loading import load_cached_tpch
 
 pytestmark = pytest.mark.spark
 

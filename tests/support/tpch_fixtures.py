@@ -1,5 +1,5 @@
 """Pytest plugin with the TPC-H fixtures (loaded by the root conftest via ``pytest_plugins``,
-or explicitly with ``-p tests.tpch_fixtures``).
+or explicitly with ``-p tests.support.tpch_fixtures``).
 
 - ``tpch_scale``: the scale factor of the test data, 0.01.
 - ``tpch_sf001_dir``: TPC-H SF 0.01 in Hive layout, generated once into pytest's cache
