@@ -65,8 +65,15 @@ def duckdb_expected(tpch_sf001_dir) -> dict[int, list[tuple]]:
 
 def tpch_work_dir(request):
     """pytest's cache directory for TPC-H generations, laid out as ``load_tpch``'s
-    ``work_dir`` (``<dir>/sf<scale>``), so loading SF 0.01 in a test reuses the fixture's data."""
-    return request.config.cache.mkdir("tpch")
+    ``work_dir`` (``<dir>/sf<scale>``), so loading SF 0.01 in a test reuses the fixture's data.
+    With pytest's cache off (``-p no:cacheprovider``), a directory of the session's temporary
+    directory instead: generated once per session."""
+    cache = getattr(request.config, "cache", None)
+    if cache is not None:
+        return cache.mkdir("tpch")
+    work = request.getfixturevalue("tmp_path_factory").getbasetemp() / "tpch"
+    work.mkdir(exist_ok=True)
+    return work
 
 
 @pytest.fixture(scope="session")
