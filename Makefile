@@ -55,8 +55,8 @@ $(HMS_LISTENER_JAR): $(HMS_LISTENER_SRC) native/build-test-listener.sh $(STAMP)
 	native/build-test-listener.sh $(PY)
 
 # PostgreSQL server binaries for the metastore tests, which start their own throw-away server
-# (tests/postgres_fixtures.py). Does nothing when initdb is already installed. Debian's package
-# may start its own cluster on port 5432; the tests do not use it, so it is stopped.
+# (tests/support/postgres_fixtures.py). Does nothing when initdb is already installed. Debian's
+# package may start its own cluster on port 5432; the tests do not use it, so it is stopped.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT  := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get -y -q
 postgres:

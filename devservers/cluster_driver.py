@@ -1,6 +1,7 @@
-"""A driver for ``tests/cluster_fixtures.StandaloneCluster``, run in its own process (one
-SparkContext per process): ``python -m devservers.cluster_driver '<json>'`` with ``master``,
-``executors`` (how many to wait for), ``properties``, ``options`` (per read), ``table``,
+"""A driver for a ``devservers.standalone_cluster.StandaloneCluster`` (the tests' is
+``tests/support/cluster_fixtures.py``), run in its own process (one SparkContext per
+process): ``python -m devservers.cluster_driver '<json>'`` with ``master``, ``executors``
+(how many to wait for), ``properties``, ``options`` (per read), ``table``,
 ``column`` and ``runs``: per run, ``options`` over the common ones, optionally ``before``
 (a file touched as the run begins, before it waits for executors, so a test can start a
 worker between two runs), ``replace_host`` (kill every executor on that host and wait for

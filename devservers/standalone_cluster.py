@@ -15,7 +15,7 @@ replaces another on the worker finds it).
 
 A SparkContext per process: a test or benchmark drives the cluster from a driver subprocess
 (``devservers/cluster_driver.py``), since the test session already has a local one. Used by
-``tests/cluster_fixtures.py`` (a pytest fixture) and ``benchmarks/cluster_affinity.py``.
+``tests/support/cluster_fixtures.py`` (a pytest fixture) and ``benchmarks/cluster_affinity.py``.
 """
 
 from __future__ import annotations

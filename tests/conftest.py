@@ -13,12 +13,12 @@ import pytest
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 pytest_plugins = [
-    "tests.s3_fixtures",
-    "tests.tpch_fixtures",
-    "tests.metastore_fixtures",
-    "tests.postgres_fixtures",
-    "tests.hms_fixtures",
-    "tests.wheel_fixtures",
+    "tests.support.s3_fixtures",
+    "tests.support.tpch_fixtures",
+    "tests.support.metastore_fixtures",
+    "tests.support.postgres_fixtures",
+    "tests.support.hms_fixtures",
+    "tests.support.wheel_fixtures",
 ]
 
 _names = itertools.count(1)
@@ -106,7 +106,7 @@ def free_port() -> int:
 @pytest.fixture
 def counted(env):
     """``with counted() as c: ...; c["reader.files_opened"]``: what every process counted
-    in the block (through the session's metrics sink; ``tests/counter_deltas.py``)."""
-    from tests.counter_deltas import CounterDeltas, sink_totals
+    in the block (through the session's metrics sink; ``tests/support/counter_deltas.py``)."""
+    from tests.support.counter_deltas import CounterDeltas, sink_totals
 
     return lambda: CounterDeltas(read=sink_totals(env.metrics_dir))

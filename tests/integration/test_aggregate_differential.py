@@ -9,8 +9,10 @@ precision-loss setting; the rows (or the error condition) must be equal: exactly
 within ``DOUBLE_REL_TOL`` (Spark's own double sums depend on the order of additions).
 Seeded: a failure names the seed and the query.
 
-The default suite runs one table and ``QUERIES`` queries (a few minutes on two cores);
-``make stress`` runs more tables, larger, and more queries (``-m stress``).
+The default suite runs one table and ``QUERIES`` queries (about half a minute on two
+cores); ``make stress`` (``-m stress``) runs the same table with ``STRESS_QUERIES`` queries
+(the same draw, continued: the first ``QUERIES`` are the default run's) and more tables,
+larger, with more queries.
 """
 
 from __future__ import annotations
@@ -20,14 +22,18 @@ import random
 import pytest
 
 from raptorx_py.tables.table_registration import register_external_table
-from tests.integration import aggregate_differential as gen
+from tests.support import aggregate_differential as gen
 
 pytestmark = pytest.mark.spark
 
 OFF = "hive.aggregation-pushdown-enabled"
 PRECISION_LOSS = "spark.sql.decimalOperations.allowPrecisionLoss"
 SEED = 27
-QUERIES = 30
+#: Seed 27's first 10 queries give 8 pushed (query, ANSI mode) pairs, 12 not pushed and 3
+#: failing in Spark too; its first 30 (the default until the suite outgrew its budget), 26,
+#: 34 and 9.
+QUERIES = 10
+STRESS_QUERIES = 30
 
 
 def _views(spark, env, root: str, seed: int) -> dict[str, str]:
@@ -92,14 +98,19 @@ def run_differential(spark, env, tmp_path_factory, seed: int, queries: int, max_
     return pushed, not_pushed, errors
 
 
-def test_pushed_aggregates_equal_spark_on_random_tables_and_queries(spark, env, tmp_path_factory):
+@pytest.mark.parametrize(
+    "queries", [QUERIES, pytest.param(STRESS_QUERIES, marks=pytest.mark.stress)]
+)
+def test_pushed_aggregates_equal_spark_on_random_tables_and_queries(
+    queries, spark, env, tmp_path_factory
+):
     pushed, not_pushed, errors = run_differential(
-        spark, env, tmp_path_factory, SEED, QUERIES, max_rows=120
+        spark, env, tmp_path_factory, SEED, queries, max_rows=120
     )
     # the draw exercises both sides of the rule, and failures as well as answers
-    assert pushed >= QUERIES // 2, (pushed, not_pushed)
-    assert not_pushed >= QUERIES // 5, (pushed, not_pushed)
-    assert 0 < errors < QUERIES, errors
+    assert pushed >= queries // 2, (pushed, not_pushed)
+    assert not_pushed >= queries // 5, (pushed, not_pushed)
+    assert 0 < errors < queries, errors
 
 
 @pytest.mark.stress

@@ -11,7 +11,7 @@ import pytest
 
 from raptorx_py.native import provider_loadable
 from raptorx_py.tables.table_registration import register_external_table
-from tests.integration.sample_tables import write_monthly_facts
+from tests.support.sample_tables import write_monthly_facts
 
 pytestmark = pytest.mark.spark
 

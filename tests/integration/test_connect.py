@@ -1,6 +1,6 @@
 """tiered_hive through Spark Connect: pyspark's bundled Connect server, started with the
 raptorx jar on a free loopback port (one per module, stopped whatever happens), and a Connect
-client in its own process (``tests/connect_client.py``: a Connect session and the classic
+client in its own process (``tests/support/connect_client.py``: a Connect session and the classic
 session fixture cannot share a process). The client's reads (a filter, column pruning, a
 join) and a write to a managed table read back give the same rows, and read the same columns,
 as the same through the classic session; ``~`` in a property is the client's home, not the
@@ -24,8 +24,8 @@ from raptorx_py.connect import ConnectServer
 from raptorx_py.metastore import open_metastore
 from raptorx_py.native import jar_path
 from raptorx_py.tables.table_registration import register_external_table
-from tests import connect_client
-from tests.integration.sample_tables import write_monthly_facts
+from tests.support import connect_client
+from tests.support.sample_tables import write_monthly_facts
 
 pytestmark = pytest.mark.spark
 
@@ -102,7 +102,7 @@ def client_run(connect_server, env, tables, tmp_path_factory):
         [
             sys.executable,
             "-m",
-            "tests.connect_client",
+            "tests.support.connect_client",
             str(work / "spec.json"),
             str(work / "out.json"),
         ],

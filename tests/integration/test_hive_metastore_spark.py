@@ -1,6 +1,8 @@
 """tiered_hive over a real Hive Metastore 2.3.10 (``hive.metastore.uri``), through Spark.
 
-- The 22 TPC-H queries (SF 0.01) over tables registered in the Hive Metastore equal DuckDB.
+- The 22 TPC-H queries (SF 0.01) over tables registered in the Hive Metastore equal DuckDB
+  (``tests.support.tpch_fixtures.DEFAULT_QUERIES`` by default, every table; all 22 under ``make
+  stress``).
 - A table made by Spark's own Hive catalog (``enableHiveSupport()`` pointed at the same server,
   ``CREATE TABLE ... USING parquet PARTITIONED BY``, ``INSERT``), in another Spark application
   (a child process: a session's catalog implementation is fixed when its JVM starts), reads
@@ -29,6 +31,7 @@ from raptorx_py.hive.model import Partition
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle, queries
+from tests.support.tpch_fixtures import tpch_query_params
 
 pytestmark = pytest.mark.spark
 
@@ -73,12 +76,7 @@ def hms_tpch(spark, hms_uri, tpch_sf001_dir):
     return read
 
 
-@pytest.fixture(scope="module")
-def duckdb_expected(tpch_sf001_dir, tpch_scale):
-    return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
-
-
-@pytest.mark.parametrize("n", list(queries.QUERY_NUMBERS), ids=lambda n: f"q{n:02d}")
+@pytest.mark.parametrize("n", tpch_query_params())
 def test_tpch_over_the_hive_metastore_matches_duckdb(
     n, spark, hms_tpch, duckdb_expected, tpch_scale
 ):

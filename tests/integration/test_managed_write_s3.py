@@ -18,7 +18,7 @@ from raptorx_py.tables.commit_files import EMPTY_BASE_FILE
 from raptorx_py.tables.heartbeat import TxnHeartbeat
 from raptorx_py.tables.task_files import write_task
 from raptorx_py.tables.write_job import begin_write
-from tests.fake_clock import FakeClock
+from tests.support.fake_clock import FakeClock
 from tests.unit.test_managed_write import COLUMNS, batch, die_after_moving
 
 pytestmark = pytest.mark.s3

@@ -34,7 +34,7 @@ import pytest
 from raptorx_py.hive.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Partition, Table
 from raptorx_py.metastore.notifications import current_notification_id
 from raptorx_py.metastore.store import Metastore, backend_for_url
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 pytestmark = pytest.mark.spark
 

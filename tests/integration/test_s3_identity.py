@@ -10,7 +10,7 @@ from raptorx_py.datasource.scan import read_split
 from raptorx_py.errors import FileChangedError
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.tables.table_registration import register_external_table
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 pytestmark = pytest.mark.s3
 

@@ -11,7 +11,7 @@ import pytest
 
 from devservers import s3a_jars
 from raptorx_py.tpch import oracle, queries
-from tests.integration.tpch_loading import load_tpch_into_bucket
+from tests.support.tpch_loading import load_tpch_into_bucket
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 

@@ -17,7 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.tables.table_registration import register_external_table
-from tests.spark_sql_metrics import last_execution_id, node_metrics, scan_metrics, stage_input
+from tests.support.spark_sql_metrics import (
+    last_execution_id,
+    node_metrics,
+    scan_metrics,
+    stage_input,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 

@@ -1,5 +1,5 @@
 """Soft affinity on a real Spark standalone cluster (a master and two workers on loopback,
-each its own host, ``tests/cluster_fixtures.py``), each executor with its own caches (a
+each its own host, ``tests/support/cluster_fixtures.py``), each executor with its own caches (a
 relative ``cache.base-directory``: under its own working directory; or the node's,
 ``standalone_cluster.NODE_CACHE``, shared by the executors of one worker).
 
@@ -32,7 +32,7 @@ from devservers.local_metastore import (
 from raptorx_py import native
 from raptorx_py.scheduling.affinity import assignment, parse_executors
 
-pytest_plugins = ["tests.cluster_fixtures"]
+pytest_plugins = ["tests.support.cluster_fixtures"]
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.skipif(native.jar_path() is None, reason="needs the native jar"),
@@ -59,7 +59,7 @@ def small_table(tmp_path_factory):
 
 def drive(cluster, props, runs, timeout=240, venv=None, work=None, **spec) -> dict:
     """Run ``devservers.cluster_driver`` on ``cluster``; with ``venv`` (a
-    ``tests.wheel_fixtures.WheelVenv``), a copy of it run by the wheel's interpreter from
+    ``tests.support.wheel_fixtures.WheelVenv``), a copy of it run by the wheel's interpreter from
     ``work``, outside the checkout, so that the application is the installed package's."""
     arg = json.dumps(
         {
@@ -146,7 +146,7 @@ def test_fragment_hits_are_served_by_each_executors_jvm(
     sink); only a task that ran away from its preferred host goes to Python, which
     neither reads nor fills that executor's cache.
 
-    The application is the INSTALLED wheel's (``tests/wheel_fixtures.py``: a fresh
+    The application is the INSTALLED wheel's (``tests/support/wheel_fixtures.py``: a fresh
     virtualenv, run from a directory outside the checkout, which is on no import path): the
     executors receive the jar inside the package through ``spark.jars`` and their Python
     workers import the installed raptorx_py."""
@@ -298,33 +298,31 @@ def test_a_replaced_executor_keeps_its_host_s_files_and_a_joining_worker_takes_i
     assert last.get("block_cache.hits", 0) >= 0.9 * (FILES - len(moved)), last
 
 
-def test_a_task_on_a_sibling_executor_of_its_host_uses_the_host_s_caches(tmp_path, small_table):
-    """Two executors on one host (a 2-core worker) and one on another, the node's caches
-    shared by a host's executors. Spark waits for a task's host but not for its executor
+def test_a_task_on_a_sibling_executor_of_its_host_uses_the_host_s_caches(
+    standalone_cluster, small_table
+):
+    """Two executors on one host (the module cluster's 2-core worker) and one on another, the
+    node's caches shared by a host's executors (the application's own: ``NODE_CACHE`` is under
+    its directory on each worker). Spark waits for a task's host but not for its executor
     (``spark.locality.wait.process=0``), so a task may run on its preferred executor or on
     the sibling: either way it reads the host's caches (a warm read makes no block-cache
     miss) and none runs on the other host."""
-    from devservers.standalone_cluster import NODE_CACHE, StandaloneCluster, worker_host
+    from devservers.standalone_cluster import NODE_CACHE, worker_host
 
     props, files = small_table
-    cluster = StandaloneCluster(tmp_path / "cluster", workers=2, worker_cores=(2, 1))
-    try:
-        cluster.start()
-        out = drive(
-            cluster,
-            props,
-            runs=[{}, {}, {}],
-            executors=3,
-            options={
-                "hive.node-selection-strategy": "SOFT_AFFINITY",
-                "cache.base-directory": NODE_CACHE,
-                "cache.enabled": "true",
-                "hive.min-split-count": "6",
-            },
-            spark_conf={"spark.locality.wait.process": "0", "spark.locality.wait.node": "60s"},
-        )
-    finally:
-        cluster.stop()
+    out = drive(
+        standalone_cluster,
+        props,
+        runs=[{}, {}, {}],
+        executors=3,
+        options={
+            "hive.node-selection-strategy": "SOFT_AFFINITY",
+            "cache.base-directory": NODE_CACHE,
+            "cache.enabled": "true",
+            "hive.min-split-count": "6",
+        },
+        spark_conf={"spark.locality.wait.process": "0", "spark.locality.wait.node": "60s"},
+    )
     print(json.dumps(out, indent=1, sort_keys=True))  # the figures, for -s runs
     expected_sum = FILES * ROWS * (FILES * ROWS - 1) // 2
     assert [r["result"] for r in out["runs"]] == [expected_sum] * 3
@@ -424,7 +422,7 @@ def test_all_22_tpch_queries_on_the_cluster_equal_duckdb(
     import pickle
 
     from raptorx_py.tpch import oracle, queries
-    from tests.tpch_fixtures import tpch_work_dir
+    from tests.support.tpch_fixtures import tpch_work_dir
 
     props = load_cluster_tpch(tpch_scale, tmp_path, work_dir=str(tpch_work_dir(request)))
     out = tmp_path / "rows.pickle"

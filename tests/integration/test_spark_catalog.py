@@ -2,8 +2,10 @@
 registered by ``tiered_session()``/``register``) over the session's metastore.
 
 - The 22 TPC-H queries written against catalog names (``raptorx.tpch_catalog.lineitem``)
-  equal DuckDB's on the same SF 0.01 files, and a scan through the catalog reads exactly what
-  the same scan through ``load()`` reads (counted: columns, partitions, row groups, rows).
+  equal DuckDB's on the same SF 0.01 files (``tests.support.tpch_fixtures.DEFAULT_QUERIES`` by
+  default, every table; all 22 under ``make stress``), and a scan through the catalog reads
+  exactly what the same scan through ``load()`` reads (counted: columns, partitions, row
+  groups, rows).
 - ``INSERT INTO`` and ``INSERT OVERWRITE`` through the catalog, read back equal to what was
   written (managed tables, partitioned and not); an EXTERNAL table is refused by the writer.
 - ``SHOW NAMESPACES``, ``SHOW TABLES``, ``DESCRIBE`` outputs; unknown namespaces and tables
@@ -21,7 +23,8 @@ from pyspark.errors import AnalysisException
 from raptorx_py import native
 from raptorx_py.session import register
 from raptorx_py.tpch import oracle, queries
-from tests.integration.tpch_loading import load_cached_tpch
+from tests.support.tpch_fixtures import tpch_query_params
+from tests.support.tpch_loading import load_cached_tpch
 
 pytestmark = pytest.mark.spark
 
@@ -42,16 +45,11 @@ def catalog_tpch(request, spark, env, tpch_sf001_dir, tpch_scale, tmp_path_facto
     return f"{CATALOG}.{TPCH}"
 
 
-@pytest.fixture(scope="module")
-def duckdb_expected(tpch_sf001_dir, tpch_scale):
-    return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
-
-
 def test_register_sets_the_catalog(spark):
     assert spark.conf.get(f"spark.sql.catalog.{CATALOG}") == native.CATALOG_CLASS
 
 
-@pytest.mark.parametrize("n", list(queries.QUERY_NUMBERS), ids=lambda n: f"q{n:02d}")
+@pytest.mark.parametrize("n", tpch_query_params())
 def test_tpch_query_by_catalog_names_matches_duckdb(
     n, spark, catalog_tpch, duckdb_expected, tpch_scale, counted
 ):

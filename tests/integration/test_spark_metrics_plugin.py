@@ -28,7 +28,7 @@ def readings(tmp_path_factory):
     root = tmp_path_factory.mktemp("spark-metrics")
     out = root / "result.json"
     done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.spark_metrics_app", str(root), str(out)],
+        [sys.executable, "-m", "tests.support.spark_metrics_app", str(root), str(out)],
         cwd=ROOT,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable},
         capture_output=True,

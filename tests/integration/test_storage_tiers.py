@@ -28,8 +28,8 @@ from raptorx_py.errors import FileChangedError
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle, queries
-from tests.counter_deltas import CounterDeltas
-from tests.integration.tpch_loading import load_tpch_into_bucket
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.tpch_loading import load_tpch_into_bucket
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 
@@ -59,11 +59,6 @@ def tpch(request, env, s3_endpoint, tpch_sf001_dir, tpch_scale):
     return load_tpch_into_bucket(
         request, env, s3_endpoint, tpch_scale, bucket="raptorx-storage-tiers", database=DATABASE
     )
-
-
-@pytest.fixture(scope="module")
-def duckdb_expected(tpch_sf001_dir, tpch_scale):
-    return oracle.duckdb_results(tpch_sf001_dir, QUERIES, tpch_scale, threads=2)
 
 
 def register_tpch_views(spark, options: dict[str, str]) -> None:

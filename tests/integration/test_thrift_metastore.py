@@ -1,5 +1,5 @@
 """The Thrift metastore backend (``hive.metastore.uri``) against a real Hive Metastore 2.3.10
-(``tests/hms_fixtures.py``: one server per session, with the test notification listener).
+(``tests/support/hms_fixtures.py``: one server per session, with the test notification listener).
 
 Counted, never timed: every Thrift call is one ``metastore.round_trips``. Every test uses its
 own database names (the server is shared by the session).
@@ -29,7 +29,7 @@ from raptorx_py.hive.model import (
 from raptorx_py.metastore.cached_store import CachedMetastore
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.metastore.thrift_store import ThriftMetastore, parse_thrift_uris
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 _names = itertools.count(1)
 COLUMNS = (Column("id", "bigint"), Column("price", "decimal(15,2)"), Column("day", "date"))

@@ -9,7 +9,7 @@ import pytest
 
 from raptorx_py.tpch import oracle, queries
 from tests.integration.test_tpch_tiered import PUSHED_VARIANTS
-from tests.integration.tpch_loading import load_cached_tpch
+from tests.support.tpch_loading import load_cached_tpch
 
 pytestmark = pytest.mark.spark
 
@@ -62,14 +62,10 @@ def _check(n: int, expected, cold, warm, c, label: str) -> None:
 
 @pytest.mark.parametrize("n", list(queries.QUERY_NUMBERS), ids=lambda n: f"q{n:02d}")
 def test_query_served_by_the_jvm_matches_duckdb(
-    n, spark, fragment_tpch, tpch_sf001_dir, tpch_scale, counted
+    n, spark, fragment_tpch, duckdb_expected, tpch_scale, counted
 ):
-    con = oracle.duckdb_connection(tpch_sf001_dir, threads=2)
-    expected = [
-        tuple(r) for r in con.execute(queries.query_text(n, tpch_scale, "duckdb")).fetchall()
-    ]
     cold, warm, c = _twice(spark, queries.query_text(n, tpch_scale, "spark"), counted)
-    _check(n, expected, cold, warm, c, "default parameters")
+    _check(n, duckdb_expected[n], cold, warm, c, "default parameters")
     # every task was served whole by the JVM: no Python reader ran for any split
     assert c["reader.python_tasks"] == 0, (n, dict(c))
 

@@ -10,7 +10,7 @@ import pytest
 from raptorx_py.storage.acid_layout import base_dir_name
 from raptorx_py.tpch import oracle, queries
 from raptorx_py.tpch.load import load_tpch_managed
-from tests.tpch_fixtures import tpch_work_dir
+from tests.support.tpch_fixtures import tpch_work_dir
 
 pytestmark = pytest.mark.spark
 
@@ -50,11 +50,6 @@ def test_tables_are_managed_with_acid_layout(managed_tpch, env, tpch_sf001_dir):
     assert all(s.committed_count() == 1 for s in snaps.values())
     assert base_dir_name(1) in os.listdir(nation.location.removeprefix("file://"))
     assert nation.parameters["numRows"] == "25"
-
-
-@pytest.fixture(scope="module")
-def duckdb_expected(tpch_sf001_dir, tpch_scale):
-    return oracle.duckdb_results(tpch_sf001_dir, QUERIES, tpch_scale, threads=2)
 
 
 @pytest.mark.parametrize("n", QUERIES, ids=lambda n: f"q{n:02d}")

@@ -1,7 +1,8 @@
 """TPC-H: the Hive layout written by raptorx_py.tpch.generate, and all 22 queries through
 Spark's own Parquet reader against DuckDB on the same SF 0.01 files.
 
-Run: .venv/bin/python -m pytest tests/integration/test_tpch_oracle.py -q -p tests.tpch_fixtures
+Run: .venv/bin/python -m pytest tests/integration/test_tpch_oracle.py -q \
+    -p tests.support.tpch_fixtures
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 from raptorx_py.tpch import generate, oracle, queries
 from raptorx_py.tpch.load import LOAD_MARKER
-from tests.integration.tpch_loading import load_cached_tpch
+from tests.support.tpch_loading import load_cached_tpch
 
 # Row counts tpchgen-cli (like dbgen) produces at SF 0.01.
 SF001_ROWS = {
@@ -264,11 +265,6 @@ def test_compare_results_order_and_ties():
 
 
 # --------------------------------------------------------------------------- Spark vs DuckDB
-
-
-@pytest.fixture(scope="module")
-def duckdb_expected(tpch_sf001_dir, tpch_scale):
-    return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
 
 
 @pytest.fixture(scope="module")

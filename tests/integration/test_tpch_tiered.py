@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.tpch import oracle, queries
-from tests.integration.tpch_loading import load_tpch_into_bucket
+from tests.support.tpch_loading import load_tpch_into_bucket
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 
@@ -52,11 +52,6 @@ def views_by_reader(request, spark, tpch_in_bucket):
     reader in the JVM over s3a, or the Python reader; scans with a pushed aggregation are
     the Python reader's either way)."""
     return _views(spark, {**tpch_in_bucket, "hive.parquet.reader": request.param})
-
-
-@pytest.fixture(scope="module")
-def duckdb_expected(tpch_sf001_dir, tpch_scale):
-    return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
 
 
 @pytest.mark.parametrize("n", list(queries.QUERY_NUMBERS), ids=lambda n: f"q{n:02d}")

@@ -1,6 +1,8 @@
 """Without the native jar (the Python source registered with pushdown off, as ``register``
 does when the provider cannot load), all 22 TPC-H queries still equal DuckDB's results, and
-every scan reads every column of its table: that is what the jar buys."""
+every scan reads every column of its table: that is what the jar buys. By default the
+queries of ``tests.support.tpch_fixtures.DEFAULT_QUERIES`` (every table); all 22 under ``make
+stress``."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import pytest
 
 from raptorx_py.datasource.source import configured_source_class
 from raptorx_py.tpch import oracle, queries
-from tests.integration.tpch_loading import load_cached_tpch
+from tests.support.tpch_fixtures import DEFAULT_QUERIES
+from tests.support.tpch_loading import load_cached_tpch
 
 pytestmark = pytest.mark.spark
 
@@ -28,15 +31,15 @@ def nojar_tpch(request, spark, env, tmp_path_factory, tpch_sf001_dir, tpch_scale
         return {t: len(ms.get_table(DATABASE, t).all_columns) for t in queries.TABLES}
 
 
-@pytest.fixture(scope="module")
-def duckdb_expected(tpch_sf001_dir, tpch_scale):
-    return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
-
-
+@pytest.mark.parametrize(
+    "numbers",
+    [DEFAULT_QUERIES, pytest.param(tuple(queries.QUERY_NUMBERS), marks=pytest.mark.stress)],
+    ids=["default", "all"],
+)
 def test_all_queries_match_duckdb_and_read_every_column(
-    spark, nojar_tpch, duckdb_expected, tpch_scale, counted
+    numbers, spark, nojar_tpch, duckdb_expected, tpch_scale, counted
 ):
-    for n in queries.QUERY_NUMBERS:
+    for n in numbers:
         with counted() as c:
             actual = oracle.spark_rows(spark.sql(queries.query_text(n, tpch_scale, "spark")))
         diff = oracle.compare_results(

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.tables.table_registration import register_external_table
-from tests.integration import type_fidelity_data as data
+from tests.support import type_fidelity_data as data
 
 pytestmark = pytest.mark.spark
 

@@ -1,5 +1,5 @@
 """The library a user installs with pip. The wheel built from the checkout
-(``tests/wheel_fixtures.py``) carries the native jar once and nothing of the tests, the
+(``tests/support/wheel_fixtures.py``) carries the native jar once and nothing of the tests, the
 benchmarks or the build machine's paths; installed into a fresh virtualenv outside the
 checkout, and run from another directory, it reads through ``tiered_hive`` with the jar's
 pushdown, scan metrics, catalog and JVM fragment hits, and its ``raptorx --version`` and
@@ -23,14 +23,14 @@ import pytest
 
 from raptorx_py import native
 from raptorx_py.config import TIERS_OFF
-from tests.wheel_fixtures import BUILT_JAR, CHECKOUT
+from tests.support.wheel_fixtures import BUILT_JAR, CHECKOUT
 
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.skipif(native.jar_path() is None, reason="needs the native jar (make native)"),
 ]
 
-APP = Path(__file__).with_name("wheel_app.py")
+APP = Path(__file__).parents[1] / "support" / "wheel_app.py"
 JAR_ENTRY = "raptorx_py/jars/raptorx-native.jar"
 DAYS, ROWS = ("2021-01-01", "2021-01-02", "2021-01-03"), 100
 

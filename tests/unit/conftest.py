@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fake_clock import FakeClock
+from tests.support.fake_clock import FakeClock
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ from raptorx_py.cache.block_store import TRAILER, BlockStore
 from raptorx_py.config import load_settings
 from raptorx_py.errors import FileChangedError
 from raptorx_py.storage.file_versions import stat_version
-from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.fake_clock import FakeClock
 
 BS = 256  # block size of most tests
 

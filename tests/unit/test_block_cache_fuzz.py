@@ -12,8 +12,8 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from raptorx_py.cache.block_cache import BlockCacheFileSystem
-from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.fake_clock import FakeClock
 
 SEED = 20261122
 

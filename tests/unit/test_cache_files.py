@@ -20,7 +20,7 @@ from raptorx_py.cache import block_store
 from raptorx_py.cache.block_cache import BlockCacheFileSystem
 from raptorx_py.cache.block_store import FORMAT_VERSION, MAGIC, TRAILER
 from raptorx_py.cache.footer_cache import FileIdentity, FooterCache
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 BS = 256
 

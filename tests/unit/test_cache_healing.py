@@ -31,7 +31,7 @@ from raptorx_py.cache.fragment_cache import FragmentCache, entry_path
 from raptorx_py.cache_management import clear_caches
 from raptorx_py.metrics import MetricsSink
 from raptorx_py.sqlite_wal import DAMAGED_SUFFIX
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 from tests.unit.test_cache_management import tier_settings
 
 SCHEMA = pa.schema([pa.field("x", pa.int64())])

@@ -26,7 +26,7 @@ from raptorx_py.config import load_settings
 from raptorx_py.errors import ConfigError, NoSuchObjectError, SchemaError
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.tables.table_registration import register_external_table
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 DAYS = ("2024-01-01", "2024-01-02", "2024-01-03")
 ROWS_PER_FILE = 2000

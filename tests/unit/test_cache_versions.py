@@ -13,7 +13,7 @@ from fsspec.implementations.local import LocalFileSystem
 from raptorx_py.cache.block_cache import BlockCacheFileSystem
 from raptorx_py.errors import FileChangedError
 from raptorx_py.storage.file_versions import current_identity
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 BS = 256
 

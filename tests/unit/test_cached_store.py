@@ -25,8 +25,8 @@ from raptorx_py.metastore.catalog import NotificationEvent, QuerySnapshot, Table
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.metastore.notifications import get_notifications
 from raptorx_py.metastore.store import Metastore, SqliteBackend
-from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.fake_clock import FakeClock
 from tests.unit.txn_helpers import managed_table, open_ms, partition
 
 #: Round trips of a database read: get_table (database, table, columns, keys, parameters,

@@ -16,7 +16,7 @@ from raptorx_py.jvm_protocol import CATALOG_ANSWER_KEY
 from raptorx_py.metastore.cached_store import close_cached_metastores
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.tpch import queries
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 
 @pytest.fixture

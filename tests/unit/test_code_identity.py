@@ -13,7 +13,7 @@ import pytest
 
 from raptorx_py.datasource import code_identity as code
 from raptorx_py.datasource import fragment_keys
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 from tests.unit.test_fragment_cache_tier import SCHEMA, batches, cache, key
 
 

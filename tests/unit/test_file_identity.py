@@ -37,7 +37,7 @@ from raptorx_py.storage.file_versions import (
 )
 from raptorx_py.storage.fs import local_fs
 from raptorx_py.tables.table_registration import register_external_table
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 ROWS = 200
 #: The old file holds ids 1..ROWS, the new one ids above this bound: ``id > BOUND`` is

@@ -16,8 +16,8 @@ from raptorx_py.config.loader import with_overrides
 from raptorx_py.errors import CorruptFileError
 from raptorx_py.storage.file_versions import stat_version
 from raptorx_py.storage.parquet_files import open_parquet, read_metadata
-from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.fake_clock import FakeClock
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOCAL = fsspec.filesystem("file")

@@ -25,8 +25,8 @@ from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.planner import Split
 from raptorx_py.hive.model import Column, Table
 from raptorx_py.predicates import Comparison
-from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.fake_clock import FakeClock
 
 SCHEMA = pa.schema([pa.field("x", pa.int64()), pa.field("s", pa.string())])
 KEY = b"k" * 20

@@ -19,8 +19,8 @@ from raptorx_py.config import load_settings
 from raptorx_py.config.loader import with_overrides
 from raptorx_py.metastore import open_metastore
 from raptorx_py.storage.hive_layout import list_data_files
-from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.fake_clock import FakeClock
 
 
 class Lister:

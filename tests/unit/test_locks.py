@@ -27,7 +27,7 @@ from raptorx_py.metastore.locks import (
     unlock,
 )
 from raptorx_py.metastore.transactions import TxnAbortedError, TxnError
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 from tests.unit.txn_helpers import TIMEOUT, open_ms
 
 

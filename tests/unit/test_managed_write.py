@@ -36,8 +36,8 @@ from raptorx_py.tables.rollback import abort_write
 from raptorx_py.tables.staging import staging_dir_name, staging_txn_id
 from raptorx_py.tables.task_files import write_task
 from raptorx_py.tables.write_job import begin_write
-from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.fake_clock import FakeClock
 
 COLUMNS = [
     Column("id", "bigint"),

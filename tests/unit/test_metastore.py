@@ -9,7 +9,7 @@ from raptorx_py.hive.model import EXTERNAL_TABLE, Column, ColumnStats, Partition
 from raptorx_py.metastore import Metastore
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.metastore.store import SqliteBackend, backend_for_url
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 
 @pytest.fixture

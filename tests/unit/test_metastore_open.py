@@ -15,8 +15,8 @@ from raptorx_py.metastore import open_metastore
 from raptorx_py.metastore.cached_store import cached_metastore_for, close_cached_metastores
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metastore.transactions import TxnAbortedError
-from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.fake_clock import FakeClock
 from tests.unit.txn_helpers import managed_table, open_ms
 
 

@@ -17,7 +17,7 @@ from raptorx_py.metastore.notifications import (
     current_notification_id,
     get_notifications,
 )
-from tests.fake_clock import FakeClock
+from tests.support.fake_clock import FakeClock
 from tests.unit.txn_helpers import managed_table, open_ms, partition
 
 

@@ -22,7 +22,7 @@ from raptorx_py.tables.partition_statistics import (
     repair_table,
 )
 from raptorx_py.tables.table_registration import register_external_table
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 
 def write(path, ids):

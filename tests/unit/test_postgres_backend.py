@@ -1,5 +1,5 @@
 """The PostgreSQL metastore backend: URLs, placeholder translation, errors, and write
-serialisation on the real server of ``tests/postgres_fixtures.py``. The Metastore's own
+serialisation on the real server of ``tests/support/postgres_fixtures.py``. The Metastore's own
 behaviour on PostgreSQL is covered by test_metastore.py, which runs on both backends."""
 
 import threading
@@ -19,7 +19,7 @@ from raptorx_py.metastore.postgres import (
     translate_placeholders,
 )
 from raptorx_py.metastore.store import backend_for_url
-from tests.postgres_fixtures import PASSWORD, find_bindir
+from tests.support.postgres_fixtures import PASSWORD, find_bindir
 
 # -- URLs ------------------------------------------------------------------------------
 

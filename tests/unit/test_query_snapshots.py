@@ -12,7 +12,7 @@ from raptorx_py.datasource.query_snapshots import (
     query_token,
     snapshot_for_query,
 )
-from tests.fake_clock import FakeClock
+from tests.support.fake_clock import FakeClock
 
 
 def test_first_scan_of_a_table_in_a_query_wins(tmp_path):

@@ -23,7 +23,7 @@ from raptorx_py.hive.column_types import arrow_schema_for_spark
 from raptorx_py.hive.model import Column, Table
 from raptorx_py.predicates import Comparison
 from raptorx_py.storage.file_versions import stat_version
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 SCHEMA = pa.schema([pa.field("x", pa.int64())])
 TABLE = Table("db", "t", "EXTERNAL_TABLE", "file:///t", (Column("x", "bigint"),), id=7)

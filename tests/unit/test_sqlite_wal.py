@@ -3,7 +3,9 @@ a Spark application do with the block-cache index, the metrics file and the meta
 
 Without the set-up lock about one opening in twenty failed at once with "database is
 locked" (the block cache then disabled itself for the whole task), so 4 processes x 40
-rounds expect several failures from an unlocked set-up and must see none."""
+rounds (``make stress``) expect several failures from an unlocked set-up and must see none;
+the default suite runs 12 rounds of each (48 openings: an unlocked set-up fails at least one
+with probability 1 - 0.95**48, about 0.9)."""
 
 import multiprocessing
 import os
@@ -17,7 +19,13 @@ from raptorx_py.metrics import MetricsSink
 from raptorx_py.sqlite_wal import LOCK_SUFFIX, connect_wal
 
 PROCESSES = 4
-ROUNDS = 40
+ROUNDS = 12
+STRESS_ROUNDS = 40
+#: Each race test takes the number of rounds as its parameter: ROUNDS, and STRESS_ROUNDS
+#: under ``-m stress``.
+rounds_param = pytest.mark.parametrize(
+    "rounds", [ROUNDS, pytest.param(STRESS_ROUNDS, marks=pytest.mark.stress)]
+)
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY); INSERT OR IGNORE INTO t VALUES (1);"
@@ -57,10 +65,10 @@ def _open_metastore(path, start, results):
         results.put(f"{type(e).__name__}: {e}")
 
 
-def _race(target, make_path):
+def _race(target, make_path, rounds):
     ctx = multiprocessing.get_context("fork")
     outcomes = []
-    for round_ in range(ROUNDS):
+    for round_ in range(rounds):
         path = make_path(round_)
         start, results = ctx.Event(), ctx.Queue()
         procs = [ctx.Process(target=target, args=(path, start, results)) for _ in range(PROCESSES)]
@@ -74,26 +82,30 @@ def _race(target, make_path):
     return outcomes
 
 
-def test_concurrent_first_opens_all_succeed(tmp_path):
-    outcomes = _race(_open_wal, lambda r: str(tmp_path / f"db{r}.sqlite"))
-    assert outcomes == [1] * (PROCESSES * ROUNDS)
+@rounds_param
+def test_concurrent_first_opens_all_succeed(tmp_path, rounds):
+    outcomes = _race(_open_wal, lambda r: str(tmp_path / f"db{r}.sqlite"), rounds)
+    assert outcomes == [1] * (PROCESSES * rounds)
     assert os.path.exists(str(tmp_path / "db0.sqlite") + LOCK_SUFFIX)
 
 
-def test_concurrent_block_stores_on_a_fresh_directory_all_enable(tmp_path):
-    outcomes = _race(_open_block_store, lambda r: str(tmp_path / f"cache{r}"))
-    assert outcomes == [True] * (PROCESSES * ROUNDS)
+@rounds_param
+def test_concurrent_block_stores_on_a_fresh_directory_all_enable(tmp_path, rounds):
+    outcomes = _race(_open_block_store, lambda r: str(tmp_path / f"cache{r}"), rounds)
+    assert outcomes == [True] * (PROCESSES * rounds)
 
 
-def test_concurrent_metric_writers_on_a_fresh_file_lose_nothing(tmp_path):
-    outcomes = _race(_write_metrics, lambda r: str(tmp_path / f"metrics{r}"))
-    assert outcomes == [True] * (PROCESSES * ROUNDS)
+@rounds_param
+def test_concurrent_metric_writers_on_a_fresh_file_lose_nothing(tmp_path, rounds):
+    outcomes = _race(_write_metrics, lambda r: str(tmp_path / f"metrics{r}"), rounds)
+    assert outcomes == [True] * (PROCESSES * rounds)
     assert MetricsSink(str(tmp_path / "metrics0")).totals() == {"opened": PROCESSES}
 
 
-def test_concurrent_metastores_on_a_fresh_file_all_open(tmp_path):
-    outcomes = _race(_open_metastore, lambda r: str(tmp_path / f"ms{r}" / "metastore.db"))
-    assert outcomes == [[]] * (PROCESSES * ROUNDS)  # opened, schema built, no error
+@rounds_param
+def test_concurrent_metastores_on_a_fresh_file_all_open(tmp_path, rounds):
+    outcomes = _race(_open_metastore, lambda r: str(tmp_path / f"ms{r}" / "metastore.db"), rounds)
+    assert outcomes == [[]] * (PROCESSES * rounds)  # opened, schema built, no error
 
 
 def test_a_directory_that_cannot_hold_the_lock_file_lets_sqlite_name_the_problem(tmp_path):

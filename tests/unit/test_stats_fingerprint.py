@@ -25,7 +25,7 @@ from raptorx_py.predicates import Comparison, IsNotNull
 from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.hive_layout import DataFile
 from raptorx_py.tables.table_registration import register_external_table
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 
 def write_ids(ids: list[int | None], path: str) -> None:

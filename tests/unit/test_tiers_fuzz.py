@@ -51,7 +51,7 @@ from raptorx_py.tables.commit import commit_write
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tables.task_files import write_task
 from raptorx_py.tables.write_job import begin_write
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 
 COLUMNS = [Column("id", "bigint"), Column("v", "bigint"), Column("region", "string")]
 EXT_ROWS = 40  # rows per external file: a rewrite keeps the count (often the size too)

@@ -20,7 +20,7 @@ from raptorx_py.metastore.transactions import (
     TxnError,
     get_table_snapshots,
 )
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 from tests.unit.txn_helpers import (
     TIMEOUT,
     allocate_in_process,

@@ -1,5 +1,5 @@
 """A Spark application of its own for ``test_spark_metrics_plugin.py`` (run as
-``python -m tests.integration.spark_metrics_app <root> <out.json>``): the metrics plugin
+``python -m tests.support.spark_metrics_app <root> <out.json>``): the metrics plugin
 (``spark.plugins``) and Spark's Prometheus servlet must be configured before a SparkContext
 starts, and the test run's shared session has neither.
 

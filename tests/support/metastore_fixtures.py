@@ -2,7 +2,7 @@
 
 ``metastore_url`` is parametrised over the backends: each test that takes it runs once on an
 SQLite file and once on a PostgreSQL database (a real server, started once per test session
-by ``tests/postgres_fixtures.py``; each test gets a fresh database).
+by ``tests/support/postgres_fixtures.py``; each test gets a fresh database).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def metastore_url(request, tmp_path) -> str:
 
 
 #: The catalogue backends: the two databases, and a Hive Metastore over Thrift (a real HMS
-#: 2.3.10, one per test session: tests/hms_fixtures.py).
+#: 2.3.10, one per test session: tests/support/hms_fixtures.py).
 CATALOG_BACKENDS = (*BACKENDS, "thrift")
 
 

@@ -1,11 +1,15 @@
 """Pytest plugin with the TPC-H fixtures (loaded by the root conftest via ``pytest_plugins``,
-or explicitly with ``-p tests.tpch_fixtures``).
+or explicitly with ``-p tests.support.tpch_fixtures``).
 
 - ``tpch_scale``: the scale factor of the test data, 0.01.
 - ``tpch_sf001_dir``: TPC-H SF 0.01 in Hive layout, generated once into pytest's cache
   directory (``.pytest_cache/d/tpch/sf0.01``) and reused by later runs; a clean checkout
   regenerates it (about 2 s). ``tpch_work_dir(request)`` is its parent, usable as
   ``load_tpch(work_dir=...)``.
+- ``duckdb_expected``: DuckDB's rows of the 22 queries (validation parameters) over
+  ``tpch_sf001_dir``, computed once per test session for every module that compares with them.
+- ``tpch_query_params()``: the 22 query numbers as pytest parameters, all but
+  ``DEFAULT_QUERIES`` marked ``stress``.
 - ``spark_local``: the one SparkSession of the test session: the root conftest's ``spark``
   fixture when it exists, else a plain ``local[2]`` session.
 """
@@ -15,6 +19,25 @@ from __future__ import annotations
 import pytest
 
 TPCH_TEST_SCALE = 0.01
+
+#: The queries a module runs by default when its subject is not the queries but what is
+#: around them (another metastore, catalog names, the reader without the jar): all eight
+#: tables, aggregates pushed and not, joins of up to six tables, a correlated subquery, an
+#: outer join, IN with HAVING. The other 15 run under ``make stress``; the modules whose
+#: subject is the queries (test_tpch_oracle.py, test_tpch_tiered.py,
+#: test_tpch_fragment_hits.py) run all 22 by default.
+DEFAULT_QUERIES = (1, 2, 5, 6, 9, 13, 18)
+
+
+def tpch_query_params() -> list:
+    """The 22 query numbers as pytest parameters (ids ``q01``...), those not in
+    ``DEFAULT_QUERIES`` marked ``stress``."""
+    from raptorx_py.tpch import queries
+
+    return [
+        pytest.param(n, id=f"q{n:02d}", marks=() if n in DEFAULT_QUERIES else pytest.mark.stress)
+        for n in queries.QUERY_NUMBERS
+    ]
 
 
 @pytest.fixture(scope="session")
@@ -32,10 +55,25 @@ def tpch_sf001_dir(request) -> str:
     return str(out_dir)
 
 
+@pytest.fixture(scope="session")
+def duckdb_expected(tpch_sf001_dir) -> dict[int, list[tuple]]:
+    """Query number -> DuckDB's rows (``oracle.duckdb_results``), every TPC-H query; read only."""
+    from raptorx_py.tpch import oracle, queries
+
+    return oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, TPCH_TEST_SCALE, threads=2)
+
+
 def tpch_work_dir(request):
     """pytest's cache directory for TPC-H generations, laid out as ``load_tpch``'s
-    ``work_dir`` (``<dir>/sf<scale>``), so loading SF 0.01 in a test reuses the fixture's data."""
-    return request.config.cache.mkdir("tpch")
+    ``work_dir`` (``<dir>/sf<scale>``), so loading SF 0.01 in a test reuses the fixture's data.
+    With pytest's cache off (``-p no:cacheprovider``), a directory of the session's temporary
+    directory instead: generated once per session."""
+    cache = getattr(request.config, "cache", None)
+    if cache is not None:
+        return cache.mkdir("tpch")
+    work = request.getfixturevalue("tmp_path_factory").getbasetemp() / "tpch"
+    work.mkdir(exist_ok=True)
+    return work
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """pytest plugin: fixtures for the local S3 endpoint (devservers.s3_endpoint).
 
-Load it with ``pytest_plugins = ["tests.s3_fixtures"]`` in a conftest.py, or
-``pytest -p tests.s3_fixtures``.
+Load it with ``pytest_plugins = ["tests.support.s3_fixtures"]`` in a conftest.py, or
+``pytest -p tests.support.s3_fixtures``.
 
 * ``s3_endpoint`` (session): one :class:`~devservers.s3_endpoint.S3Endpoint`
   with latency 0 and unlimited throughput, started on first use and stopped at the end of

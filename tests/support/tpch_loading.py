@@ -1,11 +1,11 @@
 """Loading the test TPC-H data into a warehouse as the integration tests do: generated once
-in pytest's cache (``tests.tpch_fixtures.tpch_work_dir``, shared with the ``tpch_sf001_dir``
+in pytest's cache (``tests.support.tpch_fixtures.tpch_work_dir``, shared with the ``tpch_sf001_dir``
 fixture) and copied without a progress bar."""
 
 from __future__ import annotations
 
 from raptorx_py.tpch.load import load_tpch
-from tests.tpch_fixtures import tpch_work_dir
+from tests.support.tpch_fixtures import tpch_work_dir
 
 
 def load_cached_tpch(

@@ -1,4 +1,4 @@
-"""An application of the INSTALLED wheel (``tests/wheel_fixtures.py``): copied out of the
+"""An application of the INSTALLED wheel (``tests/support/wheel_fixtures.py``): copied out of the
 checkout and run by the wheel's virtualenv from a directory outside the checkout, so it can
 only import the raptorx_py the wheel installed. ``python wheel_app.py '<json>'`` with
 ``checkout`` (which must be on no import path), ``properties`` of a metastore where

@@ -3,7 +3,7 @@ creating a Connect session sets process-wide state in pyspark (``SPARK_CONNECT_M
 which routes every later ``pyspark.sql.functions`` call to Connect), so it cannot share the
 test process with the classic session fixture.
 
-    python -m tests.connect_client SPEC.json OUT.json
+    python -m tests.support.connect_client SPEC.json OUT.json
 
 SPEC: ``url``, ``properties``, ``tables`` (names for ``QUERIES``), ``write_table``,
 ``tilde_home`` and ``tilde_table`` (the ``~`` scenario), ``missing_provider_class``. OUT: per
@@ -64,7 +64,7 @@ class Counting:
         self.metrics_dir = metrics_dir
 
     def step(self, fn) -> dict:
-        from tests.counter_deltas import CounterDeltas, sink_totals
+        from tests.support.counter_deltas import CounterDeltas, sink_totals
 
         started = time.monotonic()
         deltas = CounterDeltas(read=sink_totals(self.metrics_dir))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-CHECKOUT = Path(__file__).resolve().parents[1]
+CHECKOUT = Path(__file__).resolve().parents[2]
 BUILT_JAR = CHECKOUT / "native" / "target" / "raptorx-native.jar"
 #: What a subprocess of the wheel's virtualenv must not inherit from the test session: an
 #: import path, a jar named by hand, the session's PYSPARK_PYTHON (the checkout's venv).
