@@ -19,8 +19,8 @@ import pytest
 
 from raptorx_py.cache import block_store
 from raptorx_py.cache.block_store import TRAILER, BlockStore, encode_trailer
-from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.fake_clock import FakeClock
 
 pytestmark = pytest.mark.spark
 

@@ -18,8 +18,8 @@ import pytest
 
 from raptorx_py.cache import block_store, cache_files
 from raptorx_py.cache.block_store import TRAILER, BlockStore, encode_trailer
-from tests.counter_deltas import CounterDeltas
-from tests.fake_clock import FakeClock
+from tests.support.counter_deltas import CounterDeltas
+from tests.support.fake_clock import FakeClock
 
 BS = 256
 BLOCK = BS + TRAILER.size

@@ -13,7 +13,7 @@ import shutil
 
 from raptorx_py.cache.block_store import BlockStore
 from raptorx_py.cache.footer_cache import FileIdentity, FooterCache
-from tests.counter_deltas import CounterDeltas
+from tests.support.counter_deltas import CounterDeltas
 from tests.vectors import make_vectors
 
 VECTORS = os.path.join(os.path.dirname(__file__), "..", "vectors")
