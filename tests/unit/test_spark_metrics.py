@@ -18,7 +18,7 @@ from raptorx_py.session import metrics_plugin_conf, spark_metrics_properties
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "native" / "src" / "main" / "scala" / "raptorx" / "CacheMetricsPlugin.scala"
-FRAGMENT_HITS = PLUGIN.with_name("FragmentHits.scala")
+JVM_SOURCES = PLUGIN.parent.parent  # native/src/main/scala
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
@@ -145,7 +145,7 @@ def test_the_plugin_s_directory_is_under_metrics_directory_unless_the_caller_set
 
 def test_every_metric_of_the_plugin_is_documented():
     """Each counter is a row of architecture.md's counter table (where it is counted) or one
-    the JVM counts (``FragmentHits.scala``; the table holds Python's), and the section on
+    the JVM counts (``counts("...")`` in native/'s Scala; the table holds Python's), and the section on
     Spark's metrics names every counter and size."""
     counter_names, gauge_names = plugin_names()
     assert len(counter_names) >= 30 and len(gauge_names) >= 3
@@ -153,7 +153,11 @@ def test_every_metric_of_the_plugin_is_documented():
     text = ARCHITECTURE.read_text()
     table = text[text.index("## Counters (today)") :]
     table = table[: table.index("\n## ")]
-    jvm = set(re.findall(r'counts\("([^"]+)"\)', FRAGMENT_HITS.read_text()))
+    jvm = {
+        name
+        for source in JVM_SOURCES.rglob("*.scala")
+        for name in re.findall(r'counts(?:\.add)?\("([^"]+)"', source.read_text())
+    }
     assert "fragment_cache.jvm_hits" in jvm
     assert [n for n in counter_names if f"`{n}`" not in table and n not in jvm] == []
     section = text[text.index("## Spark's metrics system") :]
