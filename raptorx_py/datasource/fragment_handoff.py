@@ -51,8 +51,14 @@ def served_by_jvm(partition, splits: int) -> tuple[bool, ...]:
     """Per split of ``partition`` (which has ``splits``), whether the JVM already served it;
     all False without a mark or with one that does not match (the Python reader then
     computes every split)."""
-    mark = getattr(partition, ATTRIBUTE, None)
-    if not isinstance(mark, str) or not mark.startswith(MARKER):
+    return served_flags(getattr(partition, ATTRIBUTE, None), MARKER, splits)
+
+
+def served_flags(mark, marker: str, splits: int) -> tuple[bool, ...]:
+    """Per split, whether a mark starting with ``marker`` and ending ``|<flags>|`` has its
+    flag stamped ``J`` (all False without such a mark, or with flags of another length):
+    the rule of this mark and of ``jvm_read_handoff``'s."""
+    if not isinstance(mark, str) or not mark.startswith(marker):
         return (False,) * splits
     flags = mark.rstrip("|").rsplit("|", 1)[-1]
     if len(flags) != splits:

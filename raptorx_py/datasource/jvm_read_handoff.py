@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from raptorx_py.cache.block_cache import block_key
+from raptorx_py.datasource.fragment_handoff import served_flags
 from raptorx_py.storage.fs import split_url
 
 if TYPE_CHECKING:
@@ -150,10 +151,4 @@ def mark_partition(partition, mark: str):
 
 def served_by_jvm(partition, splits: int) -> tuple[bool, ...]:
     """Per split, whether the JVM read it (all False without a matching mark)."""
-    mark = getattr(partition, ATTRIBUTE, None)
-    if not isinstance(mark, str) or not mark.startswith(MARKER):
-        return (False,) * splits
-    flags = mark.rstrip("|").rsplit("|", 1)[-1]
-    if len(flags) != splits:
-        return (False,) * splits
-    return tuple(f == SERVED for f in flags)
+    return served_flags(getattr(partition, ATTRIBUTE, None), MARKER, splits)

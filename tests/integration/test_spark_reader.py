@@ -18,6 +18,7 @@ import pytest
 
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle
+from tests.integration.test_fragment_hits_jvm import _flip
 
 pytestmark = pytest.mark.spark
 
@@ -190,14 +191,6 @@ def test_the_readers_share_one_block_cache(spark, table, tmp_path, counted):
         assert _rows(spark, sql.format(t="sr_spark2")) == expected
     assert warm["block_cache.hits"] > 0 and warm["block_cache.misses"] == 0
     assert warm["storage.remote_requests"] == 0 and warm["reader.spark_splits"] == 3
-
-
-def _flip(path: str) -> None:
-    with open(path, "r+b") as f:
-        f.seek(os.path.getsize(path) // 2)
-        byte = f.read(1)
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([byte[0] ^ 0x01]))
 
 
 def test_damaged_blocks_are_counted_misses_with_the_right_rows(spark, table, tmp_path, counted):

@@ -145,8 +145,8 @@ def test_the_plugin_s_directory_is_under_metrics_directory_unless_the_caller_set
 
 def test_every_metric_of_the_plugin_is_documented():
     """Each counter is a row of architecture.md's counter table (where it is counted) or one
-    the JVM counts (``counts("...")`` in native/'s Scala; the table holds Python's), and the section on
-    Spark's metrics names every counter and size."""
+    the JVM counts (``counts("...")`` in native/'s Scala; the table holds Python's), and the
+    section on Spark's metrics names every counter and size."""
     counter_names, gauge_names = plugin_names()
     assert len(counter_names) >= 30 and len(gauge_names) >= 3
     assert len(set(counter_names)) == len(counter_names)
