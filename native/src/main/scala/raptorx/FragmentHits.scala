@@ -190,7 +190,9 @@ object FragmentHits {
   private def littleEndianLong(b: Array[Byte], at: Int): Long =
     (0 until 8).foldLeft(0L)((acc, i) => acc | ((b(at + i) & 0xffL) << (8 * i)))
 
-  private def unhexBytes(s: String): Option[Array[Byte]] = {
+  /** Hex text as bytes; None for text that is not hex of whole bytes (the marks' encoding,
+   * here and in [[JvmReadHandoff]] and [[JvmParquetRead]]). */
+  def unhexBytes(s: String): Option[Array[Byte]] = {
     if (s.length % 2 != 0) return None
     val out = new Array[Byte](s.length / 2)
     var i = 0
@@ -204,7 +206,7 @@ object FragmentHits {
     Some(out)
   }
 
-  private def unhex(s: String): Option[String] = unhexBytes(s).map(new String(_, UTF_8))
+  def unhex(s: String): Option[String] = unhexBytes(s).map(new String(_, UTF_8))
 
   /** Where `pattern` first starts in `bytes` (-1: nowhere): how a mark is found in a pickled
    * partition without unpickling it (here and in `ScanReport`). */

@@ -188,7 +188,7 @@ object JvmParquetRead {
       case LongType => text.toLong
       case BooleanType => text.toBoolean
       case DateType => LocalDate.parse(text).toEpochDay.toInt
-      case StringType => UTF8String.fromBytes(unhex(text))
+      case StringType => UTF8String.fromBytes(FragmentHits.unhexBytes(text).get)
       case d: DecimalType =>
         val value = Decimal(new java.math.BigDecimal(text))
         val exact = value.toBigDecimal
@@ -199,9 +199,6 @@ object JvmParquetRead {
       case other => throw new IllegalArgumentException(s"no parse for $other")
     }).toOption
   }
-
-  private def unhex(s: String): Array[Byte] =
-    s.grouped(2).map(Integer.parseInt(_, 16).toByte).toArray
 
   /** `f` as a Catalyst predicate over `schema`'s columns (bound by position), or None. */
   def toExpression(f: sources.Filter, schema: StructType): Option[Expression] = {

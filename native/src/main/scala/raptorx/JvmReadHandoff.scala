@@ -1,6 +1,6 @@
 package org.apache.spark.sql.execution.python.raptorx
 
-import java.nio.charset.StandardCharsets.{US_ASCII, UTF_8}
+import java.nio.charset.StandardCharsets.US_ASCII
 
 import scala.jdk.CollectionConverters._
 import scala.util.Try
@@ -47,7 +47,8 @@ object JvmReadHandoff {
     val flagsAt = textEnd + 1
     val flagsEnd = bytes.indexOf(Bar, flagsAt)
     if (flagsEnd < 0) return None
-    Try(parse(unhex(new String(bytes, textAt, textEnd - textAt, US_ASCII)), flagsAt)).toOption
+    FragmentHits.unhex(new String(bytes, textAt, textEnd - textAt, US_ASCII))
+      .flatMap(text => Try(parse(text, flagsAt)).toOption)
       .filter(_.splits.length == flagsEnd - flagsAt)
   }
 
@@ -76,15 +77,5 @@ object JvmReadHandoff {
     }.toIndexedSeq
     Plan(node.get("partition_keys").elements().asScala.map(_.asText()).toIndexedSeq, cache,
       str(node.get("metrics")), hadoop, splits, flagsAt)
-  }
-
-  private def unhex(s: String): String = {
-    val out = new Array[Byte](s.length / 2)
-    var i = 0
-    while (i < out.length) {
-      out(i) = Integer.parseInt(s.substring(2 * i, 2 * i + 2), 16).toByte
-      i += 1
-    }
-    new String(out, UTF_8)
   }
 }

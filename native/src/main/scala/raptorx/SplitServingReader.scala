@@ -116,9 +116,7 @@ class SplitServingReader(
     var bytes = partition.pickedPartition
     fragments.foreach(h => bytes = FragmentHits.stamp(bytes, h, served))
     // Stamping keeps each mark's length, so the other mark's flags stay where they were.
-    if (jvm.isDefined) {
-      JvmReadHandoff.of(bytes).foreach(p => bytes = JvmReadHandoff.stamp(bytes, p, served))
-    }
+    jvm.foreach { case (plan, _) => bytes = JvmReadHandoff.stamp(bytes, plan, served) }
     new ArrowColumnarReader(factory, PythonInputPartition(partition.index, bytes))
   }
 
