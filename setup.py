@@ -1,7 +1,7 @@
 """The wheel's build step for the native jar: ``build_py`` also puts
 ``raptorx_py/jars/raptorx-native.jar`` into the wheel, so a ``pip install`` of the wheel has the
-JVM half (docs/architecture.md, "The jar inside the wheel"). The rest of the package's metadata
-is pyproject.toml's.
+JVM half (docs/design/planning-and-jvm-provider.md, "The jar inside the wheel"). The rest of
+the package's metadata is pyproject.toml's.
 
 The jar is the checkout's ``native/target/raptorx-native.jar`` when that one was built from
 exactly these sources (its recorded build identity is the digest of ``native/src/main`` and

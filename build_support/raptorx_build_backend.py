@@ -2,7 +2,7 @@
 only, because setup.py's build step compiles the native jar against the pyspark the package
 requires (``native/build.sh``, with the Scala compiler inside pyspark's jars). An sdist and an
 editable install (``pip install -e .``, which uses the checkout's ``native/target/``) need no
-pyspark to build (docs/architecture.md, "The jar inside the wheel")."""
+pyspark to build (docs/design/planning-and-jvm-provider.md, "The jar inside the wheel")."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ An installed wheel carries the jar as package data (``raptorx_py/jars/raptorx-na
 put there by setup.py's build step); a checkout has it in ``native/target/`` after ``make
 native``; ``$RAPTORX_NATIVE_JAR`` names another. ``jar_path`` takes the first of those that
 exists (``jar_candidates``), and ``tiered_session()`` starts Spark with it
-(docs/architecture.md, "The jar inside the wheel").
+(docs/design/planning-and-jvm-provider.md, "The jar inside the wheel").
 
 With the jar on the classpath, Spark's ``tiered_hive`` is the JVM provider
 ``raptorx.TieredHiveProvider``, which wraps the Python source (registered as

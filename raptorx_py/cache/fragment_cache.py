@@ -110,8 +110,8 @@ ENTRY_MAGIC = b"RXF1"
 #: entry of another format is a miss on both sides (removed here, not counted corrupt).
 ENTRY_FORMAT = 2
 #: The codec of the entries' Arrow IPC buffers (``pa.ipc.IpcWriteOptions``; None: none):
-#: chosen by ``benchmarks/fragment_compression.py`` (docs/architecture.md, "Fragment result
-#: cache").
+#: chosen by ``benchmarks/fragment_compression.py`` (docs/design/fragment-cache-and-
+#: statistics.md, "Fragment result cache").
 ENTRY_COMPRESSION: str | None = "zstd"
 #: magic, format, 3 reserved bytes, expiry (epoch ms, 0: none): the MAC's first input.
 _PREFIX = struct.Struct("<4sB3xq")

@@ -4,7 +4,7 @@
 statistics, table parameters, the notification log, table snapshots) over Hive's own Thrift
 API, so the versioned cache (``cached_store``), the planner and registration work on it
 unchanged. The client is PyPI's ``hive-metastore-client`` (generated Thrift code of Hive's
-metastore IDL with the ``thrift`` runtime; see docs/architecture.md for why).
+metastore IDL with the ``thrift`` runtime; see docs/design/metastore.md for why).
 
 Contract:
 - ``hive.metastore.uri`` is one ``thrift://host:port`` or a comma-separated list tried in

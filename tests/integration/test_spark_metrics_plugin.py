@@ -63,8 +63,9 @@ def test_the_servlet_shows_the_tiers_counters_after_each_query(readings):
 
 
 def test_the_metric_names_are_spelled_as_documented(readings):
-    """As README and architecture.md show them: ``<app id>.driver.plugin.<plugin class>.<name>``
-    (Spark's plugin source), as Prometheus text."""
+    """As README and docs/design/observability.md show them:
+    ``<app id>.driver.plugin.<plugin class>.<name>`` (Spark's plugin source), as Prometheus
+    text."""
     _, warm = readings["readings"]
     app = readings["app_id"].replace("-", "_")
     line = f"metrics_{app}_driver_plugin_raptorx_CacheMetricsPlugin_fragment_cache_hits_Value"

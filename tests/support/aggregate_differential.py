@@ -206,7 +206,8 @@ SUM_COLUMNS = (
 )
 # Arithmetic (translated for the source under ANSI only): a row past its type's range fails
 # the query under ANSI wherever it is evaluated. ``d38m * gdec`` has up to 41 significant
-# digits, which Spark truncates to 39 before rounding (see architecture.md).
+# digits, which Spark truncates to 39 before rounding (see
+# docs/design/planning-and-jvm-provider.md, "Partial aggregation in the source").
 SUM_EXPRESSIONS = (
     "i32 + t8",
     "s16 * 3",

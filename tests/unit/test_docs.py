@@ -1,6 +1,7 @@
-"""docs/architecture.md against the code: its module table names every module of
-``raptorx_py/`` and nothing else, and its counter table names every counter the code counts
-and nothing else. A failure says which rows to add or remove, and where.
+"""The docs against the code: docs/architecture.md's module table names every module of
+``raptorx_py/`` and nothing else, and docs/design/observability.md's counter table names every
+counter the code counts and nothing else. A failure says which rows to add or remove, and
+where.
 
 What counts as a module: every ``.py`` file under ``raptorx_py/``, spelled as its path below
 ``raptorx_py/`` (``storage/fs.py``); a package's ``__init__.py`` is spelled as the package
@@ -22,8 +23,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "raptorx_py"
-ARCHITECTURE = REPO / "docs" / "architecture.md"
-DOC = "docs/architecture.md"
+ARCHITECTURE = "docs/architecture.md"  # the module table
+OBSERVABILITY = "docs/design/observability.md"  # the counter table
 
 MODULE_TABLE_HEADER = "| module | one concept | Spark-free? |"
 COUNTER_TABLE_HEADER = "| name | counted where |"
@@ -32,13 +33,13 @@ COUNTER_TABLE_HEADER = "| name | counted where |"
 PLACEHOLDER = "<>"
 
 
-def table_first_cells(header: str) -> list[tuple[int, list[str]]]:
-    """For each row of the table under ``header``: its line number in the doc and the
-    backticked names in its first cell."""
-    lines = ARCHITECTURE.read_text(encoding="utf-8").splitlines()
+def table_first_cells(doc: str, header: str) -> list[tuple[int, list[str]]]:
+    """For each row of the table under ``header`` in ``doc``: its line number in the doc and
+    the backticked names in its first cell."""
+    lines = (REPO / doc).read_text(encoding="utf-8").splitlines()
     starts = [i for i, line in enumerate(lines) if line.strip() == header]
     assert len(starts) == 1, (
-        f"{DOC} must hold exactly one table with the header {header!r} (found {len(starts)})"
+        f"{doc} must hold exactly one table with the header {header!r} (found {len(starts)})"
     )
     rows = []
     for i in range(starts[0] + 2, len(lines)):  # past the header and its |---| line
@@ -66,7 +67,7 @@ def code_modules() -> set[str]:
 
 
 def test_the_module_table_names_every_module_and_only_those():
-    rows = table_first_cells(MODULE_TABLE_HEADER)
+    rows = table_first_cells(ARCHITECTURE, MODULE_TABLE_HEADER)
     listed: dict[str, int] = {}
     problems = []
     for line, names in rows:
@@ -89,7 +90,7 @@ def test_the_module_table_names_every_module_and_only_those():
             + (" (a package is written `pkg/`, a module `pkg/mod.py`)" if "." not in name else "")
         )
     assert not problems, (
-        f"{DOC}, the module table (headed {MODULE_TABLE_HEADER!r}), disagrees with "
+        f"{ARCHITECTURE}, the module table (headed {MODULE_TABLE_HEADER!r}), disagrees with "
         "raptorx_py/:\n  " + "\n  ".join(problems)
     )
 
@@ -177,7 +178,7 @@ def _doc_form(name: str) -> str:
 
 
 def test_the_counter_table_names_every_counter_and_only_those():
-    rows = table_first_cells(COUNTER_TABLE_HEADER)
+    rows = table_first_cells(OBSERVABILITY, COUNTER_TABLE_HEADER)
     listed: dict[str, tuple[int, str]] = {}
     problems = []
     for line, names in rows:
@@ -206,7 +207,7 @@ def test_the_counter_table_names_every_counter_and_only_those():
             "was renamed, write its new name)"
         )
     assert not problems, (
-        f"{DOC}, the counter table (headed {COUNTER_TABLE_HEADER!r}), disagrees with "
+        f"{OBSERVABILITY}, the counter table (headed {COUNTER_TABLE_HEADER!r}), disagrees with "
         "raptorx_py/:\n  " + "\n  ".join(problems)
     )
 
