@@ -1,7 +1,8 @@
 """The docs against the code: docs/architecture.md's module table names every module of
 ``raptorx_py/`` and nothing else, and docs/design/observability.md's counter table names every
-counter the code counts and nothing else. A failure says which rows to add or remove, and
-where.
+counter the code counts and nothing else; docs/overview.md and the pages under docs/design/
+show only modules, classes and functions the code has (the last section below). A failure
+says which rows or names to add, rename or remove, and where.
 
 What counts as a module: every ``.py`` file under ``raptorx_py/``, spelled as its path below
 ``raptorx_py/`` (``storage/fs.py``); a package's ``__init__.py`` is spelled as the package
@@ -236,3 +237,180 @@ def test_the_readme_names_both_forms_of_the_scan_node():
     text = re.sub(r"\s+", " ", readme)
     assert "`BatchScan tiered_hive <db.table>`" in text
     assert "`BatchScan raptorx.<db>.<table>`" in text
+
+
+# -- names the overview and the design pages show ------------------------------------------
+#
+# docs/overview.md (its Mermaid picture, its walkthrough and its tables) and the pages under
+# docs/design/ name modules and classes; a rename in the code must fail here until the docs
+# follow. A module path is checked as written (``raptorx_py/cache/block_store.py``, or
+# ``cache/block_store.py`` as the module table spells it). A class is checked by name only:
+# Python's ``class``/``def`` under ``raptorx_py/`` (and the dev servers and benchmarks the
+# pages describe), Scala's ``class``/``object``/``trait`` under ``native/src/main/scala``,
+# wherever its file is. A member written after it (``FragmentHits.verified``) must be defined
+# in our code too. The names of Spark, Hadoop, Arrow and the other libraries the pages show
+# are listed in ``FOREIGN``; a name listed there must not be ours and must still be shown.
+
+OVERVIEW = "docs/overview.md"
+DESIGN_PAGES = sorted(
+    p.relative_to(REPO).as_posix() for p in (REPO / "docs" / "design").glob("*.md")
+)
+NATIVE_SOURCES = REPO / "native" / "src" / "main" / "scala"
+# Repository code outside the package that the pages describe (the emulated S3 store, the
+# benchmark's report).
+OTHER_PYTHON = ("devservers", "benchmarks")
+
+FOREIGN = frozenset(
+    """
+    AcidUtils AppendData ArrowColumnVector ArrowPythonRunner ArrowUtils BatchScan
+    BatchedPythonArrowInput BigDecimal BroadcastHashJoin ColumnarBatch ColumnarToRow
+    CommonsCompressionFactory DataSource DataSourceRegister DataType DbNotificationListener
+    DefaultSource DriverPlugin ExecutorPlugin FileMetaData FileScan HashAggregate
+    InputPartition InvalidRange MapInBatchEvaluator MapInBatchEvaluatorFactory MessageFactory
+    MethodHandles NoCredentialsError NoSuchKey NoSuchMethodError NoSuchNamespaceException
+    NoSuchTableException OperationalError ParquetFileFormat PartitionFilters PartitioningUtils
+    PostgreSQL Py4J PluginContext PostScanFilters ProcedureCatalog PushedAggregates PushedFilters
+    PushedGroupByExpressions Py4JException PythonClient PythonCustomMetric PythonDataSourceV2
+    PythonException PythonInputPartition PythonPartitionReaderFactory PythonPlannerRunner
+    PythonScan PythonScanBuilder PythonWriteBuilder QueryExecution QueryPlanningTracker
+    RawStore ReadSchema SimpleAWSCredentialsProvider SparkConnectServer SparkFiles SparkPlugin
+    SparkSession SupportsMetadata SupportsNamespaces SupportsPushDownAggregates
+    SupportsPushDownFilters SupportsPushDownRequiredColumns SupportsReportStatistics
+    TableCatalog TableProvider ThriftHiveMetastore TieredHiveScan TxnIdUtils UnsafeRow
+    UserDefinedPythonDataSource UserDefinedPythonDataSourceFilterPushdownRunner
+    UserDefinedPythonDataSourceRunner V2ScanRelationPushDown
+    """.split()
+)
+
+# A class as a page writes it: CamelCase with two humps or more, perhaps after a lower-case
+# package (``raptorx.cache.``), perhaps followed by one member and ``()``.
+CLASS_NAME = re.compile(
+    r"^(?:[a-z][a-z0-9]*\.)*([A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+)(?:\.(\w+))?(?:\(\))?$"
+)
+# A function of ours as the overview writes it: ``plan_scan``, ``_fragment_planned_before``.
+FUNCTION_NAME = re.compile(r"^(_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?:\(\))?$")
+MODULE_PATH = re.compile(r"raptorx_py/(?:[\w]+/)*[\w]+\.py|raptorx_py/(?:[\w]+/)+")
+# Made by the wheel's build, not in the tree (the jar inside the package).
+BUILT = ("raptorx_py/jars/",)
+
+
+def _subpackages() -> set[str]:
+    return {p.parent.relative_to(PACKAGE).as_posix() for p in PACKAGE.glob("*/__init__.py")}
+
+
+def _defined_python(roots) -> tuple[set[str], set[str]]:
+    """Classes and functions, and every name defined or assigned at any depth."""
+    classes: set[str] = set()
+    members: set[str] = set()
+    for root in roots:
+        for path in root.rglob("*.py"):
+            if ".venv" in path.parts:
+                continue
+            text = path.read_text(encoding="utf-8")
+            classes |= set(re.findall(r"^\s*(?:class|def|async def)\s+(\w+)", text, re.M))
+            members |= set(re.findall(r"^\s*(?:class|def|async def)\s+(\w+)", text, re.M))
+            members |= set(re.findall(r"^\s*(?:self\.)?(\w+)\s*(?::[^=\n]*)?=", text, re.M))
+    return classes, members
+
+
+def _defined_scala() -> tuple[set[str], set[str]]:
+    classes: set[str] = set()
+    members: set[str] = set()
+    for path in NATIVE_SOURCES.rglob("*.scala"):
+        text = path.read_text(encoding="utf-8")
+        classes |= set(re.findall(r"\b(?:class|object|trait)\s+(\w+)", text))
+        members |= set(re.findall(r"\b(?:def|val|var|lazy val|object|class)\s+(\w+)", text))
+    return classes, members
+
+
+def _mermaid_blocks(text: str) -> list[tuple[int, str]]:
+    return [
+        (text[: m.start()].count("\n") + 1, m.group(1))
+        for m in re.finditer(r"```mermaid\n(.*?)```", text, re.S)
+    ]
+
+
+def _shown(doc: str, pictures: bool = True):
+    """(line, name) of every backticked name in ``doc`` and, with ``pictures``, of every
+    word of its Mermaid pictures. A file name (``FragmentHits.scala``) is not a name: files
+    move between directories, their classes stay."""
+    text = (REPO / doc).read_text(encoding="utf-8")
+    shown = [
+        (i, token.strip())
+        for i, line in enumerate(text.splitlines(), start=1)
+        for token in re.findall(r"`([^`\n]+)`", line)
+    ]
+    if pictures:
+        shown += [
+            (start + 1 + j, word)
+            for start, block in _mermaid_blocks(text)
+            for j, line in enumerate(block.splitlines())
+            for word in re.findall(r"[A-Za-z_][\w.]*[\w]", line)
+        ]
+    return [(i, name) for i, name in shown if not name.endswith((".scala", ".py", ".md"))]
+
+
+def test_the_overview_has_a_picture():
+    text = (REPO / OVERVIEW).read_text(encoding="utf-8")
+    blocks = _mermaid_blocks(text)
+    assert len(blocks) == 1 and blocks[0][1].startswith("flowchart"), (
+        f"{OVERVIEW} must hold one Mermaid flowchart, the picture of the system as it runs"
+    )
+
+
+def test_the_module_paths_the_overview_and_design_pages_show_exist():
+    subpackages = _subpackages()
+    problems = []
+    for doc in [OVERVIEW, *DESIGN_PAGES, ARCHITECTURE]:
+        text = (REPO / doc).read_text(encoding="utf-8")
+        for i, line in enumerate(text.splitlines(), start=1):
+            paths = set(MODULE_PATH.findall(line))
+            for token in re.findall(r"`([^`\n]+)`", line):
+                first = token.split("/", 1)[0]
+                if first in subpackages and re.fullmatch(r"[\w/]+(?:\.py|/)", token):
+                    paths.add("raptorx_py/" + token)
+            for path in sorted(paths):
+                if not path.startswith(BUILT) and not (REPO / path).exists():
+                    problems.append(f"{doc}:{i}: `{path}` does not exist")
+    assert not problems, "rename or remove these module paths:\n  " + "\n  ".join(problems)
+
+
+def test_the_classes_the_overview_and_design_pages_show_exist():
+    py_classes, py_members = _defined_python([PACKAGE, *(REPO / d for d in OTHER_PYTHON)])
+    scala_classes, scala_members = _defined_scala()
+    # A Scala constant shown as a name (``CacheMetrics.CounterNames``) counts as ours too.
+    ours = py_classes | scala_classes | {m for m in scala_members if m[0].isupper()}
+    members = py_members | scala_members
+    problems = []
+    foreign_shown: set[str] = set()
+    for doc in [OVERVIEW, *DESIGN_PAGES]:
+        for line, token in _shown(doc):
+            m = CLASS_NAME.match(token)
+            if not m:
+                continue
+            name, member = m.group(1), m.group(2)
+            if name in FOREIGN:
+                foreign_shown.add(name)
+            elif name not in ours:
+                problems.append(
+                    f"{doc}:{line}: `{name}` is no class of ours (Python under raptorx_py/, "
+                    "Scala under native/src/main/scala); rename it, or list it in FOREIGN if "
+                    "it is a library's"
+                )
+            elif member and member not in members:
+                problems.append(f"{doc}:{line}: `{name}.{member}`: no `{member}` in our code")
+    for name in sorted(FOREIGN & ours):
+        problems.append(f"FOREIGN lists `{name}`, which is ours: remove it from FOREIGN")
+    for name in sorted(FOREIGN - foreign_shown):
+        problems.append(f"FOREIGN lists `{name}`, which no page shows: remove it")
+    assert not problems, "\n  ".join(["the pages' classes disagree with the code:", *problems])
+
+
+def test_the_functions_the_overview_names_exist():
+    _, py_members = _defined_python([PACKAGE])
+    problems = [
+        f"{OVERVIEW}:{line}: `{token}`: no such function in raptorx_py/"
+        for line, token in _shown(OVERVIEW, pictures=False)
+        if (m := FUNCTION_NAME.match(token)) and m.group(1) not in py_members
+    ]
+    assert not problems, "\n  ".join(["rename or remove:", *problems])
