@@ -14,6 +14,8 @@ import org.apache.spark.sql.sources.Filter
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.util.Utils
 
+import raptorx.PickledMarks
+
 /**
  * What a `tiered_hive` scan shows in Spark's UI, its REST API and `EXPLAIN`: raptorx_py's
  * `datasource/scan_report.py` is the Python half.
@@ -293,23 +295,20 @@ object PlanReport {
       .map(parse).collectFirst { case Some(r) => r }.getOrElse(Empty)
 
   def parse(bytes: Array[Byte]): Option[PlanReport] = {
-    val at = FragmentHits.indexOf(bytes, Mark)
+    val at = PickledMarks.indexOf(bytes, Mark)
     if (at < 0) return None
     val start = at + Mark.length
     val end = bytes.indexOf('|'.toByte, start)
     if (end < 0) return None
-    val hex = new String(bytes, start, end - start, US_ASCII)
-    if (hex.length % 2 != 0) return None
-    try {
-      val raw = hex.grouped(2).map(h => Integer.parseInt(h, 16).toByte).toArray
-      val lines = new String(raw, UTF_8).split("\n").iterator.flatMap { line =>
+    PickledMarks.unhex(new String(bytes, start, end - start, US_ASCII)).map { text =>
+      val lines = text.split("\n").iterator.flatMap { line =>
         line.split("\t", 2) match {
           case Array(k, v) => Some(k -> v)
           case _ => None
         }
       }
-      Some(PlanReport(lines.toMap))
-    } catch { case _: NumberFormatException => None }
+      PlanReport(lines.toMap)
+    }
   }
 }
 
