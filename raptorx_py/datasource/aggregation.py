@@ -1,6 +1,6 @@
 """A partial aggregation pushed into the scan: each split returns its groups, not its rows.
 
-The JVM provider (``native/.../AggregatePushdown.scala``) accepts what Spark pushes and sends
+The JVM provider (``native/.../PartialAggregation.scala``) accepts what Spark pushes and sends
 it here as JSON in the metadata of the partial schema's first field (``AGGREGATION_KEY``):
 group-by columns, and ``sum``/``count``/``count_star``/``min``/``max`` over expressions of
 columns, literals, widening casts and ``+ - *``, each node with its Spark type. Spark keeps

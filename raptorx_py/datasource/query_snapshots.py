@@ -3,8 +3,8 @@ from which each table's ValidWriteIdList).
 
 With the native provider each scan of a query is planned by its own ``build()``, each in a
 Python planning worker of its own (workers may be different processes). The provider
-(``native/.../TieredHiveProvider.scala``, ``QueryToken``) tags every scan it plans with a token
-that is the same for all scans planned for one query: it is derived from Spark's
+(``native/.../TieredHiveScanBuilder.scala``, ``QueryToken``) tags every scan it plans with a
+token that is the same for all scans planned for one query: it is derived from Spark's
 ``QueryPlanningTracker``, the one object a ``QueryExecution`` installs (thread-local) while
 its optimizer runs ``V2ScanRelationPushDown``, scalar subqueries included. The token reaches
 the Python reader in the metadata (``TOKEN_KEY``) of the first field of the schema the scan

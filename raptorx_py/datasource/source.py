@@ -780,7 +780,7 @@ def _summed(values: Iterable[str | None]) -> int | None:
 
 
 #: Metadata keys on a schema's first field carrying what the JVM provider must know of the
-#: Python reader (``native/.../AggregatePushdown.scala``, ``SourceHints``, which removes them),
+#: Python reader (``native/.../SourceHints.scala``, which removes them),
 #: and what the Spark catalog shows of the table (``TableDescription``, which removes it).
 EXACT_FILTER_COLUMNS_KEY = jvm_protocol.EXACT_FILTER_COLUMNS_KEY
 AGGREGATION_PUSHDOWN_KEY = jvm_protocol.AGGREGATION_PUSHDOWN_KEY

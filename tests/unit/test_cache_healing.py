@@ -472,7 +472,9 @@ def test_a_cold_read_counts_the_blocks_it_fetched_and_read_again_as_hits(tmp_pat
     assert warm.get("block_cache.misses", 0) == 0 and warm["block_cache.hits"] >= 1
     scala = open(
         os.path.join(
-            os.path.dirname(__file__), "../../native/src/main/scala/raptorx/ScanReport.scala"
+            os.path.dirname(__file__),
+            "../../native/src/main/scala/org/apache/spark/sql/execution/python/raptorx",
+            "ScanReport.scala",
         )
     ).read()
     assert (

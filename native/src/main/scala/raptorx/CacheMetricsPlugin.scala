@@ -4,8 +4,6 @@ import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.{Files, Path}
 import java.nio.file.attribute.BasicFileAttributes
 import java.util.concurrent.TimeUnit
-import java.util.concurrent.ConcurrentHashMap
-import java.util.concurrent.atomic.LongAdder
 import java.util.{Map => JMap}
 
 import scala.jdk.CollectionConverters._
@@ -230,15 +228,4 @@ object CacheMetrics {
     }
     Totals(counters.toMap, gauges.map { case (k, (_, v)) => k -> v }.toMap)
   }
-}
-
-/** The JVM's own counts (the fragment hits `FragmentHits` serves), kept for
- * [[CacheMetricsPlugin]] since the process started. */
-object JvmCounts {
-  private val counts = new ConcurrentHashMap[String, LongAdder]()
-
-  def add(name: String, value: Long): Unit =
-    counts.computeIfAbsent(name, _ => new LongAdder()).add(value)
-
-  def get(name: String): Long = Option(counts.get(name)).map(_.sum()).getOrElse(0L)
 }

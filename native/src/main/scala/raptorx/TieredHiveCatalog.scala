@@ -15,7 +15,7 @@ import org.apache.spark.sql.connector.catalog.procedures.{BoundProcedure, Proced
 import org.apache.spark.sql.connector.expressions.{Expressions, Transform}
 import org.apache.spark.sql.connector.read.Scan
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceCreationResult
-import org.apache.spark.sql.types.{MetadataBuilder, StringType, StructType}
+import org.apache.spark.sql.types.{StringType, StructType}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
 /**
@@ -328,36 +328,3 @@ private class NotRegistered(catalog: String, cause: Throwable)
         "the driver's Python process, or on a Spark Connect client of a server with the jar. " +
         "spark-sql and Scala applications, which have no such process, cannot use the " +
         "catalog (docs/configuration.md, \"The Spark catalog\")", cause)
-
-/**
- * What the catalog shows of a table, which the Python source's `schema()` puts on the
- * schema's first field ([[Protocol.TableDescriptionKey]], JSON: partition keys, table type,
- * location); [[TableDescription.split]] takes it out, so no schema shows it.
- */
-case class TableDescription(partitionKeys: Seq[String], properties: util.Map[String, String])
-
-object TableDescription {
-  private val Json = new ObjectMapper()
-  val Empty: TableDescription = TableDescription(Nil, util.Collections.emptyMap())
-
-  def split(schema: StructType): (StructType, TableDescription) = {
-    if (schema.isEmpty || !schema.head.metadata.contains(Protocol.TableDescriptionKey)) {
-      return (schema, Empty)
-    }
-    val meta = schema.head.metadata
-    val node = Json.readTree(meta.getString(Protocol.TableDescriptionKey))
-    val keys = node.path("partition_keys").elements().asScala.map(_.asText()).toSeq
-    val properties = new util.HashMap[String, String]()
-    properties.put(TableCatalog.PROP_PROVIDER, TieredHiveProvider.PublicName)
-    val location = node.path("location").asText("")
-    if (location.nonEmpty) properties.put(TableCatalog.PROP_LOCATION, location)
-    // DESCRIBE EXTENDED's Type is EXTERNAL when the property is there at all, else MANAGED.
-    if (node.path("table_type").asText("") == "EXTERNAL_TABLE") {
-      properties.put(TableCatalog.PROP_EXTERNAL, "true")
-    }
-    val clean = new MetadataBuilder().withMetadata(meta).remove(Protocol.TableDescriptionKey)
-      .build()
-    (StructType(schema.head.copy(metadata = clean) +: schema.tail),
-      TableDescription(keys, properties))
-  }
-}

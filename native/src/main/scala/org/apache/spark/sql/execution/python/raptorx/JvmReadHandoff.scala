@@ -7,6 +7,8 @@ import scala.util.Try
 
 import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 
+import raptorx.PickledMarks
+
 /**
  * The JVM's half of raptorx_py's `datasource/jvm_read_handoff.py`: which splits of a task
  * Spark's own Parquet reader reads here, and how (the mark's layout and the plan's fields
@@ -39,7 +41,7 @@ object JvmReadHandoff {
 
   /** The plan in `bytes` (a pickled partition), or None without a well-formed mark. */
   def of(bytes: Array[Byte]): Option[Plan] = {
-    val at = FragmentHits.indexOf(bytes, MarkerBytes)
+    val at = PickledMarks.indexOf(bytes, MarkerBytes)
     if (at < 0) return None
     val textAt = at + MarkerBytes.length
     val textEnd = bytes.indexOf(Bar, textAt)
@@ -47,7 +49,7 @@ object JvmReadHandoff {
     val flagsAt = textEnd + 1
     val flagsEnd = bytes.indexOf(Bar, flagsAt)
     if (flagsEnd < 0) return None
-    FragmentHits.unhex(new String(bytes, textAt, textEnd - textAt, US_ASCII))
+    PickledMarks.unhex(new String(bytes, textAt, textEnd - textAt, US_ASCII))
       .flatMap(text => Try(parse(text, flagsAt)).toOption)
       .filter(_.splits.length == flagsEnd - flagsAt)
   }

@@ -14,7 +14,7 @@ import org.apache.spark.SparkEnv
 import org.apache.spark.sql.types.{DataType, StructType}
 import org.apache.spark.sql.util.ArrowUtils
 
-import raptorx.JvmCounts
+import raptorx.{JvmCounts, PickledMarks}
 
 /**
  * Fragment result cache hits served by the JVM: the JVM's half of raptorx_py's
@@ -71,7 +71,7 @@ object FragmentHits {
                            flagsAt: Int)
 
   def handoff(bytes: Array[Byte]): Option[Handoff] = {
-    val at = indexOf(bytes, MarkerBytes)
+    val at = PickledMarks.indexOf(bytes, MarkerBytes)
     if (at < 0) return None
     var pos = at + MarkerBytes.length
     val fields = mutable.ArrayBuffer.empty[(Int, Int)]
@@ -86,8 +86,8 @@ object FragmentHits {
     val (flagsAt, flagsEnd) = fields(3)
     if (flagsEnd - flagsAt != keys.length) return None
     for {
-      cache <- unhex(text(0))
-      metrics <- unhex(text(1))
+      cache <- PickledMarks.unhex(text(0))
+      metrics <- PickledMarks.unhex(text(1))
     } yield Handoff(cache, metrics, keys, flagsAt)
   }
 
@@ -122,7 +122,7 @@ object FragmentHits {
   /** The entry of `key` if it is present, unexpired and its MAC holds (its whole bytes;
    * the Arrow stream starts at [[HeaderBytes]]); None otherwise. */
   def verified(dir: Path, secret: Array[Byte], key: String, nowMillis: Long): Option[Array[Byte]] = {
-    val keyBytes = if (key == NoKey || key.length < 2) None else unhexBytes(key)
+    val keyBytes = if (key == NoKey || key.length < 2) None else PickledMarks.unhexBytes(key)
     keyBytes.flatMap(k => verifiedEntry(dir, secret, key, k, nowMillis))
   }
 
@@ -190,35 +190,7 @@ object FragmentHits {
   private def littleEndianLong(b: Array[Byte], at: Int): Long =
     (0 until 8).foldLeft(0L)((acc, i) => acc | ((b(at + i) & 0xffL) << (8 * i)))
 
-  /** Hex text as bytes; None for text that is not hex of whole bytes (the marks' encoding,
-   * here and in [[JvmReadHandoff]] and [[JvmParquetRead]]). */
-  def unhexBytes(s: String): Option[Array[Byte]] = {
-    if (s.length % 2 != 0) return None
-    val out = new Array[Byte](s.length / 2)
-    var i = 0
-    while (i < out.length) {
-      val hi = Character.digit(s.charAt(2 * i), 16)
-      val lo = Character.digit(s.charAt(2 * i + 1), 16)
-      if (hi < 0 || lo < 0) return None
-      out(i) = ((hi << 4) | lo).toByte
-      i += 1
-    }
-    Some(out)
-  }
-
-  def unhex(s: String): Option[String] = unhexBytes(s).map(new String(_, UTF_8))
-
-  /** Where `pattern` first starts in `bytes` (-1: nowhere): how a mark is found in a pickled
-   * partition without unpickling it (here and in `ScanReport`). */
-  def indexOf(bytes: Array[Byte], pattern: Array[Byte]): Int = {
-    var i = 0
-    val last = bytes.length - pattern.length
-    while (i <= last) {
-      var j = 0
-      while (j < pattern.length && bytes(i + j) == pattern(j)) j += 1
-      if (j == pattern.length) return i
-      i += 1
-    }
-    -1
-  }
+  /** [[raptorx.PickledMarks.unhexBytes]], still called here by [[JvmParquetRead]] (left
+   * unedited while it changes elsewhere; it moves to `PickledMarks` with its next edit). */
+  def unhexBytes(s: String): Option[Array[Byte]] = PickledMarks.unhexBytes(s)
 }

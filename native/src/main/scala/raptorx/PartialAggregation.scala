@@ -1,130 +1,12 @@
 package raptorx
 
-
 import scala.util.Try
 
 import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, Expression => CatalystExpression, Literal => CatalystLiteral, Multiply, Subtract}
 import org.apache.spark.sql.connector.expressions.{Cast => V2Cast, Expression => V2Expression, GeneralScalarExpression, Literal => V2Literal, NamedReference}
-import org.apache.spark.sql.connector.expressions.aggregate.{Aggregation, Avg, Count, CountStar, Max, Min, Sum}
-import org.apache.spark.sql.connector.read.Scan
-import org.apache.spark.sql.execution.python.raptorx.{ArrowColumnarScan, ScanFacts}
+import org.apache.spark.sql.connector.expressions.aggregate.{Aggregation, Count, CountStar, Max, Min, Sum}
 import org.apache.spark.sql.sources
 import org.apache.spark.sql.types._
-
-/**
- * What the Python source tells the provider about a table, in the metadata of its schema's
- * first field (as [[TableStatistics]] does; [[SourceHints.split]] removes it):
- *
- *  - `exactColumns`: the columns whose pushed filters the Python reader evaluates exactly
- *    (partition keys, and the types `predicates.is_exact` accepts). The provider reports a
- *    filter as fully handled only if it names one of them and has a form and a literal the
- *    reader takes exactly ([[SourceHints.isExact]]); every other filter stays with Spark.
- *  - `aggregationPushdown`: the property `hive.aggregation-pushdown-enabled` of this read.
- *
- * A read whose schema was given (no `schema()` call) has no hints: no filter is reported as
- * handled and no aggregation is pushed, which is the plain scan.
- */
-case class SourceHints(exactColumns: Set[String], aggregationPushdown: Boolean) {
-  import SourceHints._
-
-  /** Whether the Python reader evaluates `f` exactly (so Spark need not re-apply it). */
-  def isExact(f: sources.Filter, schema: StructType): Boolean = {
-    def column(name: String): Option[DataType] =
-      if (exactColumns.contains(name)) schema.fields.find(_.name == name).map(_.dataType)
-      else scala.None
-    def literal(name: String, v: Any): Boolean = v != null && column(name).exists(fits(_, v))
-    f match {
-      case sources.Not(child) => isExact(child, schema)
-      case sources.EqualTo(a, v) => literal(a, v)
-      case sources.EqualNullSafe(a, v) => if (v == null) column(a).isDefined else literal(a, v)
-      case sources.GreaterThan(a, v) => literal(a, v)
-      case sources.GreaterThanOrEqual(a, v) => literal(a, v)
-      case sources.LessThan(a, v) => literal(a, v)
-      case sources.LessThanOrEqual(a, v) => literal(a, v)
-      case sources.In(a, vs) => vs.nonEmpty && vs.forall(literal(a, _))
-      case sources.IsNull(a) => column(a).isDefined
-      case sources.IsNotNull(a) => column(a).isDefined
-      case sources.StringStartsWith(a, v) => column(a).contains(StringType) && v != null
-      case sources.StringEndsWith(a, v) => column(a).contains(StringType) && v != null
-      case sources.StringContains(a, v) => column(a).contains(StringType) && v != null
-      case _ => false // And/Or and the rest: Spark splits conjunctions; the others stay with it
-    }
-  }
-}
-
-object SourceHints {
-  val ExactColumnsKey: String = Protocol.ExactFilterColumnsKey
-  val AggregationKey: String = Protocol.AggregationPushdownKey
-  val Empty: SourceHints = SourceHints(Set.empty, aggregationPushdown = false)
-
-  /** The schema without the hints, and the hints (None when the source gave none). */
-  def split(schema: StructType): (StructType, SourceHints) = {
-    if (schema.isEmpty || !schema.head.metadata.contains(AggregationKey)) return (schema, Empty)
-    val meta = schema.head.metadata
-    val hints = SourceHints(
-      Try(meta.getStringArray(ExactColumnsKey).toSet).getOrElse(Set.empty[String]),
-      meta.getBoolean(AggregationKey))
-    val clean = new MetadataBuilder().withMetadata(meta).remove(ExactColumnsKey)
-      .remove(AggregationKey).build()
-    (StructType(schema.head.copy(metadata = clean) +: schema.tail), hints)
-  }
-
-  /** A literal the Python reader compares exactly with a column of type `t`: of the column's
-   * own kind and range (a literal of another kind, an out-of-range integer or a decimal of
-   * more than 28 digits is left to Spark). */
-  private def fits(t: DataType, v: Any): Boolean = (t, v) match {
-    case (ByteType | ShortType | IntegerType | LongType, n: java.lang.Number)
-        if n.isInstanceOf[java.lang.Byte] || n.isInstanceOf[java.lang.Short] ||
-          n.isInstanceOf[java.lang.Integer] || n.isInstanceOf[java.lang.Long] =>
-      val x = n.longValue()
-      t match {
-        case ByteType => x >= Byte.MinValue && x <= Byte.MaxValue
-        case ShortType => x >= Short.MinValue && x <= Short.MaxValue
-        case IntegerType => x >= Int.MinValue && x <= Int.MaxValue
-        case _ => true
-      }
-    case (_: DecimalType, d: java.math.BigDecimal) => d.precision() <= 28
-    case (DateType, _: java.sql.Date | _: java.time.LocalDate) => true
-    case (StringType, _: String) => true
-    case (BooleanType, _: java.lang.Boolean) => true
-    case _ => false
-  }
-}
-
-/**
- * Whether Spark's rewrite of `AVG` keeps its answer. A source that does not complete an
- * aggregation is offered it first with `AVG` ([[TieredHiveScanBuilder]]'s
- * `supportCompletePushDown`); Spark then replaces each `AVG(e)` by `SUM(e)` and `COUNT(e)`
- * (`V2ScanRelationPushDown`) and offers that. The `SUM` it substitutes is typed as `SUM`'s
- * own result and evaluated under the session's ANSI mode, which `AVG` is not:
- *
- *  - `AVG` of an integral column adds in double and never overflows; the substituted `SUM` is
- *    a bigint, which the exact sum of bigints passes with two rows (a wrong, wrapped average
- *    with ANSI off, `ARITHMETIC_OVERFLOW` with it on) and of ints past 2^32 rows. So `AVG`
- *    over int and bigint is not pushed; over tinyint and smallint the bigint sum would need
- *    2^48 rows of one group to overflow, and below 2^53 the double sum is exact as well.
- *  - `AVG` of decimal(p, s) sums in decimal(min(p + 10, 38), s), as `SUM` does, but
- *    `try_avg` (which the source cannot tell from `avg`: both are `Avg`) is null on overflow
- *    where the substituted `SUM` under ANSI fails. For p <= 28 the sum type has ten digits
- *    more than the input and cannot overflow below 10^10 rows of one group; for p > 28 it
- *    can with two rows, so such an `AVG` is not pushed.
- *  - `AVG` of anything else (float, double, intervals) is not pushed anyway (no float `SUM`).
- *
- * Once an `AVG` that is not kept was offered, the builder refuses the rewritten aggregation
- * too, whole: the plain scan and Spark's own `AVG` answer it.
- */
-object AverageRewrite {
-  /** Whether every `AVG` in `aggregation` keeps its answer as `SUM`/`COUNT` over `table`. */
-  def keepsAnswer(aggregation: Aggregation, table: StructType): Boolean =
-    aggregation.aggregateExpressions().forall {
-      case avg: Avg => Try(PartialAggregation.inputType(avg.column(), table)).toOption.exists {
-        case ByteType | ShortType => true
-        case d: DecimalType => d.precision <= 28
-        case _ => false
-      }
-      case _ => true
-    }
-}
 
 /**
  * A partial aggregation the Python reader computes per split: group-by columns and
@@ -348,33 +230,4 @@ object PartialAggregation {
       Translated(node(g.name(), cat.dataType, "left" -> l.json, "right" -> r.json), cat)
     case _ => no()
   }
-}
-
-/** The smallest JSON writer the aggregation needs (values are already JSON text). */
-private object Json {
-  def str(s: String): String = {
-    val b = new StringBuilder("\"")
-    s.foreach {
-      case '"' => b.append("\\\"")
-      case '\\' => b.append("\\\\")
-      case c if c < ' ' => b.append(f"\\u${c.toInt}%04x")
-      case c => b.append(c)
-    }
-    b.append('"').toString
-  }
-  def obj(kv: (String, String)*): String = kv.map { case (k, v) => s"${str(k)}:$v" }
-    .mkString("{", ",", "}")
-  def arr(vs: Seq[String]): String = vs.mkString("[", ",", "]")
-}
-
-/**
- * The scan of a pushed partial aggregation: the columnar Python scan whose reader returns the
- * partial rows; its schema is the partial schema (without the aggregation it carried to
- * Python), its size unknown, and its `EXPLAIN` names what was pushed (`PushedAggregates`,
- * `PushedGroupByExpressions`) with the rest of the scan's facts (`ScanReport.metadata`).
- */
-class AggregatedScan(python: Scan, partial: PartialAggregation, facts: ScanFacts)
-    extends ArrowColumnarScan(python, None,
-      Some(facts.copy(aggregation = Some((partial.aggregatesText, partial.groupByText))))) {
-  override def readSchema(): StructType = partial.partialSchema
 }

@@ -8,6 +8,8 @@ import org.apache.spark.sql.connector.read.InputPartition
 import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
+import raptorx.PickledMarks
+
 /**
  * Soft affinity, the JVM's part (raptorx_py's `scheduling.affinity` and
  * `datasource.placement` are the Python's).
@@ -59,19 +61,11 @@ object Affinity {
 
   /** Where the mark's location starts and its closing bar is, if the bytes carry one. */
   private def find(bytes: Array[Byte]): Option[(Int, Int)] = {
-    var i = 0
-    val last = bytes.length - Mark.length
-    while (i <= last) {
-      var j = 0
-      while (j < Mark.length && bytes(i + j) == Mark(j)) j += 1
-      if (j == Mark.length) {
-        val start = i + Mark.length
-        val end = bytes.indexOf(Bar, start)
-        return if (end > start && end + 1 < bytes.length) Some((start, end)) else None
-      }
-      i += 1
-    }
-    None
+    val at = PickledMarks.indexOf(bytes, Mark)
+    if (at < 0) return None
+    val start = at + Mark.length
+    val end = bytes.indexOf(Bar, start)
+    if (end > start && end + 1 < bytes.length) Some((start, end)) else None
   }
 
   def placed(partition: InputPartition): InputPartition = partition match {

@@ -1,6 +1,6 @@
 package org.apache.spark.sql.execution.python.raptorx
 
-import java.nio.charset.StandardCharsets.{US_ASCII, UTF_8}
+import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.{Files, Path, Paths}
 import java.util.Locale
 
@@ -8,11 +8,8 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.{SparkFiles, TaskContext}
 import org.apache.spark.sql.connector.metric.{CustomMetric, CustomTaskMetric}
-import org.apache.spark.sql.connector.read.InputPartition
-import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
 import org.apache.spark.sql.sources.Filter
 import org.apache.spark.sql.types.StructType
-import org.apache.spark.util.Utils
 
 /**
  * What a `tiered_hive` scan shows in Spark's UI, its REST API and `EXPLAIN`: raptorx_py's
@@ -241,127 +238,4 @@ object ScanReport {
     case d: java.math.BigDecimal => d.toPlainString
     case other => other.toString
   }
-}
-
-/** What the scan builder knows of a scan for `EXPLAIN`: the table as loaded, the filters the
- * source evaluates and those left to Spark, a pushed aggregation (its aggregates and group-by
- * expressions as text), and how long planning took. */
-final case class ScanFacts(
-    table: String,
-    pushedFilters: Seq[Filter] = Seq.empty,
-    postScanFilters: Seq[Filter] = Seq.empty,
-    aggregation: Option[(String, String)] = None,
-    planningMillis: Long = 0L)
-
-/**
- * A scan's plan summary, from the plan mark raptorx_py puts in its first pickled partition
- * (`raptorx-plan|<hex of TSV>|`, `datasource/scan_report.py`): the table, its partition keys,
- * the snapshot, the tiers on, and the counts of the scan's planning. Empty when no partition
- * carries a mark (a Python source not behind this provider).
- */
-final case class PlanReport(fields: Map[String, String]) {
-  import raptorx.Protocol._
-
-  def table: Option[String] = fields.get(PlanTableKey).filter(_.nonEmpty)
-  def partitionKeys: Seq[String] =
-    fields.get(PlanPartitionKeysKey).toSeq.flatMap(_.split(",")).filter(_.nonEmpty)
-  def snapshot: Option[String] = fields.get(PlanSnapshotKey).filter(_.nonEmpty)
-  def tiers: Seq[String] = fields.get(PlanTiersKey).toSeq.flatMap(_.split(",")).filter(_.nonEmpty)
-  def counts: Map[String, Long] = fields.collect {
-    case (k, v) if !k.startsWith("plan.") && v.nonEmpty && v.stripPrefix("-").forall(_.isDigit) =>
-      k -> v.toLong
-  }
-
-  /** "3 of 83 (pruned: 80 by partition values, 0 by statistics); splits: 3, tasks: 2". */
-  def partitionsText: Option[String] = counts.get("planner.partitions_total").map { total =>
-    val byValue = counts.getOrElse("planner.partitions_pruned_by_value", 0L)
-    val byStats = counts.getOrElse("planner.partitions_pruned_by_stats", 0L)
-    val splits = counts.getOrElse("planner.splits", 0L)
-    val tasks = counts.getOrElse("planner.tasks", 0L)
-    s"${total - byValue - byStats} of $total (pruned: $byValue by partition values, " +
-      s"$byStats by statistics); splits: $splits, tasks: $tasks"
-  }
-}
-
-object PlanReport {
-  private val Mark = raptorx.Protocol.PlanMark.getBytes(US_ASCII)
-  val Empty: PlanReport = PlanReport(Map.empty)
-
-  /** The report of the first partition carrying a mark, else [[Empty]]. */
-  def of(partitions: Seq[InputPartition]): PlanReport =
-    partitions.iterator.collect { case p: PythonInputPartition => p.pickedPartition }
-      .map(parse).collectFirst { case Some(r) => r }.getOrElse(Empty)
-
-  def parse(bytes: Array[Byte]): Option[PlanReport] = {
-    val at = FragmentHits.indexOf(bytes, Mark)
-    if (at < 0) return None
-    val start = at + Mark.length
-    val end = bytes.indexOf('|'.toByte, start)
-    if (end < 0) return None
-    val hex = new String(bytes, start, end - start, US_ASCII)
-    if (hex.length % 2 != 0) return None
-    try {
-      val raw = hex.grouped(2).map(h => Integer.parseInt(h, 16).toByte).toArray
-      val lines = new String(raw, UTF_8).split("\n").iterator.flatMap { line =>
-        line.split("\t", 2) match {
-          case Array(k, v) => Some(k -> v)
-          case _ => None
-        }
-      }
-      Some(PlanReport(lines.toMap))
-    } catch { case _: NumberFormatException => None }
-  }
-}
-
-/** A count summed over tasks. A no-argument constructor: Spark's status listener makes one by
- * reflection to aggregate the values. */
-class RaptorxCountMetric(override val name: String, override val description: String)
-    extends CustomMetric {
-  def this() = this(null, null)
-  override def aggregateTaskMetrics(taskMetrics: Array[Long]): String =
-    taskMetrics.filter(_ >= 0).sum.toString
-}
-
-/** Bytes summed over tasks, shown as a size ("1.5 MiB"). */
-class RaptorxBytesMetric(override val name: String, override val description: String)
-    extends CustomMetric {
-  def this() = this(null, null)
-  override def aggregateTaskMetrics(taskMetrics: Array[Long]): String =
-    Utils.bytesToString(taskMetrics.filter(_ >= 0).sum)
-}
-
-/** Milliseconds summed, shown as a duration ("12 ms"). */
-class RaptorxMillisMetric(override val name: String, override val description: String)
-    extends CustomMetric {
-  def this() = this(null, null)
-  override def aggregateTaskMetrics(taskMetrics: Array[Long]): String =
-    Utils.msDurationToString(taskMetrics.filter(_ >= 0).sum)
-}
-
-/**
- * Stage input bytes for Spark's UI. Spark 4.3's DSv2 scan sets a task's input bytes, at each
- * update and at its last one (when a reader's stream ends, and in its completion listener,
- * which runs after every listener a reader registers), to what Hadoop's file system
- * statistics counted on the task's thread since the task started; an addition to the task's
- * input metrics is overwritten (measured: 0 bytes). So a reader adds what it read, on the
- * task's thread, to the statistics of a Hadoop file system class of its own
- * ([[InputBytesFileSystem]], never used to read: Hadoop keeps one statistics object per file
- * system class, which its `initialize` registers), and Spark's own count picks it up.
- */
-object InputBytes {
-  private lazy val statistics: Option[org.apache.hadoop.fs.FileSystem.Statistics] =
-    try {
-      val fs = new InputBytesFileSystem()
-      fs.initialize(new java.net.URI("raptorx:///"),
-        new org.apache.hadoop.conf.Configuration(false))
-      Option(fs.bytesRead)
-    } catch { case NonFatal(_) => None }
-
-  /** Count `bytes` as read by the current thread (a task's: call it on the task's thread). */
-  def add(bytes: Long): Unit = if (bytes > 0) statistics.foreach(_.incrementBytesRead(bytes))
-}
-
-/** The file system class whose Hadoop statistics carry raptorx's input bytes ([[InputBytes]]). */
-class InputBytesFileSystem extends org.apache.hadoop.fs.RawLocalFileSystem {
-  def bytesRead: org.apache.hadoop.fs.FileSystem.Statistics = statistics
 }

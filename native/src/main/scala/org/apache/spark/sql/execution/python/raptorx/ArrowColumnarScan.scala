@@ -1,0 +1,87 @@
+package org.apache.spark.sql.execution.python.raptorx
+
+import org.apache.spark.sql.connector.metric.{CustomMetric, CustomTaskMetric}
+import org.apache.spark.sql.connector.read.{Batch, InputPartition, PartitionReaderFactory, Scan, Statistics, SupportsReportStatistics}
+import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
+import org.apache.spark.sql.internal.connector.SupportsMetadata
+import org.apache.spark.sql.types.StructType
+
+/**
+ * A Python data source scan whose batches reach Spark as the Arrow vectors the Python worker
+ * sent, instead of as rows.
+ *
+ * pyspark 4.3's reader of a Python data source turns every Arrow batch from the worker into
+ * rows and copies each into an `UnsafeRow`; Spark's own Parquet reader hands its scans
+ * columnar batches. This wraps the scan `PythonScanBuilder.build()` made: planning and the
+ * row reader stay pyspark's, and its reader factory also offers columnar reads, which run the
+ * same pickled read function through the same Python runner (`ArrowPythonRunner`, as
+ * `MapInBatchEvaluatorFactory` does) and return each batch's columns as they arrived. A
+ * `decimal` of precision up to 18 is read as the long Spark itself keeps it in, where
+ * `ArrowColumnVector` builds a `BigDecimal` per value.
+ *
+ * Limits: tied to pyspark 4.3's internals (the fields of `PythonPartitionReaderFactory` and
+ * `MapInBatchEvaluatorFactory`, read by name, and the runner's constructor: all listed in
+ * `raptorx.NativeCompatibility`, which checks them when the provider is first made and when
+ * raptorx_py registers the source; the jar is built against the installed pyspark). The Arrow schema check pyspark makes per batch
+ * (`SQLConf.pysparkArrowValidateSchema`) is not repeated: the Python
+ * reader casts every batch to the schema it was given.
+ */
+class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
+    facts: Option[ScanFacts] = None)
+    extends Scan with SupportsReportStatistics with SupportsMetadata {
+  override def readSchema(): StructType = raptorx.QueryToken.untag(inner.readSchema())
+  /** What the scan builder estimated (`raptorx.TableStatistics`), else unknown. */
+  override def estimateStatistics(): Statistics = statistics.getOrElse(ArrowColumnarScan.Unknown)
+  override def toBatch: Batch = new ArrowColumnarBatch(inner.toBatch, sparkReader.toOption)
+
+  /** Spark's own Parquet reader for the splits the planner handed to the JVM
+   * ([[JvmReadHandoff]], [[JvmParquetRead]]), made once on the driver; or why the Python
+   * reader reads every split. */
+  private lazy val sparkReader: Either[String, JvmParquetRead] = {
+    val marked = inner.toBatch.planInputPartitions().iterator.collect {
+      case p: PythonInputPartition => JvmReadHandoff.of(p.pickedPartition)
+    }.flatten
+    if (!marked.hasNext) Left("the planner chose the Python reader (hive.parquet.reader)")
+    else {
+      val plan = marked.next()
+      val sample = plan.splits.flatten.headOption.map(_.path).getOrElse("file:///")
+      JvmParquetRead.prepare(readSchema(), facts.map(_.pushedFilters).getOrElse(Seq.empty),
+        plan.partitionKeys, plan.hadoop, sample)
+    }
+  }
+
+  /** The plan summary the Python planning put in the first partition ([[PlanReport]]): the
+   * partitions are planned already (one planning per scan), so this reads them, nothing more. */
+  private lazy val plan: PlanReport = PlanReport.of(inner.toBatch.planInputPartitions().toSeq)
+
+  /** `EXPLAIN`'s lines ([[ScanReport.metadata]]); pyspark's own description without facts. */
+  override def getMetaData(): Map[String, String] =
+    facts.map(ScanReport.metadata(_, readSchema(), plan)).getOrElse(Map.empty) ++
+      Map("Reader" -> sparkReader.fold(why => s"Python ($why)",
+        _ => "Spark's Parquet reader in the JVM, through the block cache, for the splits the " +
+          "planner handed it; Python for the rest"))
+  override def description(): String =
+    if (facts.isEmpty) inner.description() else ScanReport.description(getMetaData())
+
+  /** pyspark's Python runner metrics (made per reader, so per query: see
+   * [[ScanReport.freshPythonMetrics]]) and the tiers' task and driver metrics. */
+  override def supportedCustomMetrics(): Array[CustomMetric] =
+    inner.supportedCustomMetrics() ++ ScanReport.supportedMetrics
+  override def reportDriverMetrics(): Array[CustomTaskMetric] =
+    ScanReport.driverValues(plan, facts.map(_.planningMillis).getOrElse(0L))
+}
+
+object ArrowColumnarScan {
+  private val Unknown: Statistics = new Statistics {
+    override def sizeInBytes(): java.util.OptionalLong = java.util.OptionalLong.empty()
+    override def numRows(): java.util.OptionalLong = java.util.OptionalLong.empty()
+  }
+}
+
+class ArrowColumnarBatch(inner: Batch, sparkReader: Option[JvmParquetRead] = None) extends Batch {
+  // A partition marked for soft affinity prefers its executor (see `Affinity`).
+  override def planInputPartitions(): Array[InputPartition] =
+    inner.planInputPartitions().map(Affinity.placed)
+  override def createReaderFactory(): PartitionReaderFactory =
+    new ArrowColumnarReaderFactory(inner.createReaderFactory(), sparkReader)
+}

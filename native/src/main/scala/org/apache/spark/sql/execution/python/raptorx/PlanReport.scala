@@ -1,0 +1,65 @@
+package org.apache.spark.sql.execution.python.raptorx
+
+import java.nio.charset.StandardCharsets.US_ASCII
+
+import org.apache.spark.sql.connector.read.InputPartition
+import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
+
+import raptorx.PickledMarks
+
+/**
+ * A scan's plan summary, from the plan mark raptorx_py puts in its first pickled partition
+ * (`raptorx-plan|<hex of TSV>|`, `datasource/scan_report.py`): the table, its partition keys,
+ * the snapshot, the tiers on, and the counts of the scan's planning. Empty when no partition
+ * carries a mark (a Python source not behind this provider).
+ */
+final case class PlanReport(fields: Map[String, String]) {
+  import raptorx.Protocol._
+
+  def table: Option[String] = fields.get(PlanTableKey).filter(_.nonEmpty)
+  def partitionKeys: Seq[String] =
+    fields.get(PlanPartitionKeysKey).toSeq.flatMap(_.split(",")).filter(_.nonEmpty)
+  def snapshot: Option[String] = fields.get(PlanSnapshotKey).filter(_.nonEmpty)
+  def tiers: Seq[String] = fields.get(PlanTiersKey).toSeq.flatMap(_.split(",")).filter(_.nonEmpty)
+  def counts: Map[String, Long] = fields.collect {
+    case (k, v) if !k.startsWith("plan.") && v.nonEmpty && v.stripPrefix("-").forall(_.isDigit) =>
+      k -> v.toLong
+  }
+
+  /** "3 of 83 (pruned: 80 by partition values, 0 by statistics); splits: 3, tasks: 2". */
+  def partitionsText: Option[String] = counts.get("planner.partitions_total").map { total =>
+    val byValue = counts.getOrElse("planner.partitions_pruned_by_value", 0L)
+    val byStats = counts.getOrElse("planner.partitions_pruned_by_stats", 0L)
+    val splits = counts.getOrElse("planner.splits", 0L)
+    val tasks = counts.getOrElse("planner.tasks", 0L)
+    s"${total - byValue - byStats} of $total (pruned: $byValue by partition values, " +
+      s"$byStats by statistics); splits: $splits, tasks: $tasks"
+  }
+}
+
+object PlanReport {
+  private val Mark = raptorx.Protocol.PlanMark.getBytes(US_ASCII)
+  val Empty: PlanReport = PlanReport(Map.empty)
+
+  /** The report of the first partition carrying a mark, else [[Empty]]. */
+  def of(partitions: Seq[InputPartition]): PlanReport =
+    partitions.iterator.collect { case p: PythonInputPartition => p.pickedPartition }
+      .map(parse).collectFirst { case Some(r) => r }.getOrElse(Empty)
+
+  def parse(bytes: Array[Byte]): Option[PlanReport] = {
+    val at = PickledMarks.indexOf(bytes, Mark)
+    if (at < 0) return None
+    val start = at + Mark.length
+    val end = bytes.indexOf('|'.toByte, start)
+    if (end < 0) return None
+    PickledMarks.unhex(new String(bytes, start, end - start, US_ASCII)).map { text =>
+      val lines = text.split("\n").iterator.flatMap { line =>
+        line.split("\t", 2) match {
+          case Array(k, v) => Some(k -> v)
+          case _ => None
+        }
+      }
+      PlanReport(lines.toMap)
+    }
+  }
+}
