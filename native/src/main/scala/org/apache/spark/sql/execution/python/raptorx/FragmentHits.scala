@@ -189,8 +189,4 @@ object FragmentHits {
 
   private def littleEndianLong(b: Array[Byte], at: Int): Long =
     (0 until 8).foldLeft(0L)((acc, i) => acc | ((b(at + i) & 0xffL) << (8 * i)))
-
-  /** [[raptorx.PickledMarks.unhexBytes]], still called here by [[JvmParquetRead]] (left
-   * unedited while it changes elsewhere; it moves to `PickledMarks` with its next edit). */
-  def unhexBytes(s: String): Option[Array[Byte]] = PickledMarks.unhexBytes(s)
 }

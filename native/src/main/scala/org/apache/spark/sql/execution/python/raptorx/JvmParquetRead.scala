@@ -18,6 +18,7 @@ import org.apache.spark.sql.types._
 import org.apache.spark.sql.vectorized.{ColumnVector, ColumnarBatch}
 import org.apache.spark.unsafe.types.UTF8String
 
+import raptorx.PickledMarks
 import raptorx.cache.{CachedFile, CachedFiles}
 
 /**
@@ -188,7 +189,7 @@ object JvmParquetRead {
       case LongType => text.toLong
       case BooleanType => text.toBoolean
       case DateType => LocalDate.parse(text).toEpochDay.toInt
-      case StringType => UTF8String.fromBytes(FragmentHits.unhexBytes(text).get)
+      case StringType => UTF8String.fromBytes(PickledMarks.unhexBytes(text).get)
       case d: DecimalType =>
         val value = Decimal(new java.math.BigDecimal(text))
         val exact = value.toBigDecimal
