@@ -224,8 +224,12 @@ object BlockCachingFileSystem {
 
 /**
  * One open file of [[BlockCachingFileSystem]]: positioned and vectored reads served block
- * by block; the last blocks read are kept in memory, so the reader's small reads (a
- * footer's tail, then the footer) cost one block each.
+ * by block. A cached block is read only in the ranges asked for, straight into the reader's
+ * buffer (verified whole once per JVM per block file, `BlockFiles.readRange`): a scan of a
+ * few columns reads those columns' bytes from disk, not the whole 1 MiB blocks around them.
+ * A block missing from the cache is fetched whole from the store (in parallel with the
+ * other blocks one call misses), published, and kept in memory (the last few), so the
+ * reader's next small reads of it (a footer's tail, then the footer) cost nothing more.
  */
 class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSInputStream
     with StreamCapabilities {
@@ -242,7 +246,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
         file.counts.add("block_cache.jvm_unavailable")
         None
     }
-  /** Blocks kept in memory, by index (a few: the reader moves forward). */
+  /** Blocks fetched from the store, kept in memory by index (a few: the reader moves forward). */
   private val recent = mutable.LinkedHashMap.empty[Long, Array[Byte]]
   private val RecentBlocks = 4
   private lazy val capacity: Long = BlockFiles.capacity(file.blocksDir).getOrElse(0L)
@@ -316,7 +320,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
     if (len == 0) return 0
     if (position >= file.size) return -1
     val n = math.min(len.toLong, file.size - position).toInt
-    copyOut(position, b, off, n)
+    fill(pieces(position, ByteBuffer.wrap(b, off, n)))
     n
   }
 
@@ -325,43 +329,81 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
       throw new EOFException(s"${file.remote}: read of $len bytes at $position past its end " +
         s"(${file.size} bytes)")
     }
-    copyOut(position, b, off, len)
+    fill(pieces(position, ByteBuffer.wrap(b, off, len)))
   }
 
   override def readVectored(ranges: java.util.List[_ <: FileRange],
                             allocate: IntFunction[ByteBuffer]): Unit = {
-    val all = ranges.asScala.toSeq
-    val wanted = all.flatMap(r => blocksOf(r.getOffset, r.getLength)).distinct
-    val got = blocks(wanted)
-    all.foreach { r =>
+    val buffers = ranges.asScala.toSeq.map { r =>
       val buffer = allocate.apply(r.getLength)
-      val out = new Array[Byte](r.getLength)
-      copyFrom(got, r.getOffset, out, 0, r.getLength)
-      buffer.put(out)
-      buffer.flip()
+      buffer.limit(buffer.position() + r.getLength)
+      r -> buffer
+    }
+    // One fill for every range: the blocks they miss are fetched together, in parallel.
+    fill(buffers.flatMap { case (r, buffer) => pieces(r.getOffset, buffer) })
+    buffers.foreach { case (r, buffer) =>
       r.setData(java.util.concurrent.CompletableFuture.completedFuture(buffer))
     }
   }
 
-  private def blocksOf(position: Long, len: Int): Seq[Long] =
-    if (len <= 0) Seq.empty
-    else (position / blockSize) to ((position + len - 1) / blockSize)
+  /** Bytes `[within, within + dest.remaining())` of block `index`, for `dest`. */
+  private final class Piece(val index: Long, val within: Int, val dest: ByteBuffer)
 
-  private def copyOut(position: Long, b: Array[Byte], off: Int, len: Int): Unit =
-    copyFrom(blocks(blocksOf(position, len)), position, b, off, len)
-
-  private def copyFrom(got: collection.Map[Long, Array[Byte]], position: Long, b: Array[Byte],
-                       off: Int, len: Int): Unit = {
-    var done = 0
-    while (done < len) {
-      val at = position + done
+  /** `dest.remaining()` bytes at `position`, cut at block boundaries (`dest` itself is not
+   * moved: each piece has its own view of its part). */
+  private def pieces(position: Long, dest: ByteBuffer): Seq[Piece] = {
+    if (position < 0) throw new EOFException(s"negative read position $position in ${file.remote}")
+    val out = mutable.ArrayBuffer.empty[Piece]
+    var at = position
+    var to = dest.position()
+    while (to < dest.limit()) {
       val index = at / blockSize
       val within = (at - index * blockSize).toInt
-      val block = got(index)
-      val n = math.min(len - done, block.length - within)
-      System.arraycopy(block, within, b, off + done, n)
-      done += n
+      val n = math.min(dest.limit() - to, blockLength(index) - within)
+      if (n <= 0) throw new EOFException(s"${file.remote}: read at $at past its end (${file.size} bytes)")
+      val part = dest.duplicate()
+      part.limit(to + n)
+      part.position(to)
+      out += new Piece(index, within, part)
+      at += n
+      to += n
     }
+    out.toSeq
+  }
+
+  /** Fill every piece: from the blocks this stream fetched, from ranges of cached blocks,
+   * and what is left from the store (its blocks fetched whole, in parallel, and cached). */
+  private def fill(all: Seq[Piece]): Unit = {
+    if (closed) throw new IOException(s"${file.remote}: stream closed")
+    val left = all.filterNot(p => fromRecent(p) || fromCache(p))
+    if (left.nonEmpty) {
+      val got = fetchAll(left.map(_.index).distinct)
+      left.foreach(p => p.dest.duplicate().put(got(p.index), p.within, p.dest.remaining()))
+    }
+  }
+
+  private def fromRecent(p: Piece): Boolean = recent.get(p.index) match {
+    case Some(block) =>
+      p.dest.duplicate().put(block, p.within, p.dest.remaining())
+      true
+    case None => false
+  }
+
+  /** The piece from the cached block, if it is there and verifies (a miss otherwise: the
+   * piece's buffer is then rewritten from the store). */
+  private def fromCache(p: Piece): Boolean = secret.exists { s =>
+    val n = p.dest.remaining()
+    val ok = try BlockFiles.readRange(file.blocksDir, s, name(p.index), blockLength(p.index),
+      p.within, p.dest.duplicate()) catch {
+      case NonFatal(_) =>
+        file.counts.add("block_cache.jvm_errors")
+        false
+    }
+    if (ok) {
+      file.counts.add("block_cache.hits")
+      file.counts.add("block_cache.bytes_from_cache", n.toLong)
+    }
+    ok
   }
 
   private def blockLength(index: Long): Int =
@@ -369,66 +411,36 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
 
   private def name(index: Long): String = s"${file.key}-$index"
 
-  /** The blocks `indexes`: from memory, the cache, or the store (in parallel). */
-  private def blocks(indexes: Seq[Long]): collection.Map[Long, Array[Byte]] = {
-    if (closed) throw new IOException(s"${file.remote}: stream closed")
-    val out = mutable.HashMap.empty[Long, Array[Byte]]
-    val missing = mutable.ArrayBuffer.empty[Long]
-    indexes.foreach { i =>
-      recent.get(i) match {
-        case Some(b) => out(i) = b
-        case None =>
-          cached(i) match {
-            case Some(b) => out(i) = b
-            case None => missing += i
-          }
-      }
+  /** The blocks `indexes`, fetched from the store in parallel, published, and kept. */
+  private def fetchAll(indexes: Seq[Long]): collection.Map[Long, Array[Byte]] = {
+    remoteStatus // the identity check comes before any fetch
+    // Always on the pool, even one block: the store's file system counts the bytes it reads
+    // per thread, and Spark adds the task thread's counts to the stage's input, which the
+    // reader reports itself (cache and store alike, `InputBytes`).
+    val pool = fetchPool(conf)
+    val futures: Seq[(Long, Future[Array[Byte]])] = indexes.map { i =>
+      i -> pool.submit(new Callable[Array[Byte]] { override def call(): Array[Byte] = fetch(i) })
     }
-    if (missing.nonEmpty) {
-      remoteStatus // the identity check comes before any fetch
-      // Always on the pool, even one block: the store's file system counts the bytes it reads
-      // per thread, and Spark adds the task thread's counts to the stage's input, which the
-      // reader reports itself (cache and store alike, `InputBytes`).
-      val pool = fetchPool(conf)
-      val futures: Seq[(Long, Future[Array[Byte]])] = missing.toSeq.map { i =>
-        i -> pool.submit(new Callable[Array[Byte]] { override def call(): Array[Byte] = fetch(i) })
-      }
-      val fetched: Seq[(Long, Array[Byte])] = futures.map { case (i, f) =>
-        try i -> f.get() catch {
-          case e: ExecutionException => e.getCause match {
-            case io: IOException => throw io
-            case other => throw new IOException(other)
-          }
+    val fetched: Seq[(Long, Array[Byte])] = futures.map { case (i, f) =>
+      try i -> f.get() catch {
+        case e: ExecutionException => e.getCause match {
+          case io: IOException => throw io
+          case other => throw new IOException(other)
         }
       }
-      if (file.version != null && file.version.startsWith("posix:")) checkLocalVersion()
-      fetched.foreach { case (i, b) =>
-        out(i) = b
-        store(i, b)
-      }
     }
-    out.foreach { case (i, b) => remember(i, b) }
-    out
+    if (file.version != null && file.version.startsWith("posix:")) checkLocalVersion()
+    fetched.foreach { case (i, b) =>
+      store(i, b)
+      remember(i, b)
+    }
+    fetched.toMap
   }
 
   private def remember(i: Long, b: Array[Byte]): Unit = {
     recent.remove(i)
     recent(i) = b
     while (recent.size > RecentBlocks) recent.remove(recent.head._1)
-  }
-
-  private def cached(i: Long): Option[Array[Byte]] = secret.flatMap { s =>
-    val len = blockLength(i)
-    val got = try BlockFiles.read(file.blocksDir, s, name(i), len) catch {
-      case NonFatal(_) =>
-        file.counts.add("block_cache.jvm_errors")
-        None
-    }
-    got.foreach { _ =>
-      file.counts.add("block_cache.hits")
-      file.counts.add("block_cache.bytes_from_cache", len.toLong)
-    }
-    got
   }
 
   private def fetch(i: Long): Array[Byte] = {
