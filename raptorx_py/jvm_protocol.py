@@ -58,6 +58,8 @@ TABLE_BYTES_KEY = "raptorx.table_bytes"
 TABLE_ROWS_KEY = "raptorx.table_rows"
 EXACT_FILTER_COLUMNS_KEY = "raptorx.exact_filter_columns"
 AGGREGATION_PUSHDOWN_KEY = "raptorx.aggregation_pushdown"
+#: The columns a pushed aggregation may group by (absent: any; ``aggregation.group_keys``).
+AGGREGATION_KEYS_KEY = "raptorx.aggregation_keys"
 AGGREGATION_KEY = "raptorx.aggregation"
 #: The answer (JSON) to a catalog request, on the one field of its schema.
 CATALOG_ANSWER_KEY = "raptorx.catalog_answer"

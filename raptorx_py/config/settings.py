@@ -363,7 +363,11 @@ PROPERTIES: tuple[Property, ...] = (
         file="hive",
         doc=(
             "Let Spark push a partial aggregation (group keys; SUM, COUNT, MIN, MAX, AVG) into the "
-            "scan: each split returns its groups instead of its rows. Needs the native jar."
+            "scan: each split returns its groups instead of its rows, computed by the Python "
+            "reader. Needs the native jar. Unless hive.parquet.reader is PYTHON, only "
+            "aggregations that fold a split into few groups are pushed: no key, or keys that "
+            "are partition keys or of type string, boolean or date (a numeric key is left to "
+            "Spark's own aggregation over Spark's own reader)."
         ),
     ),
     Property(

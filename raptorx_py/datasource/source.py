@@ -784,13 +784,15 @@ def _summed(values: Iterable[str | None]) -> int | None:
 #: and what the Spark catalog shows of the table (``TableDescription``, which removes it).
 EXACT_FILTER_COLUMNS_KEY = jvm_protocol.EXACT_FILTER_COLUMNS_KEY
 AGGREGATION_PUSHDOWN_KEY = jvm_protocol.AGGREGATION_PUSHDOWN_KEY
+AGGREGATION_KEYS_KEY = jvm_protocol.AGGREGATION_KEYS_KEY
 TABLE_DESCRIPTION_KEY = jvm_protocol.TABLE_DESCRIPTION_KEY
 
 
 def with_source_hints(schema: StructType, table: Table, settings: Settings) -> StructType:
     """``schema`` with the columns whose filters the reader evaluates exactly (the rule of
     ``predicates.is_exact``, so the provider reports exactly those filters to Spark as
-    handled), whether aggregation pushdown is on, and the table's description for the Spark
+    handled), whether aggregation pushdown is on and which columns it may group by
+    (``aggregation.group_keys``), and the table's description for the Spark
     catalog (its partition keys, type and location: ``DESCRIBE``, ``INSERT``), in its first
     field's metadata."""
     if not schema.fields:
@@ -811,6 +813,9 @@ def with_source_hints(schema: StructType, table: Table, settings: Settings) -> S
             }
         ),
     }
+    group_keys = aggregation.group_keys(schema, keys, settings.parquet_reader)
+    if group_keys is not None:
+        meta[AGGREGATION_KEYS_KEY] = group_keys
     return StructType(
         [StructField(first.name, first.dataType, first.nullable, meta), *schema.fields[1:]]
     )

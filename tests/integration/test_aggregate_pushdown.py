@@ -23,6 +23,9 @@ pytestmark = pytest.mark.spark
 
 ROWS = 3_000  # per partition: 3 row groups each, 3 partitions
 OFF = "hive.aggregation-pushdown-enabled"
+# Every aggregation this file checks is pushed to the Python reader, whatever its keys
+# (under AUTO only keys that fold a split into few groups are: aggregation.group_keys).
+READER = "hive.parquet.reader"
 D18_TOP = Decimal("9999999999999999.99")  # the largest decimal(18,2)
 
 
@@ -80,10 +83,14 @@ def agg_table(env, tmp_path_factory, spark):
     db = env.unique_db("aggpush")
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), f"{db}.t", root)
-    spark.read.format("tiered_hive").load(f"{db}.t").createOrReplaceTempView("agg_on")
-    spark.read.format("tiered_hive").option(OFF, "false").load(f"{db}.t").createOrReplaceTempView(
-        "agg_off"
-    )
+    spark.read.format("tiered_hive").option(READER, "PYTHON").load(
+        f"{db}.t"
+    ).createOrReplaceTempView("agg_on")
+    spark.read.format("tiered_hive").option(READER, "PYTHON").option(OFF, "false").load(
+        f"{db}.t"
+    ).createOrReplaceTempView("agg_off")
+    # the default reader (AUTO)
+    spark.read.format("tiered_hive").load(f"{db}.t").createOrReplaceTempView("agg_auto")
     return root
 
 
@@ -144,6 +151,33 @@ def test_pushed_query_equals_duckdb_and_spark_without_pushdown(name, spark, agg_
     assert c["reader.rows_to_spark"] == c["aggregation.groups_out"]
     groups = c["aggregation.groups_out"] - c["aggregation.sums_split"]
     assert groups <= max(1, c["aggregation.splits"]) * max(1, len(got))
+
+
+@pytest.mark.parametrize(
+    ("sql", "pushed"),
+    [
+        ("SELECT sum(i), count(*) FROM {t}", True),  # global: one row per split
+        ("SELECT k, sum(i) FROM {t} GROUP BY k", True),  # partition key: one group per split
+        ("SELECT s, b, sum(i) FROM {t} GROUP BY s, b", True),  # string and boolean keys
+        ("SELECT g, sum(i) FROM {t} GROUP BY g", False),  # a numeric key: left to Spark
+        ("SELECT s, g, sum(i) FROM {t} GROUP BY s, g", False),
+    ],
+)
+def test_with_sparks_reader_only_keys_that_fold_a_split_are_pushed(
+    sql, pushed, spark, agg_table, counted
+):
+    """Under AUTO the splits of a scan with no pushed aggregation are read by Spark's own
+    reader in the JVM; an aggregation is pushed (to the Python reader) only when its keys
+    fold each split into few groups, and either way the answer is DuckDB's."""
+    df = spark.sql(sql.format(t="agg_auto"))
+    assert ("PushedAggregates" in _plan(df)) is pushed
+    with counted() as c:
+        got = oracle.spark_rows(df)
+    assert oracle.compare_results(_duckdb(agg_table, sql), got, ordered=False) is None
+    if pushed:
+        assert c["aggregation.splits"] > 0 and c.get("reader.spark_splits", 0) == 0
+    else:
+        assert c["reader.spark_splits"] > 0 and c.get("aggregation.splits", 0) == 0
 
 
 def test_pushdown_off_is_the_plain_scan(spark, agg_table):
@@ -282,10 +316,12 @@ def avg_edge_table(env, tmp_path_factory, spark):
     db = env.unique_db("avgedge")
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), f"{db}.t", root)
-    spark.read.format("tiered_hive").load(f"{db}.t").createOrReplaceTempView("avg_on")
-    spark.read.format("tiered_hive").option(OFF, "false").load(f"{db}.t").createOrReplaceTempView(
-        "avg_off"
-    )
+    spark.read.format("tiered_hive").option(READER, "PYTHON").load(
+        f"{db}.t"
+    ).createOrReplaceTempView("avg_on")
+    spark.read.format("tiered_hive").option(READER, "PYTHON").option(OFF, "false").load(
+        f"{db}.t"
+    ).createOrReplaceTempView("avg_off")
     spark.read.parquet(root).createOrReplaceTempView("avg_pq")
     return root
 

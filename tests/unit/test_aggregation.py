@@ -223,3 +223,32 @@ def test_filters_come_as_the_predicates_pyspark_filters_would_make():
         preds.Comparison("=", "b", True),
         preds.Comparison("<", "i", -3),
     )
+
+
+def test_group_keys_by_reader():
+    """Under PYTHON any column may be a group key; under AUTO and SPARK only partition keys
+    and strings, booleans and dates (keys that fold a split into few groups)."""
+    from pyspark.sql.types import (
+        BooleanType,
+        DateType,
+        DecimalType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    schema = StructType(
+        [
+            StructField("orderkey", LongType()),
+            StructField("flag", StringType()),
+            StructField("open", BooleanType()),
+            StructField("day", DateType()),
+            StructField("price", DecimalType(15, 2)),
+            StructField("year", LongType()),
+        ]
+    )
+    assert A.group_keys(schema, ["year"], "PYTHON") is None
+    for reader in ("AUTO", "SPARK"):
+        assert A.group_keys(schema, ["year"], reader) == ["flag", "open", "day", "year"]
+    assert A.group_keys(StructType([StructField("k", LongType())]), [], "AUTO") == []

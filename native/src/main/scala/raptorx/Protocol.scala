@@ -53,6 +53,8 @@ object Protocol {
   val TableRowsKey = "raptorx.table_rows"
   val ExactFilterColumnsKey = "raptorx.exact_filter_columns"
   val AggregationPushdownKey = "raptorx.aggregation_pushdown"
+  /** The columns a pushed aggregation may group by (absent: any). */
+  val AggregationKeysKey = "raptorx.aggregation_keys"
   val AggregationKey = "raptorx.aggregation"
   /** The answer (JSON) to a catalog request, on the one field of its schema. */
   val CatalogAnswerKey = "raptorx.catalog_answer"

@@ -14,12 +14,22 @@ import org.apache.spark.sql.types._
  *    filter as fully handled only if it names one of them and has a form and a literal the
  *    reader takes exactly ([[SourceHints.isExact]]); every other filter stays with Spark.
  *  - `aggregationPushdown`: the property `hive.aggregation-pushdown-enabled` of this read.
+ *  - `aggregationKeys`: the columns a pushed aggregation may group by (None: any), chosen by
+ *    the Python source (`aggregation.group_keys`: with Spark's own reader reading the splits,
+ *    only keys that fold a split into few groups are worth a Python worker).
  *
  * A read whose schema was given (no `schema()` call) has no hints: no filter is reported as
  * handled and no aggregation is pushed, which is the plain scan.
  */
-case class SourceHints(exactColumns: Set[String], aggregationPushdown: Boolean) {
+case class SourceHints(exactColumns: Set[String], aggregationPushdown: Boolean,
+                       aggregationKeys: Option[Set[String]] = scala.None) {
   import SourceHints._
+
+  /** Whether an aggregation grouped by `keys` may be pushed (every column they read is
+   * one of [[aggregationKeys]]). */
+  def mayGroupBy(keys: Seq[org.apache.spark.sql.connector.expressions.Expression]): Boolean =
+    aggregationKeys.forall(allowed =>
+      keys.forall(_.references().forall(r => allowed.contains(r.fieldNames().mkString(".")))))
 
   /** Whether the Python reader evaluates `f` exactly (so Spark need not re-apply it). */
   def isExact(f: sources.Filter, schema: StructType): Boolean = {
@@ -49,6 +59,7 @@ case class SourceHints(exactColumns: Set[String], aggregationPushdown: Boolean) 
 object SourceHints {
   val ExactColumnsKey: String = Protocol.ExactFilterColumnsKey
   val AggregationKey: String = Protocol.AggregationPushdownKey
+  val AggregationKeysKey: String = Protocol.AggregationKeysKey
   val Empty: SourceHints = SourceHints(Set.empty, aggregationPushdown = false)
 
   /** The schema without the hints, and the hints (None when the source gave none). */
@@ -57,9 +68,12 @@ object SourceHints {
     val meta = schema.head.metadata
     val hints = SourceHints(
       Try(meta.getStringArray(ExactColumnsKey).toSet).getOrElse(Set.empty[String]),
-      meta.getBoolean(AggregationKey))
+      meta.getBoolean(AggregationKey),
+      if (meta.contains(AggregationKeysKey)) {
+        Some(Try(meta.getStringArray(AggregationKeysKey).toSet).getOrElse(Set.empty[String]))
+      } else scala.None)
     val clean = new MetadataBuilder().withMetadata(meta).remove(ExactColumnsKey)
-      .remove(AggregationKey).build()
+      .remove(AggregationKey).remove(AggregationKeysKey).build()
     (StructType(schema.head.copy(metadata = clean) +: schema.tail), hints)
   }
 

@@ -73,7 +73,8 @@ class TieredHiveScanBuilder(
   }
 
   override def pushAggregation(pushed: Aggregation): Boolean = {
-    aggregation = if (hints.aggregationPushdown && !averageRewriteRefused) {
+    aggregation = if (hints.aggregationPushdown && !averageRewriteRefused &&
+        hints.mayGroupBy(pushed.groupByExpressions().toSeq)) {
       PartialAggregation.translate(pushed, tableSchema, filters.toSeq, hints)
     } else None
     aggregation.isDefined
