@@ -7,7 +7,8 @@ A small table read cold then warm with SOFT_AFFINITY: at least 90% of tasks run 
 preferred executor (``spark.locality.wait`` is raised so a loaded CI machine's slow
 worker start does not make Spark give up waiting), the warm run is served by the block cache,
 and the executors the tasks preferred are exactly the rendezvous choice over the live
-executors, of which losing one moves only its own files.
+executors, of which losing one moves only its own files; an executor replaced on its host
+keeps the host's files.
 """
 
 from __future__ import annotations
@@ -207,10 +208,14 @@ def test_fragment_hits_are_served_by_each_executors_jvm(
     assert placed == warm["planner.tasks_with_preference"] > 0, warm
 
 
+@pytest.mark.stress
 def test_a_replaced_executor_keeps_its_host_s_files_and_a_joining_worker_takes_its_share(
     tmp_path, small_table
 ):
-    """Soft affinity on one application of a two-worker cluster with the node's caches:
+    """Soft affinity on one application of a two-worker cluster of its own (about 165 s; the
+    default suite replaces an executor on the module's cluster instead, in
+    ``test_a_task_on_a_sibling_executor_of_its_host_uses_the_host_s_caches``) with the node's
+    caches:
 
     - an executor killed and replaced by its worker (a new id on the same host) keeps the
       host's files: the next read is served wholly by the node's block cache;
@@ -306,14 +311,17 @@ def test_a_task_on_a_sibling_executor_of_its_host_uses_the_host_s_caches(
     its directory on each worker). Spark waits for a task's host but not for its executor
     (``spark.locality.wait.process=0``), so a task may run on its preferred executor or on
     the sibling: either way it reads the host's caches (a warm read makes no block-cache
-    miss) and none runs on the other host."""
+    miss) and none runs on the other host.
+
+    The last read follows the other host's executor killed and replaced by its worker (a new
+    id on the same host): it keeps the host's files, the read is again wholly warm."""
     from devservers.standalone_cluster import NODE_CACHE, worker_host
 
     props, files = small_table
     out = drive(
         standalone_cluster,
         props,
-        runs=[{}, {}, {}],
+        runs=[{}, {}, {"replace_host": worker_host(1)}],
         executors=3,
         options={
             "hive.node-selection-strategy": "SOFT_AFFINITY",
@@ -328,6 +336,11 @@ def test_a_task_on_a_sibling_executor_of_its_host_uses_the_host_s_caches(
     assert [r["result"] for r in out["runs"]] == [expected_sum] * 3
     executors = parse_executors(",".join(out["executors"]))
     assert sorted(e.host for e in executors) == [worker_host(0), worker_host(0), worker_host(1)]
+    before, replaced = (parse_executors(",".join(r["executors"])) for r in out["runs"][1:])
+    kept = {e for e in before if e.host == worker_host(0)}
+    assert kept < set(replaced) and len(replaced) == 3  # host 0's two unchanged
+    ((old,), (new,)) = (set(before) - kept, set(replaced) - kept)
+    assert old.host == new.host == worker_host(1) and old.id != new.id  # a new id, same host
     for run in (r["counters"] for r in out["runs"][1:]):  # warm: the host's cache serves
         placed = run.get("affinity.preferred", 0) + run.get("affinity.preferred_host", 0)
         assert placed == run["planner.tasks_with_preference"], run

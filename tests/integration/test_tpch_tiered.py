@@ -1,6 +1,11 @@
 """The TPC-H suite through tiered_hive over the local S3 endpoint: all 22 queries equal
 DuckDB's results on the same Parquet files, and a filter on l_shipdate opens only the
-partitions whose statistics overlap it (asserted by count, at the reader and at the store)."""
+partitions whose statistics overlap it (asserted by count, at the reader and at the store).
+
+The 22 queries run through Spark's reader (``hive.parquet.reader`` SPARK, what AUTO picks)
+by default; through the Python reader, ``tests.support.tpch_fixtures.DEFAULT_QUERIES`` by
+default (Q1 and Q6's pushed aggregation, joins of up to six tables, LIKE filters, decimals;
+every table), all 22 under ``make stress``."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.tpch import oracle, queries
+from tests.support.tpch_fixtures import tpch_query_params
 from tests.support.tpch_loading import load_tpch_into_bucket
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
@@ -46,15 +52,26 @@ def tiered_tpch(spark, tpch_in_bucket):
     return _views(spark, tpch_in_bucket)
 
 
-@pytest.fixture(params=["SPARK", "PYTHON"])
+@pytest.fixture
 def views_by_reader(request, spark, tpch_in_bucket):
-    """The views read by each reader in turn (``hive.parquet.reader``: Spark's own Parquet
-    reader in the JVM over s3a, or the Python reader; scans with a pushed aggregation are
-    the Python reader's either way)."""
+    """The views read by the reader of the test's parameter (``hive.parquet.reader``: Spark's
+    own Parquet reader in the JVM over s3a, or the Python reader; scans with a pushed
+    aggregation are the Python reader's either way)."""
     return _views(spark, {**tpch_in_bucket, "hive.parquet.reader": request.param})
 
 
-@pytest.mark.parametrize("n", list(queries.QUERY_NUMBERS), ids=lambda n: f"q{n:02d}")
+def _reader_query_params() -> list:
+    """(reader, query): SPARK with all 22; PYTHON with ``tpch_query_params()`` (the
+    ``DEFAULT_QUERIES`` by default, the other 15 marked ``stress``)."""
+    return [pytest.param("SPARK", n, id=f"SPARK-q{n:02d}") for n in queries.QUERY_NUMBERS] + [
+        pytest.param("PYTHON", *p.values, id=f"PYTHON-{p.id}", marks=p.marks)
+        for p in tpch_query_params()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("views_by_reader", "n"), _reader_query_params(), indirect=["views_by_reader"]
+)
 def test_query_through_tiered_hive_matches_duckdb(
     n, spark, views_by_reader, duckdb_expected, tpch_scale
 ):

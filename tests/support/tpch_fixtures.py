@@ -25,7 +25,8 @@ TPCH_TEST_SCALE = 0.01
 #: tables, aggregates pushed and not, joins of up to six tables, a correlated subquery, an
 #: outer join, IN with HAVING. The other 15 run under ``make stress``; the modules whose
 #: subject is the queries (test_tpch_oracle.py, test_tpch_tiered.py,
-#: test_tpch_fragment_hits.py) run all 22 by default.
+#: test_tpch_fragment_hits.py) run all 22 by default (test_tpch_tiered.py through Spark's
+#: reader; through the Python reader these seven, all 22 under ``make stress``).
 DEFAULT_QUERIES = (1, 2, 5, 6, 9, 13, 18)
 
 

@@ -1,6 +1,7 @@
 import errno
 import multiprocessing
 import os
+import time
 
 import pytest
 
@@ -138,19 +139,33 @@ def test_flush_without_directory_keeps_counts():
     counters.drain()
 
 
-def test_a_deferred_flush_keeps_the_counts_until_the_next_flush(tmp_path):
+def test_a_deferred_flush_keeps_the_counts_until_the_next_flush(tmp_path, monkeypatch):
     """Inside ``deferring_flushes`` (the driver's planner) a flush writes nothing; the next
-    flush outside it ships everything counted meanwhile."""
+    flush outside it ships everything counted meanwhile.
+
+    The deferred flusher's timer would write them on its own thread at once (its last write
+    is ``FLUSH_INTERVAL`` old), racing the first reading on a loaded machine: here it has
+    just written and the interval is an hour, so only the flush outside the block writes."""
+    from raptorx_py import metrics
+
+    flusher = metrics._DeferredFlusher()
+    flusher._last = time.monotonic()
+    monkeypatch.setattr(metrics, "FLUSH_INTERVAL", 3600.0)
+    monkeypatch.setattr(metrics, "_flusher", flusher)
     directory = str(tmp_path / "m")
     sink = MetricsSink(directory)
     flush(directory)  # whatever earlier tests left in this process
     before = sink.totals()
-    with deferring_flushes():
-        counters.add("deferred.count", 3)
+    try:
+        with deferring_flushes():
+            counters.add("deferred.count", 3)
+            flush(directory)
+            assert diff(sink.totals(), before) == {}
         flush(directory)
-        assert diff(sink.totals(), before) == {}
-    flush(directory)
-    assert diff(sink.totals(), before) == {"deferred.count": 3}
+        assert diff(sink.totals(), before) == {"deferred.count": 3}
+    finally:
+        if flusher._timer is not None:
+            flusher._timer.cancel()
 
 
 def test_unwritable_sink_never_raises_and_keeps_counts(tmp_path):
