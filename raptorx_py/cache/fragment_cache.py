@@ -17,7 +17,7 @@ Contract:
   its buffers compressed with ZSTD (``ENTRY_COMPRESSION``, Arrow IPC's own buffer
   compression, which the JVM decodes with pyspark's arrow-compression and zstd-jni): a
   quarter to a third of the uncompressed stream's bytes, at about the same cost per hit
-  (BENCHMARKS.md, "issue 34 point 6"). An entry of another format byte (1:
+  (benchmarks/HISTORY.md, "the fragment entries compressed"). An entry of another format byte (1:
   uncompressed) is a miss, removed, not counted corrupt.
   A torn, truncated, forged (written without the secret) or moved entry fails the MAC: a
   miss, deleted and counted (``fragment_cache.corrupt``). HMAC-SHA256 rather than keyed

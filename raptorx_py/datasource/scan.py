@@ -122,8 +122,8 @@ def read_split(
 
 
 def changed_file_advice(split, table, settings) -> str:
-    """What to do about a file of ``split`` that changed after the plan listed it (issue 27,
-    5a). A plan reads the versions it listed, or fails: re-reading another version would
+    """What to do about a file of ``split`` that changed after the plan listed it. A plan
+    reads the versions it listed, or fails: re-reading another version would
     mix it with the listing's other files and with statistics (pruning, dropped predicates)
     taken for the listed one. The listing is taken again by the next plan, unless the file-
     listing cache keeps a sealed partition's, which it does until the partition's metastore
