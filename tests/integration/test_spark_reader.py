@@ -193,6 +193,28 @@ def test_the_readers_share_one_block_cache(spark, table, tmp_path, counted):
     assert warm["storage.remote_requests"] == 0 and warm["reader.spark_splits"] == 3
 
 
+def test_spark_reader_fetches_only_the_bytes_it_asks_for(spark, table, tmp_path, counted):
+    """One column of seven: with the cache off the store serves the ranges Spark's reader
+    asks for (not whole blocks); with the file cached, the cache serves them by range."""
+    name, root = table
+    files = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs)
+    sql = "SELECT id FROM {t}"
+    spark.read.parquet(root).createOrReplaceTempView("sr_parquet")
+    expected = sorted(_rows(spark, sql.format(t="sr_parquet")))
+    _view(spark, name, "sr_uncached", "SPARK")
+    with counted() as direct:
+        assert sorted(_rows(spark, sql.format(t="sr_uncached"))) == expected
+    assert direct["reader.spark_splits"] == 3 and direct.get("block_cache.misses", 0) == 0
+    assert 0 < direct["storage.remote_bytes"] < files / 3, (direct, files)
+    cache = str(tmp_path / "cache")
+    _view(spark, name, "sr_cached", "SPARK", cache)
+    _rows(spark, "SELECT * FROM sr_cached")  # every block of every file
+    with counted() as warm:
+        assert sorted(_rows(spark, sql.format(t="sr_cached"))) == expected
+    assert warm["block_cache.misses"] == 0 and warm["storage.remote_requests"] == 0
+    assert 0 < warm["block_cache.bytes_from_cache"] < files / 3, (warm, files)
+
+
 def test_damaged_blocks_are_counted_misses_with_the_right_rows(spark, table, tmp_path, counted):
     name, _ = table
     cache = str(tmp_path / "cache")

@@ -320,7 +320,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
     if (len == 0) return 0
     if (position >= file.size) return -1
     val n = math.min(len.toLong, file.size - position).toInt
-    fill(pieces(position, ByteBuffer.wrap(b, off, n)))
+    serve(Seq(position -> ByteBuffer.wrap(b, off, n)))
     n
   }
 
@@ -329,7 +329,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
       throw new EOFException(s"${file.remote}: read of $len bytes at $position past its end " +
         s"(${file.size} bytes)")
     }
-    fill(pieces(position, ByteBuffer.wrap(b, off, len)))
+    serve(Seq(position -> ByteBuffer.wrap(b, off, len)))
   }
 
   override def readVectored(ranges: java.util.List[_ <: FileRange],
@@ -339,11 +339,57 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
       buffer.limit(buffer.position() + r.getLength)
       r -> buffer
     }
-    // One fill for every range: the blocks they miss are fetched together, in parallel.
-    fill(buffers.flatMap { case (r, buffer) => pieces(r.getOffset, buffer) })
+    // One call for every range: the blocks they miss are fetched together, in parallel.
+    serve(buffers.map { case (r, buffer) => r.getOffset -> buffer })
     buffers.foreach { case (r, buffer) =>
       r.setData(java.util.concurrent.CompletableFuture.completedFuture(buffer))
     }
+  }
+
+  /** Each buffer's `remaining()` bytes from its file position. */
+  private def serve(ranges: Seq[(Long, ByteBuffer)]): Unit = {
+    if (closed) throw new IOException(s"${file.remote}: stream closed")
+    if (caching) fill(ranges.flatMap { case (at, buffer) => pieces(at, buffer) })
+    else direct(ranges)
+  }
+
+  /** The reads of a file that is never cached (no block key, or no cache directory) go to
+   * the store as asked, not in blocks: what Spark's reader would fetch without us, with the
+   * store's own vectored read merging near ranges. On the pool, stream opened and closed
+   * there, for the same reason as [[fetchAll]]. */
+  private def direct(ranges: Seq[(Long, ByteBuffer)]): Unit = {
+    remoteStatus // the identity check comes before any read
+    val read = fetchPool(conf).submit(new Callable[Unit] {
+      override def call(): Unit = {
+        val in = store.openFile(remotePath).withFileStatus(remoteStatus)
+          .opt("fs.option.openfile.read.policy", "random").build().get()
+        try {
+          if (ranges.size == 1) {
+            val (at, buffer) = ranges.head
+            val bytes = new Array[Byte](buffer.remaining())
+            in.readFully(at, bytes, 0, bytes.length)
+            buffer.duplicate().put(bytes)
+          } else {
+            val asked = ranges.map { case (at, buffer) =>
+              FileRange.createFileRange(at, buffer.remaining())
+            }
+            in.readVectored(asked.asJava, (n: Int) => ByteBuffer.allocate(n))
+            asked.zip(ranges).foreach { case (r, (_, buffer)) =>
+              buffer.duplicate().put(r.getData.get())
+            }
+          }
+        } finally in.close()
+      }
+    })
+    try read.get() catch {
+      case e: ExecutionException => e.getCause match {
+        case io: IOException => throw io
+        case other => throw new IOException(other)
+      }
+    }
+    if (file.version != null && file.version.startsWith("posix:")) checkLocalVersion()
+    file.counts.add("storage.remote_requests", ranges.size.toLong)
+    file.counts.add("storage.remote_bytes", ranges.map(_._2.remaining().toLong).sum)
   }
 
   /** Bytes `[within, within + dest.remaining())` of block `index`, for `dest`. */
@@ -374,7 +420,6 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   /** Fill every piece: from the blocks this stream fetched, from ranges of cached blocks,
    * and what is left from the store (its blocks fetched whole, in parallel, and cached). */
   private def fill(all: Seq[Piece]): Unit = {
-    if (closed) throw new IOException(s"${file.remote}: stream closed")
     val left = all.filterNot(p => fromRecent(p) || fromCache(p))
     if (left.nonEmpty) {
       val got = fetchAll(left.map(_.index).distinct)
