@@ -69,6 +69,14 @@ def _column_data(part: int, n: int, seed: int) -> dict[str, pa.Array]:
     }
 
 
+def _on_and_off_views(spark, table: str, prefix: str) -> None:
+    """``<prefix>_on`` and ``<prefix>_off``: ``table`` through the Python reader with
+    aggregation pushdown on and off."""
+    python = spark.read.format("tiered_hive").option(READER, "PYTHON")
+    python.load(table).createOrReplaceTempView(f"{prefix}_on")
+    python.option(OFF, "false").load(table).createOrReplaceTempView(f"{prefix}_off")
+
+
 @pytest.fixture(scope="module")
 def agg_table(env, tmp_path_factory, spark):
     root = str(tmp_path_factory.mktemp("aggpush") / "t")
@@ -83,12 +91,7 @@ def agg_table(env, tmp_path_factory, spark):
     db = env.unique_db("aggpush")
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), f"{db}.t", root)
-    spark.read.format("tiered_hive").option(READER, "PYTHON").load(
-        f"{db}.t"
-    ).createOrReplaceTempView("agg_on")
-    spark.read.format("tiered_hive").option(READER, "PYTHON").option(OFF, "false").load(
-        f"{db}.t"
-    ).createOrReplaceTempView("agg_off")
+    _on_and_off_views(spark, f"{db}.t", "agg")
     # the default reader (AUTO)
     spark.read.format("tiered_hive").load(f"{db}.t").createOrReplaceTempView("agg_auto")
     return root
@@ -316,12 +319,7 @@ def avg_edge_table(env, tmp_path_factory, spark):
     db = env.unique_db("avgedge")
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), f"{db}.t", root)
-    spark.read.format("tiered_hive").option(READER, "PYTHON").load(
-        f"{db}.t"
-    ).createOrReplaceTempView("avg_on")
-    spark.read.format("tiered_hive").option(READER, "PYTHON").option(OFF, "false").load(
-        f"{db}.t"
-    ).createOrReplaceTempView("avg_off")
+    _on_and_off_views(spark, f"{db}.t", "avg")
     spark.read.parquet(root).createOrReplaceTempView("avg_pq")
     return root
 
