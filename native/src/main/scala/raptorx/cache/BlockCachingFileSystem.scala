@@ -364,11 +364,10 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
         val in = store.openFile(remotePath).withFileStatus(remoteStatus)
           .opt("fs.option.openfile.read.policy", "random").build().get()
         try {
-          if (ranges.size == 1) {
-            val (at, buffer) = ranges.head
-            val bytes = new Array[Byte](buffer.remaining())
-            in.readFully(at, bytes, 0, bytes.length)
-            buffer.duplicate().put(bytes)
+          if (ranges.size == 1 && ranges.head._2.hasArray) {
+            val (at, buffer) = ranges.head // a positioned read, straight into the caller's array
+            in.readFully(at, buffer.array(), buffer.arrayOffset() + buffer.position(),
+              buffer.remaining())
           } else {
             val asked = ranges.map { case (at, buffer) =>
               FileRange.createFileRange(at, buffer.remaining())
@@ -381,12 +380,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
         } finally in.close()
       }
     })
-    try read.get() catch {
-      case e: ExecutionException => e.getCause match {
-        case io: IOException => throw io
-        case other => throw new IOException(other)
-      }
-    }
+    awaited(read)
     if (file.version != null && file.version.startsWith("posix:")) checkLocalVersion()
     file.counts.add("storage.remote_requests", ranges.size.toLong)
     file.counts.add("storage.remote_bytes", ranges.map(_._2.remaining().toLong).sum)
@@ -466,14 +460,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
     val futures: Seq[(Long, Future[Array[Byte]])] = indexes.map { i =>
       i -> pool.submit(new Callable[Array[Byte]] { override def call(): Array[Byte] = fetch(i) })
     }
-    val fetched: Seq[(Long, Array[Byte])] = futures.map { case (i, f) =>
-      try i -> f.get() catch {
-        case e: ExecutionException => e.getCause match {
-          case io: IOException => throw io
-          case other => throw new IOException(other)
-        }
-      }
-    }
+    val fetched: Seq[(Long, Array[Byte])] = futures.map { case (i, f) => i -> awaited(f) }
     if (file.version != null && file.version.startsWith("posix:")) checkLocalVersion()
     fetched.foreach { case (i, b) =>
       store(i, b)
@@ -481,6 +468,16 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
     }
     fetched.toMap
   }
+
+  /** What a read on the pool returned, or the I/O error it failed with (any other failure
+   * wrapped in one). */
+  private def awaited[T](f: Future[T]): T =
+    try f.get() catch {
+      case e: ExecutionException => e.getCause match {
+        case io: IOException => throw io
+        case other => throw new IOException(other)
+      }
+    }
 
   private def remember(i: Long, b: Array[Byte]): Unit = {
     recent.remove(i)
