@@ -60,6 +60,16 @@ Contract:
   since it was filled) evicts down to it; when that cannot be done (a read-only directory)
   a warning says so and why.
 
+- **Entries the JVM stores** (``native/.../FragmentStores.scala``: Spark's reader read a split
+  whose fragment the planner asked to be kept) are the same files, published the same way
+  (a temporary file under ``tmp/``, then an atomic rename); the JVM has no SQLite driver,
+  so it also publishes ``adopt/<random>.names`` (one ``<key hex> <bytes>`` line per
+  entry), which a store, the cache's opening and the planner fold into the index
+  (``adopt_published``: a row per named entry whose header reads as this format,
+  ``fragment_cache.adopted``; then eviction as after a store). The JVM stops storing while
+  the entries named by names files not yet folded exceed ``max_cache_size`` (a node whose
+  Python never runs would otherwise grow without bound).
+
 Limits: an entry is written to a temporary file, its row committed (``synchronous=FULL``),
 then the file published (``os.replace``), so a crash between the two leaves a row without a
 file (a miss, removed by eviction), never an unaccounted file; a process killed while
@@ -119,12 +129,17 @@ MAC_BYTES = 32
 HEADER_BYTES = _PREFIX.size + MAC_BYTES  # 48
 ENTRIES_DIR = "entries"
 ENTRY_SUFFIX = ".arrow"
+#: Names files of the entries a JVM published (``adopt_published``), and their suffix.
+ADOPT_DIR = "adopt"
+ADOPT_SUFFIX = ".names"
 #: diskcache's directory (its ``cache.db``) under the cache directory.
 INDEX_DIR = "index"
 
 _FAULTS = (OSError, sqlite3.Error, diskcache.Timeout)
 #: What an index row may name: an entry file under ``entries/`` (``_entry_name``).
 _ENTRY_NAME = re.compile(r"^entries/[0-9a-f]{2}/[0-9a-f]+\.arrow$")
+#: A line of a names file: the entry's key in hex and its file's size.
+_ADOPT_LINE = re.compile(r"^([0-9a-f]{4,256}) ([0-9]+)$")
 
 
 def entry_mac(secret: bytes, prefix: bytes, key: bytes, stream) -> bytes:
@@ -248,6 +263,7 @@ class FragmentCache:
                 raise
             self._rebuild_index(e)
         self._files: _EntryFiles = self._index.disk
+        self.adopt_published()
         if shrink:
             self._shrink_at_open()
 
@@ -489,6 +505,7 @@ class FragmentCache:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(tmp)
                     raise
+                self._adopt_locked()
                 try:
                     self._evict(stored=key)
                 except _FAULTS as e:
@@ -556,6 +573,94 @@ class FragmentCache:
             else:
                 counters.add("fragment_cache.second_chances")
             self._move_to_back(key, name, expire_at, st)
+
+    def adopt_published(self) -> int:
+        """Fold the entries a JVM published (``adopt/*.names``) into the index, then evict
+        to the bound; how many rows were added. Never raises: a fault is counted
+        (``fragment_cache.errors``) and the names files stay for the next fold."""
+        try:
+            with self._lock:
+                self._current_index()
+                adopted = self._adopt_locked()
+                if adopted:
+                    self._evict(stored=None)
+                return adopted
+        except _FAULTS as e:
+            counters.add("fragment_cache.errors")
+            log.debug(
+                "fragment cache %s: could not adopt published entries (%s)", self.directory, e
+            )
+            return 0
+
+    def _adopt_locked(self) -> int:
+        """For each names file: a row for each named entry that has none, whose file exists
+        and whose header is this format's (its MAC is checked when it is read, as for any
+        entry; an expired one is removed); past ``max_entries`` the file is removed instead
+        (``fragment_cache.full``). Then the names file goes. The caller holds ``_lock``."""
+        adopted = 0
+        for names_path in self._names_files():
+            try:
+                with open(names_path, "rb") as f:
+                    text = f.read()
+            except FileNotFoundError:
+                continue  # folded by another process meanwhile
+            for line in text.decode("ascii", "replace").splitlines():
+                m = _ADOPT_LINE.match(line)
+                if m is None or len(m.group(1)) % 2:
+                    continue
+                key = bytes.fromhex(m.group(1))
+                if self._adopt_entry(key):
+                    adopted += 1
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(names_path)
+        if adopted:
+            counters.add("fragment_cache.adopted", adopted)
+        return adopted
+
+    def _names_files(self) -> list[str]:
+        root = os.path.join(self.directory, ADOPT_DIR)
+        try:
+            with os.scandir(root) as it:
+                return sorted(e.path for e in it if e.name.endswith(ADOPT_SUFFIX))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def _adopt_entry(self, key: bytes) -> bool:
+        """A row for the published entry of ``key`` (see ``_adopt_locked``); whether one
+        was added."""
+        if key in self._index:
+            return False
+        path = entry_path(self.directory, key)
+        try:
+            with open(path, "rb") as f:
+                prefix = f.read(_PREFIX.size)
+                st = os.fstat(f.fileno())
+        except FileNotFoundError:
+            return False
+        if len(prefix) < _PREFIX.size:
+            self._unlink_quietly(path)
+            counters.add("fragment_cache.corrupt")
+            return False
+        magic, fmt, expires_ms = _PREFIX.unpack(prefix)
+        now = self._clock()
+        if magic != ENTRY_MAGIC or fmt != ENTRY_FORMAT or (expires_ms and now * 1000 > expires_ms):
+            self._unlink_quietly(path)
+            return False
+        if len(self._index) >= self.max_entries:
+            self._unlink_quietly(path)
+            counters.add("fragment_cache.full")
+            return False
+        remaining = max(expires_ms / 1000 - now, 0.001) if expires_ms else None
+        return bool(
+            self._index.add(
+                key, _Written(_entry_name(key), st.st_size), expire=remaining, tag=st.st_mtime_ns
+            )
+        )
+
+    @staticmethod
+    def _unlink_quietly(path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
     def _heal(self, error: BaseException) -> bool:
         """Rebuild a damaged index (``_rebuild_index``) after a store met it; False (logged)
@@ -756,3 +861,12 @@ def fragment_cache_for(settings: Settings) -> FragmentCache | None:
         return opened
 
     return _caches.get(key, open_cache)
+
+
+def adopt_jvm_fragments(settings: Settings) -> int:
+    """Fold the entries the JVM stored on this node into the index (``FragmentCache.
+    adopt_published``), so they count towards its bounds and are evicted by it; returns how
+    many. The planner calls this once per scan it hands to the JVM. Never raises: a cache
+    that cannot be opened adopts nothing."""
+    cache = fragment_cache_for(settings)
+    return cache.adopt_published() if cache is not None else 0

@@ -380,10 +380,10 @@ PROPERTIES: tuple[Property, ...] = (
             "Which reader reads a split the fragment result cache does not hold. SPARK: Spark's "
             "own vectorized Parquet reader in the executor's JVM, through the node's block cache "
             "(needs the native jar, and Hadoop's s3a for s3:// tables); PYTHON: the Python "
-            "reader (pyarrow) in a Python worker; AUTO: SPARK, except that a split whose "
-            "fragment was planned before is read by PYTHON, which stores its fragment for the "
-            "next repeat, and except a scan SPARK cannot read (a pushed aggregation, nested "
-            "types, a column the files lack)."
+            "reader (pyarrow) in a Python worker; AUTO: SPARK, except a scan SPARK cannot read "
+            "(a pushed aggregation, nested types, a column the files lack), which PYTHON reads. "
+            "Either reader stores the fragment of a split planned before (with the fragment "
+            "result cache on), so a repeat ends as fragment hits."
         ),
     ),
     # --- splits -------------------------------------------------------------------------

@@ -15,12 +15,17 @@ as ``fragment_handoff``'s is)::
 
 The plan: ``partition_keys`` (the table's keys, in order),
 ``cache`` (the block cache's directory as the settings spell it, its block size and
+whether it is group-shared; null when the tier is off), ``fragments`` (what the JVM
+needs to store a split's fragment result cache entry, ``FragmentStores.scala``: the
+largest entry, the time to live in milliseconds (0: none), the cache's size bound and
 whether it is group-shared; null when the tier is off), ``metrics`` (the metrics
 directory), ``hadoop`` (settings the JVM's file system for the table's store needs:
 ``fs.s3a.*`` from ``hive.s3.*``) and ``splits``: per split either null (the Python reader
 reads it) or its Hadoop path, size, version, ETag, block key (``block_cache.block_key``;
 null: never cached), byte range, partition values (canonical text, below) and whether any
-data predicate is left for it (``filter``: statistics may have made them all true there).
+data predicate is left for it (``filter``: statistics may have made them all true there)
+and whether the JVM stores its rows as the split's fragment entry (``store``; the entry's
+key is the fragment mark's, ``fragment_handoff``).
 
 Flags: ``-`` not served; the JVM stamps ``J`` on each split it read, and the Python reader
 skips those (``served_by_jvm``, with the fragment mark's flags).
@@ -119,9 +124,16 @@ def split_plan(split, settings: Settings, filtered: bool = True) -> dict[str, An
     }
 
 
-def handoff_mark(settings: Settings, partition_keys: Sequence[str], specs: Sequence[Any]) -> str:
+def handoff_mark(
+    settings: Settings,
+    partition_keys: Sequence[str],
+    specs: Sequence[Any],
+    store: Sequence[bool] | None = None,
+) -> str:
     """The mark of a task: ``specs`` holds, per split, the ``read_spec.ReadSpec`` of a split
-    the JVM reads, or None for one the Python reader reads."""
+    the JVM reads, or None for one the Python reader reads; ``store``, per split, whether
+    the JVM keeps its rows as its fragment entry (none by default)."""
+    stores = list(store) if store is not None else [False] * len(specs)
     plan = {
         "v": 1,
         "partition_keys": list(partition_keys),
@@ -134,10 +146,26 @@ def handoff_mark(settings: Settings, partition_keys: Sequence[str], specs: Seque
             if settings.cache_enabled
             else None
         ),
+        "fragments": (
+            {
+                "max_entry_bytes": settings.fragment_cache_max_entry_size,
+                "ttl_ms": int((settings.fragment_cache_ttl or 0) * 1000),
+                "max_bytes": settings.fragment_cache_max_size,
+                "group_shared": bool(settings.cache_group_shared),
+            }
+            if settings.fragment_cache_enabled
+            else None
+        ),
         "metrics": settings.metrics_directory or "",
         "hadoop": hadoop_settings(settings),
         "splits": [
-            None if s is None else split_plan(s.split, settings, bool(s.predicates)) for s in specs
+            None
+            if s is None
+            else {
+                **split_plan(s.split, settings, bool(s.predicates)),
+                "store": bool(keep and s.key is not None),
+            }
+            for s, keep in zip(specs, stores)
         ],
     }
     text = json.dumps(plan, separators=(",", ":")).encode().hex()

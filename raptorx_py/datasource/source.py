@@ -30,7 +30,7 @@ from pyspark.sql.types import StructField, StructType
 from raptorx_py import jvm_protocol, metrics
 from raptorx_py import predicates as preds
 from raptorx_py.cache.block_cache import adopt_jvm_blocks
-from raptorx_py.cache.fragment_cache import fragment_cache_for
+from raptorx_py.cache.fragment_cache import adopt_jvm_fragments, fragment_cache_for
 from raptorx_py.config import (
     PROPERTIES_BY_NAME,
     PROPERTIES_SOURCE,
@@ -528,33 +528,32 @@ class TieredHiveReader(DataSourceReader):
         )
 
     def _mark_jvm_reads(self, partitions, specs) -> None:
-        """Attach to each task the splits the JVM reads (``jvm_read_handoff``). With AUTO
-        and the fragment result cache on, a split whose fragment key was planned before is
-        left to the Python reader, which stores its fragment: a repeat then ends as a
-        fragment hit, and a first-time query is read at Spark's speed."""
-        auto_fill = self.settings.parquet_reader == "AUTO" and self.settings.fragment_cache_enabled
+        """Attach to each task the splits the JVM reads (``jvm_read_handoff``). With the
+        fragment result cache on, a split whose fragment key was planned before (admission
+        on second use: a one-off query fills no disk) is marked for the JVM to store its
+        rows as the split's fragment entry while Spark's reader reads it: a repeat then ends
+        as a fragment hit, and no run pays the Python reader to fill."""
+        fill = self.settings.fragment_cache_enabled
         keys = [k.name for k in self.table.partition_keys]
         marked = False
         for partition, task in zip(partitions, specs):
-            chosen: list = []
-            for spec in task:
-                if auto_fill and spec.key is not None and _fragment_planned_before(spec.key):
-                    chosen.append(None)
-                else:
-                    chosen.append(spec)
-            if not any(c is not None for c in chosen):
-                continue
+            store = [
+                fill and spec.key is not None and _fragment_planned_before(spec.key)
+                for spec in task
+            ]
             try:
-                mark = jvm_read_handoff.handoff_mark(self.settings, keys, chosen)
+                mark = jvm_read_handoff.handoff_mark(self.settings, keys, task, store)
             except TypeError:  # a partition value the JVM cannot be handed
                 counters.add("planning.jvm_read_refused")
                 continue
             jvm_read_handoff.mark_partition(partition, mark)
-            counters.add("planning.jvm_read_splits", sum(c is not None for c in chosen))
+            counters.add("planning.jvm_read_splits", len(task))
+            counters.add("planning.jvm_store_splits", sum(store))
             marked = True
         if marked:
-            # The blocks the JVM's readers stored on this node since: into the store's index.
+            # What the JVM's readers stored on this node since: into the tiers' indexes.
             adopt_jvm_blocks(self.settings)
+            adopt_jvm_fragments(self.settings)
 
     def _plan_mark(self) -> str:
         """The plan summary the provider shows in the scan's driver metrics and EXPLAIN."""
@@ -634,7 +633,7 @@ class TieredHiveReader(DataSourceReader):
         key = spec.key if fragments is not None else None
         if key is not None:
             cached = fragments.get(key)
-            if cached is not None:
+            if cached is not None and _same_schema(cached, spec.output_schema):
                 yield from cached
                 return
         counters.add("reader.fragments_computed")
@@ -663,6 +662,17 @@ class TieredHiveReader(DataSourceReader):
             fragments.put(key, spec.output_schema, kept)
         else:
             counters.add("fragment_cache.too_large")
+
+
+def _same_schema(batches, schema) -> bool:
+    """Whether a fragment entry's batches are of exactly the schema the split hands Spark
+    (pyspark refuses any other): an entry the JVM stored carries Spark's own Arrow schema,
+    which is the same unless a type maps differently; one that is not is a miss
+    (``fragment_cache.schema_mismatch``), computed and stored again."""
+    if all(b.schema.equals(schema) for b in batches):
+        return True
+    counters.add("fragment_cache.schema_mismatch")
+    return False
 
 
 #: The planning scope of the scan being planned in this process (planning is one scan at a

@@ -142,13 +142,14 @@ def test_cold_then_warm_over_s3_each_query_its_own_figures(
 
     assert c["reader.spark_splits"] == 4 and c["reader.python_tasks"] == 0
 
-    # AUTO's second run of a query: the Python reader reads it from the block cache the
-    # first filled, and stores the fragments.
+    # A query's second run: Spark's reader reads it from the block cache the first filled,
+    # and the JVM stores the fragments (no Python worker).
     s3_endpoint.reset_stats()
     with counted() as second:
         assert len(spark.sql(sql).collect()) == expected_rows
     assert s3_endpoint.stats()["total_requests"] == 0
-    assert second["reader.python_splits"] == 4 and second["fragment_cache.stores"] == 4
+    assert second["reader.spark_splits"] == 4 and second["reader.python_tasks"] == 0
+    assert second["fragment_cache.stores"] == second["fragment_cache.jvm_stores"] == 4
     filled = _counts(_one_scan(spark, table))
     assert filled["remote requests"] == 0 and filled["block cache misses"] == 0
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from raptorx_py.cache.fragment_cache import FragmentCache
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle
 from tests.integration.test_fragment_hits_jvm import _flip
@@ -118,20 +119,23 @@ def test_explain_names_the_reader(spark, table, tmp_path):
     assert "Reader: Python (the planner chose the Python reader" in text
 
 
-def test_one_task_mixes_readers_and_repeats_end_as_fragment_hits(spark, env, tmp_path, counted):
-    """AUTO with the fragment cache: a split planned before goes to Python, which stores its
-    fragment; a new one to Spark's reader. One task (one wave of one) holds all three. The
-    partitions are sealed (trusted statistics): ``id < 3000`` holds for every row of k=a
-    and none of the others, so its split evaluates no predicate and shares its fragment key
-    with the unfiltered query's."""
+def test_one_task_mixes_fragment_hits_and_sparks_reader_and_repeats_end_as_hits(
+    spark, env, tmp_path, counted
+):
+    """AUTO with the fragment cache: a split planned before is read by Spark's reader, which
+    stores its fragment (no Python worker); a new one is read without storing. One task (one
+    wave of one) holds all three. The partitions are sealed (trusted statistics): ``id <
+    3000`` holds for every row of k=a and none of the others, so its split evaluates no
+    predicate and shares its fragment key with the unfiltered query's."""
     root = str(tmp_path / "t")
     _write(root)
     name = f"{env.unique_db('sparkreader')}.t"
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), name, root, sealed=True)
+    fragments = str(tmp_path / "fragments")
     options = {
         "fragment-result-cache.enabled": "true",
-        "fragment-result-cache.base-directory": str(tmp_path / "fragments"),
+        "fragment-result-cache.base-directory": fragments,
         "hive.min-split-count": "1",
         "hive.max-split-size": "1GB",
     }
@@ -142,21 +146,80 @@ def test_one_task_mixes_readers_and_repeats_end_as_fragment_hits(spark, env, tmp
     with counted() as first:
         assert _rows(spark, one.format(t="sr_auto")) == _rows(spark, one.format(t="sr_parquet"))
     assert first["reader.spark_splits"] == 1 and first["reader.python_tasks"] == 0
+    assert first["fragment_cache.stores"] == 0  # planned once: nothing stored
     expected = _rows(spark, every.format(t="sr_parquet"))
     with counted() as mixed:
         got = _rows(spark, every.format(t="sr_auto"))
     assert oracle.compare_results(expected, got, ordered=False) is None
-    # k=a was planned before: Python reads it and stores its fragment; b and c: Spark's reader
-    assert mixed["reader.spark_splits"] == 2 and mixed["reader.python_splits"] == 1
-    assert mixed["reader.python_tasks"] == 1 and mixed["fragment_cache.stores"] == 1
+    # k=a was planned before: Spark's reader reads it and the JVM stores its fragment
+    assert mixed["reader.spark_splits"] == 3 and mixed["reader.python_tasks"] == 0
+    assert mixed["fragment_cache.stores"] == mixed["fragment_cache.jvm_stores"] == 1
     with counted() as second:
         assert sorted(_rows(spark, every.format(t="sr_auto"))) == sorted(got)
-    assert second["fragment_cache.jvm_hits"] == 1  # k=a, stored by the Python reader
-    assert second["reader.python_splits"] == 2  # b and c, planned before: now stored
+    # one task: k=a a fragment hit, b and c Spark's reader (planned before: now stored)
+    assert second["fragment_cache.jvm_hits"] == 1 and second["reader.spark_splits"] == 2
+    assert second["fragment_cache.jvm_stores"] == 2 and second["reader.python_tasks"] == 0
     with counted() as third:
         assert sorted(_rows(spark, every.format(t="sr_auto"))) == sorted(got)
     assert third["fragment_cache.jvm_hits"] == 3 and third["reader.python_tasks"] == 0
     assert third["reader.spark_splits"] == 0
+    # The planner folded the JVM's entries into the Python index: they count to its bounds.
+    assert third["fragment_cache.adopted"] >= 1
+    cache = FragmentCache(
+        fragments, max_bytes=1 << 30, max_entries=100, max_entry_bytes=1 << 26, ttl=None
+    )
+    try:
+        assert len(cache) == 3 and cache.volume() > 0
+    finally:
+        cache.close()
+
+
+def test_entries_the_jvm_stores_are_the_python_readers(spark, table, tmp_path):
+    """Every query run twice through Spark's reader (the second stores) and twice through the
+    Python reader, each with its own fragment cache: the same keys, and under each key the
+    same Arrow schema (the one pyspark checks a Python reader's batches against) and rows."""
+    name, _ = table
+    by_reader = {}
+    for reader in ("SPARK", "PYTHON"):
+        fragments = str(tmp_path / f"fragments-{reader}")
+        _view(
+            spark,
+            name,
+            f"sr_store_{reader}",
+            reader,
+            str(tmp_path / f"cache-{reader}"),
+            **{
+                "fragment-result-cache.enabled": "true",
+                "fragment-result-cache.base-directory": fragments,
+            },
+        )
+        for sql in (QUERIES[0], QUERIES[1], QUERIES[5]):  # every type; filters on each kind
+            for _ in range(2):
+                _rows(spark, sql.format(t=f"sr_store_{reader}"))
+        by_reader[reader] = _entries(fragments)
+    jvm, python = by_reader["SPARK"], by_reader["PYTHON"]
+    assert jvm and set(jvm) == set(python)
+    for key, (schema, rows) in jvm.items():
+        assert schema.equals(python[key][0]), (schema, python[key][0])
+        assert sorted(rows, key=repr) == sorted(python[key][1], key=repr)
+
+
+def _entries(directory: str) -> dict:
+    """Each entry's key (hex): its Arrow schema and rows, read by the Python cache."""
+    cache = FragmentCache(
+        directory, max_bytes=1 << 30, max_entries=1000, max_entry_bytes=1 << 26, ttl=None
+    )
+    try:
+        out = {}
+        for name in cache._entry_names(""):
+            batches = cache.get(bytes.fromhex(name))
+            assert batches is not None, name
+            schema = batches[0].schema if batches else None
+            rows = [r for b in batches for r in b.to_pylist()]
+            out[name] = (schema, rows)
+        return out
+    finally:
+        cache.close()
 
 
 def _blocks(cache_dir: str) -> list[str]:

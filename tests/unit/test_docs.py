@@ -262,7 +262,7 @@ OTHER_PYTHON = ("devservers", "benchmarks")
 
 FOREIGN = frozenset(
     """
-    AcidUtils AppendData ArrowColumnVector ArrowPythonRunner ArrowUtils BatchScan
+    AcidUtils AppendData ArrowColumnVector ArrowPythonRunner ArrowUtils ArrowWriter BatchScan
     BatchedPythonArrowInput BigDecimal BroadcastHashJoin ColumnarBatch ColumnarToRow
     CommonsCompressionFactory DataSource DataSourceRegister DataType DbNotificationListener
     DefaultSource DriverPlugin ExecutorPlugin FileMetaData FileScan HashAggregate

@@ -531,3 +531,73 @@ def test_a_result_over_the_whole_bound_stays_alone(tmp_path):
     assert deltas["fragment_cache.evicted"] == 1
     assert [k for k, _, _ in _index_rows(c)] == [OTHER]
     assert c.get(OTHER) is not None and c.get(KEY) is None
+
+
+def _publish_as_the_jvm(c: FragmentCache, key: bytes, expires_ms: int = 0) -> int:
+    """Write ``key``'s entry as ``FragmentStores.publish`` does (header, MAC, stream, atomic
+    rename) and its names line under ``adopt/``; the entry file's size."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, SCHEMA) as w:
+        for b in batches(100):
+            w.write_batch(b)
+    stream = sink.getvalue().to_pybytes()
+    prefix = fragment_cache._PREFIX.pack(
+        fragment_cache.ENTRY_MAGIC, fragment_cache.ENTRY_FORMAT, expires_ms
+    )
+    data = prefix + fragment_cache.entry_mac(c._secret, prefix, key, stream) + stream
+    path = entry_path(c.directory, key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    adopt = os.path.join(c.directory, fragment_cache.ADOPT_DIR)
+    os.makedirs(adopt, exist_ok=True)
+    with open(os.path.join(adopt, f"{key.hex()[:8]}.names"), "a") as f:
+        f.write(f"{key.hex()} {len(data)}\n")
+    return len(data)
+
+
+def test_entries_the_jvm_published_are_adopted_into_the_index(tmp_path):
+    c = cache(tmp_path)
+    d = CounterDeltas()
+    size = _publish_as_the_jvm(c, KEY)
+    assert len(c) == 0 and c.get(KEY) is not None  # served before it is adopted
+    assert c.adopt_published() == 1 and len(c) == 1
+    assert d["fragment_cache.adopted"] == 1
+    assert c.volume() >= size
+    assert os.listdir(os.path.join(c.directory, fragment_cache.ADOPT_DIR)) == []
+    assert c.adopt_published() == 0  # the names file is gone; nothing twice
+    # Adopted entries are evicted like any other: a bound below them empties the cache.
+    c.close()
+    small = cache(tmp_path, max_bytes=1)
+    assert len(small) == 0 and not os.path.exists(entry_path(small.directory, KEY))
+
+
+def test_opening_a_cache_and_storing_adopt_what_the_jvm_published(tmp_path):
+    c = cache(tmp_path)
+    _publish_as_the_jvm(c, KEY)
+    c.close()
+    reopened = cache(tmp_path)
+    assert len(reopened) == 1
+    _publish_as_the_jvm(reopened, b"\x02" * 16)
+    assert reopened.put(b"\x03" * 16, SCHEMA, batches(10))
+    assert len(reopened) == 3
+
+
+def test_adoption_past_the_entry_bound_or_of_a_bad_entry_removes_the_file(tmp_path):
+    c = cache(tmp_path, max_entries=1)
+    d = CounterDeltas()
+    assert c.put(b"\x01" * 16, SCHEMA, batches(10))
+    _publish_as_the_jvm(c, b"\x02" * 16)
+    expired = b"\x03" * 16
+    _publish_as_the_jvm(c, expired, expires_ms=1)
+    torn = b"\x04" * 16
+    _publish_as_the_jvm(c, torn)
+    with open(entry_path(c.directory, torn), "r+b") as f:
+        f.truncate(3)
+    with open(os.path.join(c.directory, fragment_cache.ADOPT_DIR, "junk.names"), "w") as f:
+        f.write("not a line\nzz 12\n")
+    assert c.adopt_published() == 0 and len(c) == 1
+    assert d["fragment_cache.full"] == 1 and d["fragment_cache.corrupt"] == 1
+    for k in (b"\x02" * 16, expired, torn):
+        assert not os.path.exists(entry_path(c.directory, k))
+    assert os.listdir(os.path.join(c.directory, fragment_cache.ADOPT_DIR)) == []

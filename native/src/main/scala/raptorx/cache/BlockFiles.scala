@@ -374,8 +374,10 @@ object BlockFiles {
     }
 
   /** Write `chunks` to a new temp file `<dir>/tmp/<pid>.<16 hex>.part` and rename it onto
-   * `target(temp file)` (its directory created); the temp file is removed on failure. */
-  private def publishFile(dir: Path, groupShared: Boolean, chunks: ByteBuffer*)(
+   * `target(temp file)` (its directory created); the temp file is removed on failure.
+   * Throws what the write or the rename throws. The fragment cache's JVM writer publishes
+   * its entries and names files this way too. */
+  def publishFile(dir: Path, groupShared: Boolean, chunks: ByteBuffer*)(
       target: Path => Path): Unit = {
     makeDirs(dir.resolve(TmpDir), groupShared)
     val tmp = tempPath(dir)

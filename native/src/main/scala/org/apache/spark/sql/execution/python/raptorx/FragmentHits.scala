@@ -36,6 +36,9 @@ import raptorx.{JvmCounts, PickledMarks}
  *   afterwards with their flags still `-` and the served ones stamped `J` (same length: the
  *   pickle stays valid), so Python computes only the missing splits. A task whose splits all
  *   hit starts no Python worker.
+ * - Entries the JVM writes itself (a split Spark's reader read, marked `store`) are built
+ *   by [[FragmentEntryWriter]] and published by [[FragmentStores]] in this layout, with
+ *   [[entryMac]].
  * - Its counts are appended to `<metrics dir>/jvm-counters/<jvm>.tsv`, which raptorx_py's
  *   metrics sink folds in (the JVM has no SQLite driver).
  *
@@ -133,17 +136,27 @@ object FragmentHits {
     }
     if (data.length < HeaderBytes) return None
     if (new String(data, 0, 4, US_ASCII) != EntryMagic || data(4) != EntryFormat) return None
-    val mac = Mac.getInstance("HmacSHA256")
-    mac.init(new SecretKeySpec(secret, "HmacSHA256"))
-    mac.update(data, 0, PrefixBytes)
-    mac.update(littleEndianInt(keyBytes.length))
-    mac.update(keyBytes)
-    mac.update(data, HeaderBytes, data.length - HeaderBytes)
+    val mac = entryMac(secret, java.util.Arrays.copyOfRange(data, 0, PrefixBytes), keyBytes,
+      data, HeaderBytes, data.length - HeaderBytes)
     val expected = java.util.Arrays.copyOfRange(data, PrefixBytes, HeaderBytes)
-    if (!MessageDigest.isEqual(mac.doFinal(), expected)) return None
+    if (!MessageDigest.isEqual(mac, expected)) return None
     val expires = littleEndianLong(data, 8)
     if (expires != 0 && nowMillis > expires) return None
     Some(data)
+  }
+
+  /** An entry's MAC: HMAC-SHA256 keyed with the cache's secret over the header's first
+   * [[PrefixBytes]] bytes, the key's length (u32, little-endian), the key and the Arrow
+   * stream `stream[at, at + length)` (raptorx_py's `fragment_cache.entry_mac`). */
+  def entryMac(secret: Array[Byte], prefix: Array[Byte], keyBytes: Array[Byte],
+               stream: Array[Byte], at: Int, length: Int): Array[Byte] = {
+    val mac = Mac.getInstance("HmacSHA256")
+    mac.init(new SecretKeySpec(secret, "HmacSHA256"))
+    mac.update(prefix, 0, PrefixBytes)
+    mac.update(littleEndianInt(keyBytes.length))
+    mac.update(keyBytes)
+    mac.update(stream, at, length)
+    mac.doFinal()
   }
 
   /** Whether an entry's Arrow schema reads as `schema`: the same columns in the same order

@@ -27,16 +27,24 @@ object JvmReadHandoff {
   /** One split the JVM reads: its file as Hadoop names it, its identity, block key (null:
    * never cached), byte range, partition values (canonical text, null for null), and
    * whether its rows need the scan's filters (false: no data predicate is left for it, and
-   * its partition passed the partition filters at planning). */
+   * its partition passed the partition filters at planning), and whether its rows are
+   * stored as its fragment entry ([[FragmentStores]]). */
   final case class SplitPlan(path: String, size: Long, version: String, etag: String,
                              key: String, start: Long, length: Long,
-                             partitionValues: IndexedSeq[String], filtered: Boolean)
+                             partitionValues: IndexedSeq[String], filtered: Boolean,
+                             store: Boolean)
 
   /** The block cache as the settings spell its base directory (null: the tier is off). */
   final case class BlockCache(baseDir: String, blockSize: Int, groupShared: Boolean)
 
+  /** What storing a fragment entry needs (null when the tier is off): the largest entry's
+   * Arrow stream, its time to live (0: none), the cache's size bound, its modes. */
+  final case class FragmentCache(maxEntryBytes: Long, ttlMillis: Long, maxBytes: Long,
+                                 groupShared: Boolean)
+
   final case class Plan(partitionKeys: IndexedSeq[String], cache: Option[BlockCache],
-                        metricsDir: String, hadoop: Map[String, String],
+                        fragments: Option[FragmentCache], metricsDir: String,
+                        hadoop: Map[String, String],
                         splits: IndexedSeq[Option[SplitPlan]], flagsAt: Int)
 
   /** The plan in `bytes` (a pickled partition), or None without a well-formed mark. */
@@ -67,6 +75,10 @@ object JvmReadHandoff {
     val cache = Option(node.get("cache")).filterNot(_.isNull).map { c =>
       BlockCache(c.get("dir").asText(), c.get("block_size").asInt(), c.get("group_shared").asBoolean())
     }
+    val fragments = Option(node.get("fragments")).filterNot(_.isNull).map { f =>
+      FragmentCache(f.get("max_entry_bytes").asLong(), f.get("ttl_ms").asLong(),
+        f.get("max_bytes").asLong(), f.get("group_shared").asBoolean())
+    }
     val hadoop = Option(node.get("hadoop")).map(_.properties().asScala.map { e =>
       e.getKey -> e.getValue.asText()
     }.toMap).getOrElse(Map.empty)
@@ -75,9 +87,10 @@ object JvmReadHandoff {
       else Some(SplitPlan(s.get("path").asText(), s.get("size").asLong(), str(s.get("version")),
         str(s.get("etag")), str(s.get("key")), s.get("start").asLong(), s.get("length").asLong(),
         s.get("pv").elements().asScala.map(str).toIndexedSeq,
-        Option(s.get("filter")).forall(_.asBoolean(true))))
+        Option(s.get("filter")).forall(_.asBoolean(true)),
+        Option(s.get("store")).exists(_.asBoolean(false))))
     }.toIndexedSeq
     Plan(node.get("partition_keys").elements().asScala.map(_.asText()).toIndexedSeq, cache,
-      str(node.get("metrics")), hadoop, splits, flagsAt)
+      fragments, str(node.get("metrics")), hadoop, splits, flagsAt)
   }
 }

@@ -28,7 +28,10 @@ import raptorx.cache.{CachedFile, TaskCounts}
  * the task's order:
  *  1. the split's fragment result cache entry on this node, verified, as Arrow batches;
  *  2. else, when the planner chose the JVM for it, Spark's own Parquet reader through the
- *     node's block cache ([[JvmParquetRead]]);
+ *     node's block cache ([[JvmParquetRead]]); when the planner marked the split `store`
+ *     (its fragment key was planned before), the batches handed on are also copied into
+ *     the split's fragment entry ([[FragmentEntryWriter]]), published once the split was
+ *     read whole ([[FragmentStores]]): a split Spark stops reading early stores nothing;
  *  3. else the split is left to the Python reader, which runs once, after the others, with
  *     the splits served here stamped (`J` in both marks' flags), and computes only the rest.
  * A task whose splits are all served here starts no Python worker.
@@ -39,7 +42,9 @@ import raptorx.cache.{CachedFile, TaskCounts}
  * that [[raptorx.cache.FileChangedException]] says the file changed after planning.
  *
  * Counts: the tiers' counters (`block_cache.*`, `storage.*`, `fragment_cache.*`) as the
- * Python reader names them, plus `reader.spark_splits` / `reader.python_splits` (which
+ * Python reader names them (a store the JVM made counts `fragment_cache.stores` and
+ * `.jvm_stores`; one it could not make `.too_large`, `.jvm_store_deferred` or `.errors`),
+ * plus `reader.spark_splits` / `reader.python_splits` (which
  * reader read each split) and `reader.spark_fallbacks`; appended to the metrics directory
  * and shown as the scan's task metrics ([[ScanReport]]).
  */
@@ -71,6 +76,22 @@ class SplitServingReader(
   private lazy val filter: Option[BasePredicate] = jvm.flatMap(_._2.newFilter())
   private val metricsDir: String =
     fragments.map(_.metricsDir).orElse(jvm.map(_._1.metricsDir)).getOrElse("")
+  private val storePlan: Option[JvmReadHandoff.FragmentCache] = jvm.flatMap(_._1.fragments)
+  /** The secret entries are stored with (created when no process made it yet). */
+  private lazy val storeSecret: Option[Array[Byte]] = for {
+    d <- fragmentDir
+    p <- storePlan
+    s <- try Some(raptorx.cache.BlockFiles.secret(d, p.groupShared)) catch {
+      case NonFatal(_) =>
+        counts("fragment_cache.errors") += 1
+        None
+    }
+  } yield s
+  /** What the names files not yet folded into the Python index list, when this task
+   * first stores; the task's own stores are added to it. */
+  private lazy val pendingAtStart: Long = fragmentDir.map(FragmentStores.pendingBytes).getOrElse(0L)
+  private val stored = mutable.ArrayBuffer.empty[(String, Long)]
+  private var storing: StoringBatches = _
 
   private var nextSplit = 0
   private var entry: ArrowStreamReader = _
@@ -198,7 +219,85 @@ class SplitServingReader(
     counts("reader.splits_read") += 1
     counts("reader.spark_splits") += 1
     counts("reader.files_opened") += 1
-    batches
+    if (split.store && fillCaches) entryWriter(i) match {
+      case Some((key, writer)) =>
+        storing = new StoringBatches(key, batches, writer)
+        storing
+      case None => batches
+    } else batches
+  }
+
+  /** A writer for split `i`'s fragment entry and its key, or None (no key, no cache
+   * directory or secret, or the unfolded stores already past the cache's bound). */
+  private def entryWriter(i: Int): Option[(String, FragmentEntryWriter)] = for {
+    h <- fragments
+    key = h.keys(i) if key != FragmentHits.NoKey
+    plan <- storePlan
+    _ <- storeSecret
+    if {
+      val room = pendingAtStart + stored.map(_._2).sum < plan.maxBytes
+      if (!room) counts("fragment_cache.jvm_store_deferred") += 1
+      room
+    }
+    writer <- try Some(new FragmentEntryWriter(schema, plan.maxEntryBytes)) catch {
+      case NonFatal(e) =>
+        counts("fragment_cache.errors") += 1
+        SplitServingReader.log(s"cannot store the fragment of a split read by Spark's reader: $e")
+        None
+    }
+  } yield (key, writer)
+
+  /** `batches`, handed on as they come, each also added to `writer`; when they end, the
+   * entry is published under `key`. A fault of the cache stores nothing, never fails the
+   * read. */
+  private final class StoringBatches(key: String, batches: Iterator[ColumnarBatch],
+                                     writer: FragmentEntryWriter) extends Iterator[ColumnarBatch] {
+    private var live = true
+
+    override def hasNext: Boolean = {
+      val more = batches.hasNext
+      if (!more && live) publish()
+      more
+    }
+
+    override def next(): ColumnarBatch = {
+      val batch = batches.next()
+      if (live) {
+        val kept = try writer.add(batch) catch { case NonFatal(e) => failed(e); true }
+        if (!kept) {
+          counts("fragment_cache.too_large") += 1
+          drop()
+        }
+      }
+      batch
+    }
+
+    def drop(): Unit = if (live) {
+      live = false
+      writer.close()
+    }
+
+    private def failed(e: Throwable): Unit = {
+      counts("fragment_cache.errors") += 1
+      SplitServingReader.log(s"storing the fragment $key failed; nothing stored: $e")
+      drop()
+    }
+
+    private def publish(): Unit = {
+      try writer.finish() match {
+        case None => counts("fragment_cache.too_large") += 1
+        case Some((bytes, length)) =>
+          val (dir, plan, secret) = (fragmentDir.get, storePlan.get, storeSecret.get)
+          val expires = if (plan.ttlMillis > 0) System.currentTimeMillis() + plan.ttlMillis else 0L
+          val size = FragmentStores.publish(dir, secret, key, bytes, length, expires,
+            plan.groupShared)
+          stored += ((key, size))
+          counts("fragment_cache.stores") += 1
+          counts("fragment_cache.jvm_stores") += 1
+          counts("fragment_cache.bytes_stored") += length
+      } catch { case NonFatal(e) => failed(e) }
+      drop()
+    }
   }
 
   private def batchOf(reader: ArrowStreamReader): ColumnarBatch = {
@@ -221,6 +320,8 @@ class SplitServingReader(
 
   override def close(): Unit = {
     try {
+      if (storing != null) storing.drop()
+      publishNames()
       if (entry != null) entry.close()
       if (python != null) python.close()
       if (allocated) allocator.close()
@@ -240,6 +341,17 @@ class SplitServingReader(
       val blockFiles = raptorx.cache.BlockCounts.drain().asScala.map { case (k, v) => k -> v.longValue }
       FragmentHits.appendCounts(metricsDir, allCounts ++ blockFiles)
     }
+  }
+
+  /** The names file of the entries this task stored, for the Python index to fold in. */
+  private def publishNames(): Unit = if (stored.nonEmpty) {
+    try FragmentStores.adopt(fragmentDir.get, stored.toSeq, storePlan.exists(_.groupShared))
+    catch {
+      case NonFatal(e) =>
+        counts("fragment_cache.errors") += 1
+        SplitServingReader.log(s"the fragment entries this task stored are not indexed: $e")
+    }
+    stored.clear()
   }
 
   /** The tiers' task metrics (the JVM's counts and, when it ran, the Python reader's) and
