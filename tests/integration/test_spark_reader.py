@@ -204,6 +204,44 @@ def test_entries_the_jvm_stores_are_the_python_readers(spark, table, tmp_path):
         assert sorted(rows, key=repr) == sorted(python[key][1], key=repr)
 
 
+def test_a_store_the_jvm_cannot_make_loses_nothing(spark, table, tmp_path, counted):
+    """An unwritable fragment directory (its ``tmp`` a file, so no entry can be written) and
+    a result past the largest entry: the second run, which would store, stores nothing,
+    counts why, and gives the rows of Spark's own reader."""
+    name, root = table
+    spark.read.parquet(root).createOrReplaceTempView("sr_parquet")
+    sql = QUERIES[1]
+    expected = _rows(spark, sql.format(t="sr_parquet"))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "tmp").write_text("not a directory")
+    cases = {
+        "sr_store_broken": ({"fragment-result-cache.base-directory": str(broken)}, "errors"),
+        "sr_store_small": (
+            {
+                "fragment-result-cache.base-directory": str(tmp_path / "small"),
+                "fragment-result-cache.max-single-cached-entry-size": "1kB",
+            },
+            "too_large",
+        ),
+    }
+    for view, (options, why) in cases.items():
+        _view(
+            spark,
+            name,
+            view,
+            "SPARK",
+            str(tmp_path / f"cache-{view}"),
+            **{"fragment-result-cache.enabled": "true", **options},
+        )
+        for run in range(2):
+            with counted() as c:
+                got = _rows(spark, sql.format(t=view))
+            assert oracle.compare_results(expected, got, ordered=False) is None, (view, run)
+        assert c["reader.spark_splits"] > 0 and c[f"fragment_cache.{why}"] > 0, (view, c.delta)
+        assert c["fragment_cache.stores"] == 0 and c["fragment_cache.jvm_hits"] == 0, view
+
+
 def _entries(directory: str) -> dict:
     """Each entry's key (hex): its Arrow schema and rows, read by the Python cache."""
     cache = FragmentCache(
