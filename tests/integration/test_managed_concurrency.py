@@ -92,18 +92,22 @@ class Writer:
     def failed(self) -> str:
         return "writer failed:\n" + self.log.read_text()[-4000:]
 
-    def stop(self) -> None:
+    def stop(self) -> int | None:
+        """Ends the application (told there are no more jobs, killed after a minute); its
+        exit status, None when it had to be killed or was not running."""
         if self.proc is None:
-            return
-        if self.proc.poll() is None:
+            return None
+        status = self.proc.poll()
+        if status is None:
             self.proc.stdin.close()  # no more jobs: the application stops
             try:
-                self.proc.wait(timeout=60)
+                status = self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
         self.log_file.close()
+        return status
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +116,8 @@ def writer(env, tmp_path_factory):
     try:
         yield w
     finally:
-        w.stop()
+        status = w.stop()
+    assert status in (None, 0), w.failed()  # the application ended cleanly after its jobs
 
 
 def test_reader_sees_whole_commits_in_order(spark, env, tmp_path, metastore_url, writer):
