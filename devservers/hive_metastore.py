@@ -6,6 +6,8 @@ Contract:
   port (``devservers.ports``), and returns once the server answers a Thrift call
   (``get_all_databases``), or raises ``MetastoreServerStartError`` with the log's tail after
   ``start_timeout`` seconds. It takes about 30 s on this machine: share one per test session.
+  ``start()`` is ``launch()`` (the process started, nothing waited for) then ``wait_ready()``:
+  a caller with other work to do meanwhile launches first and waits when it needs the server.
 - With ``notification_listener`` (the default) the server runs the test listener
   ``raptorx.hmstest.NotificationLogListener`` (``native/src/test/java``, built into
   ``native/target/hms-test-listener.jar`` by ``native/build-test-listener.sh`` when missing or
@@ -135,6 +137,10 @@ class HiveMetastoreServer:
         return path
 
     def start(self) -> HiveMetastoreServer:
+        return self.launch().wait_ready()
+
+    def launch(self) -> HiveMetastoreServer:
+        """The server's process started on a free port; ``wait_ready()`` waits for it."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.warehouse.mkdir(exist_ok=True)
         self.port = free_port()
@@ -150,6 +156,13 @@ class HiveMetastoreServer:
         finally:
             log.close()
         atexit.register(self.stop)
+        return self
+
+    def wait_ready(self) -> HiveMetastoreServer:
+        """Returns once the launched server answers (within ``start_timeout`` seconds of this
+        call), or raises ``MetastoreServerStartError``: it exited, or did not answer in time."""
+        if self.process is None:
+            raise MetastoreServerStartError("the Hive Metastore was not launched")
         deadline = time.monotonic() + self.start_timeout
         while True:
             if self.process.poll() is not None:

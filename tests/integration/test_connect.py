@@ -58,7 +58,8 @@ def server_home(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory, server_home):
-    """pyspark's Connect server with the jar; its processes' home is ``server_home``."""
+    """pyspark's Connect server with the jar, not started yet (``client_run`` starts it once
+    the client process is on its way); its processes' home is ``server_home``."""
     jar = jar_path()
     assert jar is not None, "build the jar first: make native"
     log = tmp_path_factory.mktemp("connect-server") / "server.log"
@@ -78,7 +79,6 @@ def connect_server(tmp_path_factory, server_home):
         },
     )
     try:
-        server.start(timeout=240)
         yield server
     finally:
         server.stop()
@@ -86,7 +86,9 @@ def connect_server(tmp_path_factory, server_home):
 
 @pytest.fixture(scope="module")
 def client_run(connect_server, env, tables, tmp_path_factory):
-    """The client's whole run (one process: its start-up and session cost most of it)."""
+    """The client's whole run (one process: its start-up and session cost most of it). The
+    client imports pyspark's Connect client while the server starts, and connects when told
+    on its stdin that the server listens."""
     work = tmp_path_factory.mktemp("connect-client")
     spec = {
         "url": connect_server.url,
@@ -96,9 +98,10 @@ def client_run(connect_server, env, tables, tmp_path_factory):
         "tilde_home": str(work / "client-home"),
         "tilde_table": "tilde.t",
         "missing_provider_class": "raptorx.NoSuchProvider",
+        "start_on_stdin": True,
     }
     (work / "spec.json").write_text(json.dumps(spec))
-    done = subprocess.run(
+    client = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -107,17 +110,25 @@ def client_run(connect_server, env, tables, tmp_path_factory):
             str(work / "out.json"),
         ],
         cwd=ROOT,
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=CLIENT_TIMEOUT,
         env={
             k: v
             for k, v in os.environ.items()
             if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
         },
     )
-    assert done.returncode == 0 and (work / "out.json").is_file(), (
-        f"connect client failed ({done.returncode}):\n{done.stderr[-6000:]}"
+    try:
+        connect_server.start(timeout=240)
+        _, stderr = client.communicate("start\n", timeout=CLIENT_TIMEOUT)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.communicate()
+    assert client.returncode == 0 and (work / "out.json").is_file(), (
+        f"connect client failed ({client.returncode}):\n{stderr[-6000:]}"
     )
     out = json.loads((work / "out.json").read_text())
     print(

@@ -99,6 +99,25 @@ public class FirstTouch {
 """
 
 
+@pytest.fixture(scope="module")
+def first_touch(tmp_path_factory):
+    """``FirstTouch`` compiled once for the module (it uses only ``java.lang``): each test's
+    fresh JVM runs the class instead of compiling the source again."""
+    import subprocess
+
+    classes = tmp_path_factory.mktemp("first-touch")
+    (classes / "FirstTouch.java").write_text(FIRST_TOUCH)
+    done = subprocess.run(
+        ["javac", "-d", str(classes), str(classes / "FirstTouch.java")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return classes
+
+
 @pytest.mark.parametrize(
     "scala_object",
     [
@@ -107,18 +126,16 @@ public class FirstTouch {
         "raptorx.NativeCompatibility$EvaluatorFactory$",
     ],
 )
-def test_each_object_initializes_when_touched_first_in_a_fresh_jvm(tmp_path, scala_object):
+def test_each_object_initializes_when_touched_first_in_a_fresh_jvm(first_touch, scala_object):
     """An executor's JVM may touch any of these first (the columnar reader reads
     ``ReaderFactory``'s fields before anything else runs the check): an initialization order
     that only works when the driver's check ran first failed every task on a cluster."""
     import subprocess
     from pathlib import Path
 
-    source = tmp_path / "FirstTouch.java"
-    source.write_text(FIRST_TOUCH)
     jars = Path(pyspark.__file__).parent / "jars" / "*"
     done = subprocess.run(
-        ["java", "-cp", f"{native.jar_path()}:{jars}", str(source), scala_object],
+        ["java", "-cp", f"{first_touch}:{native.jar_path()}:{jars}", "FirstTouch", scala_object],
         capture_output=True,
         text=True,
         timeout=120,

@@ -31,6 +31,10 @@ from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.metastore.thrift_store import ThriftMetastore, parse_thrift_uris
 from tests.support.counter_deltas import CounterDeltas
 
+# The server without a listener (the last test's) starts in the background from the first
+# test on, not in that test's set-up.
+pytestmark = pytest.mark.usefixtures("hms_server_without_listener_launched")
+
 _names = itertools.count(1)
 COLUMNS = (Column("id", "bigint"), Column("price", "decimal(15,2)"), Column("day", "date"))
 KEYS = (Column("k", "int"),)
@@ -259,25 +263,6 @@ def test_cache_warm_query_makes_only_the_notification_poll(hms_uri, tmp_path):
     writer.close()
 
 
-def test_a_server_without_listener_is_said_once_and_falls_back_to_the_ttl(
-    hms_server_without_listener, tmp_path, caplog
-):
-    uri = hms_server_without_listener.uri
-    settings = settings_for(uri)
-    with open_catalog(settings) as writer:
-        db = unique_db()
-        writer.create_database(db)
-        writer.create_table(external(db, "t", tmp_path))
-        assert writer.current_notification_id() == 0
-    with caplog.at_level(logging.WARNING, logger="raptorx_py.metastore.cached_store"):
-        with CounterDeltas() as c:
-            cache = CachedMetastore(open_catalog(settings), settings, owns_metastore=True)
-            cache.close()
-    assert not cache.log_filled and c["metastore_cache.empty_notification_log"] == 1
-    warnings = [r.getMessage() for r in caplog.records if "notification log" in r.getMessage()]
-    assert len(warnings) == 1 and "hive.metastore-cache-ttl" in warnings[0]
-
-
 def test_cli_registers_lists_and_shows_through_the_hive_metastore(hms_uri, tmp_path, capsys):
     from raptorx_py.cli import main
 
@@ -371,3 +356,24 @@ def test_partitions_by_filter_are_hms_selection_then_batches_by_name(hms_uri, tm
             got = ms.get_partitions_by_filter(table, 'ds >= "2024-01-05"')
         assert [p.values for p in got] == [("2024-01-05",), ("2024-01-06",), ("2024-01-07",)]
         assert c[TRIPS] == 1 + 2 * 2  # the filter, then 2 batches x (partitions, statistics)
+
+
+def test_a_server_without_listener_is_said_once_and_falls_back_to_the_ttl(
+    hms_server_without_listener, tmp_path, caplog
+):
+    """Last in the module: the second server, launched by its first test
+    (``pytestmark``), starts while the others run."""
+    uri = hms_server_without_listener.uri
+    settings = settings_for(uri)
+    with open_catalog(settings) as writer:
+        db = unique_db()
+        writer.create_database(db)
+        writer.create_table(external(db, "t", tmp_path))
+        assert writer.current_notification_id() == 0
+    with caplog.at_level(logging.WARNING, logger="raptorx_py.metastore.cached_store"):
+        with CounterDeltas() as c:
+            cache = CachedMetastore(open_catalog(settings), settings, owns_metastore=True)
+            cache.close()
+    assert not cache.log_filled and c["metastore_cache.empty_notification_log"] == 1
+    warnings = [r.getMessage() for r in caplog.records if "notification log" in r.getMessage()]
+    assert len(warnings) == 1 and "hive.metastore-cache-ttl" in warnings[0]

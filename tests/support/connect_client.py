@@ -6,7 +6,9 @@ test process with the classic session fixture.
     python -m tests.support.connect_client SPEC.json OUT.json
 
 SPEC: ``url``, ``properties``, ``tables`` (names for ``QUERIES``), ``write_table``,
-``tilde_home`` and ``tilde_table`` (the ``~`` scenario), ``missing_provider_class``. OUT: per
+``tilde_home`` and ``tilde_table`` (the ``~`` scenario), ``missing_provider_class``, and
+``start_on_stdin`` (optional: import pyspark's Connect client, then wait for a line on stdin
+before connecting, so the imports overlap the server's start). OUT: per
 step its rows (sorted, JSON values) and the counters it added (``scan.*`` from the server's
 Python workers, via the metrics directory), or the error it raised.
 """
@@ -86,6 +88,10 @@ def main(spec_path: str, out_path: str) -> int:
     from raptorx_py import native
     from raptorx_py.session import register, tiered_session
 
+    if spec.get("start_on_stdin"):
+        import pyspark.sql.connect.session  # noqa: F401 (imported before the server listens)
+
+        sys.stdin.readline()
     out: dict = {}
     started = time.monotonic()
     counting = Counting(spec["properties"].get("metrics.directory"))

@@ -4,7 +4,9 @@
 notification listener (about 10-30 s), logs in a temporary directory, and stops it at the end
 of the session. ``hms_uri`` is its ``thrift://`` URI. Each test that needs isolation uses its
 own database names (HMS has one catalogue per server; Derby cannot be reset cheaply).
-``hms_server_without_listener`` is a second server whose notification log stays empty.
+``hms_server_without_listener`` is a second server whose notification log stays empty;
+``hms_server_without_listener_launched`` starts its process without waiting, so that a module
+(``test_thrift_metastore.py``) can run other tests while it starts.
 """
 
 from __future__ import annotations
@@ -29,11 +31,16 @@ def hms_uri(hms_server) -> str:
 
 
 @pytest.fixture(scope="session")
-def hms_server_without_listener(tmp_path_factory):
+def hms_server_without_listener_launched(tmp_path_factory):
     server = HiveMetastoreServer(
         tmp_path_factory.mktemp("hms-nolog"), notification_listener=False
-    ).start()
+    ).launch()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def hms_server_without_listener(hms_server_without_listener_launched):
+    return hms_server_without_listener_launched.wait_ready()
