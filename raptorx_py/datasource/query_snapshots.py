@@ -30,6 +30,7 @@ token: each scan takes its own snapshot, as before.
 
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 import sqlite3
@@ -81,6 +82,60 @@ class ProcessQuerySnapshots:
 
 #: This process's query snapshots (used by the driver's planner).
 in_process = ProcessQuerySnapshots()
+
+
+class ProcessQueryValues:
+    """Values fixed for the length of one query, kept in this process by ``(token, key)``:
+    what the query's first scan of a table read under its snapshot (the table, a
+    directory's raw listing), which every later scan of that table in the same query reads
+    again instead of asking the metastore or the store a second time. The same rule as the
+    query's snapshot (every scan of a table in a query reads one state of it; two LISTs of a
+    directory could even disagree while a writer adds a file), so nothing is kept beyond the
+    query: its token is new for every query, and entries go after ``max_age`` seconds or
+    when more than ``max_entries`` are kept (oldest first). A value is made outside the lock
+    (``make`` may be a round trip); two scans of one query are never planned at once, so
+    they never make one value twice. Thread-safe."""
+
+    def __init__(self, max_entries: int = 4096, max_age: float = 600.0, clock=time.monotonic):
+        self._max_entries = max_entries
+        self._max_age = max_age
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: collections.OrderedDict[tuple, tuple[float, object]] = (
+            collections.OrderedDict()
+        )
+
+    def get(self, token: str, key) -> object | None:
+        """The value the query ``token`` kept under ``key``, or None."""
+        with self._lock:
+            found = self._entries.get((token, key))
+            return None if found is None else found[1]
+
+    def put(self, token: str, key, value) -> None:
+        with self._lock:
+            now = self._clock()
+            self._entries[(token, key)] = (now, value)
+            self._entries.move_to_end((token, key))
+            while self._entries:
+                oldest_key, (at, _) = next(iter(self._entries.items()))
+                if len(self._entries) <= self._max_entries and at >= now - self._max_age:
+                    break
+                del self._entries[oldest_key]
+
+    def get_or_make(self, token: str, key, make):
+        """The value of ``key`` in the query ``token``: kept, else ``make()`` (then kept);
+        and whether it was kept."""
+        found = self.get(token, key)
+        if found is not None:
+            return found, True
+        value = make()
+        self.put(token, key, value)
+        return value, False
+
+
+#: The tables and directory listings each query's first scan of a table read (the driver's
+#: planner, and a planning worker for the scans it plans): ``source.py``, ``planner.py``.
+query_values = ProcessQueryValues()
 
 
 def default_path() -> str:

@@ -21,6 +21,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -80,6 +81,7 @@ from raptorx_py.jvm_protocol import (
     PARTITION_BY_OPTION,
 )
 from raptorx_py.metastore.cached_store import with_cached_metastore
+from raptorx_py.metastore.catalog import QuerySnapshot
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
 from raptorx_py.native import PUBLIC_NAME
@@ -359,10 +361,32 @@ class TieredHiveReader(DataSourceReader):
             # "run the query again"), in the cache's table-id check.
             return snapshot, cache.get_table(database, table_name, snapshot=snapshot)
 
-        self.snapshot, self.table = with_cached_metastore(settings, snapshot_and_table)
         token = query_token(schema)
-        if token is not None:  # the native provider's query token (query_snapshots.py)
-            self._use_query_snapshot(token)
+        #: The query's token when the driver's planner plans every scan of the query: the
+        #: values its first scan of a table read are kept for the others (query_values).
+        self.query_token = token if planning_in_driver() else None
+        table_key = ("table", database.lower(), table_name.lower())
+        kept = cast(
+            "tuple[QuerySnapshot, Table] | None",
+            query_snapshots.query_values.get(self.query_token, table_key)
+            if self.query_token is not None
+            else None,
+        )
+        self.snapshot: QuerySnapshot
+        self.table: Table
+        if kept is not None:
+            # A later scan of the table in this query: its snapshot and the table read under
+            # it (one state of the table per query), no round trip.
+            counters.add("source.query_table_reused")
+            self.snapshot, self.table = kept
+        else:
+            self.snapshot, self.table = with_cached_metastore(settings, snapshot_and_table)
+            if token is not None:  # the native provider's query token (query_snapshots.py)
+                self._use_query_snapshot(token)
+            if self.query_token is not None:
+                query_snapshots.query_values.put(
+                    self.query_token, table_key, (self.snapshot, self.table)
+                )
         # A pushed partial aggregation comes in the schema (datasource/aggregation.py): the
         # scan then reads the aggregation's input columns and returns its partial rows.
         self.aggregation = aggregation.from_schema(schema) if pushdown else None
@@ -472,6 +496,7 @@ class TieredHiveReader(DataSourceReader):
                     self.predicates,
                     snapshot=self.snapshot,
                     executors=self.executors,
+                    query=getattr(self, "query_token", None),
                 ),
             )
             record_scan(self.table, self.columns)

@@ -114,6 +114,29 @@ def test_a_second_query_lists_nothing_and_reads_only_the_snapshot(spark, planner
     assert other["metastore_cache.table_hits"] == 2 and other["metastore_cache.table_misses"] == 0
 
 
+def test_two_scans_of_one_table_in_a_query_read_it_and_list_it_once(
+    spark, planner, tables, counted
+):
+    """Every cache off: the query's second scan of a table reads the table and the listing
+    its first scan read under the query's snapshot (``query_snapshots.query_values``), with
+    no round trip and no LIST of its own; the next query reads them again."""
+    tables.managed("t", [1, 2, 3])
+    opts = {"hive.metastore.url": tables.url}
+    load(spark, "db.t", opts).createOrReplaceTempView("dp_twice")
+    sql = (
+        "SELECT a.id FROM dp_twice a JOIN (SELECT k, max(id) AS m FROM dp_twice GROUP BY k) b "
+        "ON a.k = b.k AND a.id = b.m"
+    )
+    expected = sorted(max(rows_of(k)) for k in (1, 2, 3))
+    for _ in range(2):
+        with counted() as c:
+            assert sorted(r[0] for r in spark.sql(sql).collect()) == expected
+        assert c["planning.scans"] == 2, c.delta
+        assert c["storage.listings"] == 3, c.delta  # the first scan's, one per partition
+        assert c["planner.listings_reused_in_query"] == 3, c.delta
+        assert c["source.query_table_reused"] == 1, c.delta
+
+
 def commit_in_another_process(url: str, location: str, k: int) -> int:
     """Add partition ``k`` to ``db.t`` in one transaction of a separate Python process;
     its write id."""

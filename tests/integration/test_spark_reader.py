@@ -356,3 +356,49 @@ def test_a_rewritten_file_is_read_anew(spark, env, tmp_path, counted):
     assert after == _rows(spark, sql.replace("sr_rewritten", "sr_rewritten_parquet"))
     assert after != before
     assert c["block_cache.misses"] > 0  # the new version's blocks, not the old ones
+
+
+def _reader_functions_built(spark) -> int:
+    """How many Spark reader functions the driver's JVM built (``JvmParquetRead.prepare``)."""
+    holder = spark._jvm.java.lang.Class.forName(
+        "org.apache.spark.sql.execution.python.raptorx.JvmParquetRead$ReaderFunctions$"
+    )
+    return int(holder.getField("MODULE$").get(None).built())
+
+
+def test_a_repeated_scan_reuses_sparks_reader_function(spark, table, tmp_path):
+    """A scan's reader function (and the Hadoop configuration it broadcasts) is built once per
+    distinct schema, filters, SQL settings and Hadoop settings: a repeat of the query builds
+    none, with the same rows; another filter value, another SQL setting or another Hadoop
+    setting of the read builds a new one."""
+    name, root = table
+    spark.read.parquet(root).createOrReplaceTempView("sr_parquet")
+    _view(spark, name, "sr_reuse", "SPARK")
+    sql = "SELECT id, s FROM {t} WHERE id > {v}"
+    expected = sorted(_rows(spark, sql.format(t="sr_parquet", v=100)))
+    assert sorted(_rows(spark, sql.format(t="sr_reuse", v=100))) == expected
+    built = _reader_functions_built(spark)
+    for _ in range(2):
+        assert sorted(_rows(spark, sql.format(t="sr_reuse", v=100))) == expected
+    assert _reader_functions_built(spark) == built
+    assert sorted(_rows(spark, sql.format(t="sr_reuse", v=2500))) == sorted(
+        _rows(spark, sql.format(t="sr_parquet", v=2500))
+    )
+    assert _reader_functions_built(spark) == built + 1
+    before = spark.conf.get("spark.sql.parquet.filterPushdown")
+    spark.conf.set("spark.sql.parquet.filterPushdown", "false")
+    try:
+        assert sorted(_rows(spark, sql.format(t="sr_reuse", v=100))) == expected
+        assert _reader_functions_built(spark) == built + 2
+    finally:
+        spark.conf.set("spark.sql.parquet.filterPushdown", before)
+    _view(spark, name, "sr_reuse_conf", "SPARK", **{"hive.s3.region": "eu-west-3"})
+    assert sorted(_rows(spark, sql.format(t="sr_reuse_conf", v=100))) == expected
+    assert _reader_functions_built(spark) == built + 3
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop.set("raptorx.test.reader-function", "1")
+    try:
+        assert sorted(_rows(spark, sql.format(t="sr_reuse", v=100))) == expected
+        assert _reader_functions_built(spark) == built + 4
+    finally:
+        hadoop.unset("raptorx.test.reader-function")

@@ -1,5 +1,6 @@
 """The per-query snapshot store behind one snapshot per query: the first scan's snapshot wins
-for its query and table, other queries and tables are apart, old entries expire."""
+for its query and table, other queries and tables are apart, old entries expire; the values a
+query's first scan of a table read (its table, its listings) are kept for that query only."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from raptorx_py.datasource.query_snapshots import (
     MAX_AGE,
     TOKEN_KEY,
     ProcessQuerySnapshots,
+    ProcessQueryValues,
     query_token,
     snapshot_for_query,
 )
@@ -47,3 +49,26 @@ def test_the_in_process_store_keeps_the_same_rule():
     clock.advance(MAX_AGE + 1)
     store.snapshot_for_query("q3", "db.t", {"v": 5})  # expires the rest
     assert store.snapshot_for_query("q1", "db.t", {"v": 6}) == {"v": 6}
+
+
+def test_a_querys_values_are_its_own_and_go_by_age_and_count():
+    clock = FakeClock()
+    values = ProcessQueryValues(max_entries=3, max_age=60.0, clock=clock)
+    made = []
+
+    def make(v):
+        return lambda: made.append(v) or v
+
+    assert values.get_or_make("q1", ("listing", "a"), make(("f1",))) == (("f1",), False)
+    assert values.get_or_make("q1", ("listing", "a"), make(("f2",))) == (("f1",), True)
+    assert values.get_or_make("q2", ("listing", "a"), make(("f3",))) == (("f3",), False)
+    assert values.get_or_make("q1", ("listing", "b"), make(())) == ((), False)
+    assert values.get_or_make("q1", ("listing", "b"), make(("x",))) == ((), True)  # empty kept
+    assert made == [("f1",), ("f3",), ()]
+    values.put("q3", "t", 1)  # a fourth entry: the oldest goes
+    assert values.get("q1", ("listing", "a")) is None
+    assert values.get("q2", ("listing", "a")) == ("f3",)
+    clock.advance(61)
+    values.put("q4", "t", 2)  # past max_age: every older entry goes
+    assert values.get("q2", ("listing", "a")) is None and values.get("q3", "t") is None
+    assert values.get("q4", "t") == 2

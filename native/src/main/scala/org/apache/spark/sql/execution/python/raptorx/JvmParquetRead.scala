@@ -5,8 +5,10 @@ import java.time.LocalDate
 import scala.util.Try
 import scala.util.control.NonFatal
 
+import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
+import org.apache.spark.SparkContext
 import org.apache.spark.paths.SparkPath
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.InternalRow
@@ -165,11 +167,88 @@ object JvmParquetRead {
           "tables put hadoop-aws and the AWS SDK on Spark's classpath")
     }
     CachedFiles.configure(hadoopConf)
-    val function = format.buildReaderWithPartitionValues(spark, dataSchema, partitionSchema,
-      dataSchema, filters, Map(FileFormat.OPTION_RETURNING_BATCH -> "true"), hadoopConf)
+    val function = ReaderFunctions.get(
+      ReaderFunctions.Key(spark.sparkContext, dataSchema, partitionSchema,
+        ReaderFunctions.digest(filters), spark.sessionState.conf.getAllConfs,
+        ReaderFunctions.digest(hadoopConf))) {
+      format.buildReaderWithPartitionValues(spark, dataSchema, partitionSchema,
+        dataSchema, filters, Map(FileFormat.OPTION_RETURNING_BATCH -> "true"), hadoopConf)
+    }
     val order = readSchema.fields.map(f => readerSchema.fieldNames.indexOf(f.name))
     Right(new JvmParquetRead(function,
       partitionFields.map(f => (keyIndex(f.name), f.dataType)).toIndexedSeq, order, predicate))
+  }
+
+  /**
+   * Spark's reader functions already built, by everything one depends on (an LRU of
+   * [[MaxKept]]). `buildReaderWithPartitionValues` broadcasts the scan's Hadoop
+   * configuration (about 1,000 settings, serialized and compressed) on every call: the most
+   * of a scan's preparation on the driver (JFR, 2026-11-27). The function is a closure over
+   * its arguments only: the schemas and filters, the session's SQL settings when it is built
+   * (`getAllConfs`: every setting given; the others are this JVM's defaults), and the Hadoop
+   * configuration it broadcasts (its raw entries, as the broadcast writes them, by a
+   * digest). The filters are keyed by their serialized form, so values equal by `==` but
+   * not alike (`1` and `1L`, `0.0` and `-0.0`, arrays) are told apart. So an equal key
+   * builds an equal function, and a repeated query's scans reuse
+   * the broadcast instead of making another. The SparkContext is in the key (the broadcast
+   * is its); a new context never meets an old entry.
+   */
+  private[raptorx] object ReaderFunctions {
+    val MaxKept = 64
+    final case class Key(context: SparkContext, dataSchema: StructType,
+                         partitionSchema: StructType, filtersDigest: String,
+                         sqlConf: Map[String, String], hadoopDigest: String)
+
+    private val kept = new java.util.LinkedHashMap[Key, PartitionedFile => Iterator[InternalRow]](
+      16, 0.75f, true) {
+      override def removeEldestEntry(
+          eldest: java.util.Map.Entry[Key, PartitionedFile => Iterator[InternalRow]]): Boolean =
+        size() > MaxKept
+    }
+    private val builtCount = new java.util.concurrent.atomic.AtomicLong()
+
+    /** How many functions were built (not reused) since this JVM started (tests). */
+    def built: Long = builtCount.get()
+
+    def get(key: Key)(build: => PartitionedFile => Iterator[InternalRow])
+        : PartitionedFile => Iterator[InternalRow] = {
+      val hit = kept.synchronized(kept.get(key))
+      if (hit != null && !key.context.isStopped) hit
+      else {
+        val function = build
+        builtCount.incrementAndGet()
+        kept.synchronized(kept.put(key, function))
+        function
+      }
+    }
+
+    /** A digest of `filters`' Java serialization (their classes and values, exactly). */
+    def digest(filters: Seq[sources.Filter]): String = {
+      val bytes = new java.io.ByteArrayOutputStream()
+      val out = new java.io.ObjectOutputStream(bytes)
+      out.writeObject(filters.toArray[AnyRef])
+      out.close()
+      java.util.HexFormat.of().formatHex(
+        java.security.MessageDigest.getInstance("SHA-256").digest(bytes.toByteArray))
+    }
+
+    /** A digest of `conf`'s raw entries (what `Configuration.write` serializes), sorted. */
+    def digest(conf: Configuration): String = {
+      val entries = new java.util.TreeMap[String, String]()
+      val it = conf.iterator()
+      while (it.hasNext) {
+        val e = it.next()
+        entries.put(e.getKey, e.getValue)
+      }
+      val md = java.security.MessageDigest.getInstance("SHA-256")
+      entries.forEach { (k, v) =>
+        md.update(k.getBytes(java.nio.charset.StandardCharsets.UTF_8))
+        md.update(0.toByte)
+        md.update(String.valueOf(v).getBytes(java.nio.charset.StandardCharsets.UTF_8))
+        md.update(0.toByte)
+      }
+      java.util.HexFormat.of().formatHex(md.digest())
+    }
   }
 
   private def parsable(t: DataType): Boolean = t match {
