@@ -299,6 +299,8 @@ def test_raptorx_cache_stats_shows_every_tiers_counters_of_a_running_application
         "cache.enabled": "true",
         "hive.parquet.metadata-cache-enabled": "true",
         "fragment-result-cache.enabled": "true",
+        # The footer cache serves the Python reader; Spark's reads footers through blocks.
+        "hive.parquet.reader": "PYTHON",
     }
     cli_props = {**env.properties, **tiers_on, "hive.metastore.url": tables.url}
 
