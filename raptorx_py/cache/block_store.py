@@ -320,7 +320,7 @@ class BlockStore:
                     current = None
                 if inode is None or current == inode:
                     self._drop_row(conn, name)
-                    _remove(path)
+                    cache_files.remove_if_present(path)
         except (OSError, sqlite3.Error) as e:
             log.debug("block cache: could not remove corrupt block %s: %s", path, e)
 
@@ -351,7 +351,7 @@ class BlockStore:
                     self._verified.pop(name, None)
                     self._drop_row(conn, name)
                     if _BLOCK_NAME.match(name):  # else a damaged row: it names no file
-                        _remove(self.path_of(name))
+                        cache_files.remove_if_present(self.path_of(name))
             return len(names)
         except (OSError, sqlite3.Error) as e:
             # A damaged index is rebuilt from the files, then the drop runs on it: a clear
@@ -398,10 +398,10 @@ class BlockStore:
             return True
         except (OSError, sqlite3.Error) as e:
             if published:  # the index rolled back: a file without its row is not kept
-                _remove(published)
+                cache_files.remove_if_present(published)
             if is_damage(e) and self.heal(e) and retry:
                 if tmp is not None:
-                    _remove(tmp)
+                    cache_files.remove_if_present(tmp)
                     tmp = None
                 return self.put(key, index, payload, retry=False)
             counters.add("block_cache.put_errors")
@@ -413,7 +413,7 @@ class BlockStore:
             return False
         finally:
             if tmp is not None:
-                _remove(tmp)
+                cache_files.remove_if_present(tmp)
 
     def _write_temp(self, name: str, payload) -> str:
         tmp = os.path.join(self.tmp_dir, f"{os.getpid()}.{secrets.token_hex(8)}.part")
@@ -422,12 +422,12 @@ class BlockStore:
                 f.write(payload)
                 f.write(encode_trailer(self._secret, name, payload))
         except OSError as e:
-            _remove(tmp)
+            cache_files.remove_if_present(tmp)
             if e.filename is None:  # a failed write ("No space left on device") names no file
                 raise OSError(e.errno, e.strerror, tmp) from e
             raise
         except BaseException:
-            _remove(tmp)
+            cache_files.remove_if_present(tmp)
             raise
         return tmp
 
@@ -495,7 +495,7 @@ class BlockStore:
                         continue
                     self._upsert_row(conn, name, size, now)
                     adopted += 1
-            _remove(entry.path)
+            cache_files.remove_if_present(entry.path)
         if adopted:
             counters.add("block_cache.adopted", adopted)
         return adopted
@@ -552,7 +552,7 @@ class BlockStore:
                 # A row damaged in a way SQLite did not notice names no block file: its row
                 # goes, and nothing is unlinked for it.
                 if isinstance(name, str) and _BLOCK_NAME.match(name):
-                    _remove(self.path_of(name))
+                    cache_files.remove_if_present(self.path_of(name))
                 total -= size if isinstance(size, int) else 0
                 evicted += 1
         if evicted:
@@ -733,8 +733,8 @@ class BlockStore:
         try:
             os.replace(probe, probe + ".ok")
         finally:
-            _remove(probe)
-        _remove(probe + ".ok")
+            cache_files.remove_if_present(probe)
+        cache_files.remove_if_present(probe + ".ok")
         self._publish_capacity()
 
     def _publish_capacity(self) -> None:
@@ -747,7 +747,7 @@ class BlockStore:
                 f.write(f"{self.max_size}\n".encode())
             os.replace(tmp, os.path.join(self.directory, CAPACITY_FILE))
         finally:
-            _remove(tmp)
+            cache_files.remove_if_present(tmp)
 
     def recover(self) -> dict[str, int]:
         """Make index and disk agree after crashes; returns what was fixed, by kind."""
@@ -772,7 +772,7 @@ class BlockStore:
                 if not _BLOCK_NAME.match(name) or os.path.dirname(path) != os.path.dirname(
                     self.path_of(name)
                 ):
-                    _remove(path)
+                    cache_files.remove_if_present(path)
                     fixed["foreign_files"] += 1
                     continue
                 try:
@@ -783,7 +783,7 @@ class BlockStore:
                     if st.st_size == rows[name]:
                         on_disk.add(name)
                     else:  # torn or truncated: its row goes with the rows of missing files
-                        _remove(path)
+                        cache_files.remove_if_present(path)
                         fixed["partial_files"] += 1
                         torn += 1
                 elif self.verify_file(path):
@@ -794,7 +794,7 @@ class BlockStore:
                     on_disk.add(name)
                     fixed["adopted"] += 1
                 else:
-                    _remove(path)
+                    cache_files.remove_if_present(path)
                     fixed["partial_files"] += 1
             gone = [(name,) for name in rows if name not in on_disk]
             conn.executemany("DELETE FROM blocks WHERE name = ?", gone)
@@ -814,7 +814,7 @@ class BlockStore:
             except FileNotFoundError:
                 continue
             if m is None or not _pid_alive(int(m.group(1))) or age > ORPHAN_AGE:
-                _remove(entry.path)
+                cache_files.remove_if_present(entry.path)
                 removed += 1
         return removed
 
@@ -875,11 +875,6 @@ def _pread_exact(fd: int, offset: int, length: int, dest):
         data = os.pread(fd, length, offset)
         return data if len(data) == length else None
     return True if os.preadv(fd, [dest], offset) == length else None
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
 
 
 def _scandir(path: str) -> list[os.DirEntry]:

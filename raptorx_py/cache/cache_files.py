@@ -24,6 +24,7 @@ is ours (a shared directory someone else owns is left as it is).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import hmac
@@ -127,6 +128,12 @@ def load_secret(directory: str, file_mode: int) -> bytes:
         finally:
             os.unlink(tmp)
     raise OSError(f"cannot set up the cache secret {path}")
+
+
+def remove_if_present(path: str) -> None:
+    """Unlink ``path``; one already gone (another process removed it) is no error."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def keyed_mac(secret: bytes, name: bytes, payload) -> bytes:

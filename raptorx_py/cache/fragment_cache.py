@@ -85,7 +85,6 @@ directory. Files are created 0600 in a 0700 directory (``cache.group-shared``: 0
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import logging
@@ -103,7 +102,14 @@ import diskcache
 import pyarrow as pa
 from diskcache.core import DBNAME, MODE_BINARY, UNKNOWN
 
-from raptorx_py.cache.cache_files import load_secret, make_dirs, modes, opener, touch
+from raptorx_py.cache.cache_files import (
+    load_secret,
+    make_dirs,
+    modes,
+    opener,
+    remove_if_present,
+    touch,
+)
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.metrics import counters, node_gauge
 from raptorx_py.sqlite_wal import connect_read_only, is_damage, set_aside, set_up_lock
@@ -309,7 +315,6 @@ class FragmentCache:
         self._files = self._index.disk
         counters.add("fragment_cache.index_rebuilt")
         kept = dropped = 0
-        now = time.time()
         for name in self._entry_names(""):
             key = bytes.fromhex(name)
             path = entry_path(self.directory, key)
@@ -321,16 +326,17 @@ class FragmentCache:
                 continue
             checked = self._check(key, data)
             if checked is None or checked is _EXPIRED or checked is _OTHER_FORMAT:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
+                remove_if_present(path)
                 dropped += 1
                 if checked is None:
                     counters.add("fragment_cache.corrupt")
                 continue
             expires_ms = _PREFIX.unpack(data[: _PREFIX.size])[2]
-            remaining = max(expires_ms / 1000 - now, 0.001) if expires_ms else None
             self._index.set(
-                key, _Written(_entry_name(key), st.st_size), expire=remaining, tag=st.st_mtime_ns
+                key,
+                _Written(_entry_name(key), st.st_size),
+                expire=_index_expiry(expires_ms),
+                tag=st.st_mtime_ns,
             )
             kept += 1
         if self.directory not in _rebuilt_logged:
@@ -502,8 +508,7 @@ class FragmentCache:
                     )
                     os.replace(tmp, path)
                 except BaseException:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(tmp)
+                    remove_if_present(tmp)
                     raise
                 self._adopt_locked()
                 try:
@@ -534,8 +539,7 @@ class FragmentCache:
                 f.write(header)
                 f.write(memoryview(stream))
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+            remove_if_present(tmp)
             raise
         return tmp
 
@@ -620,8 +624,7 @@ class FragmentCache:
         # The names files go after the commit: a failed transaction leaves them for the
         # next fold.
         for names_path in names_files:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(names_path)
+            remove_if_present(names_path)
         if adopted:
             counters.add("fragment_cache.adopted", adopted)
         return adopted
@@ -647,29 +650,26 @@ class FragmentCache:
         except FileNotFoundError:
             return False
         if len(prefix) < _PREFIX.size:
-            self._unlink_quietly(path)
+            remove_if_present(path)
             counters.add("fragment_cache.corrupt")
             return False
         magic, fmt, expires_ms = _PREFIX.unpack(prefix)
-        now = self._clock()
-        if magic != ENTRY_MAGIC or fmt != ENTRY_FORMAT or (expires_ms and now * 1000 > expires_ms):
-            self._unlink_quietly(path)
+        expired = expires_ms and self._clock() * 1000 > expires_ms
+        if magic != ENTRY_MAGIC or fmt != ENTRY_FORMAT or expired:
+            remove_if_present(path)
             return False
         if len(self._index) >= self.max_entries:
-            self._unlink_quietly(path)
+            remove_if_present(path)
             counters.add("fragment_cache.full")
             return False
-        remaining = max(expires_ms / 1000 - now, 0.001) if expires_ms else None
         return bool(
             self._index.add(
-                key, _Written(_entry_name(key), st.st_size), expire=remaining, tag=st.st_mtime_ns
+                key,
+                _Written(_entry_name(key), st.st_size),
+                expire=_index_expiry(expires_ms),
+                tag=st.st_mtime_ns,
             )
         )
-
-    @staticmethod
-    def _unlink_quietly(path: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
 
     def _heal(self, error: BaseException) -> bool:
         """Rebuild a damaged index (``_rebuild_index``) after a store met it; False (logged)
@@ -780,6 +780,12 @@ class FragmentCache:
 
     def close(self) -> None:
         self._index.close()
+
+
+def _index_expiry(expires_ms: int) -> float | None:
+    """The seconds an index row keeps for an entry whose header expires at ``expires_ms``
+    (0: never): the index's expiry runs on the wall clock (diskcache's ``time.time``)."""
+    return max(expires_ms / 1000 - time.time(), 0.001) if expires_ms else None
 
 
 #: ``FragmentCache._decode``'s answer for a valid entry past its expiry.
