@@ -26,14 +26,26 @@ from raptorx_py.hive.model import (
     Partition,
     Table,
 )
-from raptorx_py.metastore.cached_store import CachedMetastore
+from raptorx_py.metastore.cached_store import CachedMetastore, close_cached_metastores
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.metastore.thrift_store import ThriftMetastore, parse_thrift_uris
 from tests.support.counter_deltas import CounterDeltas
 
 # The server without a listener (the last test's) starts in the background from the first
 # test on, not in that test's set-up.
-pytestmark = pytest.mark.usefixtures("hms_server_without_listener_launched")
+pytestmark = pytest.mark.usefixtures(
+    "hms_server_without_listener_launched", "no_background_metastore_refresh"
+)
+
+
+@pytest.fixture(scope="module")
+def no_background_metastore_refresh():
+    """Stop the refresh threads that earlier modules' queries left in this process's registry
+    of metastore caches: one polling the shared server would apply this module's events too,
+    and the counters below are process-wide."""
+    close_cached_metastores()
+    yield
+
 
 _names = itertools.count(1)
 COLUMNS = (Column("id", "bigint"), Column("price", "decimal(15,2)"), Column("day", "date"))
@@ -256,9 +268,11 @@ def test_cache_warm_query_makes_only_the_notification_poll(hms_uri, tmp_path):
             assert len(query()) == 2
         assert warm[TRIPS] == 1 and warm["metastore_cache.partition_hits"] == 1
         writer.add_partitions(table, partitions(table, 1, start=7))
+        seen = cache.last_event_id
         with CounterDeltas() as after:
             assert [p.values for p in query()][-1] == ("7",)
         assert after["metastore_cache.events_applied"] == 1
+        assert cache.last_event_id == seen + 1
         assert after["metastore_cache.partition_misses"] == 1
     writer.close()
 
