@@ -76,6 +76,7 @@ def stages_of(spark: Any, group: str, started_ms: int) -> list[dict[str, Any]]:
                         "end_ms": _relative(d.completionTime(), started_ms),
                         "run_ms": d.executorRunTime(),
                         "cpu_ms": d.executorCpuTime() // 1_000_000,
+                        "gc_ms": d.jvmGcTime(),
                         "input_records": d.inputRecords(),
                     }
                 )
