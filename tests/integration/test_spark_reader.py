@@ -125,8 +125,9 @@ def test_one_task_mixes_fragment_hits_and_sparks_reader_and_repeats_end_as_hits(
     """AUTO with the fragment cache: a split planned before is read by Spark's reader, which
     stores its fragment (no Python worker); a new one is read without storing. One task (one
     wave of one) holds all three. The partitions are sealed (trusted statistics): ``id <
-    3000`` holds for every row of k=a and none of the others, so its split evaluates no
-    predicate and shares its fragment key with the unfiltered query's."""
+    3000`` holds for every row of k=a and none of the others, so its split evaluates ``b``
+    only and shares its fragment key with the second query's. ``b`` keeps a third of each
+    split's rows: selective enough to be stored."""
     root = str(tmp_path / "t")
     _write(root)
     name = f"{env.unique_db('sparkreader')}.t"
@@ -141,8 +142,8 @@ def test_one_task_mixes_fragment_hits_and_sparks_reader_and_repeats_end_as_hits(
     }
     _view(spark, name, "sr_auto", "AUTO", str(tmp_path / "cache"), **options)
     spark.read.parquet(root).createOrReplaceTempView("sr_parquet")
-    one = "SELECT id, s FROM {t} WHERE id < 3000"
-    every = "SELECT id, s FROM {t}"
+    one = "SELECT id, s FROM {t} WHERE id < 3000 AND b"
+    every = "SELECT id, s FROM {t} WHERE b"
     with counted() as first:
         assert _rows(spark, one.format(t="sr_auto")) == _rows(spark, one.format(t="sr_parquet"))
     assert first["reader.spark_splits"] == 1 and first["reader.python_tasks"] == 0
@@ -177,7 +178,8 @@ def test_one_task_mixes_fragment_hits_and_sparks_reader_and_repeats_end_as_hits(
 def test_entries_the_jvm_stores_are_the_python_readers(spark, table, tmp_path):
     """Every query run twice through Spark's reader (the second stores) and twice through the
     Python reader, each with its own fragment cache: the same keys, and under each key the
-    same Arrow schema (the one pyspark checks a Python reader's batches against) and rows."""
+    same Arrow schema (the one pyspark checks a Python reader's batches against) and rows.
+    Each query has a row filter: a split without one keeps no fragment in the JVM."""
     name, _ = table
     by_reader = {}
     for reader in ("SPARK", "PYTHON"):
@@ -193,15 +195,51 @@ def test_entries_the_jvm_stores_are_the_python_readers(spark, table, tmp_path):
                 "fragment-result-cache.base-directory": fragments,
             },
         )
-        for sql in (QUERIES[0], QUERIES[1], QUERIES[5]):  # every type; filters on each kind
+        every_type = "SELECT * FROM {t} WHERE b"
+        for sql in (every_type, QUERIES[1], QUERIES[5]):  # filters on each kind
             for _ in range(2):
                 _rows(spark, sql.format(t=f"sr_store_{reader}"))
         by_reader[reader] = _entries(fragments)
     jvm, python = by_reader["SPARK"], by_reader["PYTHON"]
-    assert jvm and set(jvm) == set(python)
+    assert jvm and set(jvm) == set(python), (sorted(jvm), sorted(python))
     for key, (schema, rows) in jvm.items():
         assert schema.equals(python[key][0]), (schema, python[key][0])
         assert sorted(rows, key=repr) == sorted(python[key][1], key=repr)
+
+
+def test_a_split_with_no_row_filter_left_keeps_no_fragment(spark, table, tmp_path, counted):
+    """Spark's reader reading a split with no row filter left (no predicate, or one its
+    sealed partition's statistics make true) neither looks up nor stores its fragment: the
+    block cache serves it. A filtered query on the same table still stores on its second
+    run. Every run gives the rows of Spark's own reader."""
+    name, root = table
+    _view(
+        spark,
+        name,
+        "sr_unfiltered",
+        "SPARK",
+        str(tmp_path / "cache"),
+        **{
+            "fragment-result-cache.enabled": "true",
+            "fragment-result-cache.base-directory": str(tmp_path / "fragments"),
+        },
+    )
+    spark.read.parquet(root).createOrReplaceTempView("sr_parquet")
+    for sql, stored in (("SELECT id, s FROM {t}", 0), ("SELECT id, s FROM {t} WHERE b", 3)):
+        expected = _rows(spark, sql.format(t="sr_parquet"))
+        runs = []
+        for _ in range(3):
+            with counted() as c:
+                got = _rows(spark, sql.format(t="sr_unfiltered"))
+            assert oracle.compare_results(expected, got, ordered=False) is None, sql
+            runs.append(c)
+        second, third = runs[1], runs[2]
+        assert second["planning.unfiltered_splits"] == 3 - stored, (sql, second.delta)
+        assert second["fragment_cache.jvm_stores"] == stored, (sql, second.delta)
+        assert third["fragment_cache.jvm_hits"] == stored, (sql, third.delta)
+        assert third["reader.spark_splits"] == 3 - stored, (sql, third.delta)
+        assert third["fragment_cache.misses"] == 0, (sql, third.delta)
+        assert third["block_cache.hits"] > 0 or stored, (sql, third.delta)
 
 
 def test_a_store_the_jvm_cannot_make_loses_nothing(spark, table, tmp_path, counted):

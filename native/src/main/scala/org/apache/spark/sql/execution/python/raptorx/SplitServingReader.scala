@@ -148,6 +148,7 @@ class SplitServingReader(
       case _ => return null
     }
     val key = h.keys(i)
+    if (key == FragmentHits.NoKey) return null // nothing to look up: not counted as a miss
     try {
       FragmentHits.verified(d, s, key, System.currentTimeMillis()) match {
         case None =>
