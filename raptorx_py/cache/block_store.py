@@ -5,7 +5,8 @@ Layout of ``directory``::
 
     index.sqlite              the index (WAL mode): one row per block file
     cache.secret              the key of every block's MAC (``cache_files``)
-    capacity                  ``max_size`` in bytes (text), written when a store opens
+    capacity                  ``max_size`` in bytes and the bytes the index held (two text
+                              lines), written when a store opens and when it adopts
     tmp/<pid>.<random>.part   blocks being written (published by os.replace)
     data/<kk>/<key>-<index>   one file per block, fanned out by the key's first two hex digits
     adopt/<pid>.<random>.names  blocks a JVM published, for the index (one name a line)
@@ -24,7 +25,8 @@ The JVM reads and writes the same files (``native/src/main/scala/raptorx/cache/
 BlockFiles.scala``, whose constants are spelled once there and once here). It has no SQLite
 driver, so it cannot index what it publishes: it publishes (temp file + atomic rename, its
 own pid in the temp name) an ``adopt/*.names`` file naming them, which a store folds into
-the index (``adopt_published``), and it reads ``capacity`` to know how far it may fill.
+the index (``adopt_published``), and it reads ``capacity`` to know how far it may fill:
+the room the index left at its last adoption, or a tenth of the capacity when that is more.
 """
 
 from __future__ import annotations
@@ -461,6 +463,9 @@ class BlockStore:
                 if adopted:
                     self._flush_touches(conn)
                     self._evict_locked(conn, self.max_size)
+                row = conn.execute("SELECT bytes FROM totals").fetchone()
+            # After the commit: a JVM reading it may fill the room the index now leaves.
+            self._publish_capacity(int(row[0]) if row else 0)
             return adopted
         except (OSError, sqlite3.Error) as e:
             log.debug("block cache: could not adopt published blocks in %s: %s", self.directory, e)
@@ -737,14 +742,19 @@ class BlockStore:
         cache_files.remove_if_present(probe + ".ok")
         self._publish_capacity()
 
-    def _publish_capacity(self) -> None:
-        """Write ``max_size`` to ``capacity`` (temp file + ``os.replace``): how far a JVM may
-        fill the directory before a store adopts and evicts its blocks. The last store
-        opened wins (stores of one node share their settings)."""
+    def _publish_capacity(self, held: int | None = None) -> None:
+        """Write ``max_size`` and ``held``, the bytes the index holds, to ``capacity`` (temp
+        file + ``os.replace``): how far a JVM may fill the directory before a store adopts
+        and evicts its blocks (``BlockCachingFileSystem.scala``: the room left, at least a
+        tenth of the capacity; the blocks Python stores after this count only at the next
+        adoption, so the directory may pass the bound by those until then). The last store
+        to write wins (stores of one node share their settings). ``held`` None: a store
+        opening, which has not read the index yet: the JVM then keeps to the tenth."""
         tmp = os.path.join(self.tmp_dir, f"{os.getpid()}.{secrets.token_hex(8)}.part")
+        text = f"{self.max_size}\n" if held is None else f"{self.max_size}\n{held}\n"
         try:
             with open(tmp, "xb", opener=self._opener) as f:
-                f.write(f"{self.max_size}\n".encode())
+                f.write(text.encode())
             os.replace(tmp, os.path.join(self.directory, CAPACITY_FILE))
         finally:
             cache_files.remove_if_present(tmp)

@@ -159,6 +159,15 @@ def test_blocks_the_jvm_publishes_are_adopted_and_read_by_python(jvm, tmp_path):
     assert set(store.entries()) == set(names[1:]) and store.total_bytes() == 3 * size
     assert store.read(KEY, 3, BS, 10, 100) == _payload(3)[10:110]
     assert jvm.read(directory, secret, names[0], BS) is None  # evicted: a plain miss
+    # What the JVM may publish before the next adoption: the room the index left (none,
+    # full), but a tenth of the capacity at least; all of it when the index is empty.
+    path = jvm.path(directory)
+    assert jvm.blocks.held(path).get() == 3 * size
+    fill_room = jvm.jvm.raptorx.cache.BlockCachingFileSystem.fillRoom
+    assert fill_room(3 * size, jvm.blocks.held(path)) == 3 * size // 10
+    assert store.drop_prefix("") == 3 and store.adopt_published() == 0
+    assert jvm.blocks.held(path).get() == 0
+    assert fill_room(3 * size, jvm.blocks.held(path)) == 3 * size
 
 
 def test_a_group_shared_jvm_publish_is_group_readable(jvm, tmp_path):

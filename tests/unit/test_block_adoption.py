@@ -182,6 +182,25 @@ def test_the_store_publishes_its_capacity(tmp_path):
     assert os.listdir(store.tmp_dir) == []
 
 
+def test_each_adoption_publishes_the_bytes_the_index_holds(tmp_path):
+    """The JVM may fill the room the index left at the last adoption (a tenth of the
+    capacity at least, ``BlockCachingFileSystem.fillRoom``): the second line of
+    ``capacity``, written after the adoption's commit, even when nothing was adopted."""
+    store = _store(tmp_path, max_size=10 * BLOCK)
+    path = os.path.join(store.directory, block_store.CAPACITY_FILE)
+    assert store.adopt_published() == 0
+    assert open(path).read() == f"{10 * BLOCK}\n0\n"
+    publish_like_jvm(store, [_name(1), _name(2)])
+    assert store.put(KEY, 3, _payload(3))  # a put folds the published blocks in too
+    assert store.adopt_published() == 0
+    assert (
+        open(path).read()
+        == f"{10 * BLOCK}\n{3 * BLOCK}\n"
+        == f"{10 * BLOCK}\n{store.total_bytes()}\n"
+    )
+    assert os.listdir(store.tmp_dir) == []
+
+
 def test_the_trailer_is_hmac_sha256_of_length_name_and_payload(tmp_path):
     store = _store(tmp_path)
     assert store.put(KEY, 7, _payload(7))

@@ -106,8 +106,11 @@ object CachedFiles {
  *   `raptorx.block-fetch-threads` (16) threads per JVM.
  * - Capacity: the JVM cannot update the store's SQLite index, so it publishes the names of
  *   the blocks it wrote (`adopt/`), which the Python store folds in and evicts by; while the
- *   blocks waiting there exceed a tenth of the store's capacity (its `capacity` file),
- *   blocks are read without being stored (`block_cache.jvm_fill_deferred`).
+ *   blocks waiting there exceed the room the store's index left at its last adoption, or a
+ *   tenth of its capacity when that is more (its `capacity` file), blocks are read without
+ *   being stored (`block_cache.jvm_fill_deferred`). The store adopts when a scan is planned,
+ *   before any of its blocks is read, so with a tenth alone one query could fill no more
+ *   than a tenth of the cache (SF 10, Q21: 845 of 3,100 blocks).
  *
  * Limits: no listing, writing or renaming (Spark's reader needs none); a file's identity is
  * the planner's, so a path must be registered ([[CachedFiles]]) by the task reading it.
@@ -152,8 +155,15 @@ class BlockCachingFileSystem extends FileSystem {
 
 object BlockCachingFileSystem {
   val FetchThreadsKey = "raptorx.block-fetch-threads"
-  /** Blocks published and not yet adopted may take this share of the store's capacity. */
+  /** Blocks published and not yet adopted may take at least this share of the store's
+   * capacity (1/10), whatever room its index left. */
   val UnadoptedShare = 10
+
+  /** Bytes a JVM may publish before the store adopts them: the room the index left, or a
+   * tenth of `capacity` when that is more; 0 without a capacity (no store opened). */
+  def fillRoom(capacity: Long, held: Option[Long]): Long =
+    if (capacity <= 0) 0L
+    else math.max(capacity / UnadoptedShare, held.map(capacity - _).getOrElse(0L))
 
   @volatile private var pool: ExecutorService = _
 
@@ -249,7 +259,8 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   /** Blocks fetched from the store, kept in memory by index (a few: the reader moves forward). */
   private val recent = mutable.LinkedHashMap.empty[Long, Array[Byte]]
   private val RecentBlocks = 4
-  private lazy val capacity: Long = BlockFiles.capacity(file.blocksDir).getOrElse(0L)
+  private lazy val room: Long = BlockCachingFileSystem.fillRoom(
+    BlockFiles.capacity(file.blocksDir).getOrElse(0L), BlockFiles.held(file.blocksDir))
   private lazy val pendingAtOpen: Long = pendingAdoption(file.blocksDir, blockSize)
   /** Names of the blocks this stream published, adopted by the store at close. */
   private val publishedNames = mutable.ArrayBuffer.empty[String]
@@ -502,7 +513,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   private def store(i: Long, b: Array[Byte]): Unit = {
     if (!file.fill) return
     secret.foreach { s =>
-      if (capacity <= 0 || pendingAtOpen + publishedBytes > capacity / UnadoptedShare) {
+      if (room <= 0 || pendingAtOpen + publishedBytes > room) {
         file.counts.add("block_cache.jvm_fill_deferred")
       } else if (BlockFiles.publish(file.blocksDir, s, name(i), b, b.length, file.groupShared)) {
         publishedNames += name(i)

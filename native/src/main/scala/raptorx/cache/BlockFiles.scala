@@ -395,13 +395,19 @@ object BlockFiles {
   def adopt(dir: Path, names: java.util.List[String], groupShared: Boolean): Boolean =
     adopt(dir, names.asScala.toSeq, groupShared)
 
-  /** The bound in bytes the Python store keeps the cache within (`<dir>/capacity`), or None
-   * (no store has opened the directory, or the file is unreadable). */
-  def capacity(dir: Path): Option[Long] =
+  /** The bound in bytes the Python store keeps the cache within (`<dir>/capacity`'s first
+   * line), or None (no store has opened the directory, or the file is unreadable). */
+  def capacity(dir: Path): Option[Long] = capacityLines(dir).headOption.flatten
+
+  /** The bytes the Python store's index held at its last adoption (`<dir>/capacity`'s
+   * second line), or None (not written yet, or unreadable). */
+  def held(dir: Path): Option[Long] = capacityLines(dir).drop(1).headOption.flatten
+
+  private def capacityLines(dir: Path): Seq[Option[Long]] =
     try {
-      val text = new String(Files.readAllBytes(dir.resolve(CapacityFile)), US_ASCII).trim
-      text.toLongOption.filter(_ >= 0)
-    } catch { case NonFatal(_) => None }
+      val text = new String(Files.readAllBytes(dir.resolve(CapacityFile)), US_ASCII)
+      text.linesIterator.map(_.trim.toLongOption.filter(_ >= 0)).toSeq
+    } catch { case NonFatal(_) => Seq.empty }
 
   /** Forget every verification (for tests: the next read of each file verifies it again). */
   def forgetVerified(): Unit = verified.clear()
