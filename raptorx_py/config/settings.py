@@ -383,7 +383,8 @@ PROPERTIES: tuple[Property, ...] = (
             "reader (pyarrow) in a Python worker; AUTO: SPARK, except a scan SPARK cannot read "
             "(a pushed aggregation, nested types, a column the files lack), which PYTHON reads. "
             "Either reader stores the fragment of a split planned before (with the fragment "
-            "result cache on), so a repeat ends as fragment hits."
+            "result cache on), so a repeat ends as fragment hits; Spark's reader stores none "
+            "for a split with no row filter left, which the block cache serves as fast."
         ),
     ),
     # --- splits -------------------------------------------------------------------------
