@@ -11,8 +11,13 @@ import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from devservers.ports import free_port
 from raptorx_py.cache.block_store import DATA_DIR
 
 REPO = Path(__file__).resolve().parents[2]
@@ -161,8 +166,133 @@ def files_under(directory: Path) -> set[Path]:
     return {p for p in directory.rglob("*") if p.is_file()} if directory.is_dir() else set()
 
 
-def run_failing_script(tmp_path: Path, home: Path, body: str) -> list[str]:
-    run = run_user_script(tmp_path / "user_script.py", home, textwrap.dedent(body))
+def start_user_script(script: Path, home: Path, text: str) -> subprocess.Popen:
+    """``run_user_script`` started, not waited for."""
+    script.write_text(text, encoding="utf-8")
+    return subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=script.parent,
+        env=user_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def missing_table_script(root: Path, home: Path) -> str:
+    from raptorx_py.config import load_settings
+    from raptorx_py.metastore import open_metastore
+
+    # The default metastore exists (a read never creates one) and holds no database.
+    with open_metastore(
+        load_settings(overrides={"hive.metastore.url": f"sqlite:///{home}/.raptorx/metastore.db"}),
+        create=True,
+    ):
+        pass
+    return """
+        from raptorx_py import tiered_session
+        spark = tiered_session()
+        spark.read.format("tiered_hive").load("tpch.lineitem").count()
+    """
+
+
+def unreachable_endpoint_script(root: Path, home: Path) -> str:
+    from raptorx_py.config import load_settings
+    from raptorx_py.hive.model import EXTERNAL_TABLE, Column, Table
+    from raptorx_py.metastore import open_metastore
+
+    metastore = root / "metastore.db"
+    with open_metastore(
+        load_settings(overrides={"hive.metastore.url": f"sqlite:///{metastore}"}), create=True
+    ) as ms:
+        ms.create_database("remote")
+        ms.create_table(
+            Table(
+                "remote", "events", EXTERNAL_TABLE, "s3://bucket/events", (Column("a", "bigint"),)
+            )
+        )
+    dead = f"http://127.0.0.1:{free_port()}"
+    (root / "endpoint").write_text(dead, encoding="utf-8")
+    # No credentials anywhere (the temporary HOME has no ~/.aws): botocore's NoCredentialsError
+    # used to hide that nothing listens at the endpoint.
+    return f"""
+        from raptorx_py import tiered_session
+        spark = tiered_session(properties={{"hive.metastore.url": "sqlite:///{metastore}",
+                                            "hive.s3.endpoint": "{dead}"}})
+        spark.read.format("tiered_hive").load("remote.events").show()
+    """
+
+
+def failed_task_script(root: Path, home: Path) -> str:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from raptorx_py.config import load_settings
+    from raptorx_py.metastore import open_metastore
+    from raptorx_py.tables.table_registration import register_external_table
+
+    data = root / "t"
+    data.mkdir()
+    pq.write_table(pa.table({"a": pa.array(range(100), pa.int64())}), data / "part-0.parquet")
+    metastore = root / "metastore.db"
+    settings = load_settings(overrides={"hive.metastore.url": f"sqlite:///{metastore}"})
+    with open_metastore(settings, create=True) as ms:
+        register_external_table(ms, settings, "db.t", f"file://{data}")
+    size = (data / "part-0.parquet").stat().st_size
+    (data / "part-0.parquet").write_bytes(b"X" * size)  # same size: found by the read only
+    return f"""
+        from raptorx_py import tiered_session
+        spark = tiered_session(properties={{"hive.metastore.url": "sqlite:///{metastore}"}})
+        spark.read.format("tiered_hive").load("db.t").count()
+    """
+
+
+#: Each failing script's set-up: its directory's files and HOME made, the script's text.
+FAILING_SCRIPTS = {
+    "missing_table": missing_table_script,
+    "unreachable_endpoint": unreachable_endpoint_script,
+    "failed_task": failed_task_script,
+}
+
+
+@dataclass
+class FailingRun:
+    root: Path
+    home: Path
+    proc: subprocess.Popen
+
+    def lines(self) -> list[str]:
+        """The run waited for: its stderr's non-empty lines, checked to be one line of
+        ours (exit status 1, no traceback, the full one in the error log)."""
+        stdout, stderr = self.proc.communicate(timeout=300)
+        run = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, stdout, stderr)
+        return failing_lines(run, self.home)
+
+
+@pytest.fixture(scope="module")
+def failing_runs(tmp_path_factory) -> Iterator[dict[str, FailingRun]]:
+    """The three failing scripts, each in a directory with a HOME of its own, set up and
+    then started together: three user processes, each starting its own JVM, whose starts
+    share the cores rather than follow one another; each test waits for its own."""
+    runs: dict[str, FailingRun] = {}
+    try:
+        for name, script in FAILING_SCRIPTS.items():
+            root = tmp_path_factory.mktemp(name)
+            home = root / "home"
+            home.mkdir()
+            text = textwrap.dedent(script(root, home))
+            runs[name] = FailingRun(
+                root, home, start_user_script(root / "user_script.py", home, text)
+            )
+        yield runs
+    finally:
+        for run in runs.values():
+            if run.proc.poll() is None:
+                run.proc.kill()
+                run.proc.communicate()
+
+
+def failing_lines(run: subprocess.CompletedProcess, home: Path) -> list[str]:
     assert run.returncode == 1, run.stderr
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     # No traceback at all (the doubled one was 59-99 lines): our line is the last one.
@@ -176,98 +306,29 @@ def run_failing_script(tmp_path: Path, home: Path, body: str) -> list[str]:
     return lines
 
 
-def test_missing_table_is_one_line(tmp_path):
-    from raptorx_py.config import load_settings
-    from raptorx_py.metastore import open_metastore
-
-    home = tmp_path / "home"
-    home.mkdir()
-    # The default metastore exists (a read never creates one) and holds no database.
-    with open_metastore(
-        load_settings(overrides={"hive.metastore.url": f"sqlite:///{home}/.raptorx/metastore.db"}),
-        create=True,
-    ):
-        pass
-    lines = run_failing_script(
-        tmp_path,
-        home,
-        """
-        from raptorx_py import tiered_session
-        spark = tiered_session()
-        spark.read.format("tiered_hive").load("tpch.lineitem").count()
-    """,
-    )
+def test_missing_table_is_one_line(failing_runs):
+    lines = failing_runs["missing_table"].lines()
     assert lines[-1] == (
         "raptorx_py.errors.NoSuchObjectError: database 'tpch' does not exist. "
         "Existing databases: (none)"
     )
 
 
-def test_unreachable_endpoint_is_one_line(tmp_path, free_port):
-    from raptorx_py.config import load_settings
-    from raptorx_py.hive.model import EXTERNAL_TABLE, Column, Table
-    from raptorx_py.metastore import open_metastore
-
-    home = tmp_path / "home"
-    home.mkdir()
-    metastore = tmp_path / "metastore.db"
-    with open_metastore(
-        load_settings(overrides={"hive.metastore.url": f"sqlite:///{metastore}"}), create=True
-    ) as ms:
-        ms.create_database("remote")
-        ms.create_table(
-            Table(
-                "remote", "events", EXTERNAL_TABLE, "s3://bucket/events", (Column("a", "bigint"),)
-            )
-        )
-    dead = f"http://127.0.0.1:{free_port}"
-    # No credentials anywhere (the temporary HOME has no ~/.aws): botocore's NoCredentialsError
-    # used to hide that nothing listens at the endpoint.
-    lines = run_failing_script(
-        tmp_path,
-        home,
-        f"""
-        from raptorx_py import tiered_session
-        spark = tiered_session(properties={{"hive.metastore.url": "sqlite:///{metastore}",
-                                            "hive.s3.endpoint": "{dead}"}})
-        spark.read.format("tiered_hive").load("remote.events").show()
-    """,
-    )
+def test_unreachable_endpoint_is_one_line(failing_runs):
+    run = failing_runs["unreachable_endpoint"]
+    dead = (run.root / "endpoint").read_text(encoding="utf-8")
+    lines = run.lines()
     assert lines[-1].startswith(
         f"raptorx_py.errors.StorageError: could not connect to {dead} (hive.s3.endpoint)"
     ), lines
 
 
-def test_a_failed_task_is_one_line(tmp_path):
+def test_a_failed_task_is_one_line(failing_runs):
     """An error in a read task (executor side): Spark's executor and scheduler no longer print
     it with the JVM stack twice before the driver raises it."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from raptorx_py.config import load_settings
-    from raptorx_py.metastore import open_metastore
-    from raptorx_py.tables.table_registration import register_external_table
-
-    home = tmp_path / "home"
-    home.mkdir()
-    data = tmp_path / "t"
-    data.mkdir()
-    pq.write_table(pa.table({"a": pa.array(range(100), pa.int64())}), data / "part-0.parquet")
-    metastore = tmp_path / "metastore.db"
-    settings = load_settings(overrides={"hive.metastore.url": f"sqlite:///{metastore}"})
-    with open_metastore(settings, create=True) as ms:
-        register_external_table(ms, settings, "db.t", f"file://{data}")
-    size = (data / "part-0.parquet").stat().st_size
-    (data / "part-0.parquet").write_bytes(b"X" * size)  # same size: found by the read only
-    lines = run_failing_script(
-        tmp_path,
-        home,
-        f"""
-        from raptorx_py import tiered_session
-        spark = tiered_session(properties={{"hive.metastore.url": "sqlite:///{metastore}"}})
-        spark.read.format("tiered_hive").load("db.t").count()
-    """,
-    )
+    run = failing_runs["failed_task"]
+    data = run.root / "t"
+    lines = run.lines()
     assert lines[-1].startswith(
         "raptorx_py.errors.CorruptFileError: Corrupt or truncated "
         f"Parquet file file://{data}/part-0.parquet"

@@ -90,24 +90,72 @@ def drive(cluster, props, runs, timeout=240, venv=None, work=None, **spec) -> di
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, small_table):
-    props, files = small_table
-    options = {
-        "hive.node-selection-strategy": "SOFT_AFFINITY",
-        # Relative: each executor's own working directory, so its own caches.
-        "cache.base-directory": "raptorx-cache",
-        "cache.enabled": "true",
-        "hive.parquet.metadata-cache-enabled": "true",
-        "hive.min-split-count": "4",
-    }
-    out = drive(standalone_cluster, props, runs=[{}, {}, {"reuse": True}], options=options)
+#: Per run of ``two_executor_app``: the block cache's reads (relative directories: each
+#: executor's own working directory, so its own caches), the last one the same DataFrame
+#: again; then the fragment result cache's, in a directory of each executor's own.
+BLOCK_RUNS = [{}, {}, {"reuse": True}]
+BLOCK_OPTIONS = {
+    "cache.base-directory": "raptorx-cache",
+    "cache.enabled": "true",
+    "hive.parquet.metadata-cache-enabled": "true",
+}
+FRAGMENT_RUNS = 2
+FRAGMENT_OPTIONS = {
+    "fragment-result-cache.enabled": "true",
+    "fragment-result-cache.base-directory": "raptorx-fragments",
+}
+
+
+@pytest.fixture(scope="module")
+def two_executor_app(standalone_cluster, small_table, tmp_path_factory, wheel_venv):
+    """One application of the installed wheel (``tests/support/wheel_fixtures.py``: a fresh
+    virtualenv, run from a directory outside the checkout, which is on no import path) on
+    the module's cluster, two 1-core executors (one per host) and ``spark.locality.wait``
+    20 s: the block cache's runs (``BLOCK_RUNS``, each executor its own cache) then the
+    fragment result cache's (``FRAGMENT_RUNS``), each run's options its own, so the two
+    tests of that shape share one driver and its executors' starts. Their caches are
+    different directories and tiers: the block cache's runs store no fragment (that tier
+    is off for them), the fragment runs read no block cache (off for them). Executors
+    report to a CSV sink (``spark.metrics.conf.executor.sink.csv``, a row a second)."""
+    props, _ = small_table
+    work = tmp_path_factory.mktemp("two-executor-app")
+    csv_dir = work / "executor-metrics"
+    csv_dir.mkdir()
+    sink = "spark.metrics.conf.executor.sink.csv"
+    out = drive(
+        standalone_cluster,
+        props,
+        runs=[{**r, "options": BLOCK_OPTIONS} for r in BLOCK_RUNS]
+        + [{"options": FRAGMENT_OPTIONS}] * FRAGMENT_RUNS,
+        options={"hive.node-selection-strategy": "SOFT_AFFINITY", "hive.min-split-count": "4"},
+        timeout=360,
+        csv_dir=str(csv_dir),
+        venv=wheel_venv,
+        work=work,
+        where_imported=True,
+        spark_conf={
+            "spark.locality.wait": "20s",
+            f"{sink}.class": "org.apache.spark.metrics.sink.CsvSink",
+            f"{sink}.period": "1",
+            f"{sink}.unit": "seconds",
+            f"{sink}.directory": str(csv_dir),
+        },
+    )
     print(json.dumps(out, indent=1, sort_keys=True))  # the figures, for -s runs
+    return out
+
+
+def test_soft_affinity_reads_each_file_where_its_cache_is(two_executor_app, small_table):
+    """The block cache's runs of ``two_executor_app``, each executor with its own cache."""
+    _, files = small_table
+    out = two_executor_app
     executors = parse_executors(",".join(out["executors"]))
     assert len(executors) == 2
     assert {e.host for e in executors} == {"127.0.0.1", "127.0.0.2"}  # a host per worker
     expected_sum = FILES * ROWS * (FILES * ROWS - 1) // 2
-    cold, warm, again = (r["counters"] for r in out["runs"])
-    assert [r["result"] for r in out["runs"]] == [expected_sum] * 3
+    runs = out["runs"][: len(BLOCK_RUNS)]
+    cold, warm, again = (r["counters"] for r in runs)
+    assert [r["result"] for r in runs] == [expected_sum] * 3
     # The same DataFrame read again, the executors unchanged: the source made with them is
     # the table's, so the scan's planning is one planner callback (no creation, no worker).
     assert again["planning.driver_calls"] == 1 and again.get("planning.worker_calls", 0) == 0
@@ -139,52 +187,25 @@ def test_soft_affinity_reads_each_file_where_its_cache_is(standalone_cluster, sm
     assert {f for f in files if after[f] != owners[f]} == {f for f in files if owners[f] == lost}
 
 
-def test_fragment_hits_are_served_by_each_executors_jvm(
-    standalone_cluster, small_table, tmp_path, wheel_venv
-):
+def test_fragment_hits_are_served_by_each_executors_jvm(two_executor_app, wheel_venv):
     """With the fragment result cache in each executor's own directory, a warm run
     is served by the executors' JVMs from their own entries (counted by them in the metrics
     sink); only a task that ran away from its preferred host goes to Python, which
-    neither reads nor fills that executor's cache.
+    neither reads nor fills that executor's cache: the fragment runs of ``two_executor_app``.
 
     The application is the INSTALLED wheel's (``tests/support/wheel_fixtures.py``: a fresh
     virtualenv, run from a directory outside the checkout, which is on no import path): the
     executors receive the jar inside the package through ``spark.jars`` and their Python
     workers import the installed raptorx_py."""
-    props, _ = small_table
-    options = {
-        "hive.node-selection-strategy": "SOFT_AFFINITY",
-        "fragment-result-cache.enabled": "true",
-        "fragment-result-cache.base-directory": "raptorx-fragments",  # per executor
-        "hive.min-split-count": "4",
-    }
-    csv_dir = tmp_path / "executor-metrics"
-    csv_dir.mkdir()
-    sink = "spark.metrics.conf.executor.sink.csv"
-    out = drive(
-        standalone_cluster,
-        props,
-        runs=[{}, {}],
-        options=options,
-        csv_dir=str(csv_dir),
-        venv=wheel_venv,
-        work=tmp_path,
-        where_imported=True,
-        spark_conf={
-            "spark.locality.wait": "20s",
-            f"{sink}.class": "org.apache.spark.metrics.sink.CsvSink",
-            f"{sink}.period": "1",
-            f"{sink}.unit": "seconds",
-            f"{sink}.directory": str(csv_dir),
-        },
-    )
+    out = two_executor_app
     installed = str(wheel_venv.root)
     assert out["package"].startswith(installed), out["package"]
     assert out["jar"].startswith(installed) and out["jar"] in out["spark_jars"].split(","), out
     assert out["executor_packages"] == [out["package"]], out["executor_packages"]
     expected_sum = FILES * ROWS * (FILES * ROWS - 1) // 2
-    assert [r["result"] for r in out["runs"]] == [expected_sum, expected_sum]
-    cold, warm = (r["counters"] for r in out["runs"])
+    runs = out["runs"][len(BLOCK_RUNS) :]
+    assert [r["result"] for r in runs] == [expected_sum] * FRAGMENT_RUNS
+    cold, warm = (r["counters"] for r in runs)
     assert cold["fragment_cache.stores"] >= 0.9 * FILES, cold
     fallback = warm.get("affinity.fallback", 0)
     assert warm["fragment_cache.jvm_hits"] == warm["fragment_cache.hits"] >= 0.9 * FILES, warm
