@@ -259,8 +259,10 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   /** Blocks fetched from the store, kept in memory by index (a few: the reader moves forward). */
   private val recent = mutable.LinkedHashMap.empty[Long, Array[Byte]]
   private val RecentBlocks = 4
-  private lazy val room: Long = BlockCachingFileSystem.fillRoom(
-    BlockFiles.capacity(file.blocksDir).getOrElse(0L), BlockFiles.held(file.blocksDir))
+  private lazy val room: Long = {
+    val (capacity, held) = BlockFiles.capacityAndHeld(file.blocksDir)
+    BlockCachingFileSystem.fillRoom(capacity.getOrElse(0L), held)
+  }
   private lazy val pendingAtOpen: Long = pendingAdoption(file.blocksDir, blockSize)
   /** Names of the blocks this stream published, adopted by the store at close. */
   private val publishedNames = mutable.ArrayBuffer.empty[String]

@@ -397,17 +397,20 @@ object BlockFiles {
 
   /** The bound in bytes the Python store keeps the cache within (`<dir>/capacity`'s first
    * line), or None (no store has opened the directory, or the file is unreadable). */
-  def capacity(dir: Path): Option[Long] = capacityLines(dir).headOption.flatten
+  def capacity(dir: Path): Option[Long] = capacityAndHeld(dir)._1
 
   /** The bytes the Python store's index held at its last adoption (`<dir>/capacity`'s
    * second line), or None (not written yet, or unreadable). */
-  def held(dir: Path): Option[Long] = capacityLines(dir).drop(1).headOption.flatten
+  def held(dir: Path): Option[Long] = capacityAndHeld(dir)._2
 
-  private def capacityLines(dir: Path): Seq[Option[Long]] =
-    try {
+  /** [[capacity]] and [[held]] from one read of the file. */
+  def capacityAndHeld(dir: Path): (Option[Long], Option[Long]) = {
+    val lines = try {
       val text = new String(Files.readAllBytes(dir.resolve(CapacityFile)), US_ASCII)
-      text.linesIterator.map(_.trim.toLongOption.filter(_ >= 0)).toSeq
-    } catch { case NonFatal(_) => Seq.empty }
+      text.linesIterator.map(_.trim.toLongOption.filter(_ >= 0)).toIndexedSeq
+    } catch { case NonFatal(_) => IndexedSeq.empty }
+    (lines.lift(0).flatten, lines.lift(1).flatten)
+  }
 
   /** Forget every verification (for tests: the next read of each file verifies it again). */
   def forgetVerified(): Unit = verified.clear()
