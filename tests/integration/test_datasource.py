@@ -276,6 +276,31 @@ def test_scans_of_one_view_keep_their_own_filters(spark, table, counted):
     assert c["planner.partitions_pruned_by_value"] == 2 and c["reader.row_groups_pruned"] == 2
 
 
+def test_two_alike_scans_of_one_query_are_read_once(spark, table, counted):
+    """Two scans of one query alike (table, options, columns, filters) are equal, so Spark
+    reads one for both (``ReusedExchange``), as it does with its own file scans (TPC-H Q18
+    reads lineitem twice alike); sides with other filters stay two scans."""
+    name, _ = table
+    spark.read.format("tiered_hive").load(name).createOrReplaceTempView("v")
+    side = "(select id from v where id < {})"
+    query = "select count(*) from " + side + " a join " + side + " b on a.id = b.id"
+    previous = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # both sides shuffled
+    try:
+        runs = {}
+        for bound in (70, 71):
+            with counted() as c:
+                df = spark.sql(query.format(70, bound))
+                count = df.collect()[0][0]
+            plan = df._jdf.queryExecution().executedPlan().toString()
+            runs[bound] = (count, "ReusedExchange" in plan, c["reader.splits_read"])
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", previous)
+    # ids 0..69 are in all three files (60..69 in the null partition's): 3 splits a scan.
+    assert runs[70] == (70, True, 3), runs
+    assert runs[71] == (70, False, 6), runs
+
+
 def test_without_the_jar_results_are_the_same_with_no_pushdown(spark, env, table, counted):
     from raptorx_py.datasource.source import configured_source_class
 

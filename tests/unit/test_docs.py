@@ -263,7 +263,7 @@ OTHER_PYTHON = ("devservers", "benchmarks")
 FOREIGN = frozenset(
     """
     AcidUtils AppendData ArrowColumnVector ArrowPythonRunner ArrowUtils ArrowWriter BatchScan
-    BatchedPythonArrowInput BigDecimal BroadcastHashJoin ColumnarBatch ColumnarToRow
+    BatchScanExec BatchedPythonArrowInput BigDecimal BroadcastHashJoin ColumnarBatch ColumnarToRow
     CommonsCompressionFactory DataSource DataSourceRegister DataType DbNotificationListener
     DefaultSource DriverPlugin ExecutorPlugin FileMetaData FileScan HashAggregate
     InputPartition InvalidRange MapInBatchEvaluator MapInBatchEvaluatorFactory MessageFactory
@@ -273,7 +273,7 @@ FOREIGN = frozenset(
     PushedGroupByExpressions Py4JException PythonClient PythonCustomMetric PythonDataSourceV2
     PythonException PythonInputPartition PythonPartitionReaderFactory PythonPlannerRunner
     PythonScan PythonScanBuilder PythonWriteBuilder QueryExecution QueryPlanningTracker
-    RawStore ReadSchema SimpleAWSCredentialsProvider SparkConnectServer SparkFiles SparkPlugin
+    RawStore ReadSchema ReuseExchangeAndSubquery ReusedExchange SimpleAWSCredentialsProvider SparkConnectServer SparkFiles SparkPlugin
     SparkSession SupportsMetadata SupportsNamespaces SupportsPushDownAggregates
     SupportsPushDownFilters SupportsPushDownRequiredColumns SupportsReportStatistics
     TableCatalog TableProvider ThriftHiveMetastore TieredHiveScan TxnIdUtils UnsafeRow

@@ -1,7 +1,7 @@
 package raptorx
 
 import org.apache.spark.sql.connector.read.Scan
-import org.apache.spark.sql.execution.python.raptorx.{ArrowColumnarScan, ScanFacts}
+import org.apache.spark.sql.execution.python.raptorx.{ArrowColumnarScan, ScanFacts, ScanIdentity}
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -10,8 +10,10 @@ import org.apache.spark.sql.types.StructType
  * Python), its size unknown, and its `EXPLAIN` names what was pushed (`PushedAggregates`,
  * `PushedGroupByExpressions`) with the rest of the scan's facts (`ScanReport.metadata`).
  */
-class AggregatedScan(python: Scan, partial: PartialAggregation, facts: ScanFacts)
+class AggregatedScan(python: Scan, partial: PartialAggregation, facts: ScanFacts,
+    identity: Option[ScanIdentity] = None)
     extends ArrowColumnarScan(python, None,
-      Some(facts.copy(aggregation = Some((partial.aggregatesText, partial.groupByText))))) {
+      Some(facts.copy(aggregation = Some((partial.aggregatesText, partial.groupByText)))),
+      identity) {
   override def readSchema(): StructType = partial.partialSchema
 }

@@ -4,7 +4,7 @@ import org.apache.spark.sql.connector.expressions.aggregate.Aggregation
 import org.apache.spark.sql.connector.read.{Scan, ScanBuilder, SupportsPushDownAggregates, SupportsPushDownFilters, SupportsPushDownRequiredColumns}
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceV2, PythonScanBuilder}
 import org.apache.spark.sql.execution.datasources.v2.python.raptorx.PlannedPython
-import org.apache.spark.sql.execution.python.raptorx.{Affinity, ArrowColumnarScan, ScanFacts}
+import org.apache.spark.sql.execution.python.raptorx.{Affinity, ArrowColumnarScan, ScanFacts, ScanIdentity}
 import org.apache.spark.sql.sources.Filter
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
@@ -37,6 +37,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
  * row per group; the scan's schema is then the partial schema. `hive.aggregation-pushdown-
  * enabled` false (a hint from Python) refuses every aggregation; so does an `AVG` whose
  * rewrite into `SUM`/`COUNT` would answer differently ([[AverageRewrite]]).
+ *
+ * Reuse: two scans of one query alike (the table and its options, the columns, the filters
+ * offered, a pushed aggregation) are equal ([[ScanIdentity]]), so Spark reads one for both,
+ * as it does with its own file scans.
  *
  * Metrics and EXPLAIN: the scan reports the tiers' work per task and its planning
  * (`ScanReport`), and describes itself as Spark's `FileScan` does, from the facts known here
@@ -111,13 +115,24 @@ class TieredHiveScanBuilder(
           pythonOptions, Array.empty).map(_._1).getOrElse(
           new PythonScanBuilder(source, TieredHiveProvider.PythonName, schema, pythonOptions)
             .build())
-        new AggregatedScan(python, partial, facts)
+        new AggregatedScan(python, partial, facts, identity(partial.schemaForPython,
+          partial.partialSchema, Some((partial.aggregatesText, partial.groupByText))))
       case None =>
         val python = pythonScan(source, pythonOptions, requiredSchema)
         new ArrowColumnarScan(python, statistics.map(_.forColumns(requiredSchema, tableSchema)),
-          Some(facts))
+          Some(facts), identity(requiredSchema, requiredSchema, None))
     }
   }
+
+  /** The scan's [[ScanIdentity]] (Spark reads one of two equal scans of a query for both),
+   * when the query's token rides on `toPython`, the schema the Python reader is planned with:
+   * the scan then reads the query's snapshot. */
+  private def identity(toPython: StructType, output: StructType,
+                       pushed: Option[(String, String)]): Option[ScanIdentity] =
+    QueryToken.current().filter(_ => toPython.nonEmpty).map { token =>
+      ScanIdentity.of(tableName, options.asCaseSensitiveMap(), token, output, filters.toSeq,
+        pushed)
+    }
 
   /** Whether `f` is evaluated by the source, so Spark need not apply it again: the Python
    * rule for its column ([[SourceHints]]), and a value Python decodes exactly

@@ -27,12 +27,13 @@ import org.apache.spark.sql.types.StructType
  * reader casts every batch to the schema it was given.
  */
 class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
-    facts: Option[ScanFacts] = None)
+    facts: Option[ScanFacts] = None, identity: Option[ScanIdentity] = None)
     extends Scan with SupportsReportStatistics with SupportsMetadata {
   override def readSchema(): StructType = raptorx.QueryToken.untag(inner.readSchema())
   /** What the scan builder estimated (`raptorx.TableStatistics`), else unknown. */
   override def estimateStatistics(): Statistics = statistics.getOrElse(ArrowColumnarScan.Unknown)
-  override def toBatch: Batch = new ArrowColumnarBatch(inner.toBatch, sparkReader.toOption)
+  override def toBatch: Batch =
+    new ArrowColumnarBatch(inner.toBatch, sparkReader.toOption, identity)
 
   /** Spark's own Parquet reader for the splits the planner handed to the JVM
    * ([[JvmReadHandoff]], [[JvmParquetRead]]), made once on the driver; or why the Python
@@ -78,7 +79,16 @@ object ArrowColumnarScan {
   }
 }
 
-class ArrowColumnarBatch(inner: Batch, sparkReader: Option[JvmParquetRead] = None) extends Batch {
+/** The batch of an [[ArrowColumnarScan]]; equal to the batch of another scan of the same
+ * [[ScanIdentity]] (Spark then reads one for both), else only to itself. */
+class ArrowColumnarBatch(inner: Batch, sparkReader: Option[JvmParquetRead] = None,
+    private val identity: Option[ScanIdentity] = None) extends Batch {
+  override def equals(other: Any): Boolean = other match {
+    case that: ArrowColumnarBatch => (this eq that) || (identity.isDefined && identity == that.identity)
+    case _ => false
+  }
+  override def hashCode(): Int = identity.fold(System.identityHashCode(this))(_.hashCode())
+
   // A partition marked for soft affinity prefers its executor (see `Affinity`).
   override def planInputPartitions(): Array[InputPartition] =
     inner.planInputPartitions().map(Affinity.placed)
