@@ -277,28 +277,43 @@ def test_scans_of_one_view_keep_their_own_filters(spark, table, counted):
 
 
 def test_two_alike_scans_of_one_query_are_read_once(spark, table, counted):
-    """Two scans of one query alike (table, options, columns, filters) are equal, so Spark
-    reads one for both (``ReusedExchange``), as it does with its own file scans (TPC-H Q18
-    reads lineitem twice alike); sides with other filters stay two scans."""
+    """Two scans of one query alike (table, options, columns, filters in any order, OR's
+    operands and IN's values too) are equal, so Spark reads one for both
+    (``ReusedExchange``), as it does with its own file scans (TPC-H Q18 reads lineitem twice
+    alike); sides with other filters stay two scans."""
     name, _ = table
     spark.read.format("tiered_hive").load(name).createOrReplaceTempView("v")
-    side = "(select id from v where id < {})"
+    side = "(select id from v where {})"
     query = "select count(*) from " + side + " a join " + side + " b on a.id = b.id"
+    cases = {
+        "alike": ("id < 70 and id > -1", "id < 70 and id > -1"),
+        "reordered": ("id < 70 and id > -1", "id > -1 and id < 70"),
+        "or-reordered": ("id < 70 and (qty = 1 or qty = 2)", "id < 70 and (qty = 2 or qty = 1)"),
+        "in-reordered": ("id < 70 and qty in (1, 2)", "id < 70 and qty in (2, 1)"),
+        # Not "id < 71": Spark infers each side's id bounds from the other's through the
+        # join key, so both would read id < 70 and id < 71 (and be alike). qty's is not.
+        "other": ("id < 70 and id > -1", "id < 70 and id > -1 and qty < 6"),
+    }
     previous = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # both sides shuffled
     try:
         runs = {}
-        for bound in (70, 71):
+        for case, sides in cases.items():
             with counted() as c:
-                df = spark.sql(query.format(70, bound))
+                df = spark.sql(query.format(*sides))
                 count = df.collect()[0][0]
             plan = df._jdf.queryExecution().executedPlan().toString()
-            runs[bound] = (count, "ReusedExchange" in plan, c["reader.splits_read"])
+            runs[case] = (count, "ReusedExchange" in plan, c["reader.splits_read"])
     finally:
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", previous)
     # ids 0..69 are in all three files (60..69 in the null partition's): 3 splits a scan.
-    assert runs[70] == (70, True, 3), runs
-    assert runs[71] == (70, False, 6), runs
+    assert runs == {
+        "alike": (70, True, 3),
+        "reordered": (70, True, 3),
+        "or-reordered": (20, True, 3),  # qty = id % 7
+        "in-reordered": (20, True, 3),
+        "other": (60, False, 6),  # qty = id % 7: ten of the ids below 70 have qty 6
+    }, runs
 
 
 def test_without_the_jar_results_are_the_same_with_no_pushdown(spark, env, table, counted):

@@ -1,5 +1,6 @@
 package org.apache.spark.sql.execution.python.raptorx
 
+import org.apache.spark.sql.sources
 import org.apache.spark.sql.sources.Filter
 import org.apache.spark.sql.types.StructType
 
@@ -13,9 +14,11 @@ import org.apache.spark.sql.types.StructType
  *
  * Two scans are equal when they read the same table as loaded (its name and read options),
  * in the same query (its snapshot token: every scan of a query reads one snapshot), the same
- * columns, with the same filters offered to the source (by their serialized form, in order:
- * filters equal by value but not alike, or in another order, make scans unequal, which only
- * forgoes the reuse) and the same pushed aggregation. Which reader reads each split (a
+ * columns, with the same filters offered to the source ([[ScanIdentity.canonical]]: in any
+ * order, the operands of `AND` and `OR` and the values of `IN` in any order too, as Spark's
+ * canonical plans compare them; every other filter by its serialized form, so filters equal
+ * by value but not alike, `1` and `1L`, make scans unequal, which only forgoes the reuse),
+ * and the same pushed aggregation. Which reader reads each split (a
  * fragment hit, Spark's reader, the Python reader) is not part of it: each returns the same
  * rows.
  *
@@ -28,7 +31,7 @@ final case class ScanIdentity private (
     options: Map[String, String],
     token: String,
     schema: StructType,
-    filtersDigest: String,
+    filters: Set[String],
     aggregation: Option[(String, String)])
 
 object ScanIdentity {
@@ -39,7 +42,27 @@ object ScanIdentity {
          aggregation: Option[(String, String)]): ScanIdentity = {
     val opts = scala.jdk.CollectionConverters.MapHasAsScala(options).asScala.iterator
       .map { case (k, v) => k.toLowerCase(java.util.Locale.ROOT) -> v }.toMap
-    ScanIdentity(table, opts, token, schema, JvmParquetRead.ReaderFunctions.digest(filters),
-      aggregation)
+    ScanIdentity(table, opts, token, schema, filters.map(canonical).toSet, aggregation)
+  }
+
+  /** `f` as text equal for filters that select alike by their form: a chain of `AND`s (of
+   * `OR`s) as the set of its operands, `IN` as its column and the set of its values, `NOT`
+   * around its operand's text, and any other filter by a digest of its serialized form. */
+  def canonical(f: Filter): String = {
+    def leaf(g: Filter): String = JvmParquetRead.ReaderFunctions.digest(Seq(g))
+    def operands(g: Filter, and: Boolean): Seq[Filter] = g match {
+      case sources.And(l, r) if and => operands(l, and) ++ operands(r, and)
+      case sources.Or(l, r) if !and => operands(l, and) ++ operands(r, and)
+      case other => Seq(other)
+    }
+    f match {
+      case sources.And(_, _) => operands(f, and = true).map(canonical).distinct.sorted.mkString("and(", ",", ")")
+      case sources.Or(_, _) => operands(f, and = false).map(canonical).distinct.sorted.mkString("or(", ",", ")")
+      case sources.Not(child) => s"not(${canonical(child)})"
+      case sources.In(a, vs) =>
+        vs.toSeq.map(v => leaf(sources.EqualTo(a, v))).distinct.sorted
+          .mkString(s"in(${leaf(sources.IsNull(a))}:", ",", ")")
+      case other => leaf(other)
+    }
   }
 }
