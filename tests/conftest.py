@@ -75,6 +75,7 @@ def spark(env):
     """A local[2] SparkSession with tiered_hive registered on the session's metastore."""
     from devservers import s3a_jars
     from raptorx_py.session import tiered_session
+    from tests.support.jvm_options import spark_java_options
 
     session = tiered_session(
         master="local[2]",
@@ -87,6 +88,8 @@ def spark(env):
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "2g",
             "spark.ui.showConsoleProgress": "false",
+            # C1 only and the serial collector (tests/support/jvm_options.py).
+            "spark.driver.extraJavaOptions": spark_java_options(),
             # hadoop-aws, for Spark's own reader over s3a:// (tests/s3a_fixtures.py).
             "spark.jars": ",".join(s3a_jars.resolve()),
         },

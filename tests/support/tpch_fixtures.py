@@ -95,6 +95,8 @@ def spark_local(request):
         return
     from pyspark.sql import SparkSession
 
+    from tests.support.jvm_options import spark_java_options
+
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("raptorx-tests")
@@ -104,6 +106,7 @@ def spark_local(request):
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
+        .config("spark.driver.extraJavaOptions", spark_java_options())
         .getOrCreate()
     )
     yield spark
