@@ -24,9 +24,10 @@ TPCH_TEST_SCALE = 0.01
 #: around them (another metastore, catalog names, the reader without the jar): all eight
 #: tables, aggregates pushed and not, joins of up to six tables, a correlated subquery, an
 #: outer join, IN with HAVING. The other 15 run under ``make stress``; the modules whose
-#: subject is the queries (test_tpch_oracle.py, test_tpch_tiered.py,
-#: test_tpch_fragment_hits.py) run all 22 by default (test_tpch_tiered.py through Spark's
-#: reader; through the Python reader these seven, all 22 under ``make stress``).
+#: subject is the queries (test_tpch_oracle.py, test_tpch_fragment_hits.py) run all 22 by
+#: default; test_tpch_tiered.py runs these seven over S3 through Spark's reader and through
+#: the Python reader (all 22 under ``make stress``), test_tpch_fragment_hits.py's first runs
+#: being the 22 through Spark's reader.
 DEFAULT_QUERIES = (1, 2, 5, 6, 9, 13, 18)
 
 
