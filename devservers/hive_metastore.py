@@ -77,8 +77,11 @@ class HiveMetastoreServer:
         *,
         notification_listener: bool = True,
         start_timeout: float = DEFAULT_START_TIMEOUT_S,
+        java_options: tuple[str, ...] = (),
     ):
         self.workdir = Path(workdir).resolve()
+        #: More options for the server's JVM (the tests': tests/support/jvm_options.py).
+        self.java_options = tuple(java_options)
         self.notification_listener = notification_listener
         self.start_timeout = start_timeout
         self.port: int | None = None
@@ -114,6 +117,7 @@ class HiveMetastoreServer:
         return [
             "java",
             "-Xmx512m",
+            *self.java_options,
             "-cp",
             os.pathsep.join(classpath),
             *(f"-D{k}={v}" for k, v in props.items()),

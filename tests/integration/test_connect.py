@@ -25,6 +25,7 @@ from raptorx_py.metastore import open_metastore
 from raptorx_py.native import jar_path
 from raptorx_py.tables.table_registration import register_external_table
 from tests.support import connect_client
+from tests.support.jvm_options import spark_java_options
 from tests.support.sample_tables import write_monthly_facts
 
 pytestmark = pytest.mark.spark
@@ -76,6 +77,7 @@ def connect_server(tmp_path_factory, server_home):
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "1g",
             "spark.ui.showConsoleProgress": "false",
+            "spark.driver.extraJavaOptions": spark_java_options(),
         },
     )
     try:

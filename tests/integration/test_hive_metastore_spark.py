@@ -31,6 +31,7 @@ from raptorx_py.hive.model import Partition
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle, queries
+from tests.support.jvm_options import spark_java_options
 from tests.support.tpch_fixtures import tpch_query_params
 
 pytestmark = pytest.mark.spark
@@ -93,9 +94,10 @@ HIVE_CATALOG_APP = textwrap.dedent(
     """
     import json, sys
     from pyspark.sql import SparkSession
-    uri, warehouse = sys.argv[1], sys.argv[2]
+    uri, warehouse, java_options = sys.argv[1], sys.argv[2], sys.argv[3]
     spark = (
         SparkSession.builder.master("local[1]")
+        .config("spark.driver.extraJavaOptions", java_options)
         .config("spark.sql.catalogImplementation", "hive")
         .config("spark.hadoop.hive.metastore.uris", uri)
         .config("spark.sql.warehouse.dir", warehouse)
@@ -146,7 +148,14 @@ def test_a_table_of_sparks_hive_catalog_reads_the_same_and_sees_new_partitions(
     spark, hms_uri, tmp_path
 ):
     done = subprocess.run(
-        [sys.executable, "-c", HIVE_CATALOG_APP, hms_uri, f"file://{tmp_path}/warehouse"],
+        [
+            sys.executable,
+            "-c",
+            HIVE_CATALOG_APP,
+            hms_uri,
+            f"file://{tmp_path}/warehouse",
+            spark_java_options(),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

@@ -22,6 +22,8 @@ import time
 
 import pytest
 
+from tests.support.jvm_options import spark_java_options
+
 pytestmark = pytest.mark.spark
 
 BATCHES = 6
@@ -34,7 +36,8 @@ WRITER_APP = textwrap.dedent("""
 
     properties = json.loads(sys.argv[1])
     spark = tiered_session(master="local[1]", app_name="raptorx-writer", properties=properties,
-                           spark_conf={"spark.ui.enabled": "false",
+                           spark_conf={"spark.driver.extraJavaOptions": JAVA_OPTIONS,
+                                       "spark.ui.enabled": "false",
                                        "spark.sql.shuffle.partitions": "1",
                                        "spark.ui.showConsoleProgress": "false"})
     for line in sys.stdin:  # a job per line: per-write options, table, batches, rows, done file
@@ -65,7 +68,7 @@ class Writer:
     def start_job(self, on: dict, name: str, done) -> None:
         if self.proc is None or self.proc.poll() is not None:
             script = self.root / "writer_app.py"
-            script.write_text(WRITER_APP)
+            script.write_text(WRITER_APP.replace("JAVA_OPTIONS", json.dumps(spark_java_options())))
             self.log_file = open(self.log, "a")  # noqa: SIM115 (closed by stop())
             self.proc = subprocess.Popen(
                 [sys.executable, str(script), json.dumps(self.env.properties)],

@@ -14,11 +14,14 @@ from __future__ import annotations
 import pytest
 
 from devservers.hive_metastore import HiveMetastoreServer
+from tests.support.jvm_options import TEST_JVM_OPTIONS
 
 
 @pytest.fixture(scope="session")
 def hms_server(tmp_path_factory):
-    server = HiveMetastoreServer(tmp_path_factory.mktemp("hms")).start()
+    server = HiveMetastoreServer(
+        tmp_path_factory.mktemp("hms"), java_options=TEST_JVM_OPTIONS
+    ).start()
     try:
         yield server
     finally:
@@ -33,7 +36,9 @@ def hms_uri(hms_server) -> str:
 @pytest.fixture(scope="session")
 def hms_server_without_listener_launched(tmp_path_factory):
     server = HiveMetastoreServer(
-        tmp_path_factory.mktemp("hms-nolog"), notification_listener=False
+        tmp_path_factory.mktemp("hms-nolog"),
+        notification_listener=False,
+        java_options=TEST_JVM_OPTIONS,
     ).launch()
     try:
         yield server

@@ -22,6 +22,8 @@ import urllib.request
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tests.support.jvm_options import spark_java_options
+
 DAYS = ["2021-01-01", "2021-01-02", "2021-01-03"]
 ROWS = 1000
 PLUGIN_SOURCE = "CacheMetricsPlugin"
@@ -96,6 +98,7 @@ def main(root: str, out_path: str) -> None:
             "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
+            "spark.driver.extraJavaOptions": spark_java_options(),
         },
     )
     try:
