@@ -32,6 +32,7 @@ from devservers.local_metastore import (
 )
 from raptorx_py import native
 from raptorx_py.scheduling.affinity import assignment, parse_executors
+from tests.support.jvm_options import spark_jvm_conf
 
 pytest_plugins = ["tests.support.cluster_fixtures"]
 pytestmark = [
@@ -74,6 +75,10 @@ def drive(cluster, props, runs, timeout=240, venv=None, work=None, **spec) -> di
             **spec,
         }
     )
+    # C1 only and the serial collector for the driver and executors (jvm_options.py)
+    parsed = json.loads(arg)
+    parsed["spark_conf"] = {**spark_jvm_conf(), **parsed["spark_conf"]}
+    arg = json.dumps(parsed)
     if venv is None:
         done = subprocess.run(
             [sys.executable, "-m", "devservers.cluster_driver", arg],
@@ -269,7 +274,7 @@ def test_a_replaced_executor_keeps_its_host_s_files_and_a_joining_worker_takes_i
                     {"replace_host": worker_host(1)},
                     {"before": str(joined), "executors": 3},
                 ],
-                "spark_conf": {"spark.locality.wait": "20s"},
+                "spark_conf": {"spark.locality.wait": "20s", **spark_jvm_conf()},
             }
         )
         proc = subprocess.Popen(
@@ -398,7 +403,7 @@ def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_tabl
                     "hive.min-split-count": "6",
                 },
                 "runs": [{}, {"mark": str(mark)}, {"executors": 2}],
-                "spark_conf": {"spark.locality.wait": "20s"},
+                "spark_conf": {"spark.locality.wait": "20s", **spark_jvm_conf()},
             }
         )
         proc = subprocess.Popen(

@@ -18,3 +18,11 @@ TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 def spark_java_options() -> str:
     """``TEST_JVM_OPTIONS`` as the value of ``spark.driver.extraJavaOptions`` (or executor)."""
     return " ".join(TEST_JVM_OPTIONS)
+
+
+def spark_jvm_conf() -> dict[str, str]:
+    """The Spark confs that give an application's driver and executors ``TEST_JVM_OPTIONS``."""
+    return {
+        "spark.driver.extraJavaOptions": spark_java_options(),
+        "spark.executor.extraJavaOptions": spark_java_options(),
+    }
