@@ -273,7 +273,8 @@ FOREIGN = frozenset(
     PushedGroupByExpressions Py4JException PythonClient PythonCustomMetric PythonDataSourceV2
     PythonException PythonInputPartition PythonPartitionReaderFactory PythonPlannerRunner
     PythonScan PythonScanBuilder PythonWriteBuilder QueryExecution QueryPlanningTracker
-    RawStore ReadSchema ReuseExchangeAndSubquery ReusedExchange SimpleAWSCredentialsProvider SparkConnectServer SparkFiles SparkPlugin
+    RawStore ReadSchema ReuseExchangeAndSubquery ReusedExchange SimpleAWSCredentialsProvider
+    SparkConnectServer SparkFiles SparkPlugin
     SparkSession SupportsMetadata SupportsNamespaces SupportsPushDownAggregates
     SupportsPushDownFilters SupportsPushDownRequiredColumns SupportsReportStatistics
     TableCatalog TableProvider ThriftHiveMetastore TieredHiveScan TxnIdUtils UnsafeRow
