@@ -34,9 +34,9 @@ WRITER_APP = textwrap.dedent("""
     from pyspark.sql import functions as F
     from raptorx_py.session import tiered_session
 
-    properties = json.loads(sys.argv[1])
+    properties, java_options = json.loads(sys.argv[1]), sys.argv[2]
     spark = tiered_session(master="local[1]", app_name="raptorx-writer", properties=properties,
-                           spark_conf={"spark.driver.extraJavaOptions": JAVA_OPTIONS,
+                           spark_conf={"spark.driver.extraJavaOptions": java_options,
                                        "spark.ui.enabled": "false",
                                        "spark.sql.shuffle.partitions": "1",
                                        "spark.ui.showConsoleProgress": "false"})
@@ -68,10 +68,15 @@ class Writer:
     def start_job(self, on: dict, name: str, done) -> None:
         if self.proc is None or self.proc.poll() is not None:
             script = self.root / "writer_app.py"
-            script.write_text(WRITER_APP.replace("JAVA_OPTIONS", json.dumps(spark_java_options())))
+            script.write_text(WRITER_APP)
             self.log_file = open(self.log, "a")  # noqa: SIM115 (closed by stop())
             self.proc = subprocess.Popen(
-                [sys.executable, str(script), json.dumps(self.env.properties)],
+                [
+                    sys.executable,
+                    str(script),
+                    json.dumps(self.env.properties),
+                    spark_java_options(),
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self.log_file,

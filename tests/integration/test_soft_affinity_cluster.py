@@ -63,22 +63,19 @@ def drive(cluster, props, runs, timeout=240, venv=None, work=None, **spec) -> di
     """Run ``devservers.cluster_driver`` on ``cluster``; with ``venv`` (a
     ``tests.support.wheel_fixtures.WheelVenv``), a copy of it run by the wheel's interpreter from
     ``work``, outside the checkout, so that the application is the installed package's."""
-    arg = json.dumps(
-        {
-            "master": cluster.master_url,
-            "executors": 2,
-            "properties": props,
-            "table": "aff.t",
-            "column": "x",
-            "runs": runs,
-            "spark_conf": {"spark.locality.wait": "20s"},
-            **spec,
-        }
-    )
+    config = {
+        "master": cluster.master_url,
+        "executors": 2,
+        "properties": props,
+        "table": "aff.t",
+        "column": "x",
+        "runs": runs,
+        "spark_conf": {"spark.locality.wait": "20s"},
+        **spec,
+    }
     # C1 only and the serial collector for the driver and executors (jvm_options.py)
-    parsed = json.loads(arg)
-    parsed["spark_conf"] = {**spark_jvm_conf(), **parsed["spark_conf"]}
-    arg = json.dumps(parsed)
+    config["spark_conf"] = {**spark_jvm_conf(), **config["spark_conf"]}
+    arg = json.dumps(config)
     if venv is None:
         done = subprocess.run(
             [sys.executable, "-m", "devservers.cluster_driver", arg],

@@ -84,7 +84,8 @@ object ArrowColumnarScan {
 class ArrowColumnarBatch(inner: Batch, sparkReader: Option[JvmParquetRead] = None,
     private val identity: Option[ScanIdentity] = None) extends Batch {
   override def equals(other: Any): Boolean = other match {
-    case that: ArrowColumnarBatch => (this eq that) || (identity.isDefined && identity == that.identity)
+    case that: ArrowColumnarBatch =>
+      (this eq that) || (identity.isDefined && identity == that.identity)
     case _ => false
   }
   override def hashCode(): Int = identity.fold(System.identityHashCode(this))(_.hashCode())

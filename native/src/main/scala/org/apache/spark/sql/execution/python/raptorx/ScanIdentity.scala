@@ -55,9 +55,11 @@ object ScanIdentity {
       case sources.Or(l, r) if !and => operands(l, and) ++ operands(r, and)
       case other => Seq(other)
     }
+    def set(parts: Seq[Filter], name: String): String =
+      parts.map(canonical).distinct.sorted.mkString(s"$name(", ",", ")")
     f match {
-      case sources.And(_, _) => operands(f, and = true).map(canonical).distinct.sorted.mkString("and(", ",", ")")
-      case sources.Or(_, _) => operands(f, and = false).map(canonical).distinct.sorted.mkString("or(", ",", ")")
+      case sources.And(_, _) => set(operands(f, and = true), "and")
+      case sources.Or(_, _) => set(operands(f, and = false), "or")
       case sources.Not(child) => s"not(${canonical(child)})"
       case sources.In(a, vs) =>
         vs.toSeq.map(v => leaf(sources.EqualTo(a, v))).distinct.sorted
