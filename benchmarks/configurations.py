@@ -32,8 +32,10 @@ baseline of every ratio.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -342,11 +344,29 @@ def empty_cache_root(name: str, *, every_run: bool) -> Callable[[BenchContext], 
             if ctx.state.get((name, "emptied")):
                 return
             ctx.state[(name, "emptied")] = True
-        root = cache_root(ctx, name)
-        if os.path.isdir(root):
-            shutil.rmtree(root)
+        remove_directory(cache_root(ctx, name))
 
     return prepare
+
+
+def remove_directory(path: str, attempts: int = 5) -> None:
+    """Delete ``path`` although the session's JVM may still be storing blocks of the last
+    query into it (a fill finishing after ``collect()`` returned): moved aside first, so a
+    late writer recreates its own run's directory instead of racing the deletion, then
+    removed, again while a writer still adds a file to a directory being removed (at SF 10
+    ``rmtree`` met "Directory not empty" on ``blocks``). A cold run never reads a directory
+    an earlier run wrote: each run has its own (``run-<k>``)."""
+    if not os.path.isdir(path):
+        return
+    aside = f"{path}.removing-{os.getpid()}-{time.monotonic_ns()}"
+    os.rename(path, aside)
+    for attempt in range(attempts):
+        try:
+            shutil.rmtree(aside)
+            return
+        except OSError as e:
+            if e.errno != errno.ENOTEMPTY or attempt == attempts - 1:
+                raise
 
 
 def tiered_cached_configuration(
@@ -378,8 +398,7 @@ def clear_directories(*property_names: str) -> Callable[[BenchContext], None]:
                 raise ValueError(
                     f"cannot clear the cache for a cold run: property {name} is not set"
                 )
-            if os.path.isdir(directory):
-                shutil.rmtree(directory)
+            remove_directory(directory)
             os.makedirs(directory, exist_ok=True)
 
     return prepare

@@ -156,3 +156,41 @@ def test_cold_runs_get_fresh_caches_and_warm_runs_keep_theirs(tmp_path, monkeypa
     (warm_root / "blocks").mkdir(parents=True)
     warm.prepare(ctx)  # later runs keep what the warm-up filled
     assert (warm_root / "blocks").is_dir()
+
+
+def test_a_cold_run_empties_its_caches_while_a_late_fill_still_writes(tmp_path, monkeypatch):
+    # At SF 10 the JVM was still storing the previous query's blocks when the next cold run
+    # emptied the caches, and rmtree failed with "Directory not empty": the removal retries,
+    # and a writer arriving after the move recreates only its own (old) run's directory.
+    import errno
+    import shutil
+
+    root = tmp_path / "cache" / "tiered-hive-s3-cold"
+    (root / "run-1" / "blocks").mkdir(parents=True)
+    (root / "run-1" / "blocks" / "a").write_bytes(b"x")
+    real_rmtree = shutil.rmtree
+    calls = []
+
+    def racing_rmtree(path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 1:  # a late fill's file lands while the first pass removes
+            (root / "run-1" / "blocks").mkdir(parents=True)  # it writes by its old path
+            raise OSError(errno.ENOTEMPTY, "Directory not empty", str(path))
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(configurations.shutil, "rmtree", racing_rmtree)
+    configurations.remove_directory(str(root))
+    assert len(calls) == 2 and calls[0] == calls[1] != str(root)
+    assert sorted(p.name for p in root.parent.iterdir()) == ["tiered-hive-s3-cold"]
+    assert [p.name for p in root.iterdir()] == ["run-1"]  # the late writer's, removed next run
+    configurations.remove_directory(str(root))
+    assert list(root.parent.iterdir()) == []
+
+    monkeypatch.setattr(
+        configurations.shutil,
+        "rmtree",
+        lambda path, *a, **k: (_ for _ in ()).throw(OSError(errno.EACCES, "denied", path)),
+    )
+    root.mkdir()
+    with pytest.raises(PermissionError):
+        configurations.remove_directory(str(root))  # other errors are not retried
