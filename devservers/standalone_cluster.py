@@ -55,6 +55,10 @@ class StandaloneCluster:
     worker_cores: tuple[int, ...] = ()
     master_port: int = 0
     webui_port: int = 0
+    #: JVM options of the master and the workers (``SPARK_DAEMON_JAVA_OPTS``; none by
+    #: default, as the benchmarks run them); an application's executors take theirs from
+    #: its ``spark.executor.extraJavaOptions``.
+    daemon_java_options: tuple[str, ...] = ()
     processes: list[subprocess.Popen] = field(default_factory=list)
     worker_procs: list[subprocess.Popen] = field(default_factory=list)
 
@@ -73,6 +77,11 @@ class StandaloneCluster:
             "SPARK_CONF_DIR": str(conf_dir),
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_DAEMON_MEMORY": "256m",
+            **(
+                {"SPARK_DAEMON_JAVA_OPTS": " ".join(self.daemon_java_options)}
+                if self.daemon_java_options
+                else {}
+            ),
             **extra,
         }
 

@@ -32,7 +32,7 @@ from devservers.local_metastore import (
 )
 from raptorx_py import native
 from raptorx_py.scheduling.affinity import assignment, parse_executors
-from tests.support.jvm_options import spark_jvm_conf
+from tests.support.jvm_options import TEST_JVM_OPTIONS, spark_jvm_conf
 
 pytest_plugins = ["tests.support.cluster_fixtures"]
 pytestmark = [
@@ -248,7 +248,9 @@ def test_a_replaced_executor_keeps_its_host_s_files_and_a_joining_worker_takes_i
     from devservers.standalone_cluster import NODE_CACHE, StandaloneCluster, worker_host
 
     props, files = small_table
-    cluster = StandaloneCluster(tmp_path / "cluster", workers=2)
+    cluster = StandaloneCluster(
+        tmp_path / "cluster", workers=2, daemon_java_options=TEST_JVM_OPTIONS
+    )
     joined = tmp_path / "join-now"
     try:
         cluster.start()
@@ -382,7 +384,9 @@ def test_a_worker_killed_mid_query_moves_only_its_own_files(tmp_path, small_tabl
     from devservers.standalone_cluster import StandaloneCluster
 
     props, files = small_table
-    cluster = StandaloneCluster(tmp_path / "cluster", workers=3)
+    cluster = StandaloneCluster(
+        tmp_path / "cluster", workers=3, daemon_java_options=TEST_JVM_OPTIONS
+    )
     mark = tmp_path / "mid-query"
     try:
         cluster.start()

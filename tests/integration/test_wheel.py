@@ -23,6 +23,7 @@ import pytest
 
 from raptorx_py import native
 from raptorx_py.config import TIERS_OFF
+from tests.support.jvm_options import spark_jvm_conf
 from tests.support.wheel_fixtures import BUILT_JAR, CHECKOUT
 
 pytestmark = [
@@ -46,7 +47,13 @@ def run_app(wheel_venv, work: Path, spec: dict) -> dict:
     app = work / APP.name
     shutil.copyfile(APP, app)
     done = wheel_venv.run(
-        [wheel_venv.python, str(app), json.dumps({"checkout": str(CHECKOUT), **spec})], cwd=work
+        [
+            wheel_venv.python,
+            str(app),
+            # C1 only and the serial collector for the application's JVM (jvm_options.py)
+            json.dumps({"checkout": str(CHECKOUT), "spark_conf": spark_jvm_conf(), **spec}),
+        ],
+        cwd=work,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -2,11 +2,12 @@
 checkout and run by the wheel's virtualenv from a directory outside the checkout, so it can
 only import the raptorx_py the wheel installed. ``python wheel_app.py '<json>'`` with
 ``checkout`` (which must be on no import path), ``properties`` of a metastore where
-``table`` is registered (partition key ``ds``, an int64 column ``x``) and ``where`` (a filter
-on ``x``): a local[2] session from ``tiered_session()``, the filtered read's executed plan
-(its pushed filters), then the same query by catalog name (``raptorx.<db>.<table>``) twice
-with the fragment result cache on, the scan node's metrics and the counters of each run. It
-prints one JSON line of what it saw, for the test to assert.
+``table`` is registered (partition key ``ds``, an int64 column ``x``), ``where`` (a filter
+on ``x``) and optionally ``spark_conf`` (more settings of the session): a local[2] session
+from ``tiered_session()``, the filtered read's executed plan (its pushed filters), then the
+same query by catalog name (``raptorx.<db>.<table>``) twice with the fragment result cache
+on, the scan node's metrics and the counters of each run. It prints one JSON line of what it
+saw, for the test to assert.
 
 Only the installed package and its dependencies: never ``tests``, ``devservers`` or
 ``benchmarks``, which the wheel does not carry. The standalone cluster's application of the
@@ -76,7 +77,12 @@ def run_local(spec: dict) -> dict:
         master="local[2]",
         app_name="raptorx-wheel-local",
         properties=props,
-        spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+        spark_conf={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            # the test's JVM options (tests/support/jvm_options.py), given in the spec
+            **spec.get("spark_conf", {}),
+        },
     )
     try:
         df = spark.read.format("tiered_hive").load(spec["table"]).where(spec["where"])
