@@ -455,6 +455,13 @@ class _KeyRangeView:
             yield self._read(start, self._CHUNK)
 
 
+def _not_installed(what: str) -> bool:
+    """Say on stderr that ``what`` was not installed (moto's internals are not shaped as
+    expected); False, for the installer to return."""
+    print(f"s3_server: moto internals differ from 5.2.x; {what} not installed", file=sys.stderr)
+    return False
+
+
 def install_range_patch() -> bool:
     """Make moto's GetObject with a single ``Range`` read only the requested bytes.
 
@@ -478,11 +485,7 @@ def install_range_patch() -> bool:
         or orig_get_object is None
         or not hasattr(S3Response, "_handle_range_header")
     ):
-        print(
-            "s3_server: moto internals differ from 5.2.x; range patch not installed",
-            file=sys.stderr,
-        )
-        return False
+        return _not_installed("range patch")
     if getattr(orig_get_object, "_raptorx_patched", False):
         return True
     active = threading.local()
@@ -525,11 +528,7 @@ def install_timestamp_memo() -> bool:
         return False
     convert = TimestampSerializer.__dict__.get("_convert_timestamp_to_str")
     if convert is None:
-        print(
-            "s3_server: moto internals differ from 5.2.x; timestamp memo not installed",
-            file=sys.stderr,
-        )
-        return False
+        return _not_installed("timestamp memo")
     if getattr(convert, "_raptorx_patched", False):
         return True
 
