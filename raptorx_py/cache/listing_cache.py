@@ -158,15 +158,10 @@ class ListingCache:
             return _select(tuple(lister()), where)
         now = self._clock()
         with self._lock:
+            files = self._hit_locked(location, version, now)
+            if files is not None:
+                return _select(files, where)
             entry = self._entries.get(location)
-            if (
-                entry is not None
-                and entry.version == version
-                and now - entry.stored_at < self.expire_seconds
-            ):
-                self._entries.move_to_end(location)
-                counters.add("listing_cache.hits")
-                return _select(entry.files, where)
             if entry is not None:  # expired, or another version of the partition
                 self._remove_locked(location)
                 counters.add("listing_cache.evictions")
@@ -190,6 +185,17 @@ class ListingCache:
                     location, _Entry(table, version, files, max(1, len(files)), self._clock())
                 )
         return _select(files, where)
+
+    def cached(self, table: str, location: str, version: str, sealed: bool) -> tuple | None:
+        """The listing ``get_or_list`` would serve from the cache for these arguments (a
+        hit, counted as one), or None where it would list, touching nothing then: the
+        caller's ``get_or_list`` decides and counts. Never lists, so a caller can serve the
+        hits of many partitions in its own thread and send only the rest to listing threads."""
+        if not sealed or not self.eligible(table):
+            return None
+        now = self._clock()
+        with self._lock:
+            return self._hit_locked(_normalise(location), version, now)
 
     def invalidate(self, location: str) -> int:
         """Forget the cached listing of ``location`` (any version), and refuse to store a
@@ -260,6 +266,20 @@ class ListingCache:
         while self._total > self.max_files:
             self._remove_locked(next(iter(self._entries)))
             counters.add("listing_cache.evictions")
+
+    def _hit_locked(self, location: str, version: str, now: float) -> tuple | None:
+        """The files cached for ``location`` (normalised) under ``version`` and not expired at
+        ``now``, made most recently used and counted as a hit; else None."""
+        entry = self._entries.get(location)
+        if (
+            entry is None
+            or entry.version != version
+            or now - entry.stored_at >= self.expire_seconds
+        ):
+            return None
+        self._entries.move_to_end(location)
+        counters.add("listing_cache.hits")
+        return entry.files
 
     def _remove_locked(self, location: str) -> None:
         self._total -= self._entries.pop(location).weight

@@ -224,6 +224,25 @@ def test_expiry_counts_from_when_the_listing_was_stored():
     assert lister.calls == 2
 
 
+def test_cached_serves_what_get_or_list_would_hit_and_never_lists():
+    clock, lister, n = FakeClock(0.0), Lister("s3://b/t/p=1"), CounterDeltas()
+    c = cache(patterns="db.*", expire_seconds=100, clock=clock)
+    version = partition_version(lister.location, SEALED)
+    assert c.cached("db.t", lister.location, version, True) is None  # nothing yet
+    assert (n["listing_cache.misses"], len(c)) == (0, 0)  # and nothing counted or stored
+    listed = get(c, lister.location, lister)
+    assert c.cached("DB.T", lister.location + "/", version, True) == listed  # as get_or_list
+    assert n["listing_cache.hits"] == 1 and lister.calls == 1
+    assert c.cached("db.t", lister.location, version, False) is None  # un-sealed: get lists
+    assert c.cached("sales.t", lister.location, version, True) is None  # not eligible
+    assert c.cached("db.t", lister.location, "another version", True) is None
+    clock.now = 100
+    assert c.cached("db.t", lister.location, version, True) is None  # expired
+    assert len(c) == 1 and n["listing_cache.hits"] == 1  # misses leave the entry to get_or_list
+    get(c, lister.location, lister)
+    assert lister.calls == 2 and n["listing_cache.evictions"] == 1
+
+
 def test_thread_safety_under_concurrent_lists_and_invalidations():
     rng = random.Random(7)
     c, n = cache(max_files=40), CounterDeltas()
