@@ -68,13 +68,39 @@ class Counters:
         self._values: Counter[str] = Counter()
         self._totals: Counter[str] = Counter()
         self._scopes: list[Counter[str]] = []
+        self._detached = threading.local()
 
     def add(self, name: str, amount: int = 1) -> None:
+        detached = getattr(self._detached, "scope", None)
         with self._lock:
             self._values[name] += amount
             self._totals[name] += amount
+            if detached is not None:
+                detached[name] += amount
+                return
             for scope in self._scopes:
                 scope[name] += amount
+
+    @contextmanager
+    def detached(self) -> Iterator[Counter[str]]:
+        """``with counters.detached() as counted:``: what this thread counts in the block goes
+        to the process's counts and to ``counted`` only, not to the open scopes, which belong
+        to whatever the process is doing meanwhile (work done ahead for a later scan must not
+        show in the scan being planned now); ``add_to_scopes(counted)`` adds it to the scopes
+        open when that later scan takes the work."""
+        previous = getattr(self._detached, "scope", None)
+        counted: Counter[str] = Counter()
+        self._detached.scope = counted
+        try:
+            yield counted
+        finally:
+            self._detached.scope = previous
+
+    def add_to_scopes(self, counts: Mapping[str, int]) -> None:
+        """Add ``counts`` (already in the process's counts: ``detached``) to the open scopes."""
+        with self._lock:
+            for scope in self._scopes:
+                scope.update(counts)
 
     def open_scope(self) -> Counter[str]:
         """A new scope: every count added from now until ``close_scope`` is also added to the

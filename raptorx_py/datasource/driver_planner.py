@@ -25,8 +25,9 @@ Contract and limits:
   JVM falls back to the worker path when none is registered (Spark Connect, ``spark-sql``,
   a Scala application) or when a callback fails in transport.
 - Calls are served one at a time (a lock): planning is short when warm, and the caches it
-  shares need no more than that. A callback runs on a Py4J thread of this process while the
-  thread that started the query waits in the JVM.
+  shares need no more than that. ``prefetch`` (the provider created a scan builder) answers
+  at once and reads ahead on threads of its own (``scan_prefetch``). A callback runs on a
+  Py4J thread of this process while the thread that started the query waits in the JVM.
 - A failure of the source's own code (a missing table, a bad option) is returned as text and
   fails the query as a ``PythonException``, as a worker's would: a ``RaptorxError`` as its
   one line (the full traceback appended to the error log, ``error_report``), any other
@@ -55,6 +56,8 @@ import time
 import traceback
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pyspark.serializers import read_bool, read_int, write_int
 from pyspark.sql.types import StructType, _parse_datatype_json_string
@@ -64,6 +67,7 @@ from pyspark.sql.worker.plan_data_source_read import write_read_func_and_partiti
 from pyspark.worker_util import pickleSer, utf8_deserializer
 
 from raptorx_py import jvm_protocol, metrics
+from raptorx_py.datasource import scan_prefetch
 from raptorx_py.error_report import log_error
 from raptorx_py.errors import RaptorxError
 from raptorx_py.metrics import counters
@@ -80,6 +84,17 @@ _SOURCES_KEPT = 64
 _serving = threading.local()
 #: Py4J sockets this process turned Nagle off on (``_no_delay_on_this_thread``).
 _sockets_without_nagle: weakref.WeakSet = weakref.WeakSet()
+
+
+@contextmanager
+def serving_planner() -> Iterator[None]:
+    """This thread serves the driver planner (``planning_in_driver``) in the block."""
+    previous = getattr(_serving, "active", False)
+    _serving.active = True
+    try:
+        yield
+    finally:
+        _serving.active = previous
 
 
 def planning_in_driver() -> bool:
@@ -115,21 +130,29 @@ class DriverPlanner:
         function and the partitions of one scan."""
         return self._serve("plan", self._plan, request)
 
+    def prefetch(self, request: bytes) -> bytes:
+        """The provider created a scan builder of a query: start reading what the scan's
+        first reads of its table will be (``scan_prefetch``). The request: the query's token
+        (pyspark's UTF-8 framing), then the pickled source (as a plan request opens).
+        Answers at once; the answer is only its status."""
+        return self._serve("prefetch", self._prefetch, request)
+
     def _serve(self, what: str, serve, request: bytes) -> bytes:
         _no_delay_on_this_thread()
         out = io.BytesIO()
         out.write(_OK)
         # Flushes are written by a timer thread (metrics.deferring_flushes): a flush per call
         # (a SQLite commit) would be most of a warm scan's planning time.
-        with self._lock, metrics.deferring_flushes():
-            _serving.active = True
+        with self._lock, metrics.deferring_flushes(), serving_planner():
             try:
                 serve(io.BytesIO(bytes(request)), out)
             except BaseException as e:  # noqa: BLE001 - every failure goes back as the answer
                 return _FAILED + _failure_text(e, f"DriverPlanner.{what}").encode("utf-8")
-            finally:
-                _serving.active = False
         return out.getvalue()
+
+    def _prefetch(self, infile: io.BytesIO, out: io.BytesIO) -> None:
+        token = utf8_deserializer.loads(infile)
+        scan_prefetch.read_ahead(self._source(infile), token, serving_planner)
 
     def _source(self, infile: io.BytesIO):
         """The pickled data source at the start of a plan request (pyspark's

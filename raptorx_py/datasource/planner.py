@@ -175,20 +175,8 @@ def plan_scan(
             for p in kept
         ]
     else:
-        # An unpartitioned table is its one partition: its parameters seal it, and its
-        # statistics are trusted by the same rule as a partition's.
         total, by_value = 1, 0
-        rows = table.parameters.get(NUM_ROWS_PARAM)
-        candidates = [
-            _Location(
-                table.location,
-                (),
-                table.parameters,
-                table.id,
-                stats=table.stats,
-                row_count=int(rows) if rows and rows.isdigit() else None,
-            )
-        ]
+        candidates = [table_location(table)]  # an unpartitioned table is its one partition
     use_stats = bool(settings.stats_pruning_enabled and data_preds)
     splits, by_stats, untrusted = _splits_of(
         settings,
@@ -515,32 +503,16 @@ def _list_locations(
     cache = _listing_cache(settings)
 
     def list_one(loc: _Location) -> tuple[str, list[DataFile]]:
-        fs, path = filesystem_for(loc.url, settings)
-
-        def lister():
-            return list_data_files(fs, path, loc.url)
-
-        # A managed directory's raw listing is cacheable whether sealed or not: its version
-        # includes the writeId parameter, which every commit changes after moving its files
-        # in. The snapshot's filter is applied to the listing, never stored.
-        sealed = write_ids is not None or is_sealed(loc.parameters)
-
         def listed():
-            return tuple(
-                lister()
-                if cache is None
-                else cache.get_or_list(table_name, loc.url, loc.version, sealed, lister)
-            )
+            return raw_listing(settings, table_name, loc, write_ids is not None)
 
         if query is None:
             files = listed()
         else:
-            files, kept = query_values.get_or_make(
-                query, ("listing", table_name, loc.url, loc.version), listed
-            )
+            files, kept = query_values.get_or_make(query, listing_key(table_name, loc), listed)
             if kept:
                 counters.add("planner.listings_reused_in_query")
-        return visible(path, files)
+        return visible(split_url(loc.url)[1], files)
 
     def visible(path: str, files) -> tuple[str, list[DataFile]]:
         if write_ids is not None:
@@ -550,11 +522,11 @@ def _list_locations(
     def served(loc: _Location) -> tuple[str, list[DataFile]] | None:
         """``list_one(loc)`` when it needs no listing (kept by the query, or a listing
         cache hit), else None."""
-        key = ("listing", table_name, loc.url, loc.version)
-        files = None if query is None else query_values.get(query, key)
-        if files is not None:
+        key = listing_key(table_name, loc)
+        files, kept = (None, False) if query is None else query_values.lookup(query, key)
+        if kept:
             counters.add("planner.listings_reused_in_query")
-        else:
+        if files is None:
             sealed = write_ids is not None or is_sealed(loc.parameters)
             files = (
                 None if cache is None else cache.cached(table_name, loc.url, loc.version, sealed)
@@ -579,6 +551,44 @@ def _list_locations(
         for i, r in zip(missing, listed):
             results[i] = r
     return results  # type: ignore[return-value]
+
+
+def listing_key(table_name: str, loc: _Location) -> tuple:
+    """The key of a directory's raw listing among a query's values (``query_values``)."""
+    return ("listing", table_name, loc.url, loc.version)
+
+
+def raw_listing(settings: Settings, table_name: str, loc: _Location, managed: bool) -> tuple:
+    """The data files of ``loc`` as listed, before a managed snapshot's filter: through the
+    listing cache when ``hive.file-status-cache-tables`` names the table and the directory
+    is sealed, else from the store."""
+    fs, path = filesystem_for(loc.url, settings)
+
+    def lister():
+        return list_data_files(fs, path, loc.url)
+
+    cache = _listing_cache(settings)
+    if cache is None:
+        return tuple(lister())
+    # A managed directory's raw listing is cacheable whether sealed or not: its version
+    # includes the writeId parameter, which every commit changes after moving its files in.
+    # The snapshot's filter is applied to the listing, never stored.
+    sealed = managed or is_sealed(loc.parameters)
+    return tuple(cache.get_or_list(table_name, loc.url, loc.version, sealed, lister))
+
+
+def table_location(table: Table) -> _Location:
+    """An unpartitioned table's one location: the directory ``plan_scan`` lists for it. Its
+    parameters seal it, and its statistics are trusted by the same rule as a partition's."""
+    rows = table.parameters.get(NUM_ROWS_PARAM)
+    return _Location(
+        table.location,
+        (),
+        table.parameters,
+        table.id,
+        stats=table.stats,
+        row_count=int(rows) if rows and rows.isdigit() else None,
+    )
 
 
 #: This process's listing threads (``_listing_pool``) and the process they were made in.

@@ -39,6 +39,7 @@ import threading
 import time
 
 from raptorx_py import jvm_protocol
+from raptorx_py.metrics import counters
 from raptorx_py.sqlite_wal import connect_wal
 
 #: The schema field metadata key carrying the query's token (native/.../QueryToken.scala).
@@ -94,7 +95,8 @@ class ProcessQueryValues:
     query: its token is new for every query, and entries go after ``max_age`` seconds or
     when more than ``max_entries`` are kept (oldest first). A value is made outside the lock
     (``make`` may be a round trip); two scans of one query are never planned at once, so
-    they never make one value twice. Thread-safe."""
+    they never make one value twice. A value may also be made ahead of the scan that takes
+    it (``put_ahead``: ``scan_prefetch``), then waited for by that scan. Thread-safe."""
 
     def __init__(self, max_entries: int = 4096, max_age: float = 600.0, clock=time.monotonic):
         self._max_entries = max_entries
@@ -106,31 +108,78 @@ class ProcessQueryValues:
         )
 
     def get(self, token: str, key) -> object | None:
-        """The value the query ``token`` kept under ``key``, or None."""
+        """The value the query ``token`` keeps under ``key``, or None."""
+        return self.lookup(token, key)[0]
+
+    def lookup(self, token: str, key) -> tuple[object | None, bool]:
+        """``(value, kept)``: the value the query ``token`` keeps under ``key`` and whether an
+        earlier scan of the query made it. A value made ahead (``put_ahead``) is waited for;
+        the first scan to take it is the one it was made for, so it is not ``kept``, and what
+        making it counted is added to the scopes open now (that scan's planning counts).
+        ``(None, False)`` when nothing is kept, or when making it ahead failed (forgotten: the
+        scan makes it itself, and meets the error itself)."""
         with self._lock:
             found = self._entries.get((token, key))
-            return None if found is None else found[1]
+        if found is None:
+            return None, False
+        if not isinstance(found[1], _MadeAhead):
+            return found[1], True
+        try:
+            value, counted = found[1].future.result()
+        except Exception:  # noqa: BLE001 - the scan makes it again and meets the error itself
+            with self._lock:
+                if self._entries.get((token, key)) is found:
+                    del self._entries[(token, key)]
+            return None, False
+        with self._lock:
+            if self._entries.get((token, key)) is not found:  # taken by another scan already
+                return value, True
+            self._entries[(token, key)] = (found[0], value)
+        counters.add_to_scopes(counted)
+        return value, False
 
     def put(self, token: str, key, value) -> None:
         with self._lock:
-            now = self._clock()
-            self._entries[(token, key)] = (now, value)
-            self._entries.move_to_end((token, key))
-            while self._entries:
-                oldest_key, (at, _) = next(iter(self._entries.items()))
-                if len(self._entries) <= self._max_entries and at >= now - self._max_age:
-                    break
-                del self._entries[oldest_key]
+            self._put_locked(token, key, value)
+
+    def put_ahead(self, token: str, key, future) -> bool:
+        """Keep ``future`` (of ``(value, what making it counted)``, made in
+        ``metrics.counters.detached()``) as the value of ``key`` in the query ``token``,
+        unless a value is kept already; whether it was kept."""
+        with self._lock:
+            if (token, key) in self._entries:
+                return False
+            self._put_locked(token, key, _MadeAhead(future))
+            return True
 
     def get_or_make(self, token: str, key, make):
         """The value of ``key`` in the query ``token``: kept, else ``make()`` (then kept);
         and whether it was kept."""
-        found = self.get(token, key)
+        found, kept = self.lookup(token, key)
         if found is not None:
-            return found, True
+            return found, kept
         value = make()
         self.put(token, key, value)
         return value, False
+
+    def _put_locked(self, token: str, key, value) -> None:
+        now = self._clock()
+        self._entries[(token, key)] = (now, value)
+        self._entries.move_to_end((token, key))
+        while self._entries:
+            oldest_key, (at, _) = next(iter(self._entries.items()))
+            if len(self._entries) <= self._max_entries and at >= now - self._max_age:
+                break
+            del self._entries[oldest_key]
+
+
+class _MadeAhead:
+    """A value being made ahead of the scan that takes it (``ProcessQueryValues.put_ahead``)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future) -> None:
+        self.future = future
 
 
 #: The tables and directory listings each query's first scan of a table read (the driver's

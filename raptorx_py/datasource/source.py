@@ -355,37 +355,31 @@ class TieredHiveReader(DataSourceReader):
         # provider's driver metrics (scan_report.py); not pickled (__getstate__).
         self._planning = _open_planning_scope()
 
-        def snapshot_and_table(cache):
-            snapshot = cache.snapshot([f"{database}.{table_name}"])
-            # A table dropped and recreated after the snapshot fails here (MetastoreError,
-            # "run the query again"), in the cache's table-id check.
-            return snapshot, cache.get_table(database, table_name, snapshot=snapshot)
-
         token = query_token(schema)
         #: The query's token when the driver's planner plans every scan of the query: the
         #: values its first scan of a table read are kept for the others (query_values).
         self.query_token = token if planning_in_driver() else None
-        table_key = ("table", database.lower(), table_name.lower())
-        kept = cast(
-            "tuple[QuerySnapshot, Table] | None",
-            query_snapshots.query_values.get(self.query_token, table_key)
+        kept, reused = (
+            query_snapshots.query_values.lookup(self.query_token, table_key(database, table_name))
             if self.query_token is not None
-            else None,
+            else (None, False)
         )
         self.snapshot: QuerySnapshot
         self.table: Table
         if kept is not None:
             # A later scan of the table in this query: its snapshot and the table read under
-            # it (one state of the table per query), no round trip.
-            counters.add("source.query_table_reused")
-            self.snapshot, self.table = kept
+            # it (one state of the table per query), no round trip. Or the first scan, whose
+            # snapshot and table were read ahead (scan_prefetch.py).
+            if reused:
+                counters.add("source.query_table_reused")
+            self.snapshot, self.table = cast("tuple[QuerySnapshot, Table]", kept)
         else:
-            self.snapshot, self.table = with_cached_metastore(settings, snapshot_and_table)
-            if token is not None:  # the native provider's query token (query_snapshots.py)
-                self._use_query_snapshot(token)
+            self.snapshot, self.table = first_scan_state(settings, database, table_name, token)
             if self.query_token is not None:
                 query_snapshots.query_values.put(
-                    self.query_token, table_key, (self.snapshot, self.table)
+                    self.query_token,
+                    table_key(database, table_name),
+                    (self.snapshot, self.table),
                 )
         # A pushed partial aggregation comes in the schema (datasource/aggregation.py): the
         # scan then reads the aggregation's input columns and returns its partial rows.
@@ -423,29 +417,6 @@ class TieredHiveReader(DataSourceReader):
         state = dict(self.__dict__)
         state.pop("_planning", None)
         return state
-
-    def _use_query_snapshot(self, token: str) -> None:
-        """Read under the snapshot the query's first scan of this table recorded
-        (``query_snapshots``: one snapshot per query, not per scan)."""
-        key = self.table.qualified_name
-        try:
-            if planning_in_driver():  # every scan of the query is planned in this process
-                recorded = query_snapshots.in_process.snapshot_for_query(token, key, self.snapshot)
-            else:
-                recorded = snapshot_for_query(token, key, self.snapshot)
-        except (OSError, sqlite3.Error) as e:
-            # The store only makes scans agree; without it each scan keeps its own snapshot.
-            counters.add("source.query_snapshot_unavailable")
-            log.warning("query snapshot store unavailable (%s); %s reads its own snapshot", e, key)
-            return
-        if recorded == self.snapshot:
-            return
-        counters.add("source.query_snapshot_reused")
-        self.snapshot = recorded
-        self.table = with_cached_metastore(
-            self.settings,
-            lambda cache: cache.get_table(self.table.database, self.table.name, snapshot=recorded),
-        )
 
     @short_worker_errors
     def pushFilters(self, filters):
@@ -727,6 +698,49 @@ _planning_scope: list = []
 _planned_fragments: collections.OrderedDict[bytes, None] = collections.OrderedDict()
 _PLANNED_FRAGMENTS_MAX = 1 << 16
 _planned_lock = threading.Lock()
+
+
+def table_key(database: str, table_name: str) -> tuple[str, str, str]:
+    """The key of a table's ``(snapshot, table)`` in ``query_snapshots.query_values``."""
+    return ("table", database.lower(), table_name.lower())
+
+
+def first_scan_state(
+    settings: Settings, database: str, table_name: str, token: str | None
+) -> tuple[QuerySnapshot, Table]:
+    """The snapshot and the table the first scan of ``database.table_name`` in a query
+    reads: a snapshot (``cache.snapshot``: the one uncached metastore round trip) and the
+    table under it; with the native provider's query ``token``, the snapshot an earlier scan
+    of the table in the query recorded instead, when one did (``query_snapshots``: one
+    snapshot per query), and the table read under it."""
+
+    def snapshot_and_table(cache):
+        snapshot = cache.snapshot([f"{database}.{table_name}"])
+        # A table dropped and recreated after the snapshot fails here (MetastoreError,
+        # "run the query again"), in the cache's table-id check.
+        return snapshot, cache.get_table(database, table_name, snapshot=snapshot)
+
+    snapshot, table = with_cached_metastore(settings, snapshot_and_table)
+    if token is None:
+        return snapshot, table
+    key = table.qualified_name
+    try:
+        if planning_in_driver():  # every scan of the query is planned in this process
+            recorded = query_snapshots.in_process.snapshot_for_query(token, key, snapshot)
+        else:
+            recorded = snapshot_for_query(token, key, snapshot)
+    except (OSError, sqlite3.Error) as e:
+        # The store only makes scans agree; without it each scan keeps its own snapshot.
+        counters.add("source.query_snapshot_unavailable")
+        log.warning("query snapshot store unavailable (%s); %s reads its own snapshot", e, key)
+        return snapshot, table
+    if recorded == snapshot:
+        return snapshot, table
+    counters.add("source.query_snapshot_reused")
+    return recorded, with_cached_metastore(
+        settings,
+        lambda cache: cache.get_table(table.database, table.name, snapshot=recorded),
+    )
 
 
 def _fragment_planned_before(key: bytes) -> bool:

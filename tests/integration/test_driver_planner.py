@@ -326,3 +326,60 @@ def test_raptorx_cache_stats_shows_every_tiers_counters_of_a_running_application
     moved = {tier: after[tier] - before.get(tier, 0) for tier in after}
     assert set(moved) == {"metastore", "listing", "footer", "block", "fragment"}
     assert all(n > 0 for n in moved.values()), moved
+
+
+def _external_views(spark, env, tmp_path, sizes: dict[str, int]) -> str:
+    """An external unpartitioned table per name of ``sizes`` (ids 0..n-1), each a view
+    ``ahead_<name>`` over tiered_hive with every cache off; the database."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from raptorx_py.tables.table_registration import register_external_table
+
+    db = env.unique_db("ahead")
+    for name, n in sizes.items():
+        root = tmp_path / name
+        root.mkdir()
+        pq.write_table(pa.table({"id": list(range(n))}), root / "part-0.parquet")
+        with env.metastore() as ms:
+            register_external_table(ms, env.settings(), f"{db}.{name}", str(root))
+        spark.read.format("tiered_hive").load(f"{db}.{name}").createOrReplaceTempView(
+            f"ahead_{name}"
+        )
+    return db
+
+
+def test_a_querys_tables_are_read_ahead_once_each(spark, planner, env, tmp_path, counted):
+    """Every cache off: Spark creates the query's scan builders before it builds any, and the
+    planner reads each table's snapshot, table and listing (external, unpartitioned) ahead
+    on threads of its own (``scan_prefetch.py``), so their round trips overlap. Each is read
+    once, by the read ahead (no scan reads them again); the second scan of a table takes its
+    first's, as without reading ahead; the rows are right."""
+    _external_views(spark, env, tmp_path, {"a": 5, "b": 7, "c": 3})
+    sql = (
+        "SELECT count(*) FROM ahead_a a JOIN ahead_b b ON a.id = b.id "
+        "JOIN ahead_c c ON b.id = c.id JOIN (SELECT max(id) AS m FROM ahead_a) x ON a.id <= x.m"
+    )
+    for _ in range(2):  # and again, for the next query
+        with counted() as c:
+            assert spark.sql(sql).collect()[0][0] == 3
+        assert c["planning.scans"] == 4, c.delta
+        assert c["planner.tables_read_ahead"] == 3, c.delta
+        assert c["planner.listings_read_ahead"] == 3, c.delta
+        assert c["storage.listings"] == 3, c.delta
+        assert c["source.query_table_reused"] == 1, c.delta
+        assert c["planner.listings_reused_in_query"] == 1, c.delta
+        assert c["planner.prefetch_failed"] == 0, c.delta
+
+
+def test_a_table_that_cannot_be_read_ahead_fails_the_query_as_without(
+    spark, planner, env, tmp_path, counted
+):
+    """A read ahead that fails (the table was dropped after its view was made) is
+    forgotten: the scan reads for itself and the query fails with the scan's own error."""
+    db = _external_views(spark, env, tmp_path, {"gone": 4})
+    with env.metastore() as ms:
+        ms.drop_table(db, "gone")
+    with counted() as c, pytest.raises(Exception, match=f"{db}.gone"):
+        spark.sql("SELECT id FROM ahead_gone").collect()
+    assert c["planner.prefetch_failed"] >= 1, c.delta

@@ -77,6 +77,34 @@ def test_counters_drain():
     assert c.drain() == {"a.b": 5} and c.snapshot() == {}
 
 
+def test_counts_of_a_detached_thread_reach_the_scopes_only_when_added():
+    """``detached``: a thread's counts go to the process's counts and its own Counter, not
+    to the scopes open meanwhile (another scan's planning); ``add_to_scopes`` adds them to
+    the scopes open when the work is taken."""
+    import threading
+
+    c = Counters()
+    with c.scope() as meanwhile:
+        done = {}
+
+        def ahead():
+            with c.detached() as counted:
+                c.add("storage.listings", 2)
+            done.update(counted)
+
+        t = threading.Thread(target=ahead)
+        t.start()
+        t.join()
+        c.add("planning.scans")
+    assert done == {"storage.listings": 2}
+    assert dict(meanwhile) == {"planning.scans": 1}
+    assert c.snapshot() == {"storage.listings": 2, "planning.scans": 1}
+    with c.scope() as taker:
+        c.add_to_scopes(done)
+    assert dict(taker) == {"storage.listings": 2}
+    assert c.snapshot()["storage.listings"] == 2  # not counted twice
+
+
 def _child(directory):
     counters.drain()
     counters.add("child.count", 3)

@@ -4,6 +4,7 @@ query's first scan of a table read (its table, its listings) are kept for that q
 
 from __future__ import annotations
 
+import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
 from raptorx_py.datasource.query_snapshots import (
@@ -72,3 +73,41 @@ def test_a_querys_values_are_its_own_and_go_by_age_and_count():
     values.put("q4", "t", 2)  # past max_age: every older entry goes
     assert values.get("q2", ("listing", "a")) is None and values.get("q3", "t") is None
     assert values.get("q4", "t") == 2
+
+
+def test_a_value_made_ahead_is_the_first_takers_own_and_then_kept():
+    """``put_ahead``: the first scan to take a value made ahead is the one it was made for
+    (not ``kept``, and what making it counted joins that scan's counts); later scans of the
+    query find it kept; a value is not made ahead twice, nor over one kept already."""
+    from concurrent.futures import Future
+
+    from raptorx_py.metrics import counters
+
+    values = ProcessQueryValues()
+    ahead: Future = Future()
+    assert values.put_ahead("q", "t", ahead)
+    assert not values.put_ahead("q", "t", Future())  # made ahead once
+    values.put("q", "kept", 1)
+    assert not values.put_ahead("q", "kept", Future())  # nor over a kept value
+    ahead.set_result((("files",), {"storage.listings": 1}))
+    with counters.scope() as scope:
+        assert values.get_or_make("q", "t", lambda: pytest.fail("made again")) == (
+            ("files",),
+            False,
+        )
+    assert scope["storage.listings"] == 1  # the taker's counts
+    with counters.scope() as scope:
+        assert values.lookup("q", "t") == (("files",), True)
+    assert scope["storage.listings"] == 0  # counted once
+
+
+def test_a_value_that_failed_ahead_is_forgotten_and_made_by_the_scan():
+    from concurrent.futures import Future
+
+    values = ProcessQueryValues()
+    ahead: Future = Future()
+    values.put_ahead("q", "t", ahead)
+    ahead.set_exception(OSError("store unreachable"))
+    assert values.lookup("q", "t") == (None, False)
+    assert values.get_or_make("q", "t", lambda: "mine") == ("mine", False)
+    assert values.lookup("q", "t") == ("mine", True)

@@ -15,13 +15,18 @@ import java.util.concurrent.atomic.AtomicReference
  *    its schema;
  *  - `plan`: the protocol of `pyspark.sql.worker.data_source_pushdown_filters` (pyspark's
  *    `UserDefinedPythonDataSourceFilterPushdownRunner`): the reader made for the schema, the
- *    filters it took, its pickled read function and its pickled partitions.
+ *    filters it took, its pickled read function and its pickled partitions;
+ *  - `prefetch` (ours): a scan builder of a query was created; the request is the query's
+ *    token and the pickled source, the answer only the status byte, given at once while the
+ *    planner reads ahead what the scan's first reads of its table will be
+ *    (`raptorx_py/datasource/scan_prefetch.py`).
  * So the pickled reader and partitions executors receive are the very bytes a worker would
  * have made; only the process that makes them changes.
  */
 trait DriverPlanner {
   def create(request: Array[Byte]): Array[Byte]
   def plan(request: Array[Byte]): Array[Byte]
+  def prefetch(request: Array[Byte]): Array[Byte]
 }
 
 /**

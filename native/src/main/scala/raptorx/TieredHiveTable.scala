@@ -66,6 +66,10 @@ class TieredHiveTable(
     val options = withTableOptions(scanOptions)
     // Creating the Python source (a scan with options of its own) is part of its planning.
     val source = pythonSource(options)
+    // Spark creates all of a query's scan builders before it builds one: the planner starts
+    // reading each scan's table now, so their round trips overlap.
+    org.apache.spark.sql.execution.datasources.v2.python.raptorx.PlannedPython.prefetch(
+      source, TieredHiveProvider.withCaseSensitivity(options))
     new TieredHiveScanBuilder(tableSchema, options, source, statistics, hints,
       pythonSourceWithExecutors,
       TieredHiveProvider.tableOf(options.asCaseSensitiveMap()).getOrElse(name()),

@@ -18,7 +18,7 @@ import org.apache.spark.sql.sources.Filter
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
-import _root_.raptorx.{CallbackSockets, DriverPlanner, DriverPlanners}
+import _root_.raptorx.{CallbackSockets, DriverPlanner, DriverPlanners, QueryToken, TieredHiveProvider}
 
 /**
  * Planning through the application's planner ([[DriverPlanners]]): pyspark's own planning
@@ -51,6 +51,36 @@ object PlannedPython extends Logging {
         val notTaken = filters.indices.filterNot(i => pushed(i)).map(filters(_)).toArray
         (new PythonScan(ds, shortName, schema, options, taken), notTaken)
       }
+    }
+
+  /** Tell the planner that a scan of `ds` is being created for the query being optimized
+   * (its [[QueryToken]]): Spark creates every scan builder of a query before it builds any,
+   * so the planner reads ahead, on threads of its own, what each scan's first reads of its
+   * table will be (`raptorx_py/datasource/scan_prefetch.py`), and the query's scans no
+   * longer wait for their tables' round trips one after another. Best effort: nothing without
+   * a planner or a token; a failure is logged, and the scan then reads for itself. */
+  def prefetch(ds: PythonDataSourceV2, options: CaseInsensitiveStringMap): Unit =
+    for (planner <- DriverPlanners.current; token <- QueryToken.current()) {
+      val created = ds.getOrCreateDataSourceInPython(TieredHiveProvider.PythonName, options, None)
+      val bytes = new ByteArrayOutputStream()
+      val out = new DataOutputStream(bytes)
+      val tokenBytes = token.getBytes(UTF_8)
+      out.writeInt(tokenBytes.length)
+      out.write(tokenBytes)
+      out.writeInt(created.dataSource.length)
+      out.write(created.dataSource)
+      out.flush()
+      CallbackSockets.noDelay(planner)
+      try {
+        val answer = planner.prefetch(bytes.toByteArray)
+        if (answer == null || answer.isEmpty || answer(0) != DriverPlanners.Ok) {
+          logDebug("raptorx: the driver's planner did not read ahead: " +
+            (if (answer == null || answer.length < 2) "no answer"
+            else new String(answer, 1, answer.length - 1, UTF_8)))
+        }
+      } catch {
+        case e: Py4JException => logDebug(s"raptorx: the driver's planner did not read ahead ($e)")
+      } finally CallbackSockets.noDelay(planner)
     }
 
   private def call[T](planner: DriverPlanner, what: String,
