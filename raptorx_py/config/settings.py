@@ -622,6 +622,19 @@ PROPERTIES: tuple[Property, ...] = (
         ),
     ),
     Property(
+        name="fragment-result-cache.store-on-first-use",
+        field="fragment_cache_store_on_first_use",
+        default="false",
+        kind="bool",
+        file="config",
+        doc=(
+            "false: Spark's reader stores a split's fragment the second time this driver plans "
+            "the split's key, so a query run once fills no disk and pays no store; true: the "
+            "first time, so a query's second run is served from fragments. The Python reader "
+            "stores every fragment it computes."
+        ),
+    ),
+    Property(
         name="fragment-result-cache.max-single-cached-entry-size",
         field="fragment_cache_max_entry_size",
         default="64MB",
@@ -723,6 +736,7 @@ class Settings:
     fragment_cache_ttl: float  # seconds
     fragment_cache_max_size: int  # bytes
     fragment_cache_max_entry_size: int  # bytes
+    fragment_cache_store_on_first_use: bool
     metrics_directory: str
     metrics_spark_directory: str
     #: The property strings these settings were built from (name -> value), so that the

@@ -527,15 +527,19 @@ class TieredHiveReader(DataSourceReader):
     def _mark_jvm_reads(self, partitions, specs) -> None:
         """Attach to each task the splits the JVM reads (``jvm_read_handoff``). With the
         fragment result cache on, a split whose fragment key was planned before (admission
-        on second use: a one-off query fills no disk) is marked for the JVM to store its
+        on second use: a one-off query fills no disk; on first use with
+        ``fragment-result-cache.store-on-first-use``) is marked for the JVM to store its
         rows as the split's fragment entry while Spark's reader reads it: a repeat then ends
         as a fragment hit, and no run pays the Python reader to fill."""
         fill = self.settings.fragment_cache_enabled
+        first_use = self.settings.fragment_cache_store_on_first_use
         keys = [k.name for k in self.table.partition_keys]
         marked = False
         for partition, task in zip(partitions, specs):
             store = [
-                fill and _handoff_key(spec, True) is not None and _fragment_planned_before(spec.key)
+                fill
+                and _handoff_key(spec, True) is not None
+                and (first_use or _fragment_planned_before(spec.key))
                 for spec in task
             ]
             try:

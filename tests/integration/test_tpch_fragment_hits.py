@@ -23,32 +23,38 @@ pytestmark = pytest.mark.spark
 DATABASE = "tpch_fragment_hits"
 
 
-@pytest.fixture(scope="module")
-def fragment_tpch(request, spark, env, tmp_path_factory, tpch_scale):
-    """SF 0.01 in a local warehouse; the 8 TPC-H names are temp views over tiered_hive
-    reads with the fragment result cache on, in a directory of this module's own."""
-    warehouse = tmp_path_factory.mktemp("fragment-hits-wh")
-    load_cached_tpch(request, tpch_scale, str(warehouse), env.settings(), database=DATABASE)
-    cache_dir = str(tmp_path_factory.mktemp("fragment-hits-cache"))
-
+def _reader(spark, cache_dir: str, first_use: bool):
     def reader(table):
         return (
             spark.read.format("tiered_hive")
             .option("fragment-result-cache.enabled", "true")
             .option("fragment-result-cache.base-directory", cache_dir)
+            .option("fragment-result-cache.store-on-first-use", str(first_use).lower())
             .load(f"{DATABASE}.{table}")
         )
 
+    return reader
+
+
+@pytest.fixture(scope="module")
+def fragment_tpch(request, spark, env, tmp_path_factory, tpch_scale):
+    """SF 0.01 in a local warehouse; the 8 TPC-H names are temp views over tiered_hive
+    reads with the fragment result cache on, in a directory of this module's own, storing
+    each split's fragment on its first use (``fragment-result-cache.store-on-first-use``:
+    the second run of a query is served; admission on second use, the default, is
+    ``test_by_default_a_split_is_stored_on_its_second_use``'s)."""
+    warehouse = tmp_path_factory.mktemp("fragment-hits-wh")
+    load_cached_tpch(request, tpch_scale, str(warehouse), env.settings(), database=DATABASE)
+    reader = _reader(spark, str(tmp_path_factory.mktemp("fragment-hits-cache")), True)
     queries.register_views(spark, reader)
     return reader
 
 
 def _twice(spark, text: str, counted):
-    """The query's rows from a cold run and a warm one, with both runs' counts. The
-    second run stores the fragments (admission on second use), so the warm run is the
-    third; when it still missed (a scan an earlier plan did not execute: adaptive execution
-    may skip a join side, seen on Q17 after the other queries), it is taken again: it must
-    then be served whole."""
+    """The query's rows from a cold run, which stores the fragments, and a warm one, with
+    both runs' counts. When the warm run still missed (a scan an earlier plan did not
+    execute: adaptive execution may skip a join side, seen on Q17 after the other queries),
+    it is taken again: it must then be served whole."""
     with counted() as first:
         cold = oracle.spark_rows(spark.sql(text))
     for _ in range(3):
@@ -99,3 +105,24 @@ def test_other_parameters_are_served_too(
     expected = [tuple(r) for r in con.execute(text["duckdb"]).fetchall()]
     cold, warm, first, c = _twice(spark, text["spark"], counted)
     _check(n, expected, cold, warm, first, c, str(changes))
+
+
+def test_by_default_a_split_is_stored_on_its_second_use(spark, fragment_tpch, tmp_path, counted):
+    """Admission on second use (the default): a query run once stores nothing; its second
+    run stores the fragments of the splits Spark's reader reads; its third is served."""
+    _reader(spark, str(tmp_path), False)("lineitem").createOrReplaceTempView("admitted")
+    text = (
+        "SELECT l_orderkey, l_linenumber, l_quantity FROM admitted "
+        "WHERE l_quantity < 4 AND l_discount > 0.07"
+    )
+    runs = []
+    for _ in range(3):
+        with counted() as c:
+            rows = sorted(oracle.spark_rows(spark.sql(text)))
+        runs.append((rows, c))
+    (first, c1), (second, c2), (third, c3) = runs
+    assert first and first == second == third
+    assert c1["reader.spark_splits"] > 0 and c1["fragment_cache.jvm_stores"] == 0, dict(c1)
+    assert c2["fragment_cache.jvm_stores"] == c2["reader.spark_splits"] > 0, dict(c2)
+    assert c3["fragment_cache.jvm_hits"] == c2["fragment_cache.jvm_stores"], dict(c3)
+    assert c3["reader.spark_splits"] == 0, dict(c3)

@@ -1,5 +1,6 @@
-"""TPC-H: the Hive layout written by raptorx_py.tpch.generate, and all 22 queries through
-Spark's own Parquet reader against DuckDB on the same SF 0.01 files.
+"""TPC-H: the Hive layout written by raptorx_py.tpch.generate, DuckDB's result sizes for
+all 22 queries, and the queries through Spark's own Parquet reader against DuckDB on the same
+SF 0.01 files (``DEFAULT_QUERIES``; all 22 under ``make stress``).
 
 Run: .venv/bin/python -m pytest tests/integration/test_tpch_oracle.py -q \
     -p tests.support.tpch_fixtures
@@ -20,6 +21,7 @@ import pytest
 
 from raptorx_py.tpch import generate, oracle, queries
 from raptorx_py.tpch.load import LOAD_MARKER
+from tests.support.tpch_fixtures import tpch_query_params
 from tests.support.tpch_loading import load_cached_tpch
 
 # Row counts tpchgen-cli (like dbgen) produces at SF 0.01.
@@ -286,15 +288,21 @@ def test_spark_reads_partition_columns_as_strings(spark_tpch):
     assert types["o_orderdate"] == "date"
 
 
+def test_duckdb_gives_the_known_result_sizes(duckdb_expected):
+    for n in queries.QUERY_NUMBERS:
+        assert len(duckdb_expected[n]) == SF001_RESULT_ROWS[n], f"Q{n}: {len(duckdb_expected[n])}"
+    assert duckdb_expected[17] == [(None,)]
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("n", list(queries.QUERY_NUMBERS), ids=lambda n: f"q{n:02d}")
+@pytest.mark.parametrize("n", tpch_query_params())
 def test_query_matches_duckdb(n, spark_tpch, duckdb_expected, tpch_scale):
+    """Spark's own reader against DuckDB: ``DEFAULT_QUERIES`` by default, all 22 under
+    ``make stress`` (every one of the 22 is compared with DuckDB by default through
+    tiered_hive in ``test_tpch_fragment_hits.py``)."""
     expected = duckdb_expected[n]
     actual = oracle.spark_rows(spark_tpch.sql(queries.query_text(n, tpch_scale, "spark")))
-    assert len(expected) == SF001_RESULT_ROWS[n], f"DuckDB returned {len(expected)} rows"
     diff = oracle.compare_results(
         expected, actual, ordered=queries.ordered(n), sort_key=queries.ORDER_BY_COLUMNS[n]
     )
     assert diff is None, f"Q{n}: {diff}"
-    if n == 17:
-        assert actual == [(None,)]

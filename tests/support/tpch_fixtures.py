@@ -21,13 +21,13 @@ import pytest
 TPCH_TEST_SCALE = 0.01
 
 #: The queries a module runs by default when its subject is not the queries but what is
-#: around them (another metastore, catalog names, the reader without the jar): all eight
-#: tables, aggregates pushed and not, joins of up to six tables, a correlated subquery, an
-#: outer join, IN with HAVING. The other 15 run under ``make stress``; the modules whose
-#: subject is the queries (test_tpch_oracle.py, test_tpch_fragment_hits.py) run all 22 by
-#: default; test_tpch_tiered.py runs these seven over S3 through Spark's reader and through
-#: the Python reader (all 22 under ``make stress``), test_tpch_fragment_hits.py's first runs
-#: being the 22 through Spark's reader.
+#: around them (another metastore, catalog names, the reader without the jar, Spark's own
+#: reader against DuckDB): all eight tables, aggregates pushed and not, joins of up to six
+#: tables, a correlated subquery, an outer join, IN with HAVING. The other 15 run under
+#: ``make stress``. test_tpch_fragment_hits.py runs all 22 by default through tiered_hive
+#: against DuckDB (its first runs are the 22 through Spark's reader, its second the 22 served
+#: from fragments); test_tpch_tiered.py runs these seven over S3 through Spark's reader and
+#: through the Python reader (all 22 under ``make stress``).
 DEFAULT_QUERIES = (1, 2, 5, 6, 9, 13, 18)
 
 

@@ -78,6 +78,7 @@ EXPECTED_DEFAULTS = {
     "fragment_cache_ttl": 2 * 86400.0,
     "fragment_cache_max_size": 2 * 2**30,
     "fragment_cache_max_entry_size": 64 * 2**20,
+    "fragment_cache_store_on_first_use": False,
     "metrics_directory": "",
     "metrics_spark_directory": "",
 }
@@ -217,6 +218,12 @@ NON_DEFAULTS = {
         "fragment_cache_max_entry_size",
         2**20,
     ),
+    "fragment-result-cache.store-on-first-use": (
+        "config",
+        "true",
+        "fragment_cache_store_on_first_use",
+        True,
+    ),
     "metrics.directory": (
         "config",
         "/tmp/raptorx-metrics",
@@ -242,6 +249,7 @@ EXPECTED_NAMES = {
     "fragment-result-cache.cache-ttl",
     "fragment-result-cache.max-cache-size",
     "fragment-result-cache.max-single-cached-entry-size",
+    "fragment-result-cache.store-on-first-use",
     "cache.group-shared",
     "hive.metastore.url",
     "hive.metastore.uri",
