@@ -32,7 +32,9 @@ Contract and limits:
 - What a read ahead counts goes to the process's counts at once and to the scan that takes it
   (``metrics.counters.detached``, ``query_values.lookup``), not to the scan planned
   meanwhile; ``planner.tables_read_ahead`` and ``planner.listings_read_ahead`` count them.
-- Only with the driver's planner and a query token (the provider sends none otherwise).
+- Only with the driver's planner and a query token (the provider sends none otherwise). A
+  scan that reads no column carries no token to its reader (``query_snapshots``), so it
+  does not take what was read ahead for it: its table is read twice (a LIST more).
 """
 
 from __future__ import annotations
