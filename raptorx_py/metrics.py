@@ -58,6 +58,7 @@ from typing import TypeVar
 
 from raptorx_py.jvm_protocol import SNAPSHOT_COUNTER, SNAPSHOT_GAUGE, SNAPSHOT_SUFFIX
 from raptorx_py.sqlite_wal import connect_read_only, connect_wal, is_damage, set_aside
+from raptorx_py.thread_flag import ThreadFlag
 
 
 class Counters:
@@ -321,7 +322,7 @@ _T = TypeVar("_T")
 
 #: Directories whose flushes ``deferring_flushes`` put off, flushed at exit (or by a caller).
 _deferred: set[str] = set()
-_deferring = threading.local()
+_deferring = ThreadFlag()
 
 #: Held while a flush drains the counters and writes them (``flush``).
 _flush_lock = threading.Lock()
@@ -389,12 +390,8 @@ def deferring_flushes() -> Iterator[None]:
     most of a warm scan's planning time. The counts also reach the sink at the process's next
     flush outside such a block (the tests' and the benchmark's readings flush first), or at
     exit."""
-    previous = getattr(_deferring, "active", False)
-    _deferring.active = True
-    try:
+    with _deferring.on():
         yield
-    finally:
-        _deferring.active = previous
 
 
 @atexit.register
@@ -408,10 +405,10 @@ def flush(directory: str | None, snapshots: str | None = None) -> None:
     later inside ``deferring_flushes``), and publish its totals under ``snapshots`` (the
     ``metrics.spark-directory`` property; none: not published)."""
     if snapshots:
-        _publisher.publish(snapshots, soon=getattr(_deferring, "active", False))
+        _publisher.publish(snapshots, soon=_deferring.is_on())
     if not directory:
         return
-    if getattr(_deferring, "active", False):
+    if _deferring.is_on():
         _flusher.request(directory)
         return
     # One flush at a time in a process: a reader that flushes and then reads the sink must

@@ -56,8 +56,7 @@ import time
 import traceback
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 from pyspark.serializers import read_bool, read_int, write_int
 from pyspark.sql.types import StructType, _parse_datatype_json_string
@@ -71,6 +70,7 @@ from raptorx_py.datasource import scan_prefetch
 from raptorx_py.error_report import log_error
 from raptorx_py.errors import RaptorxError
 from raptorx_py.metrics import counters
+from raptorx_py.thread_flag import ThreadFlag
 
 log = logging.getLogger(__name__)
 
@@ -81,25 +81,19 @@ _FAILED = jvm_protocol.PLANNER_FAILED.encode("ascii")
 #: Unpickled sources kept by their pickled bytes (a read's source is the same for every scan).
 _SOURCES_KEPT = 64
 
-_serving = threading.local()
+_serving = ThreadFlag()
 #: Py4J sockets this process turned Nagle off on (``_no_delay_on_this_thread``).
 _sockets_without_nagle: weakref.WeakSet = weakref.WeakSet()
 
 
-@contextmanager
-def serving_planner() -> Iterator[None]:
+def serving_planner() -> AbstractContextManager[None]:
     """This thread serves the driver planner (``planning_in_driver``) in the block."""
-    previous = getattr(_serving, "active", False)
-    _serving.active = True
-    try:
-        yield
-    finally:
-        _serving.active = previous
+    return _serving.on()
 
 
 def planning_in_driver() -> bool:
     """Whether this thread is serving the driver planner (not a Spark Python worker)."""
-    return bool(getattr(_serving, "active", False))
+    return _serving.is_on()
 
 
 def count_planning_call() -> None:
