@@ -527,7 +527,7 @@ def _list_locations(
         if kept:
             counters.add("planner.listings_reused_in_query")
         if files is None:
-            sealed = write_ids is not None or is_sealed(loc.parameters)
+            sealed = _listing_sealed(loc, write_ids is not None)
             files = (
                 None if cache is None else cache.cached(table_name, loc.url, loc.version, sealed)
             )
@@ -570,11 +570,16 @@ def raw_listing(settings: Settings, table_name: str, loc: _Location, managed: bo
     cache = _listing_cache(settings)
     if cache is None:
         return tuple(lister())
-    # A managed directory's raw listing is cacheable whether sealed or not: its version
-    # includes the writeId parameter, which every commit changes after moving its files in.
-    # The snapshot's filter is applied to the listing, never stored.
-    sealed = managed or is_sealed(loc.parameters)
+    sealed = _listing_sealed(loc, managed)
     return tuple(cache.get_or_list(table_name, loc.url, loc.version, sealed, lister))
+
+
+def _listing_sealed(loc: _Location, managed: bool) -> bool:
+    """Whether the listing cache may keep ``loc``'s listing. A managed directory's raw
+    listing is cacheable whether sealed or not: its version includes the writeId parameter,
+    which every commit changes after moving its files in. The snapshot's filter is applied
+    to the listing, never stored."""
+    return managed or is_sealed(loc.parameters)
 
 
 def table_location(table: Table) -> _Location:

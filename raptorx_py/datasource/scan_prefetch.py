@@ -72,7 +72,7 @@ def read_ahead(source, token: str, serving) -> None:
     def read_table():
         with serving():
             state = first_scan_state(settings, database, name, token)
-        snapshot, table = state
+        table = state[1]
         counters.add("planner.tables_read_ahead")
         if table.table_type == EXTERNAL_TABLE and not table.is_partitioned:
             loc = planner.table_location(table)

@@ -359,8 +359,9 @@ class TieredHiveReader(DataSourceReader):
         #: The query's token when the driver's planner plans every scan of the query: the
         #: values its first scan of a table read are kept for the others (query_values).
         self.query_token = token if planning_in_driver() else None
+        key = table_key(database, table_name)
         kept, reused = (
-            query_snapshots.query_values.lookup(self.query_token, table_key(database, table_name))
+            query_snapshots.query_values.lookup(self.query_token, key)
             if self.query_token is not None
             else (None, False)
         )
@@ -376,11 +377,7 @@ class TieredHiveReader(DataSourceReader):
         else:
             self.snapshot, self.table = first_scan_state(settings, database, table_name, token)
             if self.query_token is not None:
-                query_snapshots.query_values.put(
-                    self.query_token,
-                    table_key(database, table_name),
-                    (self.snapshot, self.table),
-                )
+                query_snapshots.query_values.put(self.query_token, key, (self.snapshot, self.table))
         # A pushed partial aggregation comes in the schema (datasource/aggregation.py): the
         # scan then reads the aggregation's input columns and returns its partial rows.
         self.aggregation = aggregation.from_schema(schema) if pushdown else None
