@@ -2,7 +2,8 @@
 
 Given a table, the requested columns and the pushed predicates, ``plan_scan``
 1. prunes partitions on their values (exactly: every predicate on a partition key),
-2. lists the surviving partitions' files (in parallel: each listing is a round trip),
+2. lists the surviving partitions' files (in parallel: each listing is a round trip; or,
+   when that takes fewer round trips, one listing of the table's location: ``TableRoot``),
    through the file-listing cache for sealed partitions of the tables
    ``hive.file-status-cache-tables`` names (``cache.listing_cache``); a MANAGED table's
    directories are read as its snapshot allows (``storage.acid_layout``: the newest committed
@@ -48,6 +49,7 @@ from raptorx_py.datasource.query_snapshots import query_values
 from raptorx_py.hive.column_types import decode_value
 from raptorx_py.hive.model import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
 from raptorx_py.hive.table_parameters import (
+    NUM_FILES_PARAM,
     NUM_ROWS_PARAM,
     STATS_FILES_PARAM,
     WRITE_ID_PARAM,
@@ -59,7 +61,12 @@ from raptorx_py.scheduling import affinity
 from raptorx_py.storage.acid_layout import visible_files
 from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
-from raptorx_py.storage.hive_layout import DataFile, list_data_files
+from raptorx_py.storage.hive_layout import (
+    DataFile,
+    data_files_below,
+    find_files,
+    list_data_files,
+)
 
 if TYPE_CHECKING:
     from raptorx_py.config.settings import Settings
@@ -68,6 +75,44 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LISTING_THREADS = 16
+#: Objects a store returns per page of one listing (S3's ListObjectsV2 maximum).
+LIST_PAGE_OBJECTS = 1000
+
+
+@dataclass(frozen=True)
+class TableRoot:
+    """A partitioned table's location, and about how many objects one listing of it returns
+    (``objects``: twice the data files its partitions' ``numFiles`` count, for the hidden
+    files beside them, plus one a partition; None: some partition records no ``numFiles``).
+    ``_list_locations`` lists it once instead of its partitions one by one when that is
+    fewer round trips (``lists_root_instead``)."""
+
+    url: str
+    objects: int | None
+
+    @classmethod
+    def of(cls, table: Table, partitions) -> TableRoot:
+        objects: int | None = len(partitions)
+        for p in partitions:
+            files = p.parameters.get(NUM_FILES_PARAM)
+            if objects is None or files is None or not files.isdigit():
+                objects = None
+                break
+            objects += 2 * int(files)
+        return cls(table.location, objects)
+
+    def lists_root_instead(self, listings: int) -> bool:
+        """Whether one listing of the root, its pages one after another, takes fewer round
+        trips than ``listings`` directory listings on ``LISTING_THREADS`` threads."""
+        if self.objects is None or listings <= LISTING_THREADS:
+            return False
+        rounds = -(-listings // LISTING_THREADS)
+        pages = max(1, -(-self.objects // LIST_PAGE_OBJECTS))
+        return pages < rounds
+
+    def holds(self, url: str) -> bool:
+        """Whether the directory ``url`` lies below the root (same scheme and bucket)."""
+        return url.startswith(self.url.rstrip("/") + "/")
 
 
 @dataclass(frozen=True)
@@ -163,6 +208,7 @@ def plan_scan(
             if all(preds.evaluate(kp, row) for kp in key_preds):
                 kept.append(p)
         by_value = total - len(kept)
+        root: TableRoot | None = TableRoot.of(table, partitions)
         candidates = [
             _Location(
                 p.location,
@@ -177,6 +223,7 @@ def plan_scan(
     else:
         total, by_value = 1, 0
         candidates = [table_location(table)]  # an unpartitioned table is its one partition
+        root = None
     use_stats = bool(settings.stats_pruning_enabled and data_preds)
     splits, by_stats, untrusted = _splits_of(
         settings,
@@ -185,6 +232,7 @@ def plan_scan(
         data_preds if use_stats else (),
         write_ids,
         query,
+        root,
     )
     if settings.fragment_cache_enabled:
         pieces = fragment_pieces(table, splits, settings.max_split_size, settings.min_split_count)
@@ -421,6 +469,7 @@ def _splits_of(
     data_preds: tuple,
     write_ids: ValidWriteIdList | None,
     query: str | None = None,
+    root: TableRoot | None = None,
 ) -> tuple[list[Split], int, int]:
     """``(splits, pruned by statistics, statistics not trusted)`` of ``locations``: one split
     per data file of each location its statistics do not prune, carrying the predicates its
@@ -448,7 +497,9 @@ def _splits_of(
             to_list.append((loc, True))
         else:
             pruned += 1
-    listings = _list_locations(settings, table_name, [loc for loc, _ in to_list], write_ids, query)
+    listings = _list_locations(
+        settings, table_name, [loc for loc, _ in to_list], write_ids, query, root
+    )
     counters.add("planner.partitions_listed", len(listings))
     splits: list[Split] = []
     stale: list[str] = []  # external locations whose statistics describe other files
@@ -493,13 +544,17 @@ def _list_locations(
     locations: list[_Location],
     write_ids: ValidWriteIdList | None = None,
     query: str | None = None,
+    root: TableRoot | None = None,
 ) -> list[tuple[str, list[DataFile]]]:
     """``(filesystem path, data files)`` of each of ``locations``, listed in parallel,
     through the file-listing cache when ``hive.file-status-cache-tables`` names the table
     (sealed partitions only). ``write_ids``: a managed table's snapshot; only the ACID
     directories it allows are read. ``query``: the query's token; a directory an earlier
     scan of this query listed (same table, location and version) is not listed again
-    (``query_snapshots.query_values``, counted in ``planner.listings_reused_in_query``)."""
+    (``query_snapshots.query_values``, counted in ``planner.listings_reused_in_query``).
+    ``root``: the partitioned table's location; when one listing of it takes fewer round
+    trips than listing the directories below it that must be listed, it is listed instead
+    (``listings_below_root``)."""
     cache = _listing_cache(settings)
 
     def list_one(loc: _Location) -> tuple[str, list[DataFile]]:
@@ -544,6 +599,15 @@ def _list_locations(
     # driver's planner, 2026-11-28: about 8 ms of a warm scan). Only listings go to threads.
     results = [served(loc) for loc in locations]
     missing = [i for i, r in enumerate(results) if r is None]
+    if root is not None and root.lists_root_instead(len(missing)):
+        below = [i for i in missing if root.holds(locations[i].url)]
+        if root.lists_root_instead(len(below)):
+            from_root = listings_below_root(
+                settings, table_name, root, [locations[i] for i in below], write_ids, query
+            )
+            for i, files in zip(below, from_root):
+                results[i] = visible(split_url(locations[i].url)[1], files)
+            missing = [i for i in missing if results[i] is None]
     if len(missing) == 1:  # no thread for one listing
         results[missing[0]] = list_one(locations[missing[0]])
     elif missing:
@@ -551,6 +615,46 @@ def _list_locations(
         for i, r in zip(missing, listed):
             results[i] = r
     return results  # type: ignore[return-value]
+
+
+def listings_below_root(
+    settings: Settings,
+    table_name: str,
+    root: TableRoot,
+    locations: list[_Location],
+    write_ids: ValidWriteIdList | None,
+    query: str | None,
+) -> list[tuple]:
+    """The raw listing of each of ``locations`` (directories below ``root``), taken from one
+    listing of the root: what ``raw_listing`` of each would give at that moment, kept as it
+    would keep it (the listing cache for a sealed directory, the query's values). A query
+    lists a root once (``planner.root_listings``); each directory so listed is counted in
+    ``planner.listings_from_root``."""
+    fs, path = filesystem_for(root.url, settings)
+
+    def find():
+        counters.add("planner.root_listings")
+        return find_files(fs, path, root.url)
+
+    if query is None:
+        found = find()
+    else:
+        found, _ = query_values.get_or_make(query, ("root listing", table_name, root.url), find)
+    paths = [filesystem_for(loc.url, settings)[1] for loc in locations]
+    below = data_files_below(fs, path, paths, found)
+    counters.add("planner.listings_from_root", len(locations))
+    cache = _listing_cache(settings)
+    listings = []
+    for loc, files in zip(locations, below):
+        if cache is not None:
+            sealed = _listing_sealed(loc, write_ids is not None)
+            files = cache.get_or_list(
+                table_name, loc.url, loc.version, sealed, lambda files=files: files
+            )
+        if query is not None:
+            query_values.put(query, listing_key(table_name, loc), tuple(files))
+        listings.append(tuple(files))
+    return listings
 
 
 def listing_key(table_name: str, loc: _Location) -> tuple:

@@ -73,18 +73,25 @@ def _data_file(fs, info: dict) -> DataFile | None:
     return DataFile(info["name"], int(size or 0), version, etag_of(version))
 
 
-def list_data_files(fs, path: str, url: str | None = None) -> list[DataFile]:
-    """The data files anywhere below ``path`` (hidden names skipped), sorted by path."""
+def find_files(fs, path: str, url: str | None = None) -> dict[str, dict]:
+    """Every object anywhere below ``path``, by name (``fs.find``'s entries): one listing,
+    counted in ``storage.listings``; empty when ``path`` does not exist. A store's error is
+    translated (``errors.translate_storage_error``), naming ``url``."""
     counters.add("storage.listings")
     try:
-        found = fs.find(path, detail=True, withdirs=False)
+        return fs.find(path, detail=True, withdirs=False)
     except FileNotFoundError:
-        return []
+        return {}
     except Exception as e:  # translated: the cause is kept
         raise translate_storage_error(e, url or path) from e
+
+
+def data_files(fs, path: str, found) -> list[DataFile]:
+    """The data files among ``found`` (``(name, entry)`` pairs of a listing, all below
+    ``path``), sorted by path: names hidden below ``path`` are skipped."""
     root = path.rstrip("/") + "/"
     files = []
-    for name, info in sorted(found.items()):
+    for name, info in sorted(found):
         rel = name[len(root) :] if name.startswith(root) else name.rsplit("/", 1)[-1]
         if any(is_hidden(part) for part in rel.split("/")):
             continue
@@ -97,6 +104,28 @@ def list_data_files(fs, path: str, url: str | None = None) -> list[DataFile]:
         if listed is not None:
             files.append(listed)
     return files
+
+
+def list_data_files(fs, path: str, url: str | None = None) -> list[DataFile]:
+    """The data files anywhere below ``path`` (hidden names skipped), sorted by path."""
+    return data_files(fs, path, find_files(fs, path, url).items())
+
+
+def data_files_below(fs, root: str, dirs, found: dict[str, dict]) -> list[list[DataFile]]:
+    """The data files of each of ``dirs`` (directories below ``root``) taken from ``found``,
+    one listing of ``root`` (``find_files``): for each, what ``list_data_files`` of it
+    would have listed at that moment (a file belongs to every one of ``dirs`` it lies
+    below; names hidden below that directory are skipped), without a listing of each."""
+    top = root.rstrip("/")
+    wanted: dict[str, list] = {d.rstrip("/"): [] for d in dirs}
+    for name, info in found.items():
+        parent = name.rpartition("/")[0]
+        while len(parent) > len(top):
+            below = wanted.get(parent)
+            if below is not None:
+                below.append((name, info))
+            parent = parent.rpartition("/")[0]
+    return [data_files(fs, d, wanted[d.rstrip("/")]) for d in dirs]
 
 
 def walk_table(fs, root: str, url: str | None = None) -> tuple[list[str], list[PartitionDir]]:

@@ -126,9 +126,11 @@ def test_shipdate_filter_opens_only_overlapping_partitions(
     assert c["planner.predicates_dropped_by_stats"] == 3 * expected
     # At the store: every partition is listed (its statistics prune it only once its
     # listing shows the files they were computed from; the listing cache makes
-    # that free for sealed partitions once warm), no object is HEADed, and each opened file
-    # costs a footer read only (its row count).
-    assert requests["LIST"] == c["planner.partitions_listed"] == total
+    # that free for sealed partitions once warm), all by one listing of the table's location
+    # (planner.TableRoot), no object is HEADed, and each opened file costs a footer read only
+    # (its row count).
+    assert c["planner.partitions_listed"] == c["planner.listings_from_root"] == total
+    assert requests["LIST"] == c["planner.root_listings"] == 1
     assert requests["HEAD"] == 0 and requests["GET"] == 0
     assert requests["RANGED_GET"] == expected
 

@@ -1,9 +1,19 @@
+import random
+
 import pytest
 
 from raptorx_py.errors import EmptyTableLocationError, LayoutError
 from raptorx_py.hive.partition_names import escape_partition_value, unescape_partition_value
+from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for, split_url
-from raptorx_py.storage.hive_layout import is_hidden, parse_partition_dir, walk_table
+from raptorx_py.storage.hive_layout import (
+    data_files_below,
+    find_files,
+    is_hidden,
+    list_data_files,
+    parse_partition_dir,
+    walk_table,
+)
 
 
 @pytest.mark.parametrize(
@@ -104,3 +114,37 @@ def test_split_url():
     assert split_url("/x/y") == ("file", "/x/y")
     with pytest.raises(OSError, match="unsupported URL scheme 'hdfs'"):
         split_url("hdfs://nn/x")
+
+
+NAMES = ("part-0.parquet", "part-1.parquet", "_SUCCESS", ".part-0.crc", "x._COPYING_", "data")
+DIRS = ("m=1", "m=2", "m=3", "_tmp", ".hidden", "_k=1", "m=4/n=1", "m=4/n=2", "m=4/_tmp")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_one_listing_of_the_root_gives_each_directory_what_its_own_listing_gives(
+    tmp_path, env, seed
+):
+    """``data_files_below`` against ``list_data_files`` of each directory, on seeded random
+    layouts: hidden files and directories at every depth, a directory below another one
+    (each of its files belongs to both), a directory that does not exist, a file outside
+    every directory asked for."""
+    rng = random.Random(seed)
+    root = tmp_path / "t"
+    for d in DIRS:
+        for name in rng.sample(NAMES, rng.randint(0, len(NAMES))):
+            path = root / d / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"x" * rng.randint(0, 9))
+    (root / "stray.parquet").parent.mkdir(parents=True, exist_ok=True)
+    (root / "stray.parquet").write_bytes(b"y")
+    fs, path = filesystem_for(str(root), env.settings())
+    dirs = [f"{path}/{d}" for d in rng.sample(DIRS, 6)] + [f"{path}/m=4", f"{path}/m=9"]
+
+    with counters.scope() as c:
+        below = data_files_below(fs, path, dirs, find_files(fs, path))
+    assert c["storage.listings"] == 1
+    assert below == [list_data_files(fs, d) for d in dirs]
+    assert below[-1] == []  # m=9 does not exist
+    assert [f.path for f in below[-2]] == sorted(  # m=4: both directories below it
+        f.path for d in (f"{path}/m=4/n=1", f"{path}/m=4/n=2") for f in list_data_files(fs, d)
+    )
