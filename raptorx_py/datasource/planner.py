@@ -554,7 +554,8 @@ def _list_locations(
     (``query_snapshots.query_values``, counted in ``planner.listings_reused_in_query``).
     ``root``: the partitioned table's location; when one listing of it takes fewer round
     trips than listing the directories below it that must be listed, it is listed instead
-    (``listings_below_root``)."""
+    (``listings_below_root``), and once the query listed it, every directory below it is
+    taken from that listing."""
     cache = _listing_cache(settings)
 
     def list_one(loc: _Location) -> tuple[str, list[DataFile]]:
@@ -599,9 +600,11 @@ def _list_locations(
     # driver's planner, 2026-11-28: about 8 ms of a warm scan). Only listings go to threads.
     results = [served(loc) for loc in locations]
     missing = [i for i, r in enumerate(results) if r is None]
-    if root is not None and root.lists_root_instead(len(missing)):
+    if root is not None and missing:
         below = [i for i in missing if root.holds(locations[i].url)]
-        if root.lists_root_instead(len(below)):
+        # Once the query listed the root, every directory below it is taken from that.
+        listed_root = query is not None and query_values.get(query, root_key(table_name, root))
+        if below and (listed_root or root.lists_root_instead(len(below))):
             from_root = listings_below_root(
                 settings, table_name, root, [locations[i] for i in below], write_ids, query
             )
@@ -639,7 +642,7 @@ def listings_below_root(
     if query is None:
         found = find()
     else:
-        found, _ = query_values.get_or_make(query, ("root listing", table_name, root.url), find)
+        found, _ = query_values.get_or_make(query, root_key(table_name, root), find)
     paths = [filesystem_for(loc.url, settings)[1] for loc in locations]
     below = data_files_below(fs, path, paths, found)
     counters.add("planner.listings_from_root", len(locations))
@@ -655,6 +658,11 @@ def listings_below_root(
             query_values.put(query, listing_key(table_name, loc), tuple(files))
         listings.append(tuple(files))
     return listings
+
+
+def root_key(table_name: str, root: TableRoot) -> tuple:
+    """The key of a table location's listing among a query's values (``query_values``)."""
+    return ("root listing", table_name, root.url)
 
 
 def listing_key(table_name: str, loc: _Location) -> tuple:

@@ -110,13 +110,15 @@ def test_unsealed_directories_listed_from_the_root_are_not_cached(tmp_path):
 
 
 def test_a_query_lists_its_tables_root_once(tmp_path):
-    """A later scan of the query needing other partitions takes them from the root listing
-    its first scan made; those the first scan listed are the query's already."""
-    url, locations = _table(tmp_path, 2 * LISTING_THREADS + 2, sealed=False)
+    """A later scan of the query needing other partitions, even too few to list the root
+    for, takes them from the root listing its first scan made; those the first scan listed
+    are the query's already."""
+    url, locations = _table(tmp_path, LISTING_THREADS + 4, sealed=False)
     settings = _settings(tmp_path, cached=False)
     root = TableRoot(url, 3 * len(locations))
     query = f"query-{tmp_path.name}"
     first, second = locations[: LISTING_THREADS + 1], locations[LISTING_THREADS + 1 :]
+    assert not root.lists_root_instead(len(second))
     with counters.scope() as c:
         _list_locations(settings, "db.t", first, query=query, root=root)
         assert c["storage.listings"] == 1
