@@ -249,6 +249,7 @@ def plan_scan(
             settings.soft_affinity_max_split_imbalance,
         )
         counters.add("planner.tasks_with_preference", len(tasks))
+        counters.add("planner.executors_placed_over", len(executors))
     else:
         tasks = pack_splits(pieces, settings.max_split_size, settings.min_split_count)
     counters.add("planner.partitions_total", total)

@@ -165,6 +165,9 @@ def test_soft_affinity_reads_each_file_where_its_cache_is(two_executor_app, smal
         placed = sum(
             run.get(f"affinity.{k}", 0) for k in ("preferred", "preferred_host", "fallback")
         )
+        # The scan was placed over both live executors (once failed under load on two test
+        # workers, 2026-11-28: every task preferred executor 0; this says where to look).
+        assert run["planner.executors_placed_over"] == 2, run
         assert placed == run["planner.tasks_with_preference"] >= 2, run
         assert run.get("affinity.preferred", 0) >= 0.9 * placed, run
         # The executors reach the planning from the driver's planner, not from a Python
