@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -70,7 +71,7 @@ def run(partitions: int, files: int, repetitions: int, latency_ms: float) -> dic
         "median_seconds": medians,
         "ratio_root_to_each": medians["the table's location"] / medians["each partition"],
         "lists": lists,
-        "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
 
 

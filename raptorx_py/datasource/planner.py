@@ -92,12 +92,11 @@ class TableRoot:
 
     @classmethod
     def of(cls, table: Table, partitions) -> TableRoot:
-        objects: int | None = len(partitions)
+        objects = len(partitions)
         for p in partitions:
             files = p.parameters.get(NUM_FILES_PARAM)
-            if objects is None or files is None or not files.isdigit():
-                objects = None
-                break
+            if files is None or not files.isdigit():
+                return cls(table.location, None)
             objects += 2 * int(files)
         return cls(table.location, objects)
 
@@ -607,7 +606,7 @@ def _list_locations(
         listed_root = query is not None and query_values.get(query, root_key(table_name, root))
         if below and (listed_root or root.lists_root_instead(len(below))):
             from_root = listings_below_root(
-                settings, table_name, root, [locations[i] for i in below], write_ids, query
+                settings, cache, table_name, root, [locations[i] for i in below], write_ids, query
             )
             for i, files in zip(below, from_root):
                 results[i] = visible(split_url(locations[i].url)[1], files)
@@ -623,6 +622,7 @@ def _list_locations(
 
 def listings_below_root(
     settings: Settings,
+    cache,
     table_name: str,
     root: TableRoot,
     locations: list[_Location],
@@ -631,7 +631,8 @@ def listings_below_root(
 ) -> list[tuple]:
     """The raw listing of each of ``locations`` (directories below ``root``), taken from one
     listing of the root: what ``raw_listing`` of each would give at that moment, kept as it
-    would keep it (the listing cache for a sealed directory, the query's values). A query
+    would keep it (``cache``, the listing cache or None, for a sealed directory; the
+    query's values). A query
     lists a root once (``planner.root_listings``); each directory so listed is counted in
     ``planner.listings_from_root``."""
     fs, path = filesystem_for(root.url, settings)
@@ -644,10 +645,9 @@ def listings_below_root(
         found = find()
     else:
         found, _ = query_values.get_or_make(query, root_key(table_name, root), find)
-    paths = [filesystem_for(loc.url, settings)[1] for loc in locations]
+    paths = [split_url(loc.url)[1] for loc in locations]
     below = data_files_below(fs, path, paths, found)
     counters.add("planner.listings_from_root", len(locations))
-    cache = _listing_cache(settings)
     listings = []
     for loc, files in zip(locations, below):
         if cache is not None:
