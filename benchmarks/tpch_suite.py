@@ -774,9 +774,9 @@ class Bench:
         # counts in the process (metrics.deferring_flushes).
         flush(sink.directory)
         stats_before, metrics_before = endpoint.stats(), sink.totals()
-        group = query_timeline.new_group(ctx.spark)
-        started_ms = query_timeline.wall_millis()
         with frozen_heap() as python_gc:
+            group = query_timeline.new_group(ctx.spark)
+            started_ms = query_timeline.wall_millis()
             t0 = time.perf_counter()
             df = ctx.spark.sql(sql)
             rows = df.collect()
