@@ -39,8 +39,8 @@ What it does, in order:
    are not walked by a collection the query's rows set off); the run records seconds, rows,
    the Python collector's time during the run, the deltas of the endpoint's request
    counters and of the data source's metrics sink (``metrics.directory``), and where the
-   time went
-   (``benchmarks.query_timeline``: the driver's query phases and the jobs' stages).
+   time went (``benchmarks.query_timeline``: the driver's query phases and the jobs'
+   stages).
 5. Writes ``<out>/results.json``, ``<out>/results.md``, ``<out>/tpch_queries.png`` and
    ``<out>/tpch_ratios.png`` (``benchmarks.report``; the report leads with each tiered_hive
    configuration's ratio to Spark's reader over s3a and on local files), after every query,
