@@ -1,11 +1,25 @@
-"""Aggregate JFR execution samples: inclusive counts of frames, for samples whose stack holds FILTER."""
-import json, subprocess, sys, collections
+"""Inclusive counts of frames in JFR execution samples whose stack holds FILTER."""
+
+import collections
+import json
+import subprocess
+import sys
+
 path, filt = sys.argv[1], sys.argv[2]
-out = subprocess.run(["jfr", "print", "--json", "--stack-depth", "200", "--events", "jdk.ExecutionSample", path], capture_output=True, text=True).stdout
+out = subprocess.run(
+    ["jfr", "print", "--json", "--stack-depth", "200", "--events", "jdk.ExecutionSample", path],
+    capture_output=True,
+    text=True,
+).stdout
 events = json.loads(out)["recording"]["events"]
-inc = collections.Counter(); top = collections.Counter(); n = 0
+inc = collections.Counter()
+top = collections.Counter()
+n = 0
 for e in events:
-    frames = [f["method"]["type"]["name"].split(".")[-1] + "." + f["method"]["name"] for f in e["values"]["stackTrace"]["frames"]]
+    frames = [
+        f["method"]["type"]["name"].split(".")[-1] + "." + f["method"]["name"]
+        for f in e["values"]["stackTrace"]["frames"]
+    ]
     if not any(filt in f for f in frames):
         continue
     n += 1

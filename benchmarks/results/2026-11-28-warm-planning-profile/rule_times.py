@@ -1,10 +1,15 @@
 """tpch_suite with Spark's optimizer rule timings per configuration (RuleExecutor metrics)."""
-import collections, re, sys
+
+import collections
+import re
+import sys
+
 from benchmarks import tpch_suite
 
 totals = collections.defaultdict(collections.Counter)
 runs = collections.Counter()
 orig = tpch_suite.Bench.run_once
+
 
 def run_once(self, sql, config, ctx, endpoint, sink):
     jvm = ctx.spark._jvm
@@ -19,10 +24,11 @@ def run_once(self, sql, config, ctx, endpoint, sink):
             totals[config.name][m.group(1).split(".")[-1]] += int(m.group(3))
     return out
 
+
 tpch_suite.Bench.run_once = run_once
 rc = tpch_suite.main(sys.argv[1:])
 for cfg, c in totals.items():
     print("==", cfg, "runs", runs[cfg], "total ms/run", round(sum(c.values()) / 1e6 / runs[cfg], 1))
     for k, v in c.most_common(15):
-        print(f"  {v/1e6/runs[cfg]:8.2f} ms/run  {k}")
+        print(f"  {v / 1e6 / runs[cfg]:8.2f} ms/run  {k}")
 sys.exit(rc)
