@@ -631,10 +631,9 @@ def listings_below_root(
 ) -> list[tuple]:
     """The raw listing of each of ``locations`` (directories below ``root``), taken from one
     listing of the root: what ``raw_listing`` of each would give at that moment, kept as it
-    would keep it (``cache``, the listing cache or None, for a sealed directory; the
-    query's values). A query
-    lists a root once (``planner.root_listings``); each directory so listed is counted in
-    ``planner.listings_from_root``."""
+    would keep it (``cache``, the listing cache or None, for a sealed directory; the query's
+    values). A query lists a root once (``planner.root_listings``); each directory so listed
+    is counted in ``planner.listings_from_root``."""
     fs, path = filesystem_for(root.url, settings)
 
     def find():
