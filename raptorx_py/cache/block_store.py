@@ -458,6 +458,11 @@ class BlockStore:
         if not self.enabled:
             return 0
         try:
+            if not any(e.name.endswith(ADOPT_SUFFIX) for e in _scandir(self.adopt_dir)):
+                # Nothing to fold: no write transaction (the planner asks once per scan it
+                # hands to the JVM), only the capacity kept current.
+                self._publish_capacity(self.total_bytes())
+                return 0
             with self._write() as conn:
                 adopted = self._adopt_locked(conn)
                 if adopted:
@@ -749,13 +754,21 @@ class BlockStore:
         tenth of the capacity; the blocks Python stores after this count only at the next
         adoption, so the directory may pass the bound by those until then). The last store
         to write wins (stores of one node share their settings). ``held`` None: a store
-        opening, which has not read the index yet: the JVM then keeps to the tenth."""
-        tmp = os.path.join(self.tmp_dir, f"{os.getpid()}.{secrets.token_hex(8)}.part")
+        opening, which has not read the index yet: the JVM then keeps to the tenth. A file
+        that says so already is left as it is (no write: a scan's planning asks each time)."""
         text = f"{self.max_size}\n" if held is None else f"{self.max_size}\n{held}\n"
+        path = os.path.join(self.directory, CAPACITY_FILE)
+        try:
+            with open(path, "rb") as f:
+                if f.read(64) == text.encode():
+                    return
+        except FileNotFoundError:
+            pass
+        tmp = os.path.join(self.tmp_dir, f"{os.getpid()}.{secrets.token_hex(8)}.part")
         try:
             with open(tmp, "xb", opener=self._opener) as f:
                 f.write(text.encode())
-            os.replace(tmp, os.path.join(self.directory, CAPACITY_FILE))
+            os.replace(tmp, path)
         finally:
             cache_files.remove_if_present(tmp)
 

@@ -125,10 +125,12 @@ class DriverPlanner:
         return self._serve("plan", self._plan, request)
 
     def prefetch(self, request: bytes) -> bytes:
-        """The provider created a scan builder of a query: start reading what the scan's
+        """The provider created scan builders of a query: start reading what each scan's
         first reads of its table will be (``scan_prefetch``). The request: the query's token
-        (pyspark's UTF-8 framing), then the pickled source (as a plan request opens).
-        Answers at once; the answer is only its status."""
+        (pyspark's UTF-8 framing), how many sources (an int), then each pickled source (as a
+        plan request opens); the provider sends them in one call just before the query's
+        next plan, each distinct source once. Answers at once; the answer is only its
+        status. Counted: ``planning.prefetch_calls``, ``planning.prefetch_sources``."""
         return self._serve("prefetch", self._prefetch, request)
 
     def _serve(self, what: str, serve, request: bytes) -> bytes:
@@ -146,7 +148,11 @@ class DriverPlanner:
 
     def _prefetch(self, infile: io.BytesIO, out: io.BytesIO) -> None:
         token = utf8_deserializer.loads(infile)
-        scan_prefetch.read_ahead(self._source(infile), token, serving_planner)
+        sources = [self._source(infile) for _ in range(read_int(infile))]
+        counters.add("planning.prefetch_calls")
+        counters.add("planning.prefetch_sources", len(sources))
+        for source in sources:
+            scan_prefetch.read_ahead(source, token, serving_planner)
 
     def _source(self, infile: io.BytesIO):
         """The pickled data source at the start of a plan request (pyspark's

@@ -354,7 +354,8 @@ def test_a_querys_tables_are_read_ahead_once_each(spark, planner, env, tmp_path,
     planner reads each table's snapshot, table and listing (external, unpartitioned) ahead
     on threads of its own (``scan_prefetch.py``), so their round trips overlap. Each is read
     once, by the read ahead (no scan reads them again); the second scan of a table takes its
-    first's, as without reading ahead; the rows are right."""
+    first's, as without reading ahead; the rows are right. The provider tells the planner
+    of the query's builders in one callback, each of the three tables' sources once."""
     _external_views(spark, env, tmp_path, {"a": 5, "b": 7, "c": 3})
     sql = (
         "SELECT count(*) FROM ahead_a a JOIN ahead_b b ON a.id = b.id "
@@ -364,6 +365,8 @@ def test_a_querys_tables_are_read_ahead_once_each(spark, planner, env, tmp_path,
         with counted() as c:
             assert spark.sql(sql).collect()[0][0] == 3
         assert c["planning.scans"] == 4, c.delta
+        assert c["planning.prefetch_calls"] == 1, c.delta
+        assert c["planning.prefetch_sources"] == 3, c.delta
         assert c["planner.tables_read_ahead"] == 3, c.delta
         assert c["planner.listings_read_ahead"] == 3, c.delta
         assert c["storage.listings"] == 3, c.delta

@@ -242,3 +242,20 @@ def test_a_version_2_block_is_a_counted_corrupt_miss_and_deleted(tmp_path):
     with CounterDeltas() as c:
         assert store.read(KEY, 1, BS, 0, BS) is None
     assert c["block_cache.corrupt_blocks"] == 1 and not os.path.exists(path)
+
+
+def test_an_adoption_with_nothing_published_writes_nothing(tmp_path):
+    """The planner asks for an adoption once per scan it hands to the JVM: with no names
+    file and the capacity file already current, neither is rewritten (the file is the same
+    one, not a new one renamed over it); once the index holds more, it is."""
+    store = _store(tmp_path, max_size=10 * BLOCK)
+    path = os.path.join(store.directory, block_store.CAPACITY_FILE)
+    assert store.adopt_published() == 0
+    first = os.stat(path).st_ino
+    assert store.adopt_published() == 0
+    assert os.stat(path).st_ino == first
+    assert open(path).read() == f"{10 * BLOCK}\n0\n"
+    assert store.put(KEY, 1, _payload(1))
+    assert store.adopt_published() == 0
+    assert os.stat(path).st_ino != first
+    assert open(path).read() == f"{10 * BLOCK}\n{store.total_bytes()}\n"

@@ -16,10 +16,11 @@ import java.util.concurrent.atomic.AtomicReference
  *  - `plan`: the protocol of `pyspark.sql.worker.data_source_pushdown_filters` (pyspark's
  *    `UserDefinedPythonDataSourceFilterPushdownRunner`): the reader made for the schema, the
  *    filters it took, its pickled read function and its pickled partitions;
- *  - `prefetch` (ours): a scan builder of a query was created; the request is the query's
- *    token and the pickled source, the answer only the status byte, given at once while the
- *    planner reads ahead what the scan's first reads of its table will be
- *    (`raptorx_py/datasource/scan_prefetch.py`).
+ *  - `prefetch` (ours): scan builders of a query were created; the request is the query's
+ *    token, then how many sources and each pickled source (each distinct source of the
+ *    builders made since the query's last `plan`, sent just before its next one), the answer
+ *    only the status byte, given at once while the planner reads ahead what each scan's
+ *    first reads of its table will be (`raptorx_py/datasource/scan_prefetch.py`).
  * So the pickled reader and partitions executors receive are the very bytes a worker would
  * have made; only the process that makes them changes.
  */

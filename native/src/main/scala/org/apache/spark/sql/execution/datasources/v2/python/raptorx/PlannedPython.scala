@@ -2,7 +2,9 @@ package org.apache.spark.sql.execution.datasources.v2.python.raptorx
 
 import java.io.{ByteArrayInputStream, ByteArrayOutputStream, DataInputStream, DataOutputStream}
 import java.nio.charset.StandardCharsets.UTF_8
+import java.util
 
+import scala.collection.mutable.ArrayBuffer
 import scala.jdk.CollectionConverters._
 
 import net.razorvine.pickle.Pickler
@@ -11,6 +13,7 @@ import py4j.{Py4JException, Py4JNetworkException}
 import org.apache.spark.QueryContext
 import org.apache.spark.api.python.{PythonException, PythonFunction}
 import org.apache.spark.internal.Logging
+import org.apache.spark.sql.catalyst.QueryPlanningTracker
 import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap
 import org.apache.spark.sql.connector.read.Scan
 import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonFilterPushdownResult, PythonScan, UserDefinedPythonDataSourceFilterPushdownRunner, UserDefinedPythonDataSourceRunner}
@@ -44,6 +47,7 @@ object PlannedPython extends Logging {
       val created = ds.getOrCreateDataSourceInPython(shortName, options, Some(schema))
       val runner = new PlanRequest(
         ds.source.createPythonFunction(created.dataSource), schema, filters.toSeq)
+      sendReadAhead(planner)
       call(planner, "plan", runner.write, planner.plan, runner.read).map { result =>
         ds.setReadInfo(result.readInfo)
         val pushed = result.isFilterPushed
@@ -57,18 +61,52 @@ object PlannedPython extends Logging {
    * (its [[QueryToken]]): Spark creates every scan builder of a query before it builds any,
    * so the planner reads ahead, on threads of its own, what each scan's first reads of its
    * table will be (`raptorx_py/datasource/scan_prefetch.py`), and the query's scans no
-   * longer wait for their tables' round trips one after another. Best effort: nothing without
-   * a planner or a token; a failure is logged, and the scan then reads for itself. */
+   * longer wait for their tables' round trips one after another.
+   *
+   * The sources are kept here and sent in ONE callback just before the query's next `plan`
+   * ([[sendReadAhead]]), each distinct source once: a callback costs 1-9 ms of transport
+   * and of waiting for the Python side's lock (Q2 created 9 builders over 5 tables, 9
+   * callbacks; benchmarks/HISTORY.md, "where the warm tiers' planning goes"), and nothing
+   * reads ahead sooner by being told at once, since no scan is built before the last
+   * builder is made. Best effort: nothing without a planner or a token; a failure is logged,
+   * and the scan then reads for itself. */
   def prefetch(ds: PythonDataSourceV2, options: CaseInsensitiveStringMap): Unit =
-    for (planner <- DriverPlanners.current; token <- QueryToken.current()) {
+    for (_ <- DriverPlanners.current; tracker <- QueryPlanningTracker.get;
+         token <- QueryToken.current()) {
       val created = ds.getOrCreateDataSourceInPython(TieredHiveProvider.PythonName, options, None)
+      readAhead.synchronized {
+        val pending = readAhead.computeIfAbsent(tracker, _ => new PendingReadAhead(token))
+        if (!pending.sources.exists(util.Arrays.equals(_, created.dataSource))) {
+          pending.sources += created.dataSource
+        }
+      }
+    }
+
+  /** The sources of each query's scan builders not yet sent to the planner, by the query's
+   * planning tracker (weakly, as [[QueryToken]] keeps its tokens: they go with the query). */
+  private val readAhead = new util.WeakHashMap[QueryPlanningTracker, PendingReadAhead]()
+
+  private final class PendingReadAhead(val token: String) {
+    val sources = new ArrayBuffer[Array[Byte]]()
+  }
+
+  /** Send the planner, in one callback, the sources of the query's scan builders made since
+   * the last call (the request: the token, their count, each pickled source). */
+  private def sendReadAhead(planner: DriverPlanner): Unit = {
+    val pending = QueryPlanningTracker.get.flatMap { tracker =>
+      readAhead.synchronized(Option(readAhead.remove(tracker)))
+    }
+    for (reads <- pending if reads.sources.nonEmpty) {
       val bytes = new ByteArrayOutputStream()
       val out = new DataOutputStream(bytes)
-      val tokenBytes = token.getBytes(UTF_8)
+      val tokenBytes = reads.token.getBytes(UTF_8)
       out.writeInt(tokenBytes.length)
       out.write(tokenBytes)
-      out.writeInt(created.dataSource.length)
-      out.write(created.dataSource)
+      out.writeInt(reads.sources.length)
+      for (source <- reads.sources) {
+        out.writeInt(source.length)
+        out.write(source)
+      }
       out.flush()
       CallbackSockets.noDelay(planner)
       try {
@@ -82,6 +120,7 @@ object PlannedPython extends Logging {
         case e: Py4JException => logDebug(s"raptorx: the driver's planner did not read ahead ($e)")
       } finally CallbackSockets.noDelay(planner)
     }
+  }
 
   private def call[T](planner: DriverPlanner, what: String,
       write: DataOutputStream => Unit, serve: Array[Byte] => Array[Byte],
