@@ -87,6 +87,10 @@ TASK_COUNTS_DIR = "raptorx-task-counts"
 PLANNER_OK = "O"
 PLANNER_FAILED = "E"
 
+# A session conf (tests): the driver's planner's plan requests are also written as Spark's
+# own runner writes them, and a query whose two differ fails (``PlanRequest``)
+CHECK_PLAN_REQUESTS_CONF = "spark.raptorx.planning.checkRequests"
+
 # Spark's metrics system (``CacheMetricsPlugin``): the plugin class for ``spark.plugins``, the
 # Spark conf naming the node-local directory the processes of each application publish their
 # totals under (``<dir>/<application id>/<process>/*.tsv``), its default, and the kind opening

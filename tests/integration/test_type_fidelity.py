@@ -281,3 +281,30 @@ def test_every_filter_on_every_table_stress(spark, tables, zone):
         for writer, (name, root) in sorted(by_writer.items()):
             differ += [f"[{writer}] {d}" for d in _compare(spark, name, root, wheres)]
     assert not differ, "\n".join(differ)
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_the_providers_plan_requests_are_sparks_own_bytes(spark, tables, zone, counted):
+    """The provider writes pyspark's plan request itself, with one Jackson mapper for every
+    request (``PlannedPython.scala``, ``PlanRequest``). With ``CHECK_PLAN_REQUESTS_CONF`` on,
+    Spark's runner writes each request too and a difference fails the planning: every filter
+    form on every column (one, and three at once), planned only, none run; a filter Spark
+    folds away (its scan then not planned) sends none."""
+    from raptorx_py.jvm_protocol import CHECK_PLAN_REQUESTS_CONF
+
+    by_writer, rows = tables
+    name, _ = by_writer["pyarrow"]
+    wheres = data.filters(rows, seed=SEED, per_column=2)
+    planned = spark._jvm.org.apache.spark.sql.execution.datasources.v2.python.raptorx.PlannedPython
+    before = planned.planRequestsChecked()
+    df = spark.read.format("tiered_hive").load(name)
+    groups = [[w] for w in wheres] + [wheres[i : i + 3] for i in range(0, len(wheres), 3)]
+    spark.conf.set(CHECK_PLAN_REQUESTS_CONF, "true")
+    try:
+        with _Zone(spark, zone), counted() as c:
+            for group in groups:
+                where = " AND ".join(f"({w})" for w in group)
+                df.where(where)._jdf.queryExecution().optimizedPlan()
+    finally:
+        spark.conf.unset(CHECK_PLAN_REQUESTS_CONF)
+    assert planned.planRequestsChecked() - before == c["planning.driver_calls"] > len(groups) // 2

@@ -69,9 +69,10 @@ final case class ReflectedField(owner: String, name: String, fieldType: String)
       }
     }
 
-  /** This field's value in `instance` (an instance of `owner`). */
+  /** This field's value in `instance` (an instance of `owner`, or of a subclass). */
   def get[T](instance: AnyRef): T = {
-    val f = find(instance.getClass).getOrElse(throw new IllegalStateException(
+    val f = Iterator.iterate[Class[_]](instance.getClass)(_.getSuperclass).takeWhile(_ != null)
+      .flatMap(find).nextOption().getOrElse(throw new IllegalStateException(
       s"raptorx native: ${instance.getClass.getName} has no field '$name'; " +
         NativeCompatibility.RebuildHint))
     f.setAccessible(true)
@@ -195,6 +196,15 @@ object NativeCompatibility {
       sessionLocalTimeZone, largeVarTypes, pythonRunnerConf, jobArtifactUUID, sessionUUID)
   }
 
+  /** pyspark's `UserDefinedPythonDataSourceFilterPushdownRunner`: the filters it sends a
+   * planning worker, as it serializes them, read by reflection (`PlanRequest`). */
+  object PlanRunner {
+    val Owner: String = DsPython + "UserDefinedPythonDataSourceFilterPushdownRunner"
+    val serializedFilters: ReflectedField =
+      ReflectedField(Owner, "serializedFilters", "scala.collection.Seq")
+    val All: Seq[ReflectedField] = Seq(serializedFilters)
+  }
+
   // `Linked` and `Expected` are lazy: an executor's first touch of this object may come from
   // `ReaderFactory` (the columnar reader), whose initializer reads the prefixes above and so
   // initializes this object; eager, `Expected` would read `ReaderFactory.All` while it is
@@ -281,6 +291,11 @@ object NativeCompatibility {
       LinkedMethod(planRunner, "writeToPython", Seq("java.io.DataOutputStream",
         "net.razorvine.pickle.Pickler")),
       LinkedMethod(planRunner, "receiveFromPython", Seq("java.io.DataInputStream"), pushdown),
+      // PlanRequest: the runner's request, written as the runner writes it
+      LinkedMethod("org.apache.spark.api.python.PythonWorkerUtils$", "writePythonFunction",
+        Seq("org.apache.spark.api.python.PythonFunction", "java.io.DataOutputStream")),
+      LinkedMethod("org.apache.spark.api.python.PythonWorkerUtils$", "writeUTF",
+        Seq(StringType, "java.io.DataOutputStream")),
       LinkedMethod(pushdown, "readInfo", Seq(), readInfo),
       LinkedMethod(pushdown, "isFilterPushed", Seq(), "scala.collection.Seq"),
       LinkedMethod(DsPython + "PythonScan", "<init>",
@@ -290,7 +305,8 @@ object NativeCompatibility {
   }
 
   /** Everything the jar expects of Spark's internals. */
-  lazy val Expected: Seq[SparkInternal] = ReaderFactory.All ++ EvaluatorFactory.All ++ Linked
+  lazy val Expected: Seq[SparkInternal] =
+    ReaderFactory.All ++ EvaluatorFactory.All ++ PlanRunner.All ++ Linked
 
   /** The pyspark the jar was built against ("unknown" for a jar built without build.sh). */
   lazy val builtAgainst: String = Try {

@@ -83,6 +83,10 @@ object Protocol {
   val PlannerOk = "O"
   val PlannerFailed = "E"
 
+  // A session conf (tests): the driver's planner's plan requests are also written as Spark's
+  // own runner writes them, and a query whose two differ fails (`PlanRequest`)
+  val CheckPlanRequestsConf = "spark.raptorx.planning.checkRequests"
+
   // Spark's metrics system (`CacheMetricsPlugin`): the plugin class for `spark.plugins`, the
   // Spark conf naming the node-local directory the processes of each application publish
   // their totals under (`<dir>/<application id>/<process>/*.tsv`), its default, and the
