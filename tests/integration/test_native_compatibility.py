@@ -124,7 +124,6 @@ def first_touch(tmp_path_factory):
         "raptorx.NativeCompatibility$",
         "raptorx.NativeCompatibility$ReaderFactory$",
         "raptorx.NativeCompatibility$EvaluatorFactory$",
-        "raptorx.NativeCompatibility$PlanRunner$",
     ],
 )
 def test_each_object_initializes_when_touched_first_in_a_fresh_jvm(first_touch, scala_object):

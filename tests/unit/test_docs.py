@@ -263,7 +263,8 @@ OTHER_PYTHON = ("devservers", "benchmarks")
 FOREIGN = frozenset(
     """
     AcidUtils AppendData ArrowColumnVector ArrowPythonRunner ArrowUtils ArrowWriter BatchScan
-    BatchScanExec BatchedPythonArrowInput BigDecimal BroadcastHashJoin ColumnarBatch ColumnarToRow
+    BatchScanExec BatchedPythonArrowInput BigDecimal BroadcastHashJoin CatalystTypeConverters
+    ColumnarBatch ColumnarToRow
     CommonsCompressionFactory DataSource DataSourceRegister DataType DbNotificationListener
     DefaultSource DriverPlugin ExecutorPlugin FileMetaData FileScan HashAggregate
     InputPartition InvalidRange MapInBatchEvaluator MapInBatchEvaluatorFactory MessageFactory

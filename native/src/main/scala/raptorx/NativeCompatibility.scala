@@ -196,15 +196,6 @@ object NativeCompatibility {
       sessionLocalTimeZone, largeVarTypes, pythonRunnerConf, jobArtifactUUID, sessionUUID)
   }
 
-  /** pyspark's `UserDefinedPythonDataSourceFilterPushdownRunner`: the filters it sends a
-   * planning worker, as it serializes them, read by reflection (`PlanRequest`). */
-  object PlanRunner {
-    val Owner: String = DsPython + "UserDefinedPythonDataSourceFilterPushdownRunner"
-    val serializedFilters: ReflectedField =
-      ReflectedField(Owner, "serializedFilters", "scala.collection.Seq")
-    val All: Seq[ReflectedField] = Seq(serializedFilters)
-  }
-
   // `Linked` and `Expected` are lazy: an executor's first touch of this object may come from
   // `ReaderFactory` (the columnar reader), whose initializer reads the prefixes above and so
   // initializes this object; eager, `Expected` would read `ReaderFactory.All` while it is
@@ -291,11 +282,18 @@ object NativeCompatibility {
       LinkedMethod(planRunner, "writeToPython", Seq("java.io.DataOutputStream",
         "net.razorvine.pickle.Pickler")),
       LinkedMethod(planRunner, "receiveFromPython", Seq("java.io.DataInputStream"), pushdown),
-      // PlanRequest: the runner's request, written as the runner writes it
+      // PlanRequest: the runner's request and answer, without the runner
       LinkedMethod("org.apache.spark.api.python.PythonWorkerUtils$", "writePythonFunction",
         Seq("org.apache.spark.api.python.PythonFunction", "java.io.DataOutputStream")),
       LinkedMethod("org.apache.spark.api.python.PythonWorkerUtils$", "writeUTF",
         Seq(StringType, "java.io.DataOutputStream")),
+      LinkedMethod(readInfo + "$", "receive", Seq("java.io.DataInputStream"), readInfo),
+      LinkedMethod(pushdown, "<init>", Seq(readInfo, "scala.collection.Seq")),
+      LinkedMethod("org.apache.spark.sql.catalyst.expressions.variant.VariantExpressionEvalUtils$",
+        "castToVariant", Seq("java.lang.Object", "org.apache.spark.sql.types.DataType"),
+        "org.apache.spark.unsafe.types.VariantVal"),
+      LinkedMethod("org.apache.spark.sql.catalyst.CatalystTypeConverters$", "convertToCatalyst",
+        Seq("java.lang.Object"), "java.lang.Object"),
       LinkedMethod(pushdown, "readInfo", Seq(), readInfo),
       LinkedMethod(pushdown, "isFilterPushed", Seq(), "scala.collection.Seq"),
       LinkedMethod(DsPython + "PythonScan", "<init>",
@@ -306,7 +304,7 @@ object NativeCompatibility {
 
   /** Everything the jar expects of Spark's internals. */
   lazy val Expected: Seq[SparkInternal] =
-    ReaderFactory.All ++ EvaluatorFactory.All ++ PlanRunner.All ++ Linked
+    ReaderFactory.All ++ EvaluatorFactory.All ++ Linked
 
   /** The pyspark the jar was built against ("unknown" for a jar built without build.sh). */
   lazy val builtAgainst: String = Try {

@@ -3,29 +3,25 @@ package org.apache.spark.sql.execution.datasources.v2.python.raptorx
 import java.io.{ByteArrayInputStream, ByteArrayOutputStream, DataInputStream, DataOutputStream}
 import java.nio.charset.StandardCharsets.UTF_8
 import java.util
-import java.util.concurrent.atomic.AtomicLong
 
 import scala.collection.mutable.ArrayBuffer
 import scala.jdk.CollectionConverters._
 
-import com.fasterxml.jackson.databind.ObjectMapper
-import com.fasterxml.jackson.module.scala.DefaultScalaModule
 import net.razorvine.pickle.Pickler
 import py4j.{Py4JException, Py4JNetworkException}
 
 import org.apache.spark.QueryContext
-import org.apache.spark.api.python.{PythonException, PythonFunction, PythonWorkerUtils}
+import org.apache.spark.api.python.{PythonException, PythonFunction}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.catalyst.QueryPlanningTracker
 import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap
 import org.apache.spark.sql.connector.read.Scan
-import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonFilterPushdownResult, PythonScan, UserDefinedPythonDataSourceFilterPushdownRunner, UserDefinedPythonDataSourceRunner}
-import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCreationResult, PythonDataSourceV2, PythonScan, UserDefinedPythonDataSourceRunner}
 import org.apache.spark.sql.sources.Filter
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
-import _root_.raptorx.{CallbackSockets, DriverPlanner, DriverPlanners, NativeCompatibility, Protocol, QueryToken, ReflectedField, TieredHiveProvider}
+import _root_.raptorx.{CallbackSockets, DriverPlanner, DriverPlanners, QueryToken, TieredHiveProvider}
 
 /**
  * Planning through the application's planner ([[DriverPlanners]]): pyspark's own planning
@@ -127,7 +123,7 @@ object PlannedPython extends Logging {
   }
 
   /** Plan requests compared with the bytes Spark's runner writes (tests:
-   * [[Protocol.CheckPlanRequestsConf]]). */
+   * `spark.raptorx.planning.checkRequests`, [[PlanRequest]]). */
   def planRequestsChecked(): Long = PlanRequest.checked.get()
 
   private def call[T](planner: DriverPlanner, what: String,
@@ -168,63 +164,6 @@ private class CreateRequest(cls: PythonFunction, provider: String, schema: Optio
     extends UserDefinedPythonDataSourceRunner(cls, provider, schema, options) {
   def write(out: DataOutputStream): Unit = writeToPython(out, new Pickler())
   def read(in: DataInputStream): PythonDataSourceCreationResult = receiveFromPython(in)
-}
-
-/**
- * pyspark's request to plan a read with filters pushed: what its runner writes to a worker,
- * and reads back.
- *
- * Written field for field as the runner's `writeToPython` writes it (the source's pickled
- * function, the schema's JSON, the offered filters' JSON, two settings), from the runner's own
- * serialized filters, but with the JSON made by one long-lived Jackson mapper
- * ([[PlanRequest.FilterJson]], configured as the runner's): the runner makes a mapper per
- * request, which builds its serializers anew each time, 2-9 ms of the JVM's CPU per scan
- * planned (Q2, warm: most of the JVM's part of a scan's planning; benchmarks/HISTORY.md).
- * With [[Protocol.CheckPlanRequestsConf]] on (tests), the runner's own bytes are written
- * too and a difference fails the query ([[PlanRequest.checked]] counts the requests
- * compared).
- */
-private class PlanRequest(source: PythonFunction, schema: StructType, filters: Seq[Filter])
-    extends UserDefinedPythonDataSourceFilterPushdownRunner(source, schema, filters) {
-  def write(out: DataOutputStream): Unit = {
-    val ours = new ByteArrayOutputStream()
-    val data = new DataOutputStream(ours)
-    PythonWorkerUtils.writePythonFunction(source, data)
-    PythonWorkerUtils.writeUTF(schema.json, data)
-    PythonWorkerUtils.writeUTF(
-      PlanRequest.FilterJson.writeValueAsString(PlanRequest.SerializedFilters.get[AnyRef](this)),
-      data)
-    data.writeInt(SQLConf.get.arrowMaxRecordsPerBatch)
-    data.writeBoolean(SQLConf.get.pysparkBinaryAsBytes)
-    data.flush()
-    val bytes = ours.toByteArray
-    if (SQLConf.get.getConfString(Protocol.CheckPlanRequestsConf, "false").toBoolean) {
-      val sparks = new ByteArrayOutputStream()
-      val theirs = new DataOutputStream(sparks)
-      writeToPython(theirs, new Pickler())
-      theirs.flush()
-      if (!util.Arrays.equals(bytes, sparks.toByteArray)) {
-        throw new IllegalStateException("raptorx: the plan request differs from the one " +
-          s"Spark's runner writes, for the filters ${filters.mkString(", ")} over $schema")
-      }
-      PlanRequest.checked.incrementAndGet()
-    }
-    out.write(bytes)
-  }
-  def read(in: DataInputStream): PythonFilterPushdownResult = receiveFromPython(in)
-}
-
-private[raptorx] object PlanRequest {
-  /** The runner's mapper as the runner configures it (`new ObjectMapper().registerModules(
-   * DefaultScalaModule)`), made once: Jackson keeps the serializers it builds per mapper, and
-   * a configured mapper is safe to share between threads. */
-  val FilterJson: ObjectMapper = new ObjectMapper().registerModules(DefaultScalaModule)
-
-  /** The runner's filters as it serializes them (a private field, read by reflection). */
-  val SerializedFilters: ReflectedField = NativeCompatibility.PlanRunner.serializedFilters
-
-  /** Requests compared with the runner's own bytes (tests). */
-  val checked = new AtomicLong()
 }
 
 /**
