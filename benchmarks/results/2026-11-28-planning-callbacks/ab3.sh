@@ -1,7 +1,0 @@
-RT=/work/main/benchmarks/results/2026-11-28-warm-planning-profile/rule_times.py
-run() { cd $1 && PYTHONPATH=$1 /work/main/.venv/bin/python $RT --scale 1 --queries 2,3,11,16 --configs tiered-hive-s3-warm --repetitions 6 --warmup 1 --no-publish --work-dir /work/main/work-data --out /tmp/prof/out-$2 > /tmp/prof/rt-$2.txt 2>&1; }
-run /tmp/base C1
-run /work/main M1
-run /tmp/base C2
-run /work/main M2
-echo done
