@@ -25,8 +25,9 @@ Contract and limits:
   JVM falls back to the worker path when none is registered (Spark Connect, ``spark-sql``,
   a Scala application) or when a callback fails in transport.
 - Calls are served one at a time (a lock): planning is short when warm, and the caches it
-  shares need no more than that. ``prefetch`` (the provider created a scan builder) answers
-  at once and reads ahead on threads of its own (``scan_prefetch``). A callback runs on a
+  shares need no more than that. ``prefetch`` (the provider created a query's scan builders:
+  one call with their distinct sources, just before the query's next plan) answers at once
+  and reads ahead on threads of its own (``scan_prefetch``). A callback runs on a
   Py4J thread of this process while the thread that started the query waits in the JVM.
 - A failure of the source's own code (a missing table, a bad option) is returned as text and
   fails the query as a ``PythonException``, as a worker's would: a ``RaptorxError`` as its

@@ -9,12 +9,12 @@ Made scan after scan, a query over five tables waited for five LISTs in a row: T
 over S3 at 20 ms a request, with every cache off, planned for 170-185 ms, where Spark's
 reader over ``s3a://`` had listed when its views were registered.
 
-So the provider tells the planner of each scan builder as it creates it
-(``DriverPlanner.prefetch``), and ``read_ahead`` starts those reads on threads of its own and
-keeps them among the query's values (``query_snapshots.query_values.put_ahead``), under the
-keys the scan looks them up by: the scan finds them (waiting while they are read) as it
-finds what an earlier scan of the table in the query read, and the reads of a query's
-tables overlap.
+So the provider notes each scan builder's source as it creates it and tells the planner of
+them in one call just before the query's next plan (``DriverPlanner.prefetch``: each distinct
+source once), and ``read_ahead`` starts those reads on threads of its own and keeps them
+among the query's values (``query_snapshots.query_values.put_ahead``), under the keys the
+scan looks them up by: the scan finds them (waiting while they are read) as it finds what an
+earlier scan of the table in the query read, and the reads of a query's tables overlap.
 
 Contract and limits:
 
