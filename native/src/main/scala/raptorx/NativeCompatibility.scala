@@ -69,10 +69,9 @@ final case class ReflectedField(owner: String, name: String, fieldType: String)
       }
     }
 
-  /** This field's value in `instance` (an instance of `owner`, or of a subclass). */
+  /** This field's value in `instance` (an instance of `owner`). */
   def get[T](instance: AnyRef): T = {
-    val f = Iterator.iterate[Class[_]](instance.getClass)(_.getSuperclass).takeWhile(_ != null)
-      .flatMap(find).nextOption().getOrElse(throw new IllegalStateException(
+    val f = find(instance.getClass).getOrElse(throw new IllegalStateException(
       s"raptorx native: ${instance.getClass.getName} has no field '$name'; " +
         NativeCompatibility.RebuildHint))
     f.setAccessible(true)
@@ -303,8 +302,7 @@ object NativeCompatibility {
   }
 
   /** Everything the jar expects of Spark's internals. */
-  lazy val Expected: Seq[SparkInternal] =
-    ReaderFactory.All ++ EvaluatorFactory.All ++ Linked
+  lazy val Expected: Seq[SparkInternal] = ReaderFactory.All ++ EvaluatorFactory.All ++ Linked
 
   /** The pyspark the jar was built against ("unknown" for a jar built without build.sh). */
   lazy val builtAgainst: String = Try {

@@ -30,7 +30,7 @@ import _root_.raptorx.Protocol
  * Why: the runner makes a Jackson `ObjectMapper` with the Scala module in its constructor, and
  * that mapper builds its serializers anew for its one request: 1.1-3.4 ms of the JVM's CPU to
  * make the runner and 2-9 ms to write its request, per scan planned (Q2 warm, 9 scans;
- * benchmarks/HISTORY.md, "the plan request without pyspark's runner"). Here the request is
+ * benchmarks/HISTORY.md, "the warm tiers' planning, made cheaper"). Here the request is
  * written by one mapper made once ([[PlanRequest.FilterJson]], configured as the runner's):
  * 0.05-0.15 ms.
  *
@@ -49,18 +49,19 @@ import _root_.raptorx.Protocol
  * Limits: pyspark's runner is the reference. With [[Protocol.CheckPlanRequestsConf]] on
  * (tests) the runner writes each request too and reads each answer too, and any difference
  * fails the planning ([[PlanRequest.checked]] counts the requests compared);
- * `test_type_fidelity.py` runs every filter form on every column so in both session time
+ * `test_type_fidelity.py` checks every filter form on every column in both session time
  * zones. `NativeCompatibility` names the Spark internals used here.
  */
 private[raptorx] class PlanRequest(source: PythonFunction, schema: StructType,
     filters: Seq[Filter]) {
-  /** The runner's request, when it must write it (a column it reports missing) or check. */
+  /** pyspark's runner, made only to check (`CheckPlanRequestsConf`). */
   private val runner: Option[PlanRequest.Runner] =
     if (PlanRequest.checking) Some(new PlanRequest.Runner(source, schema, filters)) else None
 
   /** The filters sent, each with its index among the filters offered; None: the runner's. */
   private val serialized: Option[Seq[PlanRequest.Serialized]] = PlanRequest.serialize(schema, filters)
 
+  /** pyspark's runner, for a filter on a column the schema lacks (its error is the answer). */
   private lazy val fallback: PlanRequest.Runner =
     runner.getOrElse(new PlanRequest.Runner(source, schema, filters))
 
