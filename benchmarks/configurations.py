@@ -417,6 +417,17 @@ register(
 
 register(
     Configuration(
+        name="spark-parquet-local-again",
+        description="the baseline once more (Spark's built-in Parquet reader on the local "
+        "copy, the same DataFrames): its ratio to spark-parquet-local, measured in the same "
+        "run, is the noise floor of every per-query ratio",
+        register_views=spark_parquet_views,
+        details={"caches": "none", "role": "A/A: two identical configurations"},
+    )
+)
+
+register(
+    Configuration(
         name="spark-parquet-s3",
         description="Spark's built-in Parquet reader over s3a:// (hadoop-aws, default settings "
         "but the endpoint's) on the emulated S3 store, the same files tiered_hive reads "

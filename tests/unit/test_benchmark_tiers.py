@@ -194,3 +194,33 @@ def test_a_cold_run_empties_its_caches_while_a_late_fill_still_writes(tmp_path, 
     root.mkdir()
     with pytest.raises(PermissionError):
         configurations.remove_directory(str(root))  # other errors are not retried
+
+
+def test_the_a_a_configuration_registers_the_baselines_own_frames(monkeypatch):
+    # Its ratio to the baseline is the noise floor of a per-query ratio only if nothing but
+    # the run differs: the same DataFrames, made once, registered again.
+    from raptorx_py.tpch import queries
+
+    made, registered = [], []
+
+    class Frame:
+        def __init__(self, table):
+            self.table = table
+
+        def createOrReplaceTempView(self, name):  # noqa: N802 (pyspark's name)
+            registered.append((name, self))
+
+    monkeypatch.setattr(
+        queries, "parquet_reader", lambda spark, d: lambda t: made.append(t) or Frame(t)
+    )
+    ctx = BenchContext(spark=None, database="tpch", local_data_dir="/d", properties={}, work_dir="")
+    baseline, again = configurations.get_configurations(
+        ["spark-parquet-local", "spark-parquet-local-again"]
+    )
+    assert "spark-parquet-local-again" not in configurations.DEFAULT_CONFIGURATIONS
+    baseline.register_views(ctx)
+    first = dict(registered)
+    registered.clear()
+    again.register_views(ctx)
+    assert sorted(made) == sorted(queries.TABLES)  # read once, for both
+    assert {n: id(f) for n, f in registered} == {n: id(f) for n, f in first.items()}
