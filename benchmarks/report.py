@@ -249,6 +249,54 @@ def headline(s: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: The baseline once more in the same run (``benchmarks.configurations``): two identical
+#: configurations, whose per-query ratios show how far a ratio moves when nothing differs.
+SPARK_LOCAL_AGAIN = "spark-parquet-local-again"
+
+
+def noise_floor(s: Mapping[str, Any]) -> dict[str, Any] | None:
+    """How far the A/A pair's ratios spread, from a ``summarize`` result: ``{"geomean": x,
+    "lowest": (query, x), "highest": (query, x), "above": {1.1: n, 1.2: n}, "queries": n}``
+    for ``SPARK_LOCAL_AGAIN`` against ``SPARK_LOCAL``, over the queries both completed; None
+    when either was not run. A per-query ratio of another configuration inside that spread
+    is not a measured difference at that number of runs."""
+    configs = s["configs"]
+    if SPARK_LOCAL not in configs or SPARK_LOCAL_AGAIN not in configs:
+        return None
+    pairs = [
+        (q, ratio(per[SPARK_LOCAL_AGAIN]["median_s"], per[SPARK_LOCAL]["median_s"]))
+        for q, per in s["queries"].items()
+    ]
+    pairs = [(q, x) for q, x in pairs if x is not None and x > 0]
+    if not pairs:
+        return None
+    return {
+        "geomean": geometric_mean(x for _, x in pairs),
+        "lowest": min(pairs, key=lambda p: p[1]),
+        "highest": max(pairs, key=lambda p: p[1]),
+        "above": {t: sum(1 for _, x in pairs if x > t) for t in (1.1, 1.2)},
+        "queries": len(pairs),
+    }
+
+
+def _noise_floor_lines(results: Mapping[str, Any], s: Mapping[str, Any]) -> list[str]:
+    floor = noise_floor(s)
+    if floor is None:
+        return []
+    (lo_q, lo), (hi_q, hi) = floor["lowest"], floor["highest"]
+    runs = results.get("repetitions")
+    return [
+        f"**The noise floor:** Spark's reader against itself ({SPARK_LOCAL_AGAIN}, the same "
+        f"DataFrames, its runs interleaved with the others') is "
+        f"{format_ratio(floor['geomean'])} over "
+        f"{_plural(floor['queries'], 'query', 'queries')}, per query from {format_ratio(lo)} "
+        f"(Q{lo_q}) to {format_ratio(hi)} (Q{hi_q}), {floor['above'][1.1]} above 1.10x and "
+        f"{floor['above'][1.2]} above 1.20x: another configuration's per-query ratio inside "
+        f"that spread is not a difference at {runs} timed runs.",
+        "",
+    ]
+
+
 def row_count_mismatches(results: Mapping[str, Any]) -> list[str]:
     """Human-readable descriptions of every query whose row counts disagree.
 
@@ -645,6 +693,8 @@ def _headline_section(results: Mapping[str, Any], s: Mapping[str, Any]) -> list[
             ]
         lines += _table(header, rows)
         lines.append("")
+        if ref == SPARK_LOCAL:
+            lines += _noise_floor_lines(results, s)
     return lines
 
 

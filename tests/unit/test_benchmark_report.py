@@ -416,6 +416,26 @@ def test_headline_ratios_against_spark_on_s3_and_on_local_files(tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_noise_floor_is_the_baselines_ratio_to_itself():
+    results = _headline_results()
+    assert report.noise_floor(report.summarize(results)) is None  # no A/A pair run
+    assert "noise floor" not in report.render_markdown(results)
+    again = {"1": 1.3, "2": 2.0, "3": 2.4}  # the baseline's own second time: 1.3, 1.0, 0.8
+    results["configurations"].insert(1, {"name": report.SPARK_LOCAL_AGAIN, "description": ""})
+    for q, seconds in again.items():
+        results["queries"][q]["configs"][report.SPARK_LOCAL_AGAIN] = {"runs": [_run(seconds, 1)]}
+    floor = report.noise_floor(report.summarize(results))
+    assert floor["lowest"] == ("3", pytest.approx(0.8))
+    assert floor["highest"] == ("1", pytest.approx(1.3))
+    assert floor["above"] == {1.1: 1, 1.2: 1}
+    assert floor["geomean"] == pytest.approx((1.3 * 1.0 * 0.8) ** (1 / 3))
+    markdown = report.render_markdown(results)
+    assert "per query from 0.80x (Q3) to 1.30x (Q1), 1 above 1.10x and 1 above 1.20x" in markdown
+    # Shown under the table against local files, where the ratios it qualifies are.
+    local = markdown.index("(spark-parquet-local)")
+    assert local < markdown.index("The noise floor") < markdown.index("## Configurations")
+
+
 def test_no_headline_without_a_reference(results, tmp_path):
     """The synthetic run of the other tests names neither of Spark's readers."""
     assert report.headline(report.summarize(results))["references"] == []
