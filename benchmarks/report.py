@@ -256,9 +256,10 @@ SPARK_LOCAL_AGAIN = "spark-parquet-local-again"
 
 def noise_floor(s: Mapping[str, Any]) -> dict[str, Any] | None:
     """How far the A/A pair's ratios spread, from a ``summarize`` result: ``{"geomean": x,
-    "lowest": (query, x), "highest": (query, x), "above": {1.1: n, 1.2: n}, "queries": n}``
-    for ``SPARK_LOCAL_AGAIN`` against ``SPARK_LOCAL``, over the queries both completed; None
-    when either was not run. A per-query ratio of another configuration inside that spread
+    "lowest": (query, x), "highest": (query, x), "band": (low, high), "above": {1.1: n,
+    1.2: n}, "queries": n}`` for ``SPARK_LOCAL_AGAIN`` against ``SPARK_LOCAL``, over the
+    queries both completed; None when either was not run. ``band`` is as far from 1.0x, both
+    ways, as the farthest of those ratios: another configuration's per-query ratio inside it
     is not a measured difference at that number of runs."""
     configs = s["configs"]
     if SPARK_LOCAL not in configs or SPARK_LOCAL_AGAIN not in configs:
@@ -270,10 +271,13 @@ def noise_floor(s: Mapping[str, Any]) -> dict[str, Any] | None:
     pairs = [(q, x) for q, x in pairs if x is not None and x > 0]
     if not pairs:
         return None
+    lowest, highest = min(pairs, key=lambda p: p[1]), max(pairs, key=lambda p: p[1])
+    reach = max(highest[1], 1 / lowest[1], 1.0)
     return {
         "geomean": geometric_mean(x for _, x in pairs),
-        "lowest": min(pairs, key=lambda p: p[1]),
-        "highest": max(pairs, key=lambda p: p[1]),
+        "lowest": lowest,
+        "highest": highest,
+        "band": (1 / reach, reach),
         "above": {t: sum(1 for _, x in pairs if x > t) for t in (1.1, 1.2)},
         "queries": len(pairs),
     }
@@ -291,8 +295,9 @@ def _noise_floor_lines(results: Mapping[str, Any], s: Mapping[str, Any]) -> list
         f"{format_ratio(floor['geomean'])} over "
         f"{_plural(floor['queries'], 'query', 'queries')}, per query from {format_ratio(lo)} "
         f"(Q{lo_q}) to {format_ratio(hi)} (Q{hi_q}), {floor['above'][1.1]} above 1.10x and "
-        f"{floor['above'][1.2]} above 1.20x: another configuration's per-query ratio inside "
-        f"that spread is not a difference at {runs} timed runs.",
+        f"{floor['above'][1.2]} above 1.20x. So another configuration's per-query ratio "
+        f"between {format_ratio(floor['band'][0])} and {format_ratio(floor['band'][1])} (as "
+        f"far from 1.00x, either way) is not a measured difference at {runs} timed runs.",
         "",
     ]
 

@@ -428,9 +428,11 @@ def test_the_noise_floor_is_the_baselines_ratio_to_itself():
     assert floor["lowest"] == ("3", pytest.approx(0.8))
     assert floor["highest"] == ("1", pytest.approx(1.3))
     assert floor["above"] == {1.1: 1, 1.2: 1}
+    assert floor["band"] == (pytest.approx(1 / 1.3), pytest.approx(1.3))
     assert floor["geomean"] == pytest.approx((1.3 * 1.0 * 0.8) ** (1 / 3))
     markdown = report.render_markdown(results)
     assert "per query from 0.80x (Q3) to 1.30x (Q1), 1 above 1.10x and 1 above 1.20x" in markdown
+    assert "between 0.77x and 1.30x (as far from 1.00x, either way)" in markdown
     # Shown under the table against local files, where the ratios it qualifies are.
     local = markdown.index("(spark-parquet-local)")
     assert local < markdown.index("The noise floor") < markdown.index("## Configurations")
