@@ -169,13 +169,17 @@ def register_views(spark: SparkSession, reader: Callable[[str], DataFrame]) -> N
         reader(table).createOrReplaceTempView(table)
 
 
-def parquet_reader(spark: SparkSession, data_dir: str) -> Callable[[str], DataFrame]:
+def parquet_reader(
+    spark: SparkSession, data_dir: str, options: Mapping[str, str] | None = None
+) -> Callable[[str], DataFrame]:
     """A ``reader`` for ``register_views`` over Hive-layout directories ``data_dir/<table>``.
 
     Partition-column type inference is turned off while each table is read (partition
     discovery happens then; the session's previous setting is restored afterwards) so that
     'YYYY-MM' partition values stay strings, and ``basePath`` makes the partition column
-    appear.
+    appear. ``options`` are given to the reader too: an option Parquet ignores still makes
+    the scan another relation to Spark's cache, which substitutes a cached DataFrame into
+    any later plan that reads the same files with the same options (``CacheManager``).
     """
     key = "spark.sql.sources.partitionColumnTypeInference.enabled"
     base = str(data_dir).rstrip("/")
@@ -185,7 +189,7 @@ def parquet_reader(spark: SparkSession, data_dir: str) -> Callable[[str], DataFr
         previous = spark.conf.get(key, None)
         spark.conf.set(key, "false")
         try:
-            return spark.read.option("basePath", path).parquet(path)
+            return spark.read.options(**(options or {})).option("basePath", path).parquet(path)
         finally:
             if previous is None:
                 spark.conf.unset(key)
