@@ -26,7 +26,7 @@ def test_cache_table_serves_its_own_configuration_alone(spark, tpch_sf001_dir):
         cached.register_views(ctx)  # fills Spark's cache
         assert all(_served_from_memory(spark, t) for t in queries.TABLES)
 
-        # The baseline registered after the fill, and one made before it, read the files.
+        # The baseline, its DataFrames made after the fill, reads the files.
         local.register_views(ctx)
         assert not any(_served_from_memory(spark, t) for t in queries.TABLES)
 
