@@ -794,6 +794,9 @@ class Bench:
             "metrics": metrics_delta,
             "store_stats": stats_delta,
             "setup_seconds": round(setup_seconds, 6),
+            # The wall clock (epoch ms) the timing started at: places the run among other
+            # records of the process, e.g. a JFR recording's samples.
+            "started_ms": started_ms,
             # The benchmark process's collector during the run (harness_heap).
             "python_gc": python_gc,
             # Where the time went (query_timeline): the driver's phases, then the stages.

@@ -13,6 +13,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,9 @@ def test_readme_snippet_runs_after_the_benchmark(tmp_path):
         assert {"analysis", "optimization", "planning"} <= set(timed["phases_ms"]), timed
         done = [s for s in timed["stages"] if s["status"] == "COMPLETE"]
         assert done and all(s["tasks"] >= 1 and s["end_ms"] >= s["start_ms"] for s in done)
+        # ... and when its timing started, on the wall clock (to place it in a profile).
+        began, ended = (datetime.fromisoformat(results[k]) for k in ("started_at", "finished_at"))
+        assert began.timestamp() * 1000 <= timed["started_ms"] <= ended.timestamp() * 1000
 
     # The log a person reads: a line when each phase starts and ends, one per query.
     for phase in (
