@@ -494,7 +494,10 @@ class TieredHiveReader(DataSourceReader):
                         handoff_mark(
                             self.settings.fragment_cache_base_directory,
                             self.settings.metrics_directory,
-                            [_handoff_key(spec, spark_reads) for spec in task],
+                            [
+                                _handoff_key(spec, spark_reads, self.aggregation is not None)
+                                for spec in task
+                            ],
                         ),
                     )
             if spark_reads:
@@ -502,6 +505,8 @@ class TieredHiveReader(DataSourceReader):
             if self.pushdown:  # behind the native provider, which reads the plan's mark
                 if not partitions:  # pyspark's own placeholder would carry no mark
                     partitions = [InputPartition(None)]
+                    if spark_reads:  # the JVM answers it (no rows, or an empty aggregate)
+                        self._mark_jvm_reads(partitions, [[]])
                 mark_plan(partitions[0], self._plan_mark())
             return partitions
         finally:
@@ -510,12 +515,12 @@ class TieredHiveReader(DataSourceReader):
 
     def _spark_reads(self) -> bool:
         """Whether Spark's own Parquet reader in the JVM may read this scan's splits
-        (``hive.parquet.reader``): behind the native provider, rows (not a pushed
-        aggregation), every column present in the table, read under the table's names."""
+        (``hive.parquet.reader``): behind the native provider, every column present in the
+        table, read under the table's names. A pushed partial aggregation is then computed
+        in the JVM too, over Spark's reader's batches (``SplitAggregation.scala``)."""
         return (
             self.pushdown
             and self.settings.parquet_reader != "PYTHON"
-            and self.aggregation is None
             and not self.missing
             and self.output_names is None
             and not self.filter_names
@@ -529,13 +534,15 @@ class TieredHiveReader(DataSourceReader):
         rows as the split's fragment entry while Spark's reader reads it: a repeat then ends
         as a fragment hit, and no run pays the Python reader to fill."""
         fill = self.settings.fragment_cache_enabled
-        first_use = self.settings.fragment_cache_store_on_first_use
+        # A split's partial aggregation is a few rows, and computing it read the whole split:
+        # stored on first use, as the Python reader always has.
+        first_use = self.settings.fragment_cache_store_on_first_use or self.aggregation is not None
         keys = [k.name for k in self.table.partition_keys]
         marked = False
         for partition, task in zip(partitions, specs):
             store = [
                 fill
-                and _handoff_key(spec, True) is not None
+                and _handoff_key(spec, True, self.aggregation is not None) is not None
                 and (first_use or _fragment_planned_before(spec.key))
                 for spec in task
             ]
@@ -588,6 +595,9 @@ class TieredHiveReader(DataSourceReader):
         counts_path = task_counts_path()
         task_counts = counters.open_scope()
         counters.add("reader.python_tasks")
+        if not _worker_started:  # this worker's first task: it was started for the query
+            _worker_started.append(True)
+            counters.add("reader.python_worker_starts")
         try:
             fill = count_placement_and_may_use_caches(partition)
             # A task running away from its preferred host neither reads nor fills this
@@ -677,17 +687,22 @@ def _same_schema(batches, schema) -> bool:
     return False
 
 
-def _handoff_key(spec, spark_reads: bool) -> bytes | None:
+def _handoff_key(spec, spark_reads: bool, aggregated: bool = False) -> bytes | None:
     """The fragment key the JVM looks up and stores ``spec``'s split under: none for a split
     Spark's reader reads with no row filter left (``spec.predicates`` empty: no predicate, or
     statistics made them all true in its partition). Its fragment would hold its columns as
     read, and a hit on that was measured no faster than Spark's reader over the cached
     blocks (SF 1, Q4 and Q20), while it doubled the disk those columns take; the block cache
-    serves it. The Python reader, reading the split for another reason, still uses the
-    split's key (``spec.key``)."""
-    if spark_reads and not spec.predicates:
+    serves it. A split of an ``aggregated`` scan always keeps its key: its fragment is its
+    few partial rows. The Python reader, reading the split for another reason, still uses
+    the split's key (``spec.key``)."""
+    if spark_reads and not spec.predicates and not aggregated:
         return None
     return spec.key
+
+
+#: Non-empty once this process ran a read task (``reader.python_worker_starts``).
+_worker_started: list[bool] = []
 
 
 #: The planning scope of the scan being planned in this process (planning is one scan at a

@@ -2,8 +2,9 @@
 
 The rule: a pushed aggregation returns what the same query returns without pushdown, for
 every function, type and value, in both ANSI modes, or it is not pushed. Each query of
-``aggregate_differential.random_query`` runs three ways, ``tiered_hive`` with pushdown on,
-with it off (``hive.aggregation-pushdown-enabled=false``) and Spark's own Parquet reader on
+``aggregate_differential.random_query`` runs four ways, ``tiered_hive`` with pushdown on
+under the Python reader, under the default reader (which computes what it pushes in the
+JVM), with it off (``hive.aggregation-pushdown-enabled=false``) and Spark's own Parquet reader on
 the same files, under ANSI on and off, with a drawn session time zone and decimal
 precision-loss setting; the rows (or the error condition) must be equal: exactly, doubles
 within ``DOUBLE_REL_TOL`` (Spark's own double sums depend on the order of additions).
@@ -44,10 +45,12 @@ def _views(spark, env, root: str, seed: int) -> dict[str, str]:
     db = env.unique_db(f"aggdiff{seed}_")
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), f"{db}.t", root)
-    names = {way: f"aggdiff_{seed}_{way}" for way in ("on", "off", "spark")}
+    names = {way: f"aggdiff_{seed}_{way}" for way in ("on", "jvm", "off", "spark")}
     spark.read.format("tiered_hive").option(READER, "PYTHON").load(
         f"{db}.t"
     ).createOrReplaceTempView(names["on"])
+    # the default reader: the aggregations it pushes are computed in the JVM
+    spark.read.format("tiered_hive").load(f"{db}.t").createOrReplaceTempView(names["jvm"])
     spark.read.format("tiered_hive").option(READER, "PYTHON").option(OFF, "false").load(
         f"{db}.t"
     ).createOrReplaceTempView(names["off"])
@@ -57,7 +60,7 @@ def _views(spark, env, root: str, seed: int) -> dict[str, str]:
         way: sorted((f.name, f.dataType.simpleString()) for f in spark.table(v).schema)
         for way, v in names.items()
     }
-    assert columns["on"] == columns["off"] == columns["spark"]
+    assert columns["on"] == columns["jvm"] == columns["off"] == columns["spark"]
     return names
 
 
@@ -72,7 +75,7 @@ def run_differential(spark, env, tmp_path_factory, seed: int, queries: int, max_
     assert gen.write_table(root, seed, max_rows) > 6  # a partition of several files (splits)
     views = _views(spark, env, root, seed)
     rng = random.Random(seed)
-    pushed = not_pushed = errors = 0
+    pushed = not_pushed = errors = jvm_pushed = 0
     failures = []
     try:
         for q in range(queries):
@@ -86,9 +89,10 @@ def run_differential(spark, env, tmp_path_factory, seed: int, queries: int, max_
                     pushed += 1
                 else:
                     not_pushed += 1
+                jvm_pushed += "PushedAggregates" in _plan(dfs["jvm"])
                 got = {way: gen.outcome(df) for way, df in dfs.items()}
                 errors += got["spark"][0] == "error"
-                for way in ("on", "off"):
+                for way in ("on", "jvm", "off"):
                     diff = gen.difference(got["spark"], got[way])
                     if diff:
                         failures.append(
@@ -100,8 +104,11 @@ def run_differential(spark, env, tmp_path_factory, seed: int, queries: int, max_
         spark.conf.unset(PRECISION_LOSS)
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert not failures, "\n".join(failures[:10])
-    print(f"seed {seed}: {pushed} pushed, {not_pushed} not, {errors} failing in Spark too")
-    return pushed, not_pushed, errors
+    print(
+        f"seed {seed}: {pushed} pushed ({jvm_pushed} under AUTO, computed in the JVM), "
+        f"{not_pushed} not, {errors} failing in Spark too"
+    )
+    return pushed, not_pushed, errors, jvm_pushed
 
 
 @pytest.mark.parametrize(
@@ -110,11 +117,12 @@ def run_differential(spark, env, tmp_path_factory, seed: int, queries: int, max_
 def test_pushed_aggregates_equal_spark_on_random_tables_and_queries(
     queries, spark, env, tmp_path_factory
 ):
-    pushed, not_pushed, errors = run_differential(
+    pushed, not_pushed, errors, jvm_pushed = run_differential(
         spark, env, tmp_path_factory, SEED, queries, max_rows=120
     )
     # the draw exercises both sides of the rule, and failures as well as answers
     assert pushed >= queries // 2, (pushed, not_pushed)
+    assert jvm_pushed >= 2, jvm_pushed  # and the JVM's own partial aggregation
     assert not_pushed >= queries // 5, (pushed, not_pushed)
     assert 0 < errors < queries, errors
 
@@ -122,5 +130,5 @@ def test_pushed_aggregates_equal_spark_on_random_tables_and_queries(
 @pytest.mark.stress
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_pushed_aggregates_equal_spark_stress(seed, spark, env, tmp_path_factory):
-    pushed, _, _ = run_differential(spark, env, tmp_path_factory, seed, 120, max_rows=2_000)
+    pushed, _, _, _ = run_differential(spark, env, tmp_path_factory, seed, 120, max_rows=2_000)
     assert pushed > 0

@@ -169,16 +169,18 @@ def test_pushed_query_equals_duckdb_and_spark_without_pushdown(name, spark, agg_
 def test_with_sparks_reader_only_keys_that_fold_a_split_are_pushed(
     sql, pushed, spark, agg_table, counted
 ):
-    """Under AUTO the splits of a scan with no pushed aggregation are read by Spark's own
-    reader in the JVM; an aggregation is pushed (to the Python reader) only when its keys
-    fold each split into few groups, and either way the answer is DuckDB's."""
+    """Under AUTO every split is read by Spark's own reader in the JVM; an aggregation is
+    pushed (and computed in the JVM, over that reader's batches) only when its keys fold each
+    split into few groups, and either way the answer is DuckDB's and no Python worker runs."""
     df = spark.sql(sql.format(t="agg_auto"))
     assert ("PushedAggregates" in _plan(df)) is pushed
     with counted() as c:
         got = oracle.spark_rows(df)
     assert oracle.compare_results(_duckdb(agg_table, sql), got, ordered=False) is None
+    assert c.get("reader.python_tasks", 0) == 0 and c.get("reader.python_splits", 0) == 0
     if pushed:
-        assert c["aggregation.splits"] > 0 and c.get("reader.spark_splits", 0) == 0
+        assert c["aggregation.splits"] == c["aggregation.jvm_splits"] == c["reader.spark_splits"]
+        assert c["aggregation.splits"] > 0
     else:
         assert c["reader.spark_splits"] > 0 and c.get("aggregation.splits", 0) == 0
 

@@ -29,12 +29,17 @@ import org.apache.spark.sql.types._
  *
  * `json` is what travels to the Python reader (raptorx_py/datasource/aggregation.py), in
  * the metadata of the partial schema's first field: it reaches Python's `reader(schema)`
- * with the schema, so no extra worker call is needed.
+ * with the schema, so no extra worker call is needed. `splitAggregation` is the same
+ * aggregation for the JVM's own computation of it over Spark's reader's batches, which read
+ * `inputSchema`: the table's columns the keys, the aggregates and the filters need, in the
+ * table's order.
  */
 case class PartialAggregation(
     aggregation: Aggregation,
     partialSchema: StructType,
-    json: String) {
+    json: String,
+    splitAggregation: SplitAggregation,
+    inputSchema: StructType) {
   /** The partial schema carrying the aggregation, for the Python reader. */
   def schemaForPython: StructType = {
     val first = partialSchema.head
@@ -121,14 +126,18 @@ object PartialAggregation {
       names += n
       fields += StructField(n, t, nullable = true)
     }
-    val keys = agg.groupByExpressions().map {
+    val keyColumns = agg.groupByExpressions().map {
       case ref: NamedReference =>
         val (name, t) = columnType(ref)
         if (!groupable(t)) no()
         field(name, t)
-        Json.obj("column" -> Json.str(name), "type" -> Json.str(t.simpleString))
+        (name, t)
       case _ => no()
     }
+    val keys = keyColumns.map { case (name, t) =>
+      Json.obj("column" -> Json.str(name), "type" -> Json.str(t.simpleString))
+    }
+    val jvmAggregates = Seq.newBuilder[SplitAggregation.Aggregate]
     val aggregates = agg.aggregateExpressions().map { fn =>
       val (kind, input, outType) = fn match {
         case _: CountStar => ("count_star", None, LongType)
@@ -146,12 +155,19 @@ object PartialAggregation {
         case _ => no()
       }
       field(fn.describe(), outType)
+      jvmAggregates += SplitAggregation.Aggregate(kind, input.map(_.input), outType)
       Json.obj(Seq("fn" -> Json.str(kind), "type" -> Json.str(outType.simpleString)) ++
         input.map(e => "input" -> e.json): _*)
     }
     val json = Json.obj("version" -> "1", "group_by" -> Json.arr(keys.toSeq),
       "aggregates" -> Json.arr(aggregates.toSeq), "filters" -> Json.arr(filters.map(filterJson)))
-    Some(PartialAggregation(agg, StructType(fields.result()), json))
+    val partialSchema = StructType(fields.result())
+    val split = new SplitAggregation(keyColumns.toIndexedSeq, jvmAggregates.result().toIndexedSeq,
+      partialSchema)
+    val read = keyColumns.map(_._1).toSet ++ split.aggregates.flatMap(_.input).flatMap(_.columns) ++
+      filters.flatMap(_.references)
+    Some(PartialAggregation(agg, partialSchema, json, split,
+      StructType(table.fields.filter(f => read.contains(f.name)))))
   }
 
   /** Spark's type of an input expression the provider translates (throws if it does not). */
@@ -172,7 +188,8 @@ object PartialAggregation {
 
   /** An input expression: its JSON for Python, its Spark type and its catalyst twin (whose
    * `dataType` is Spark's own answer for the result type of an arithmetic node). */
-  private case class Translated(json: String, catalyst: CatalystExpression) {
+  private case class Translated(json: String, catalyst: CatalystExpression,
+      input: SplitAggregation.Input) {
     def dataType: DataType = catalyst.dataType
   }
 
@@ -184,7 +201,8 @@ object PartialAggregation {
       if (ref.fieldNames().length != 1) no()
       val name = ref.fieldNames()(0)
       val t = table.fields.find(_.name == name).getOrElse(no()).dataType
-      Translated(node("column", t, "name" -> Json.str(name)), AttributeReference(name, t)())
+      Translated(node("column", t, "name" -> Json.str(name)), AttributeReference(name, t)(),
+        SplitAggregation.Column(name, t))
     case lit: V2Literal[_] =>
       val t = lit.dataType()
       val text = (lit.value(), t) match {
@@ -193,7 +211,10 @@ object PartialAggregation {
         case (n: java.lang.Number, _) if integral(t) => n.longValue().toString
         case _ => no()
       }
-      Translated(node("literal", t, "value" -> Json.str(text)), CatalystLiteral(lit.value(), t))
+      val unscaled = new java.math.BigDecimal(text).movePointRight(SplitAggregation.scaleOf(t))
+        .toBigIntegerExact
+      Translated(node("literal", t, "value" -> Json.str(text)), CatalystLiteral(lit.value(), t),
+        SplitAggregation.Literal(unscaled, t))
     case c: V2Cast =>
       val child = expression(c.expression(), table)
       val (from, to) = (child.dataType, c.dataType())
@@ -208,7 +229,8 @@ object PartialAggregation {
       }
       if (!widening) no()
       Translated(node("cast", to, "child" -> child.json),
-        org.apache.spark.sql.catalyst.expressions.Cast(child.catalyst, to))
+        org.apache.spark.sql.catalyst.expressions.Cast(child.catalyst, to),
+        SplitAggregation.Cast(child.input, to))
     case g: GeneralScalarExpression if g.children().length == 2 &&
         Set("+", "-", "*").contains(g.name()) =>
       val l = expression(g.children()(0), table)
@@ -227,7 +249,8 @@ object PartialAggregation {
         case _ => Multiply(l.catalyst, r.catalyst)
       }
       if (!cat.checkInputDataTypes().isSuccess || !numeric(cat.dataType)) no()
-      Translated(node(g.name(), cat.dataType, "left" -> l.json, "right" -> r.json), cat)
+      Translated(node(g.name(), cat.dataType, "left" -> l.json, "right" -> r.json), cat,
+        SplitAggregation.Arithmetic(g.name(), l.input, r.input, cat.dataType))
     case _ => no()
   }
 }

@@ -35,6 +35,11 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
   override def toBatch: Batch =
     new ArrowColumnarBatch(inner.toBatch, sparkReader.toOption, identity)
 
+  /** The columns Spark's reader reads for the scan: its output, unless the scan aggregates. */
+  protected def jvmReadSchema: StructType = readSchema()
+  /** The partial aggregation the JVM computes over what Spark's reader reads, if any. */
+  protected def jvmAggregation: Option[raptorx.SplitAggregation] = None
+
   /** Spark's own Parquet reader for the splits the planner handed to the JVM
    * ([[JvmReadHandoff]], [[JvmParquetRead]]), made once on the driver; or why the Python
    * reader reads every split. */
@@ -46,8 +51,8 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
     else {
       val plan = marked.next()
       val sample = plan.splits.flatten.headOption.map(_.path).getOrElse("file:///")
-      JvmParquetRead.prepare(readSchema(), facts.map(_.pushedFilters).getOrElse(Seq.empty),
-        plan.partitionKeys, plan.hadoop, sample)
+      JvmParquetRead.prepare(jvmReadSchema, facts.map(_.pushedFilters).getOrElse(Seq.empty),
+        plan.partitionKeys, plan.hadoop, sample, jvmAggregation)
     }
   }
 
@@ -60,7 +65,8 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
     facts.map(ScanReport.metadata(_, readSchema(), plan)).getOrElse(Map.empty) ++
       Map("Reader" -> sparkReader.fold(why => s"Python ($why)",
         _ => "Spark's Parquet reader in the JVM, through the block cache, for the splits the " +
-          "planner handed it; Python for the rest"))
+          "planner handed it" + (if (jvmAggregation.isDefined) ", aggregated in the JVM" else "") +
+          "; Python for the rest"))
   override def description(): String =
     if (facts.isEmpty) inner.description() else ScanReport.description(getMetaData())
 

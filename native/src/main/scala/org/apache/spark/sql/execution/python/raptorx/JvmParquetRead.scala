@@ -47,7 +47,9 @@ final class JvmParquetRead private (
     readerFunction: PartitionedFile => Iterator[InternalRow],
     partitionTypes: IndexedSeq[(Int, DataType)],
     outputOrder: Array[Int],
-    predicate: Option[Expression]) extends Serializable {
+    predicate: Option[Expression],
+    readSchema: StructType,
+    aggregation: Option[raptorx.SplitAggregation]) extends Serializable {
 
   /** The partition values of `split` as the reader wants them, or None when one does not
    * parse (the split is then Python's). */
@@ -66,9 +68,35 @@ final class JvmParquetRead private (
     evaluator
   }
 
-  /** The batches of `split` (its rows that pass the filters), read through the block cache
-   * described by `file` (registered for the read and forgotten when it ends). */
+  /** Whether the scan's splits are aggregated here ([[raptorx.SplitAggregation]]). */
+  def aggregates: Boolean = aggregation.isDefined
+
+  /** A partial aggregation's result for a task with no split: what an empty split gives. */
+  def emptyResult(): Iterator[ColumnarBatch] =
+    aggregation.flatMap(_.emptyResult()).iterator
+
+  /** The batches of `split` (its rows that pass the filters, or, for an aggregated scan,
+   * their partial aggregation, computed when the first batch is asked for), read through the
+   * block cache described by `file` (registered for the read and forgotten when it ends). */
   def read(split: JvmReadHandoff.SplitPlan, values: InternalRow, file: CachedFile,
+           rowFilter: Option[BasePredicate]): Iterator[ColumnarBatch] = {
+    val rows = readRows(split, values, file, rowFilter)
+    aggregation match {
+      case None => rows
+      case Some(agg) =>
+        new Iterator[ColumnarBatch] {
+          private lazy val result = {
+            val out = agg.aggregate(rows, readSchema, file.counts.add)
+            file.counts.add("aggregation.jvm_splits")
+            out.iterator
+          }
+          override def hasNext: Boolean = result.hasNext
+          override def next(): ColumnarBatch = result.next()
+        }
+    }
+  }
+
+  private def readRows(split: JvmReadHandoff.SplitPlan, values: InternalRow, file: CachedFile,
            rowFilter: Option[BasePredicate]): Iterator[ColumnarBatch] = {
     val path: Path = CachedFiles.register(file)
     val partitioned = PartitionedFile(values, SparkPath.fromPath(path), split.start, split.length,
@@ -132,7 +160,8 @@ object JvmParquetRead {
    * partitioned by `partitionKeys` whose store takes `hadoop` settings; or why not. */
   def prepare(readSchema: StructType, filters: Seq[sources.Filter],
               partitionKeys: IndexedSeq[String], hadoop: Map[String, String],
-              samplePath: String): Either[String, JvmParquetRead] = {
+              samplePath: String, aggregation: Option[raptorx.SplitAggregation] = None)
+      : Either[String, JvmParquetRead] = {
     val session = SparkSession.getActiveSession.orElse(SparkSession.getDefaultSession)
     if (session.isEmpty) return Left("no active Spark session")
     val spark = session.get
@@ -176,7 +205,8 @@ object JvmParquetRead {
     }
     val order = readSchema.fields.map(f => readerSchema.fieldNames.indexOf(f.name))
     Right(new JvmParquetRead(function,
-      partitionFields.map(f => (keyIndex(f.name), f.dataType)).toIndexedSeq, order, predicate))
+      partitionFields.map(f => (keyIndex(f.name), f.dataType)).toIndexedSeq, order, predicate,
+      readSchema, aggregation))
   }
 
   /**

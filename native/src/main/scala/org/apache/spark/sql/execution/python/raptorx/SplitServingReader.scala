@@ -94,6 +94,7 @@ class SplitServingReader(
   private var storing: StoringBatches = _
 
   private var nextSplit = 0
+  private var emptyServed = false
   private var entry: ArrowStreamReader = _
   private var sparkBatches: Iterator[ColumnarBatch] = _
   private var python: ArrowColumnarReader = _
@@ -121,6 +122,10 @@ class SplitServingReader(
         nextSplit += 1
         entry = openFragment(i)
         if (entry == null) sparkBatches = openSpark(i)
+      } else if (splits == 0 && !emptyServed && jvm.exists(_._2.aggregates)) {
+        // A task with no split (planning found none): an aggregation's result of no rows.
+        emptyServed = true
+        sparkBatches = jvm.get._2.emptyResult()
       } else if (served.size == splits) {
         return false
       } else {
@@ -207,6 +212,7 @@ class SplitServingReader(
       it.buffered
     } catch {
       case e: raptorx.cache.FileChangedException => throw e
+      case e: raptorx.AggregateOverflowException => throw e // Spark's own answer: the query fails
       case NonFatal(e) =>
         counts("reader.spark_fallbacks") += 1
         SplitServingReader.log(s"Spark's reader failed on ${split.path}; the Python reader " +
