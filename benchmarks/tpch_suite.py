@@ -196,6 +196,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "validation parameters throughout",
     )
     p.add_argument(
+        "--idle-seconds",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="pause N seconds before each timed run, as a user whose queries come minutes "
+        "apart; past pyspark's idle-worker timeout (60 s) every Python worker has exited "
+        "(default 0: none)",
+    )
+    p.add_argument(
         "--list-configs", action="store_true", help="print the registered configurations and exit"
     )
     args = p.parse_args(argv)
@@ -382,8 +391,11 @@ class Bench:
         query_numbers: list[int],
         console: Any,
         argv: Sequence[str] = (),
+        sleep: Any = time.sleep,
     ) -> None:
         self.args = args
+        #: How ``--idle-seconds`` waits (a test injects its own clock).
+        self.sleep = sleep
         self.configs = configs
         self.query_numbers = query_numbers
         self.console = console
@@ -407,6 +419,7 @@ class Bench:
             "parameter_seed": args.parameter_seed,
             "warmup": args.warmup,
             "repetitions": args.repetitions,
+            "idle_seconds": args.idle_seconds,
             "work_dir": self.work_dir,
             "configurations": [
                 {
@@ -713,6 +726,11 @@ class Bench:
                 )
                 progress.update(task, description=label)
                 if entry["error"] is None:
+                    if phase == "timed" and self.args.idle_seconds:
+                        progress.update(
+                            task, description=f"{label} (idle {self.args.idle_seconds} s)"
+                        )
+                        self.sleep(self.args.idle_seconds)
                     try:
                         run = self.run_once(sql, config, ctx, endpoint, sink)
                     except Exception as exc:  # recorded, reported, and fails the exit status
@@ -792,6 +810,10 @@ class Bench:
             "requests": requests,
             "bytes": nbytes,
             "metrics": metrics_delta,
+            # Python on the data plane: tasks a Python worker read, and workers started for
+            # them (0 and 0 when the JVM served every split).
+            "python_tasks": int(metrics_delta.get("reader.python_tasks", 0)),
+            "python_worker_starts": int(metrics_delta.get("reader.python_worker_starts", 0)),
             "store_stats": stats_delta,
             "setup_seconds": round(setup_seconds, 6),
             # The wall clock (epoch ms) the timing started at: places the run among other

@@ -97,6 +97,8 @@ def test_readme_snippet_runs_after_the_benchmark(tmp_path):
                 "0",
                 "--latency-ms",
                 "0",
+                "--idle-seconds",
+                "1",
                 "--out",
                 str(tmp_path / "out"),
                 "--work-dir",
@@ -120,6 +122,11 @@ def test_readme_snippet_runs_after_the_benchmark(tmp_path):
         # ... and when its timing started, on the wall clock (to place it in a profile).
         began, ended = (datetime.fromisoformat(results[k]) for k in ("started_at", "finished_at"))
         assert began.timestamp() * 1000 <= timed["started_ms"] <= ended.timestamp() * 1000
+    # Q6's pushed aggregation is computed in the JVM: no Python worker read any split.
+    tiered = results["queries"]["6"]["configs"]["tiered-hive-local"]["runs"][0]
+    assert tiered["python_tasks"] == tiered["python_worker_starts"] == 0, tiered["metrics"]
+    assert tiered["metrics"]["aggregation.jvm_splits"] > 0, tiered["metrics"]
+    assert results["idle_seconds"] == 1
 
     # The log a person reads: a line when each phase starts and ends, one per query.
     for phase in (

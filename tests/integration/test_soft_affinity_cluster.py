@@ -59,10 +59,11 @@ def small_table(tmp_path_factory):
     return props, sorted(f"file://{p}" for p in data.glob("*.parquet"))
 
 
-def drive(cluster, props, runs, timeout=240, venv=None, work=None, **spec) -> dict:
+def drive(cluster, props, runs, timeout=240, venv=None, work=None, failing=False, **spec):
     """Run ``devservers.cluster_driver`` on ``cluster``; with ``venv`` (a
     ``tests.support.wheel_fixtures.WheelVenv``), a copy of it run by the wheel's interpreter from
-    ``work``, outside the checkout, so that the application is the installed package's."""
+    ``work``, outside the checkout, so that the application is the installed package's. Its
+    JSON line; with ``failing``, the driver must fail, and its standard error is returned."""
     config = {
         "master": cluster.master_url,
         "executors": 2,
@@ -88,6 +89,9 @@ def drive(cluster, props, runs, timeout=240, venv=None, work=None, **spec) -> di
         driver = work / "cluster_driver.py"
         shutil.copyfile(ROOT / "devservers" / "cluster_driver.py", driver)
         done = venv.run([venv.python, str(driver), arg], cwd=work, timeout=timeout)
+    if failing:
+        assert done.returncode != 0, done.stdout[-4000:]
+        return done.stderr
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

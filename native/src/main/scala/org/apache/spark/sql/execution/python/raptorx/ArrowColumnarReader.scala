@@ -35,13 +35,15 @@ class ArrowColumnarReader(factory: PartitionReaderFactory, partition: PythonInpu
       UserDefinedPythonDataSource.readInputSchema, outputSchema, metrics,
       ReaderFactory.jobArtifactUUID.get[Option[String]](factory),
       ReaderFactory.sessionUUID.get[Option[String]](factory))
+    val chained = EvaluatorFactory.chainedFunc.get[Seq[(ChainedPythonFunctions, Long)]](evaluator)
+    chained.flatMap(_._1.funcs).headOption.foreach(f => ArrowColumnarReader.requirePython(f.pythonExec))
     val context = TaskContext.get()
     // The Python side reads one row, the pickled partition, wrapped as a one-column frame.
     // (Spark 4's Python runners consume their input on the task's own thread, so it needs no
     // `ContextAwareIterator`, which Spark 4.0 deprecated for that reason.)
     val input = Iterator.single(InternalRow(partition.pickedPartition)).map(InternalRow(_))
     val runner = new ArrowPythonRunner(
-      EvaluatorFactory.chainedFunc.get[Seq[(ChainedPythonFunctions, Long)]](evaluator),
+      chained,
       EvaluatorFactory.pythonEvalType.get[Int](evaluator),
       Array(Array(0)),
       StructType(Array(StructField("struct", EvaluatorFactory.inputSchema.get[StructType](evaluator)))),
@@ -93,6 +95,23 @@ class ArrowColumnarReader(factory: PartitionReaderFactory, partition: PythonInpu
 }
 
 object ArrowColumnarReader {
+  /** Fails, saying what to do, when `exec` (the Python the task's worker would run) is not an
+   * executable file here, by its path or on this process's `PATH`: pyspark's own error is a
+   * worker that cannot start, far from the setting that made the task need one. */
+  def requirePython(exec: String): Unit = {
+    import java.nio.file.{Files, Paths}
+    val found = if (exec.contains("/")) Files.isExecutable(Paths.get(exec))
+      else Option(System.getenv("PATH")).getOrElse("").split(java.io.File.pathSeparator)
+        .exists(d => d.nonEmpty && Files.isExecutable(Paths.get(d, exec)))
+    if (!found) {
+      throw new IllegalStateException(s"tiered_hive: this task is read by the Python reader " +
+        s"(hive.parquet.reader=PYTHON, or a split Spark's Parquet reader could not read), but " +
+        s"this executor has no Python '$exec' (spark.pyspark.python / PYSPARK_PYTHON). Set " +
+        "hive.parquet.reader=AUTO (the default: Spark's reader in the JVM reads every split " +
+        "and needs no Python on the executors), or install Python with raptorx_py there.")
+    }
+  }
+
   def column(vector: ArrowColumnVector, dataType: DataType): ColumnVector = dataType match {
     case d: DecimalType if d.precision <= Decimal.MAX_LONG_DIGITS =>
       new LongDecimalColumnVector(vector, d)

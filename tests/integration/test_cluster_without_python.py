@@ -1,0 +1,97 @@
+"""Executors read with no Python at all: on the standalone cluster of two workers, with the
+executors' Python interpreter made unusable (``spark.pyspark.python`` names one that does not
+exist), TPC-H queries (all 22 under ``make stress``) through ``tiered_hive`` under the default reader (AUTO) return
+DuckDB's rows, cold and warm, with every tier on: Spark's reader reads every split, the JVM
+computes every pushed partial aggregation and serves and stores every fragment. Counts, not
+timings: no Python task ran on any executor. A read that does need a Python worker there
+(``hive.parquet.reader=PYTHON``) fails with one error naming the settings."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from devservers.local_metastore import CLUSTER_TPCH_DATABASE, load_cluster_tpch
+from raptorx_py import native
+from raptorx_py.tpch import oracle, queries
+from tests.integration.test_soft_affinity_cluster import drive
+from tests.support.tpch_fixtures import tpch_work_dir
+
+pytest_plugins = ["tests.support.cluster_fixtures"]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.skipif(native.jar_path() is None, reason="needs the native jar"),
+]
+
+#: An interpreter no executor has: a task that needs a Python worker fails to start one.
+NO_PYTHON = "/nonexistent/raptorx-no-python/python3"
+
+
+#: The queries the default suite runs (pushed global and grouped aggregations, joins, the
+#: empty-result shapes); ``make stress`` runs all 22.
+QUERIES = (1, 3, 6, 12, 14, 19)
+
+
+@pytest.mark.parametrize(
+    "numbers",
+    [QUERIES, pytest.param(queries.QUERY_NUMBERS, marks=pytest.mark.stress)],
+    ids=["some", "all-22"],
+)
+def test_tpch_queries_need_no_python_on_the_executors(
+    numbers, request, tmp_path, standalone_cluster, duckdb_expected, tpch_scale
+):
+    props = load_cluster_tpch(tpch_scale, tmp_path, work_dir=str(tpch_work_dir(request)))
+    out = tmp_path / "rows.pickle"
+    drive(
+        standalone_cluster,
+        props,
+        runs=[],
+        options={
+            "cache.enabled": "true",
+            "cache.base-directory": "raptorx-cache",
+            "fragment-result-cache.enabled": "true",
+            "fragment-result-cache.base-directory": "raptorx-fragments",
+            "hive.parquet.metadata-cache-enabled": "true",
+        },
+        timeout=540,
+        spark_conf={"spark.sql.shuffle.partitions": "4", "spark.pyspark.python": NO_PYTHON},
+        tpch={
+            "database": CLUSTER_TPCH_DATABASE,
+            "scale": tpch_scale,
+            "queries": list(numbers),
+            "passes": ["cold", "warm"],
+            "out": str(out),
+        },
+    )
+    with open(out, "rb") as f:
+        got = pickle.load(f)
+    for name, run in got["passes"].items():
+        for n in numbers:
+            diff = oracle.compare_results(
+                duckdb_expected[n],
+                run["rows"][n],
+                ordered=queries.ordered(n),
+                sort_key=queries.ORDER_BY_COLUMNS[n],
+            )
+            assert diff is None, f"{name} Q{n}: {diff}"
+        c = run["counters"]
+        assert c.get("reader.python_tasks", 0) == 0, (name, c)
+        assert c.get("reader.python_splits", 0) == 0, (name, c)
+        assert c["reader.spark_splits"] + c.get("fragment_cache.jvm_hits", 0) > 0, (name, c)
+    cold, warm = (got["passes"][p]["counters"] for p in ("cold", "warm"))
+    # the JVM computed the pushed aggregations and stored them; the warm pass is served them
+    assert cold["aggregation.jvm_splits"] > 0 and cold["fragment_cache.jvm_stores"] > 0, cold
+    assert warm["fragment_cache.jvm_hits"] > 0, warm
+    # the Python reader needs the Python the executors lack: one clear error
+    err = drive(
+        standalone_cluster,
+        props,
+        runs=[{"options": {"hive.parquet.reader": "PYTHON"}}],
+        table=f"{CLUSTER_TPCH_DATABASE}.nation",
+        column="n_nationkey",
+        spark_conf={"spark.pyspark.python": NO_PYTHON},
+        failing=True,
+    )
+    assert "hive.parquet.reader=AUTO" in err and NO_PYTHON in err, err[-4000:]
+    assert "spark.pyspark.python" in err, err[-4000:]
