@@ -96,7 +96,7 @@ def all_configurations() -> list[Configuration]:
 #: users run today), the remote store through tiered_hive without and with every tier (cold,
 #: warm, warm with the fragment result cache: the product's headline), and Spark's own
 #: in-memory cache, the other thing a user would reach for. The local with/without-jar
-#: configurations are named explicitly (see benchmarks/HISTORY.md).
+#: configurations are named explicitly (``--configs``).
 DEFAULT_CONFIGURATIONS = (
     "spark-parquet-local",
     "spark-parquet-s3",

@@ -6,8 +6,8 @@ tracked object of the process in a full (generation 2) collection, and one is du
 the objects that survived younger collections grow by a quarter: a query returning many
 rows (Q16: 18,314) sets one off in some of its runs and not in others. The walk then costs
 what the harness holds (pyspark, DuckDB, the results so far), not what the query made:
-Q16's runs split into two groups about 230 ms apart in every configuration at SF 1, Spark's
-own reader included (benchmarks/HISTORY.md, "the harness's heap").
+Q16's runs split into two groups in every configuration at SF 1, Spark's own reader
+included (benchmarks/results/2026-11-28-harness-gc/).
 
 :func:`frozen_heap` collects once before the run, outside the clock, and freezes what
 survives (``gc.freeze``): collections during the run, full ones included, walk only the

@@ -15,14 +15,14 @@ Contract:
   milliseconds or 0, an HMAC-SHA256 keyed with the cache's secret (``cache_files``) over
   the header's first 16 bytes, the key and the stream) and the result's Arrow IPC stream,
   its buffers compressed with ZSTD (``ENTRY_COMPRESSION``, Arrow IPC's own buffer
-  compression, which the JVM decodes with pyspark's arrow-compression and zstd-jni): a
-  quarter to a third of the uncompressed stream's bytes, at about the same cost per hit
-  (benchmarks/HISTORY.md, "the fragment entries compressed"). An entry of another format byte (1:
-  uncompressed) is a miss, removed, not counted corrupt.
+  compression, which the JVM decodes with pyspark's arrow-compression and zstd-jni): fewer
+  bytes than the uncompressed stream, at about the same cost per hit (BENCHMARKS.md, "Other
+  measurements"). An entry of another format byte (1: uncompressed) is a miss, removed, not
+  counted corrupt.
   A torn, truncated, forged (written without the secret) or moved entry fails the MAC: a
   miss, deleted and counted (``fragment_cache.corrupt``). HMAC-SHA256 rather than keyed
   BLAKE2b because the JDK has it (``javax.crypto.Mac``, hardware SHA where the CPU has it):
-  measured in BENCHMARKS.md ("The fragment entry's MAC").
+  measured in BENCHMARKS.md ("Other measurements").
 - **diskcache is the index** (``index/cache.db``, a ``diskcache.Cache`` whose ``Disk``,
   ``_EntryFiles``, keeps each row's value in the entry file its key names) and does the
   accounting only: the total size bound (``fragment-result-cache.max-cache-size``, over the
@@ -606,8 +606,8 @@ class FragmentCache:
         if not names_files:
             return 0
         # One transaction for all of them: a commit is an fsync (synchronous=FULL), and a
-        # query's second run publishes an entry per split (86 commits took 1.6 s of a
-        # planning; benchmarks/HISTORY.md).
+        # query's second run publishes an entry per split, and one commit each made a
+        # planning slow.
         with self._index.transact():
             for names_path in names_files:
                 try:

@@ -28,11 +28,10 @@ import _root_.raptorx.Protocol
  * its answer, without pyspark's runner (`UserDefinedPythonDataSourceFilterPushdownRunner`).
  *
  * Why: the runner makes a Jackson `ObjectMapper` with the Scala module in its constructor, and
- * that mapper builds its serializers anew for its one request: 1.1-3.4 ms of the JVM's CPU to
- * make the runner and 2-9 ms to write its request, per scan planned (Q2 warm, 9 scans;
- * benchmarks/HISTORY.md, "the warm tiers' planning, made cheaper"). Here the request is
- * written by one mapper made once ([[PlanRequest.FilterJson]], configured as the runner's):
- * 0.05-0.15 ms.
+ * that mapper builds its serializers anew for its one request, per scan planned (the JVM's
+ * CPU to make the runner and to write its request was most of a warm scan's planning, Q2).
+ * Here the request is written by one mapper made once ([[PlanRequest.FilterJson]],
+ * configured as the runner's).
  *
  * Contract: the same bytes as the runner's `writeToPython`, field for field (the source's
  * pickled function, the schema's JSON, the offered filters' JSON, `arrowMaxRecordsPerBatch`,

@@ -64,9 +64,9 @@ object PlannedPython extends Logging {
    * longer wait for their tables' round trips one after another.
    *
    * The sources are kept here and sent in ONE callback just before the query's next `plan`
-   * ([[sendReadAhead]]), each distinct source once: a callback costs 1-9 ms of transport
-   * and of waiting for the Python side's lock (Q2 created 9 builders over 5 tables, 9
-   * callbacks; benchmarks/HISTORY.md, "where the warm tiers' planning goes"), and nothing
+   * ([[sendReadAhead]]), each distinct source once: each callback costs transport and
+   * waiting for the Python side's lock (Q2 created 9 builders over 5 tables, 9
+   * callbacks), and nothing
    * reads ahead sooner by being told at once, since no scan is built before the last
    * builder is made. Best effort: nothing without a planner or a token; a failure is logged,
    * and the scan then reads for itself. */
