@@ -14,8 +14,9 @@ as ``fragment_handoff``'s is)::
     raptorx-parquet|<the plan, JSON in UTF-8, in hex>|<one flag per split>|
 
 The plan: ``partition_keys`` (the table's keys, in order),
-``cache`` (the block cache's directory as the settings spell it, its block size and
-whether it is group-shared; null when the tier is off), ``fragments`` (what the JVM
+``cache`` (the block cache's directory as the settings spell it, its block size, whether it
+is group-shared and its bound in bytes, which the JVM keeps to itself on a node where no
+Python store runs; null when the tier is off), ``fragments`` (what the JVM
 needs to store a split's fragment result cache entry, ``FragmentStores.scala``: the
 largest entry, the time to live in milliseconds (0: none), the cache's size bound and
 whether it is group-shared; null when the tier is off), ``metrics`` (the metrics
@@ -142,6 +143,7 @@ def handoff_mark(
                 "dir": settings.cache_base_directory,
                 "block_size": settings.cache_block_size,
                 "group_shared": bool(settings.cache_group_shared),
+                "max_bytes": settings.cache_max_size,
             }
             if settings.cache_enabled
             else None

@@ -265,6 +265,41 @@ def test_a_damaged_jvm_published_block_is_a_counted_corrupt_miss_for_python(jvm,
     assert not os.path.exists(store.path_of(name)) and store.entries() == {}
 
 
+def test_the_jvm_makes_room_itself_oldest_first_one_process_at_a_time(jvm, tmp_path):
+    """A node where no Python store folds what the JVM published: ``DirectoryRoom`` sums the
+    files under the data directory and deletes the oldest until they take at most nine
+    tenths of the bound; while another process holds its lock it makes no room."""
+    import fcntl
+
+    directory = str(tmp_path / "blocks")
+    secret = bytes(jvm.blocks.secret(jvm.path(directory), False))
+    names = [f"{KEY}-{i}" for i in range(10)]
+    for i, n in enumerate(names):
+        assert jvm.publish(directory, secret, n, _payload(i))
+        os.utime(os.path.join(directory, "data", n[:2], n), (1000 + i, 1000 + i))
+    size = BS + TRAILER.size
+    room = jvm.jvm.raptorx.cache.DirectoryRoom
+    data = jvm.path(os.path.join(directory, "data"))
+    with open(os.path.join(directory, "jvm-room.lock"), "a+b") as held:
+        fcntl.lockf(held, fcntl.LOCK_EX)
+        assert room.make(jvm.path(directory), data, 5 * size).isEmpty()
+        fcntl.lockf(held, fcntl.LOCK_UN)
+    made = room.make(jvm.path(directory), data, 5 * size).get()
+    # 10 blocks, bound 5: down to at most 4.5 blocks' bytes, the oldest six deleted
+    assert (made.total(), made.evicted(), made.evictedBytes()) == (4 * size, 6, 6 * size)
+    left = sorted(os.listdir(os.path.join(directory, "data", KEY[:2])))
+    assert left == sorted(names[6:])
+    assert jvm.read(directory, secret, names[0], BS) is None  # evicted: a plain miss
+    assert jvm.read(directory, secret, names[9], BS) == _payload(9)
+    # under the bound: nothing deleted; an unknown bound: no room made
+    assert room.make(jvm.path(directory), data, 5 * size).get().evicted() == 0
+    assert room.make(jvm.path(directory), data, 0).isEmpty()
+    # after making room, this JVM keeps a ledger: what it found plus what it publishes
+    assert room.roomLeft(jvm.path(directory), 5 * size).get() == size
+    room.published(jvm.path(directory), size)
+    assert room.roomLeft(jvm.path(directory), 5 * size).get() == 0
+
+
 def test_a_block_evicted_between_two_reads_is_a_plain_miss(jvm, tmp_path):
     store = BlockStore(str(tmp_path / "blocks"), max_size=1 << 20)
     secret, name = _secret(store.directory), f"{KEY}-2"

@@ -1,8 +1,9 @@
 """Executors read with no Python at all: on the standalone cluster of two workers, with the
 executors' Python interpreter made unusable (``spark.pyspark.python`` names one that does not
-exist), TPC-H queries (all 22 under ``make stress``) through ``tiered_hive`` under the default reader (AUTO) return
-DuckDB's rows, cold and warm, with every tier on: Spark's reader reads every split, the JVM
-computes every pushed partial aggregation and serves and stores every fragment. Counts, not
+exist), TPC-H queries (all 22 under ``make stress``) through ``tiered_hive`` under the
+default reader (AUTO) return DuckDB's rows, cold and warm, with every tier on: Spark's reader
+reads every split, the JVM computes every pushed partial aggregation and serves and stores
+every fragment. Counts, not
 timings: no Python task ran on any executor. A read that does need a Python worker there
 (``hive.parquet.reader=PYTHON``) fails with one error naming the settings."""
 
@@ -14,9 +15,9 @@ import pytest
 
 from devservers.local_metastore import CLUSTER_TPCH_DATABASE, load_cluster_tpch
 from raptorx_py import native
-from raptorx_py.tpch import oracle, queries
+from raptorx_py.tpch import queries
 from tests.integration.test_soft_affinity_cluster import drive
-from tests.support.tpch_fixtures import tpch_work_dir
+from tests.support.tpch_fixtures import query_difference, tpch_work_dir
 
 pytest_plugins = ["tests.support.cluster_fixtures"]
 pytestmark = [
@@ -26,6 +27,8 @@ pytestmark = [
 
 #: An interpreter no executor has: a task that needs a Python worker fails to start one.
 NO_PYTHON = "/nonexistent/raptorx-no-python/python3"
+#: Each executor's block cache bound, below what the queries read.
+CACHE_BOUND_MB = 1
 
 
 #: The queries the default suite runs (pushed global and grouped aggregations, joins, the
@@ -50,6 +53,9 @@ def test_tpch_queries_need_no_python_on_the_executors(
         options={
             "cache.enabled": "true",
             "cache.base-directory": "raptorx-cache",
+            # smaller than the tables: each executor's JVM keeps its cache within the bound
+            # itself, with no Python store on its node to fold and evict (DirectoryRoom)
+            "cache.alluxio.max-cache-size": f"{CACHE_BOUND_MB}MB",
             "fragment-result-cache.enabled": "true",
             "fragment-result-cache.base-directory": "raptorx-fragments",
             "hive.parquet.metadata-cache-enabled": "true",
@@ -68,12 +74,7 @@ def test_tpch_queries_need_no_python_on_the_executors(
         got = pickle.load(f)
     for name, run in got["passes"].items():
         for n in numbers:
-            diff = oracle.compare_results(
-                duckdb_expected[n],
-                run["rows"][n],
-                ordered=queries.ordered(n),
-                sort_key=queries.ORDER_BY_COLUMNS[n],
-            )
+            diff = query_difference(n, duckdb_expected[n], run["rows"][n])
             assert diff is None, f"{name} Q{n}: {diff}"
         c = run["counters"]
         assert c.get("reader.python_tasks", 0) == 0, (name, c)
@@ -83,6 +84,11 @@ def test_tpch_queries_need_no_python_on_the_executors(
     # the JVM computed the pushed aggregations and stored them; the warm pass is served them
     assert cold["aggregation.jvm_splits"] > 0 and cold["fragment_cache.jvm_stores"] > 0, cold
     assert warm["fragment_cache.jvm_hits"] > 0, warm
+    # the bound kept without Python: room made, blocks evicted, and still blocks stored
+    both = {k: cold.get(k, 0) + warm.get(k, 0) for k in set(cold) | set(warm)}
+    print({k: v for k, v in sorted(both.items()) if k.startswith("block_cache.jvm")})
+    assert both["block_cache.jvm_room_made"] > 0 and both["block_cache.jvm_evicted"] > 0, both
+    assert both["block_cache.jvm_published"] > both["block_cache.jvm_evicted"], both
     # the Python reader needs the Python the executors lack: one clear error
     err = drive(
         standalone_cluster,

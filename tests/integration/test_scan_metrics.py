@@ -180,7 +180,9 @@ def test_pysparks_python_worker_metrics_are_per_query(spark, tmp_path, s3_table)
     """pyspark keeps "data sent to Python workers" in one map per JVM; the node showed their
     running total (growing with each query). Now each query shows its own."""
     table, props = s3_table
-    df = _reader(spark, tmp_path, table, props, **{"fragment-result-cache.enabled": "false"})
+    # the Python reader's (under AUTO the JVM reads and aggregates: no Python worker runs)
+    options = {"fragment-result-cache.enabled": "false", "hive.parquet.reader": "PYTHON"}
+    df = _reader(spark, tmp_path, table, props, **options)
     figures = []
     for _ in range(3):
         assert df.where("x < 2500").count() == 2500

@@ -469,7 +469,7 @@ def test_all_22_tpch_queries_on_the_cluster_equal_duckdb(
     import pickle
 
     from raptorx_py.tpch import oracle, queries
-    from tests.support.tpch_fixtures import tpch_work_dir
+    from tests.support.tpch_fixtures import query_difference, tpch_work_dir
 
     props = load_cluster_tpch(tpch_scale, tmp_path, work_dir=str(tpch_work_dir(request)))
     out = tmp_path / "rows.pickle"
@@ -495,12 +495,7 @@ def test_all_22_tpch_queries_on_the_cluster_equal_duckdb(
         got = pickle.load(f)
     expected = oracle.duckdb_results(tpch_sf001_dir, queries.QUERY_NUMBERS, tpch_scale, threads=2)
     for n in queries.QUERY_NUMBERS:
-        diff = oracle.compare_results(
-            expected[n],
-            got["rows"][n],
-            ordered=queries.ordered(n),
-            sort_key=queries.ORDER_BY_COLUMNS[n],
-        )
+        diff = query_difference(n, expected[n], got["rows"][n])
         assert diff is None, f"Q{n}: {diff}"
     c = got["counters"]
     print(

@@ -31,6 +31,16 @@ TPCH_TEST_SCALE = 0.01
 DEFAULT_QUERIES = (1, 2, 5, 6, 9, 13, 18)
 
 
+def query_difference(n: int, expected, got) -> str | None:
+    """None when TPC-H query ``n``'s rows ``got`` are ``expected`` (in its ORDER BY's order
+    where it has one), else what differs."""
+    from raptorx_py.tpch import oracle, queries
+
+    return oracle.compare_results(
+        expected, got, ordered=queries.ordered(n), sort_key=queries.ORDER_BY_COLUMNS[n]
+    )
+
+
 def tpch_query_params() -> list:
     """The 22 query numbers as pytest parameters (ids ``q01``...), those not in
     ``DEFAULT_QUERIES`` marked ``stress``."""

@@ -263,7 +263,8 @@ OTHER_PYTHON = ("devservers", "benchmarks")
 FOREIGN = frozenset(
     """
     AcidUtils AppendData ArrowColumnVector ArrowPythonRunner ArrowUtils ArrowWriter BatchScan
-    BatchScanExec BatchedPythonArrowInput BigDecimal BroadcastHashJoin CatalystTypeConverters
+    BatchScanExec BatchedPythonArrowInput BigDecimal BigInteger BroadcastHashJoin
+    CatalystTypeConverters
     ColumnarBatch ColumnarToRow
     CommonsCompressionFactory DataSource DataSourceRegister DataType DbNotificationListener
     DefaultSource DriverPlugin ExecutorPlugin FileMetaData FileScan HashAggregate

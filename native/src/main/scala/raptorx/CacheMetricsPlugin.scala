@@ -114,6 +114,7 @@ object CacheMetrics {
     "reader.rows_to_spark",
     "reader.fragments_computed",
     "reader.python_tasks",
+    "reader.python_worker_starts",
     "affinity.preferred",
     "affinity.fallback"
   )

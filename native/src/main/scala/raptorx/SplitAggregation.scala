@@ -529,16 +529,24 @@ object SplitAggregation {
     def put(v: WritableColumnVector, row: Int, g: Int): Unit = v.putLong(row, counts(g))
   }
 
-  /** Exact sums: a long per group, a `BigInteger` once a group's sum passes a long. */
-  private final class SumAccumulator extends Accumulator {
-    private var sums = new Array[Long](16)
-    private var seen = new Array[Boolean](16)
-    private var bigs = new Array[BigInteger](16)
-    def grow(groups: Int): Unit = if (groups > sums.length) {
-      sums = java.util.Arrays.copyOf(sums, groups * 2)
+  /** A number per group: a long, or a `BigInteger` where it does not fit one; none until
+   * the group's first value (`seen`). */
+  private abstract class NumberPerGroup extends Accumulator {
+    protected var longs = new Array[Long](16)
+    protected var seen = new Array[Boolean](16)
+    protected var bigs = new Array[BigInteger](16)
+    def grow(groups: Int): Unit = if (groups > longs.length) {
+      longs = java.util.Arrays.copyOf(longs, groups * 2)
       seen = java.util.Arrays.copyOf(seen, groups * 2)
       bigs = java.util.Arrays.copyOf(bigs, groups * 2)
     }
+    /** Group `g`'s number, or null before its first value. */
+    def total(g: Int): BigInteger =
+      if (!seen(g)) null else if (bigs(g) != null) bigs(g) else BigInteger.valueOf(longs(g))
+  }
+
+  /** Exact sums: a long per group, a `BigInteger` once a group's sum passes a long. */
+  private final class SumAccumulator extends NumberPerGroup {
     def addNums(gids: Array[Int], values: Num, n: Int): Unit = {
       var i = 0
       while (i < n) {
@@ -546,37 +554,27 @@ object SplitAggregation {
           val g = gids(i)
           seen(g) = true
           if (bigs(g) == null && !values.isBig(i)) {
-            val s = sums(g)
+            val s = longs(g)
             val x = values.longs(i)
             val r = s + x
             // Overflow iff both operands have the sign opposite to the result's.
             if (((s ^ r) & (x ^ r)) < 0) bigs(g) = BigInteger.valueOf(s).add(BigInteger.valueOf(x))
-            else sums(g) = r
+            else longs(g) = r
           } else {
-            val base = if (bigs(g) != null) bigs(g) else BigInteger.valueOf(sums(g))
+            val base = if (bigs(g) != null) bigs(g) else BigInteger.valueOf(longs(g))
             bigs(g) = base.add(values.big(i))
           }
         }
         i += 1
       }
     }
-    def total(g: Int): BigInteger =
-      if (!seen(g)) null else if (bigs(g) != null) bigs(g) else BigInteger.valueOf(sums(g))
     def put(v: WritableColumnVector, row: Int, g: Int): Unit =
       throw new IllegalStateException("sums are put by their totals")
   }
 
   /** A minimum or maximum of numbers: a long per group, a `BigInteger` where the group's
    * value does not fit one. */
-  private final class NumExtremeAccumulator(max: Boolean, t: DataType) extends Accumulator {
-    private var longs = new Array[Long](16)
-    private var seen = new Array[Boolean](16)
-    private var bigs = new Array[BigInteger](16)
-    def grow(groups: Int): Unit = if (groups > longs.length) {
-      longs = java.util.Arrays.copyOf(longs, groups * 2)
-      seen = java.util.Arrays.copyOf(seen, groups * 2)
-      bigs = java.util.Arrays.copyOf(bigs, groups * 2)
-    }
+  private final class NumExtremeAccumulator(max: Boolean, t: DataType) extends NumberPerGroup {
     private def better(c: Int): Boolean = if (max) c > 0 else c < 0
     def addNums(gids: Array[Int], in: Num, n: Int): Unit = {
       var i = 0
@@ -600,9 +598,7 @@ object SplitAggregation {
         i += 1
       }
     }
-    def put(v: WritableColumnVector, row: Int, g: Int): Unit =
-      putNumber(v, row, if (!seen(g)) null
-        else if (bigs(g) != null) bigs(g) else BigInteger.valueOf(longs(g)), t)
+    def put(v: WritableColumnVector, row: Int, g: Int): Unit = putNumber(v, row, total(g), t)
   }
 
   private final class StringExtremeAccumulator(max: Boolean) extends Accumulator {

@@ -35,7 +35,8 @@ final case class CachedFile(
     blockSize: Int,
     groupShared: Boolean,
     fill: Boolean,
-    counts: TaskCounts)
+    counts: TaskCounts,
+    capacity: Long = 0L)
 
 /** Counts of one task, added to by its reading thread and the block fetchers. */
 final class TaskCounts {
@@ -259,11 +260,23 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   /** Blocks fetched from the store, kept in memory by index (a few: the reader moves forward). */
   private val recent = mutable.LinkedHashMap.empty[Long, Array[Byte]]
   private val RecentBlocks = 4
-  private lazy val room: Long = {
-    val (capacity, held) = BlockFiles.capacityAndHeld(file.blocksDir)
-    BlockCachingFileSystem.fillRoom(capacity.getOrElse(0L), held)
-  }
+  /** The bound: the plan's (the session's setting), else what a Python store wrote. */
+  private lazy val capacity: Long =
+    if (file.capacity > 0) file.capacity else BlockFiles.capacity(file.blocksDir).getOrElse(0L)
+  /** The room the Python store's index left, and the blocks waiting for it to adopt them. */
+  private lazy val room: Long = BlockCachingFileSystem.fillRoom(capacity, BlockFiles.held(file.blocksDir))
   private lazy val pendingAtOpen: Long = pendingAdoption(file.blocksDir, blockSize)
+
+  /** Whether a block of `bytes` may be stored: within the room the Python store left, or,
+   * where no Python store folds what the JVMs publish, within the bound by the bytes on disk
+   * ([[DirectoryRoom]], which makes room when needed). */
+  private def fits(bytes: Long): Boolean =
+    DirectoryRoom.fits(file.blocksDir, file.blocksDir.resolve(BlockFiles.DataDir), capacity,
+      bytes, room > 0 && pendingAtOpen + publishedBytes + bytes <= room) { made =>
+      file.counts.add("block_cache.jvm_room_made")
+      file.counts.add("block_cache.jvm_evicted", made.evicted.toLong)
+      file.counts.add("block_cache.jvm_evicted_bytes", made.evictedBytes)
+    }
   /** Names of the blocks this stream published, adopted by the store at close. */
   private val publishedNames = mutable.ArrayBuffer.empty[String]
   private var publishedBytes = 0L
@@ -515,11 +528,13 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   private def store(i: Long, b: Array[Byte]): Unit = {
     if (!file.fill) return
     secret.foreach { s =>
-      if (room <= 0 || pendingAtOpen + publishedBytes > room) {
+      val size = b.length + BlockFiles.TrailerBytes
+      if (!fits(size)) {
         file.counts.add("block_cache.jvm_fill_deferred")
       } else if (BlockFiles.publish(file.blocksDir, s, name(i), b, b.length, file.groupShared)) {
         publishedNames += name(i)
-        publishedBytes += b.length + BlockFiles.TrailerBytes
+        publishedBytes += size
+        DirectoryRoom.published(file.blocksDir, size)
         file.counts.add("block_cache.jvm_published")
       } else {
         file.counts.add("block_cache.put_errors")

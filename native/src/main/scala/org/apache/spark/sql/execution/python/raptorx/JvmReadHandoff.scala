@@ -35,7 +35,8 @@ object JvmReadHandoff {
                              store: Boolean)
 
   /** The block cache as the settings spell its base directory (null: the tier is off). */
-  final case class BlockCache(baseDir: String, blockSize: Int, groupShared: Boolean)
+  final case class BlockCache(baseDir: String, blockSize: Int, groupShared: Boolean,
+                              maxBytes: Long = 0L)
 
   /** What storing a fragment entry needs (null when the tier is off): the largest entry's
    * Arrow stream, its time to live (0: none), the cache's size bound, its modes. */
@@ -73,7 +74,8 @@ object JvmReadHandoff {
     val node = Json.readTree(text)
     def str(n: JsonNode): String = if (n == null || n.isNull) null else n.asText()
     val cache = Option(node.get("cache")).filterNot(_.isNull).map { c =>
-      BlockCache(c.get("dir").asText(), c.get("block_size").asInt(), c.get("group_shared").asBoolean())
+      BlockCache(c.get("dir").asText(), c.get("block_size").asInt(), c.get("group_shared").asBoolean(),
+        Option(c.get("max_bytes")).map(_.asLong(0L)).getOrElse(0L))
     }
     val fragments = Option(node.get("fragments")).filterNot(_.isNull).map { f =>
       FragmentCache(f.get("max_entry_bytes").asLong(), f.get("ttl_ms").asLong(),

@@ -89,7 +89,8 @@ class SplitServingReader(
   } yield s
   /** What the names files not yet folded into the Python index list, when this task
    * first stores; the task's own stores are added to it. */
-  private lazy val pendingAtStart: Long = fragmentDir.map(FragmentStores.pendingBytes).getOrElse(0L)
+  private lazy val pendingAtStart: Long =
+    fragmentDir.map(FragmentStores.pendingBytes).getOrElse(0L)
   private val stored = mutable.ArrayBuffer.empty[(String, Long)]
   private var storing: StoringBatches = _
 
@@ -205,7 +206,7 @@ class SplitServingReader(
       cache.map(_ => split.key).orNull,
       cache.map(c => FragmentHits.resolve(c.baseDir).resolve("blocks")).orNull,
       plan.cache.map(_.blockSize).getOrElse(1 << 20), plan.cache.exists(_.groupShared),
-      fill = fillCaches, splitCounts)
+      fill = fillCaches, splitCounts, plan.cache.map(_.maxBytes).getOrElse(0L))
     val batches = try {
       val it = read.read(split, values, file, if (split.filtered) filter else None)
       it.hasNext // the first batch: a file Spark's reader cannot convert fails here
@@ -222,7 +223,10 @@ class SplitServingReader(
     served += i
     // The fragment looked up above missed, and Python, which counts a miss it computes, will
     // not see this split.
-    if (fragments.exists(h => h.keys(i) != FragmentHits.NoKey)) counts("fragment_cache.misses") += 1
+    if (fragments.exists(h => h.keys(i) != FragmentHits.NoKey)) {
+      counts("fragment_cache.misses") += 1
+      counts("reader.fragments_computed") += 1 // as the Python reader counts a missed split
+    }
     counts("reader.splits_read") += 1
     counts("reader.spark_splits") += 1
     counts("reader.files_opened") += 1
@@ -241,8 +245,15 @@ class SplitServingReader(
     key = h.keys(i) if key != FragmentHits.NoKey
     plan <- storePlan
     _ <- storeSecret
+    d <- fragmentDir
     if {
-      val room = pendingAtStart + stored.map(_._2).sum < plan.maxBytes
+      // Within the bound by the Python index's accounting, else by the entries on disk
+      // (the JVM making room itself where no Python store folds what it stored).
+      val room = raptorx.cache.DirectoryRoom.fits(d, d.resolve(FragmentHits.EntriesDir),
+        plan.maxBytes, 1L, pendingAtStart + stored.map(_._2).sum < plan.maxBytes) { made =>
+        counts("fragment_cache.jvm_room_made") += 1
+        counts("fragment_cache.jvm_evicted") += made.evicted
+      }
       if (!room) counts("fragment_cache.jvm_store_deferred") += 1
       room
     }
@@ -299,6 +310,7 @@ class SplitServingReader(
           val size = FragmentStores.publish(dir, secret, key, bytes, length, expires,
             plan.groupShared)
           stored += ((key, size))
+          raptorx.cache.DirectoryRoom.published(dir, size)
           counts("fragment_cache.stores") += 1
           counts("fragment_cache.jvm_stores") += 1
           counts("fragment_cache.bytes_stored") += length
