@@ -59,7 +59,12 @@ from raptorx_py.hive.write_ids import ValidWriteIdList
 from raptorx_py.metastore.cached_store import CachedMetastore
 from raptorx_py.metrics import counters
 from raptorx_py.scheduling import affinity
-from raptorx_py.storage.absent_partitions import absent_reason, absent_what, missing_error
+from raptorx_py.storage.absent_partitions import (
+    absent_reason,
+    absent_what,
+    missing_error,
+    recorded_data,
+)
 from raptorx_py.storage.acid_layout import visible_files
 from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
@@ -565,10 +570,13 @@ def _skipped_as_absent(
     does not hold) and ``hive.ignore-absent-partitions`` reads it as empty (a warning once
     per partition, counted in ``planner.partitions_absent_skipped``); ``PartitionMissingError``
     when it is absent otherwise; False when it is an empty partition. Both counted in
-    ``planner.partitions_absent``. A managed partition is judged only when its last write is
-    visible to the snapshot (before that its recorded statistics may describe rows the
-    snapshot does not see)."""
-    if write_ids is not None and not stats_trusted(loc.parameters, write_ids):
+    ``planner.partitions_absent``. A managed partition (or table) is judged only when its
+    last write is visible to the snapshot (before that its recorded statistics may describe
+    rows the snapshot does not see) and recorded data: a managed table created and not yet
+    written has no directory and is empty."""
+    if write_ids is not None and (
+        recorded_data(loc.parameters) is None or not stats_trusted(loc.parameters, write_ids)
+    ):
         return False
     fs, path = filesystem_for(loc.url, settings)
     reason = absent_reason(fs, path, loc.url, loc.parameters)
