@@ -39,7 +39,7 @@ def recorded_data(parameters: Mapping[str, str]) -> str | None:
     """What the metastore records a location holds (``"3 files, 7473 rows"``), or None when
     it records no file and no row."""
     files, rows = _count(parameters, NUM_FILES_PARAM), _count(parameters, NUM_ROWS_PARAM)
-    said = [f"{n} {word}" for n, word in ((files, "files"), (rows, "rows")) if n]
+    said = [f"{n} {word}{'s' * (n != 1)}" for n, word in ((files, "file"), (rows, "row")) if n]
     return ", ".join(said) or None
 
 

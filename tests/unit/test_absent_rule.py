@@ -59,7 +59,7 @@ def test_the_planner_fails_on_an_absent_partition_or_skips_it_warning_once(env, 
         assert info.value.location == f"file://{root}/k=2"
         assert str(info.value).startswith(
             f"partition k=2 of {name}, at file://{root}/k=2, holds no data file, but the "
-            "metastore records 1 files, 1 rows"
+            "metastore records 1 file, 1 row"
         )
         assert f"`raptorx partition drop {name} k=2`" in str(info.value)
         assert c["planner.partitions_absent"] == 1
