@@ -37,6 +37,12 @@ from raptorx_py.errors import RaptorxError
 #: ``raptorx_py.errors.NoSuchObjectError: database 'x' does not exist ...`` inside a
 #: pyspark exception's message (the worker's formatted exception).
 _OUR_ERROR_LINE = re.compile(r"^(raptorx_py\.errors\.\w+): (.*\S)")
+#: The JVM's exceptions that are one of our errors, by the error they stand for: Spark's
+#: reader failing on a file that changed after planning, once batches of it were handed on
+#: (``SplitServingReader.scala``), fails the task with the first, inside Spark's "Job aborted
+#: due to stage failure" text.
+_JVM_ERRORS = {"raptorx.cache.FileChangedException": "raptorx_py.errors.FileChangedError"}
+_JVM_ERROR_TEXT = re.compile(r"(raptorx\.cache\.FileChangedException): (.*\S)")
 
 
 def error_log_path() -> Path:
@@ -109,7 +115,8 @@ def short_worker_errors(func):
 def concise_message(exc: BaseException) -> str | None:
     """``<module>.<class>: <message>`` of the raptorx_py error ``exc`` is or carries (in a
     pyspark exception's text, the last such line, with the indented lines that continue its
-    message), or None when it carries none."""
+    message; a JVM exception that stands for one of ours, ``_JVM_ERRORS``, as that error),
+    or None when it carries none."""
     if isinstance(exc, RaptorxError):
         return f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
     if not type(exc).__module__.startswith(("pyspark", "py4j")):
@@ -122,7 +129,11 @@ def concise_message(exc: BaseException) -> str | None:
     collecting = False
     for line in text.splitlines():
         match = _OUR_ERROR_LINE.match(line)
-        if match:
+        jvm = None if match else _JVM_ERROR_TEXT.search(line)
+        if jvm:
+            messages.append([f"{_JVM_ERRORS[jvm.group(1)]}: {jvm.group(2)}"])
+            collecting = False
+        elif match:
             messages.append([match.group(0)])
             collecting = True
         elif collecting and line.startswith("  "):

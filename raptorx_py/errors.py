@@ -233,6 +233,20 @@ class FileChangedError(StorageError):
     """A file's bytes changed (another ETag or size) after the query listed it."""
 
 
+class PartitionMissingError(FileChangedError, FileNotFoundError):
+    """A partition the metastore lists holds less on storage than the metastore says: it
+    lists no data file, and its location does not exist or the metastore records files or
+    rows for it. The one error for that case, whatever reads it (docs/design/storage-
+    tiers.md, "When the store holds less than the metastore says"); the message names the
+    table, the partition, its location and what to do. ``hive.ignore-absent-partitions``
+    turns it into skipping the partition with a warning. ``table``, ``partition`` (its Hive
+    name) and ``location`` keep what it names."""
+
+    def __init__(self, message: str, *, table: str, partition: str, location: str):
+        super().__init__(message)
+        self.table, self.partition, self.location = table, partition, location
+
+
 class StoragePermissionError(StorageError, PermissionError):
     """Access to a storage URL was denied."""
 

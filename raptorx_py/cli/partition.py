@@ -1,4 +1,4 @@
-"""``raptorx partition``: add, seal and un-seal one partition of a table."""
+"""``raptorx partition``: add, seal, un-seal and drop one partition of a table."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from raptorx_py.cli.common import command, command_group, opened_table, parse_pa
 
 def add_parser(sub) -> None:
     """``raptorx partition`` and its commands."""
-    psub = command_group(sub, "partition", help="add, seal and un-seal partitions")
+    psub = command_group(sub, "partition", help="add, seal, un-seal and drop partitions")
     for name, text in (
         (
             "seal",
@@ -34,6 +34,12 @@ def add_parser(sub) -> None:
             help="its directory (default: the table's location plus k1=v1/k2=v2...)",
         )
         add.add_argument("--seal", action="store_true", help="seal it too")
+    text = (
+        "remove one partition of an EXTERNAL table from the metastore (Hive's ALTER TABLE "
+        "DROP PARTITION); its files, if any are left, stay where they are"
+    )
+    with command(psub, "drop", cmd_partition_drop, text, described=True, table=True) as drop:
+        drop.add_argument("partition", help="k1=v1[/k2=v2...]")
 
 
 def cmd_partition_seal(args) -> int:
@@ -73,4 +79,15 @@ def cmd_partition_add(args) -> int:
         f"added {table.qualified_name} partition {args.partition} at {added.location}: "
         f"{added.row_count} rows, statistics computed from its files{sealed}"
     )
+    return 0
+
+
+def cmd_partition_drop(args) -> int:
+    """Hive's ALTER TABLE ... DROP PARTITION for an external table (files are not touched)."""
+    from raptorx_py.tables.partition_statistics import external_table
+
+    with opened_table(args) as (_, ms, table):
+        table = external_table(ms, table.qualified_name)
+        ms.drop_partitions(table, [parse_partition_spec(table, args.partition)])
+    print(f"dropped {table.qualified_name} partition {args.partition} (its files, if any, stay)")
     return 0

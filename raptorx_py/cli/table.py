@@ -60,6 +60,13 @@ def add_parser(sub) -> None:
     with command(tsub, "show", cmd_table_show, "describe a table") as show:
         show.add_argument("table")
         show.add_argument("--partitions", action="store_true", help="list every partition")
+        show.add_argument(
+            "--check",
+            action="store_true",
+            help="list each partition's location (one listing each) and report those absent "
+            "from storage (location gone, or no data file where the metastore records some), "
+            "which reads fail on; exits 1 when one is",
+        )
         show.add_argument("--json", action="store_true", help="one JSON document")
     text = (
         "recompute the statistics of an EXTERNAL table, or of one partition, from the files "
@@ -75,6 +82,13 @@ def add_parser(sub) -> None:
     )
     with command(tsub, "repair", cmd_table_repair, text, described=True, table=True) as cmd:
         cmd.add_argument("--seal", action="store_true", help="seal the partitions it adds")
+        cmd.add_argument(
+            "--drop-missing",
+            action="store_true",
+            help="also drop the registered partitions absent from storage (location gone, or "
+            "no data file where the metastore records some), which reads fail on (Hive's "
+            "SYNC PARTITIONS)",
+        )
     text = (
         "remove the files of aborted writes and the staging directories of finished ones "
         "(managed tables)"
@@ -139,13 +153,27 @@ def cmd_table_list(args) -> int:
 
 
 def cmd_table_show(args) -> int:
+    from raptorx_py.hive.partition_names import partition_name
     from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM
+    from raptorx_py.storage.absent_partitions import check_location
 
-    with opened_table(args) as (_, ms, table):
+    with opened_table(args) as (settings, ms, table):
         parts = ms.list_partitions(table) if table.is_partitioned else []
+    absent: dict[str, str] = {}  # location -> why it is absent
+    if args.check:
+        places = [(p.location, p.parameters) for p in parts] or [(table.location, table.parameters)]
+        for url, params in places:
+            reason = check_location(settings, url, params)
+            if reason is not None:
+                absent[url] = reason
     if args.json:
-        print_json(table_record(table, parts, with_partitions=args.partitions))
-        return 0
+        record = table_record(table, parts, with_partitions=args.partitions or args.check)
+        if args.check:
+            for p in record.get("partition_list", []):
+                p["absent"] = absent.get(p["location"])
+            record["absent"] = len(absent)
+        print_json(record)
+        return 1 if absent else 0
     print(f"{table.qualified_name} ({table.table_type}) at {table.location}")
     for c in table.columns:
         print(f"  {c.name} {c.type}")
@@ -156,10 +184,31 @@ def cmd_table_show(args) -> int:
         print(f"{len(parts)} partitions, {rows} rows")
         if args.partitions:
             for p in parts:
-                print(f"  {'/'.join(str(v) for v in p.values)}  rows={p.row_count}  {p.location}")
+                mark = f"  ABSENT: {absent[p.location]}" if p.location in absent else ""
+                print(
+                    f"  {'/'.join(str(v) for v in p.values)}  rows={p.row_count}  "
+                    f"{p.location}{mark}"
+                )
     else:
         print(f"{table.parameters.get(NUM_ROWS_PARAM, '?')} rows")
-    return 0
+    if args.check:
+        for p in parts:
+            if p.location in absent and not args.partitions:
+                name = partition_name(table.partition_keys, p.values)
+                print(f"  {name}  {p.location}  ABSENT: {absent[p.location]}")
+        if not parts and absent:
+            print(f"  {table.location}  ABSENT: {absent[table.location]}")
+        checked = f"{len(parts)} partitions" if table.is_partitioned else "the table's location"
+        print(
+            f"checked {checked}: {len(absent)} absent from storage"
+            + (
+                " (queries fail on them: `raptorx partition drop`, `raptorx table repair "
+                "--drop-missing`, or hive.ignore-absent-partitions=true)"
+                if absent
+                else ""
+            )
+        )
+    return 1 if absent else 0
 
 
 def table_record(table, parts, *, with_partitions: bool) -> dict:
@@ -215,12 +264,18 @@ def cmd_table_repair(args) -> int:
     from raptorx_py.tables.partition_statistics import repair_table
 
     with opened_table(args) as (settings, ms, table):
-        report = repair_table(ms, settings, table.qualified_name, seal=args.seal)
+        report = repair_table(
+            ms, settings, table.qualified_name, seal=args.seal, drop_missing=args.drop_missing
+        )
     for name in report.added:
         print(f"added partition {name}")
     for name in report.without_files:
-        print(f"partition {name} is registered but its directory holds no data file (kept)")
-    print(f"repaired {table.qualified_name}: {len(report.added)} partitions added")
+        if name in report.dropped:
+            print(f"dropped partition {name}: absent from storage")
+        else:
+            print(f"partition {name} is registered but its directory holds no data file (kept)")
+    dropped = f", {len(report.dropped)} dropped" if args.drop_missing else ""
+    print(f"repaired {table.qualified_name}: {len(report.added)} partitions added{dropped}")
     return 0
 
 

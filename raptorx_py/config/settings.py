@@ -474,6 +474,20 @@ PROPERTIES: tuple[Property, ...] = (
         file="hive",
         doc="How long a cached listing of a sealed partition is served.",
     ),
+    Property(
+        name="hive.ignore-absent-partitions",
+        field="ignore_absent_partitions",
+        default="false",
+        kind="bool",
+        file="hive",
+        doc=(
+            "What a query does with a partition the metastore lists that lists no data file "
+            "while its location does not exist or the metastore records files or rows for it "
+            "(Presto's name). false: the query fails with PartitionMissingError naming it; "
+            "true: the partition is read as empty, with a warning once per partition "
+            "(Spark's spark.sql.hive.verifyPartitionPath)."
+        ),
+    ),
     # --- Parquet footer cache -------------------------------------------------------------
     Property(
         name="hive.parquet.metadata-cache-enabled",
@@ -721,6 +735,7 @@ class Settings:
     file_status_cache_tables: str
     file_status_cache_size: int
     file_status_cache_expire_time: float  # seconds
+    ignore_absent_partitions: bool
     parquet_metadata_cache_enabled: bool
     parquet_metadata_cache_size: int  # bytes
     parquet_metadata_cache_ttl: float  # seconds

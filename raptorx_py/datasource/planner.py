@@ -48,6 +48,7 @@ from raptorx_py.cache.listing_cache import is_sealed, listing_cache_for, partiti
 from raptorx_py.datasource.query_snapshots import query_values
 from raptorx_py.hive.column_types import decode_value
 from raptorx_py.hive.model import EXTERNAL_TABLE, Column, ColumnStats, Partition, Table
+from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.hive.table_parameters import (
     NUM_FILES_PARAM,
     NUM_ROWS_PARAM,
@@ -58,6 +59,12 @@ from raptorx_py.hive.write_ids import ValidWriteIdList
 from raptorx_py.metastore.cached_store import CachedMetastore
 from raptorx_py.metrics import counters
 from raptorx_py.scheduling import affinity
+from raptorx_py.storage.absent_partitions import (
+    absent_reason,
+    absent_what,
+    missing_error,
+    recorded_data,
+)
 from raptorx_py.storage.acid_layout import visible_files
 from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
@@ -216,6 +223,8 @@ def plan_scan(
                 p.id,
                 stats=p.stats,
                 row_count=p.row_count,
+                keys=table.partition_keys,
+                raw_values=p.values,
             )
             for p in kept
         ]
@@ -449,6 +458,15 @@ class _Location:
     object_id: int | None
     stats: Mapping[str, ColumnStats] = field(default_factory=dict)
     row_count: int | None = None
+    #: The table's partition keys and the partition's values as the metastore spells them
+    #: (empty: an unpartitioned table's location), for its Hive name (``name``).
+    keys: tuple[Column, ...] = ()
+    raw_values: tuple[str | None, ...] = ()
+
+    @property
+    def name(self) -> str | None:
+        """The partition's Hive name (``k1=v1/k2=v2``), or None for an unpartitioned table."""
+        return partition_name(self.keys, self.raw_values) if self.keys else None
 
     @property
     def version(self) -> str:
@@ -504,6 +522,8 @@ def _splits_of(
     splits: list[Split] = []
     stale: list[str] = []  # external locations whose statistics describe other files
     for (loc, trusted), (path, files) in zip(to_list, listings):
+        if not files and _skipped_as_absent(settings, table_name, loc, write_ids):
+            continue
         if trusted is None:
             trusted = stats_trusted(loc.parameters, None, file_set_fingerprint(path, files))
             if not trusted:
@@ -536,6 +556,46 @@ def _splits_of(
             table_name,
         )
     return splits, pruned, untrusted
+
+
+#: Absent partitions this process warned about (table, location, version): once each.
+_warned_absent: set[tuple[str, str, str]] = set()
+
+
+def _skipped_as_absent(
+    settings: Settings, table_name: str, loc: _Location, write_ids: ValidWriteIdList | None
+) -> bool:
+    """For a location that listed no data file: True when it is absent
+    (``storage.absent_partitions``: its location gone, or the metastore records data it
+    does not hold) and ``hive.ignore-absent-partitions`` reads it as empty (a warning once
+    per partition, counted in ``planner.partitions_absent_skipped``); ``PartitionMissingError``
+    when it is absent otherwise; False when it is an empty partition. Both counted in
+    ``planner.partitions_absent``. A managed partition (or table) is judged only when its
+    last write is visible to the snapshot (before that its recorded statistics may describe
+    rows the snapshot does not see) and recorded data: a managed table created and not yet
+    written has no directory and is empty."""
+    if write_ids is not None and (
+        recorded_data(loc.parameters) is None or not stats_trusted(loc.parameters, write_ids)
+    ):
+        return False
+    fs, path = filesystem_for(loc.url, settings)
+    reason = absent_reason(fs, path, loc.url, loc.parameters)
+    if reason is None:
+        return False
+    counters.add("planner.partitions_absent")
+    if not settings.ignore_absent_partitions:
+        raise missing_error(table_name, loc.name, loc.url, reason)
+    counters.add("planner.partitions_absent_skipped")
+    key = (table_name, loc.url, loc.version)
+    if key not in _warned_absent:
+        _warned_absent.add(key)
+        log.warning(
+            "%s %s: read as empty, as hive.ignore-absent-partitions=true says (counted in "
+            "planner.partitions_absent_skipped)",
+            absent_what(table_name, loc.name, loc.url),
+            reason,
+        )
+    return True
 
 
 def _list_locations(

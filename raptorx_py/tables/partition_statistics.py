@@ -39,6 +39,7 @@ from raptorx_py.hive.model import EXTERNAL_TABLE, ColumnStats, Partition, Table
 from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.hive.table_parameters import SEALED_PARAM, STATS_FILES_PARAM
 from raptorx_py.names import parse_table_name
+from raptorx_py.storage.absent_partitions import check_location
 from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import as_url, filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import list_data_files, walk_table
@@ -232,20 +233,30 @@ def add_partition(
 
 @dataclass(frozen=True)
 class RepairReport:
-    """What ``repair_table`` did: the partitions it registered (their Hive names) and the
-    registered partitions whose directory lists no data file (left registered)."""
+    """What ``repair_table`` did: the partitions it registered (their Hive names), the
+    registered partitions whose directory lists no data file (left registered), and those of
+    them it dropped as absent (``drop_missing``: ``storage.absent_partitions``)."""
 
     added: tuple[str, ...]
     without_files: tuple[str, ...]
+    dropped: tuple[str, ...] = ()
 
 
 def repair_table(
-    metastore: MetastoreCatalog, settings: Settings, qualified_name: str, *, seal: bool = False
+    metastore: MetastoreCatalog,
+    settings: Settings,
+    qualified_name: str,
+    *,
+    seal: bool = False,
+    drop_missing: bool = False,
 ) -> RepairReport:
     """Hive's ``MSCK REPAIR TABLE``: one recursive listing of the table's location; every
     partition directory the metastore does not have is registered (one ADD_PARTITION for
     all of them) with its statistics, sealed when ``seal``. Partitions whose directory
-    disappeared are reported, not dropped."""
+    lists no data file are reported, not dropped; with ``drop_missing`` (``MSCK REPAIR TABLE
+    ... SYNC PARTITIONS``) those absent by the rule reads fail on
+    (``storage.absent_partitions``: the location gone, or data recorded that it does not
+    hold) are dropped (one DROP_PARTITION for all of them)."""
     table = external_table(metastore, qualified_name)
     if not table.is_partitioned:
         raise SchemaError(
@@ -274,9 +285,20 @@ def repair_table(
         metastore.add_partitions(table, new)
     listed = {d.values for d in dirs}
     gone = [v for v, p in registered.items() if v not in listed and not _lists_files(settings, p)]
+    absent = []
+    if drop_missing:
+        absent = [
+            v
+            for v in gone
+            if check_location(settings, registered[v].location, registered[v].parameters)
+        ]
+        if absent:
+            metastore.drop_partitions(table, absent)
     names = [partition_name(table.partition_keys, p.values) for p in new]
     return RepairReport(
-        tuple(names), tuple(sorted(partition_name(table.partition_keys, v) for v in gone))
+        tuple(names),
+        tuple(sorted(partition_name(table.partition_keys, v) for v in gone)),
+        tuple(sorted(partition_name(table.partition_keys, v) for v in absent)),
     )
 
 

@@ -237,10 +237,15 @@ def test_corrupt_file_fails_the_query_naming_it(spark, env, tmp_path):
     assert df.where("m = '2024-01'").count() == 10  # the healthy partition still reads
 
 
-def test_partition_emptied_after_registration_reads_as_empty(spark, env, tmp_path):
+def test_partition_gone_after_registration_fails_unless_ignored(spark, env, tmp_path):
+    """The rule of docs/design/storage-tiers.md, "When the store holds less than the
+    metastore says" (every case of it: test_absent_partitions.py)."""
     name, root = _two_partitions(env, tmp_path)
     shutil.rmtree(os.path.join(root, "m=2024-02"))
-    assert spark.read.format("tiered_hive").load(name).count() == 10
+    df = spark.read.format("tiered_hive")
+    with pytest.raises(Exception, match=r"PartitionMissingError: partition m=2024-02 of"):
+        df.load(name).count()
+    assert df.option("hive.ignore-absent-partitions", "true").load(name).count() == 10
 
 
 # -- every scan keeps its own plan (pyspark 4.3 shares one per DataFrame; see raptorx_py.native)

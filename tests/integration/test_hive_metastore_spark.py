@@ -256,3 +256,43 @@ def test_a_warm_query_through_spark_makes_only_the_notification_poll(
     assert after["metastore_cache.events_applied"] >= 1, after.delta
     assert after["metastore_cache.partition_misses"] == 1
     assert after["metastore.round_trips"] == 1 + 1 + 1 + 3, after.delta
+
+
+def test_a_partition_gone_fails_by_load_and_by_name_over_the_hive_metastore(
+    spark, hms_uri, tmp_path, counted
+):
+    """The Hive Metastore's half of ``test_absent_partitions.py``: a sealed partition whose
+    directory is gone fails with ``PartitionMissingError`` through ``load()`` and by SQL
+    name, cold; its listing cached before, the next query fails with ``FileChangedError``;
+    ``hive.ignore-absent-partitions`` reads it as empty."""
+    from raptorx_py import native
+    from tests.integration.test_absent_partitions import ROWS, failure, write_partitions
+
+    root = tmp_path / "t"
+    write_partitions(root)
+    settings = load_settings(overrides=hms_options(hms_uri))
+    with open_catalog(settings) as ms:
+        ms.create_database("absent_hms")
+        register_external_table(ms, settings, "absent_hms.t", f"file://{root}", sealed=True)
+    warm = {**hms_options(hms_uri), "hive.file-status-cache-tables": "*"}
+    cached = spark.read.format("tiered_hive").options(**warm).load("absent_hms.t")
+    assert len(cached.collect()) == 3 * ROWS  # k=3's listing is cached
+    (root / "k=3" / "part-0.parquet").unlink()
+    (root / "k=3").rmdir()
+    spark.conf.set("spark.sql.catalog.absent_rx", native.CATALOG_CLASS)
+    for key, value in hms_options(hms_uri).items():
+        spark.conf.set(f"spark.sql.catalog.absent_rx.{key}", value)
+    with counted() as c:
+        by_load = failure(reader(spark, hms_uri)("absent_hms.t").collect)
+        by_name = failure(spark.sql("SELECT count(*) FROM absent_rx.absent_hms.t").collect)
+        changed = failure(cached.collect)
+    for message in (by_load, by_name):
+        assert message.startswith("raptorx_py.errors.PartitionMissingError: "), message
+        assert f"partition k=3 of absent_hms.t, at file://{root}/k=3, does not exist" in message
+    assert changed.startswith("raptorx_py.errors.FileChangedError: "), changed
+    assert "`raptorx partition unseal absent_hms.t k=3`" in changed
+    assert c["planner.partitions_absent"] == 2
+    assert c["reader.files_changed"] == 1
+    df = spark.read.format("tiered_hive").options(**hms_options(hms_uri))
+    ignoring = df.option("hive.ignore-absent-partitions", "true").load("absent_hms.t")
+    assert ignoring.count() == 2 * ROWS

@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -39,6 +40,30 @@ def test_register_list_show(env, table_dir, capsys):
         "id bigint" in out and "m string (partition key)" in out and "2 partitions, 3 rows" in out
     )
     assert "2024-02  rows=1" in out
+
+
+def test_show_check_finds_a_partition_gone_and_partition_drop_drops_it(env, table_dir, capsys):
+    """What PartitionMissingError tells a user to run (storage-tiers.md, "When the store
+    holds less than the metastore says"); the files of a dropped partition stay."""
+    import shutil
+
+    name = f"{env.unique_db('cli')}.sales"
+    assert main(["table", "register", name, f"file://{table_dir}", *_args(env)]) == 0
+    shutil.rmtree(table_dir / "m=2024-02")
+    capsys.readouterr()
+    assert main(["table", "show", name, "--check", "--json", *_args(env)]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert record["absent"] == 1
+    assert [p["absent"] for p in record["partition_list"]] == [
+        None,
+        "does not exist, but the metastore records 1 file, 1 row",
+    ]
+    assert main(["partition", "drop", name, "m=2024-02", *_args(env)]) == 0
+    assert f"dropped {name} partition m=2024-02" in capsys.readouterr().out
+    assert main(["table", "show", name, "--check", *_args(env)]) == 0
+    out = capsys.readouterr().out
+    assert "1 partitions, 2 rows" in out and "checked 1 partitions: 0 absent" in out
+    assert main(["partition", "drop", name, "m=2024-02", *_args(env)]) == 2  # no longer there
 
 
 def test_errors_are_one_line_exit_2(env, table_dir, capsys):

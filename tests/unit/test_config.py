@@ -63,6 +63,7 @@ EXPECTED_DEFAULTS = {
     "file_status_cache_tables": "*",
     "file_status_cache_size": 1_000_000,
     "file_status_cache_expire_time": 86400.0,
+    "ignore_absent_partitions": False,
     "parquet_metadata_cache_enabled": True,
     "parquet_metadata_cache_size": 100 * 2**20,
     "parquet_metadata_cache_ttl": 7200.0,
@@ -152,6 +153,7 @@ NON_DEFAULTS = {
     "hive.file-status-cache-tables": ("hive", "tpch.*", "file_status_cache_tables", "tpch.*"),
     "hive.file-status-cache-size": ("hive", "5000", "file_status_cache_size", 5000),
     "hive.file-status-cache-expire-time": ("hive", "1h", "file_status_cache_expire_time", 3600.0),
+    "hive.ignore-absent-partitions": ("hive", "true", "ignore_absent_partitions", True),
     "hive.parquet.metadata-cache-enabled": (
         "hive",
         "false",
@@ -276,6 +278,7 @@ EXPECTED_NAMES = {
     "hive.file-status-cache-tables",
     "hive.file-status-cache-size",
     "hive.file-status-cache-expire-time",
+    "hive.ignore-absent-partitions",
     "hive.parquet.metadata-cache-enabled",
     "hive.parquet.metadata-cache-size",
     "hive.parquet.metadata-cache-ttl-since-last-access",

@@ -180,3 +180,21 @@ def test_tpch_load_replaces_only_its_own_tables(tmp_path, tpch_sf001_dir):
     with open_metastore(settings) as ms:
         assert ms.get_table("tpch", "nation").location == "file:///elsewhere/nation"
         assert ms.get_table("tpch", "lineitem").location == urls["lineitem"]
+
+
+def test_concise_message_names_the_jvms_changed_file_as_our_error():
+    """Spark's reader failing on a changed file after batches of it were handed on fails the
+    task with the JVM's exception, inside Spark's stage failure: shown as FileChangedError."""
+    fake = type("Py4JJavaError", (Exception,), {"__module__": "py4j.protocol"})
+    stage = fake(
+        "An error occurred while calling o1.collectToPython.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage "
+        "3.0 failed 1 times, most recent failure: Lost task 0.0 (TID 7) (h executor driver): "
+        "raptorx.cache.FileChangedException: s3a://b/t/k=1/f.parquet: planned as version etag:1 "
+        "(size 9), but its size is now 4; the file changed after it was listed\n"
+        "\tat raptorx.cache.BlockCachingInputStream.changed(BlockCachingFileSystem.scala:1)"
+    )
+    assert error_report.concise_message(stage) == (
+        "raptorx_py.errors.FileChangedError: s3a://b/t/k=1/f.parquet: planned as version "
+        "etag:1 (size 9), but its size is now 4; the file changed after it was listed"
+    )

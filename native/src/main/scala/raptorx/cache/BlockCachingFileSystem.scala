@@ -297,7 +297,11 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   private def changed(why: String): FileChangedException =
     new FileChangedException(s"${file.remote}: planned as version ${file.version} (size " +
       s"${file.size}), but $why; the file changed after it was listed, and nothing read was " +
-      "cached (run the query again to read the new version)")
+      "cached. Run the query again: an unsealed partition is listed again by the next query. " +
+      "If it is sealed, its cached listing names the old version until it expires " +
+      "(hive.file-status-cache-expire-time) or its metastore entry changes: a sealed " +
+      "partition's files must not change; to change them: `raptorx partition unseal`, " +
+      "change its files, then `raptorx partition seal`")
 
   private def checkIdentity(st: FileStatus): Unit = {
     if (st.getLen != file.size) throw changed(s"its size is now ${st.getLen}")

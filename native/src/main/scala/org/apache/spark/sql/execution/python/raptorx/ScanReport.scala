@@ -86,7 +86,9 @@ object ScanReport {
       "count", Seq.empty),
     Metric("raptorxMetastoreRoundTrips", "metastore round trips", "count",
       Seq("metastore.round_trips")),
-    Metric("raptorxListingCacheHits", "listing cache hits", "count", Seq("listing_cache.hits")))
+    Metric("raptorxListingCacheHits", "listing cache hits", "count", Seq("listing_cache.hits")),
+    Metric("raptorxAbsentPartitionsSkipped", "absent partitions read as empty", "count",
+      Seq("planner.partitions_absent_skipped")))
 
   /** Bytes a task read, for Spark's stage input metrics: Parquet bytes (from the store or
    * the block cache) and fragment entries served. */

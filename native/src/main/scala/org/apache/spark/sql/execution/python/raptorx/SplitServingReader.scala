@@ -39,7 +39,10 @@ import raptorx.cache.{CachedFile, TaskCounts}
  * A split Spark's reader fails on before its first batch (a file whose types it does not
  * convert, which the Python reader may) is left to Python too (`reader.spark_fallbacks`);
  * a failure after batches were handed on fails the task, as Spark's own scan would, except
- * that [[raptorx.cache.FileChangedException]] says the file changed after planning.
+ * that [[raptorx.cache.FileChangedException]] says the file changed after planning
+ * (`reader.files_changed`). A file that changed after planning, found before the split's
+ * first batch, is left to Python too (`reader.spark_files_changed`), which fails with the
+ * documented `FileChangedError` as it would had it read the split itself.
  *
  * Counts: the tiers' counters (`block_cache.*`, `storage.*`, `fragment_cache.*`) as the
  * Python reader names them (a store the JVM made counts `fragment_cache.stores` and
@@ -112,7 +115,7 @@ class SplitServingReader(
         entry.close()
         entry = null
       } else if (sparkBatches != null) {
-        if (sparkBatches.hasNext) {
+        if (changedMidSplit(sparkBatches.hasNext)) {
           current = sparkBatches.next()
           counts("reader.rows_to_spark") += current.numRows()
           return true
@@ -138,6 +141,15 @@ class SplitServingReader(
     }
     false
   }
+
+  /** `more`, counting in `reader.files_changed` a file that changed after batches of it were
+   * handed on (the split can no longer go to the Python reader): the task fails. */
+  private def changedMidSplit(more: => Boolean): Boolean =
+    try more catch {
+      case e: Throwable if SplitServingReader.changedFile(e) =>
+        counts("reader.files_changed") += 1
+        throw e
+    }
 
   private def pythonReader(): ArrowColumnarReader = {
     var bytes = partition.pickedPartition
@@ -212,8 +224,16 @@ class SplitServingReader(
       it.hasNext // the first batch: a file Spark's reader cannot convert fails here
       it.buffered
     } catch {
-      case e: raptorx.cache.FileChangedException => throw e
       case e: raptorx.AggregateOverflowException => throw e // Spark's own answer: the query fails
+      case e: Throwable if SplitServingReader.changedFile(e) =>
+        // Changed after planning: the Python reader reads the split instead and fails with
+        // the documented FileChangedError (a sealed partition's advice, reader.files_changed),
+        // the error the Python reader gives for the same change, or reads the listed
+        // version whole from the caches.
+        counts("reader.spark_files_changed") += 1
+        SplitServingReader.log(s"${split.path} changed after planning; the Python reader " +
+          s"reads it: ${e.getMessage}")
+        return null
       case NonFatal(e) =>
         counts("reader.spark_fallbacks") += 1
         SplitServingReader.log(s"Spark's reader failed on ${split.path}; the Python reader " +
@@ -383,4 +403,13 @@ class SplitServingReader(
 
 object SplitServingReader extends org.apache.spark.internal.Logging {
   def log(message: String): Unit = logWarning(message)
+
+  /** Whether `e` says a planned file changed: the block cache's check of its identity, or
+   * the store's "not found" for the file the plan listed (a local file's fetch finds it
+   * before any check), among its causes. */
+  def changedFile(e: Throwable): Boolean =
+    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).take(16).exists {
+      case _: raptorx.cache.FileChangedException | _: java.io.FileNotFoundException => true
+      case _ => false
+    }
 }

@@ -1,0 +1,167 @@
+"""When the store holds less than the metastore says (docs/design/storage-tiers.md, the rule
+of that name), through Spark: a partition whose directory is gone fails the query with
+``PartitionMissingError``, cold, through ``load()`` and by SQL name, under every
+``hive.parquet.reader``; ``hive.ignore-absent-partitions`` reads it as empty, counted; a
+warm listing cache that still names its files gives ``FileChangedError`` with the sealed
+partition's advice, whichever reader reads; ``raptorx table show --check`` reports it; and
+Spark's reader on S3, for a sealed file grown, shrunk or deleted, gives the same
+``FileChangedError`` as the Python reader, counted in ``reader.files_changed``. The Hive
+Metastore's half: ``test_hive_metastore_spark.py``. Counts and errors, never timings."""
+
+from __future__ import annotations
+
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from raptorx_py.cli import main
+from raptorx_py.error_report import concise_message
+from raptorx_py.storage.fs import filesystem_for
+from raptorx_py.tables.table_registration import register_external_table
+from tests.support.spark_sql_metrics import scan_metrics
+
+pytestmark = pytest.mark.spark
+
+ROWS = 10  # per partition
+READERS = ("AUTO", "SPARK", "PYTHON")
+
+
+def write_partitions(root, keys=(1, 2, 3)) -> None:
+    for k in keys:
+        part = root / f"k={k}"
+        part.mkdir(parents=True)
+        ids = pa.array(range(k * 100, k * 100 + ROWS), pa.int64())
+        pq.write_table(pa.table({"id": ids}), str(part / "part-0.parquet"))
+
+
+def failure(run) -> str:
+    """The one line of our error that ``run()`` failed with (as the error hook prints it)."""
+    with pytest.raises(Exception) as info:  # noqa: PT011 - a pyspark exception, read below
+        run()
+    message = concise_message(info.value)
+    assert message is not None, info.value
+    return message
+
+
+@pytest.fixture
+def sealed_table(env, tmp_path):
+    """``<db>.t``: three sealed partitions of 10 rows on local files, and its directory."""
+    root = tmp_path / "t"
+    write_partitions(root)
+    name = f"{env.unique_db('absent')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, f"file://{root}", sealed=True)
+    return name, root
+
+
+def test_a_partition_gone_fails_cold_by_load_and_by_name_unless_ignored(
+    spark, env, sealed_table, counted, capsys
+):
+    name, root = sealed_table
+    shutil.rmtree(root / "k=2")
+    with counted() as c:
+        for reader in READERS:
+            df = spark.read.format("tiered_hive").option("hive.parquet.reader", reader).load(name)
+            message = failure(df.collect)
+            assert message.startswith("raptorx_py.errors.PartitionMissingError: "), message
+            assert f"partition k=2 of {name}, at file://{root}/k=2, does not exist" in message
+            assert f"raptorx partition drop {name} k=2" in message
+            assert "hive.ignore-absent-partitions=true" in message
+        by_name = failure(spark.sql(f"SELECT count(*) FROM raptorx.{name}").collect)
+        assert by_name.startswith("raptorx_py.errors.PartitionMissingError: ")
+        assert f"partition k=2 of {name}" in by_name
+    assert c["planner.partitions_absent"] == 4
+    assert c["planner.partitions_absent_skipped"] == 0
+
+    ignoring = spark.read.format("tiered_hive").option("hive.ignore-absent-partitions", "true")
+    with counted() as c:
+        assert len(ignoring.load(name).collect()) == 2 * ROWS
+        (scan,) = scan_metrics(spark, name)
+        assert scan["absent partitions read as empty"] == "1"
+        assert ignoring.load(name).filter("k = 2").count() == 0
+    assert c["planner.partitions_absent"] == c["planner.partitions_absent_skipped"] == 2
+
+    args = ["-p", f"hive.metastore.url={env.properties['hive.metastore.url']}"]
+    assert main(["table", "show", name, "--partitions", "--check", *args]) == 1
+    out = capsys.readouterr().out
+    assert f"2  rows={ROWS}  file://{root}/k=2  ABSENT: does not exist" in out
+    assert "checked 3 partitions: 1 absent from storage" in out
+    assert main(["table", "repair", name, "--drop-missing", *args]) == 0
+    assert "dropped partition k=2: absent from storage" in capsys.readouterr().out
+    assert main(["table", "show", name, "--check", *args]) == 0
+    assert spark.read.format("tiered_hive").load(name).count() == 2 * ROWS
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_partition_gone_under_a_warm_listing_is_a_changed_file(
+    spark, env, sealed_table, counted, reader
+):
+    """The sealed partition's listing is cached by the first query; its directory deleted,
+    the next query plans with the cached files and fails reading them: FileChangedError with
+    the sealed partition's advice, from either reader, never fewer rows."""
+    name, root = sealed_table
+    df = (
+        spark.read.format("tiered_hive")
+        .option("hive.file-status-cache-tables", "*")
+        .option("hive.parquet.reader", reader)
+        .load(name)
+    )
+    assert len(df.collect()) == 3 * ROWS
+    shutil.rmtree(root / "k=2")
+    with counted() as c:
+        message = failure(df.collect)
+    assert message.startswith("raptorx_py.errors.FileChangedError: "), message
+    assert f"file://{root}/k=2/part-0.parquet" in message
+    assert f"`raptorx partition unseal {name} k=2`" in message
+    assert "hive.file-status-cache-expire-time" in message
+    assert c["reader.files_changed"] == 1
+    assert c["planner.partitions_absent"] == 0
+    assert c["reader.spark_files_changed"] == (0 if reader == "PYTHON" else 1)
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("change", ["grown", "shrunk", "deleted"])
+def test_spark_reader_on_a_sealed_s3_file_changed_gives_the_python_readers_error(
+    spark, env, s3_endpoint, s3_bucket, counted, tmp_path, change
+):
+    """A sealed partition's file on S3 replaced by a larger or smaller one, or deleted,
+    without `partition unseal`, read by Spark's reader where the caches lack its bytes: the
+    documented FileChangedError, its advice, counted, as the Python reader gives."""
+    props = {**s3_endpoint.s3_properties(), "hive.file-status-cache-tables": "*"}
+    settings = env.settings(**props)
+    fs, _ = filesystem_for(f"s3://{s3_bucket}", settings)
+    path = f"{s3_bucket}/absent-{change}/k=1/part-0.parquet"
+
+    def put(n: int) -> None:
+        with fs.open(path, "wb") as f:
+            pq.write_table(pa.table({"id": pa.array(range(n), pa.int64())}), f)
+
+    put(1000)
+    name = f"{env.unique_db('changed')}.t"
+    with env.metastore(**props) as ms:
+        register_external_table(
+            ms, settings, name, f"s3://{s3_bucket}/absent-{change}", sealed=True
+        )
+    df = (
+        spark.read.format("tiered_hive")
+        .options(**props)
+        .option("hive.parquet.reader", "SPARK")
+        .option("cache.enabled", "true")
+        .option("cache.base-directory", str(tmp_path / "cache"))
+        .load(name)
+    )
+    # Statistics prune the file: its listing is cached, none of its bytes are.
+    assert df.filter("id < 0").count() == 0
+    if change == "deleted":
+        fs.rm(path)
+    else:
+        put(5000 if change == "grown" else 3)
+    with counted() as c:
+        message = failure(df.collect)
+    assert message.startswith("raptorx_py.errors.FileChangedError: "), message
+    assert f"s3://{path}" in message
+    assert f"`raptorx partition unseal {name} k=1`" in message
+    assert c["reader.files_changed"] == 1
+    assert c["reader.spark_files_changed"] == 1
