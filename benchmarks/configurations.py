@@ -288,7 +288,7 @@ def cache_root(ctx: BenchContext, name: str) -> str:
 
 
 def tiered_cached_views(
-    name: str, *, fresh_per_run: bool, fragments: bool = False
+    name: str, *, fresh_per_run: bool, fragments: bool = False, storing: bool = False
 ) -> Callable[[BenchContext], None]:
     """tiered_hive over the emulated S3 with every storage tier on, caching under
     ``cache_root(ctx, name)``.
@@ -301,19 +301,24 @@ def tiered_cached_views(
     one file per run (a bound of a million files, it changes nothing else).
 
     ``fragments``: the fragment result cache too, under ``<cache root>/fragments``.
+    ``storing``: every run stores its fragments anew (stored on first use, in a directory
+    of the run's own), over storage tiers kept warm: the cost of the run that stores.
     """
 
     def register_cached(ctx: BenchContext) -> None:
         from raptorx_py.config import PROPERTIES_BY_NAME
 
         options = {**ALL_TIERS, "cache.base-directory": cache_root(ctx, name)}
-        if fragments:
+        if fragments or storing:
+            fragment_dir = os.path.join(cache_root(ctx, name), "fragments")
+            if storing:
+                run = ctx.state[(name, "stores")] = ctx.state.get((name, "stores"), 0) + 1
+                fragment_dir = os.path.join(fragment_dir, f"run-{run}")
+                options["fragment-result-cache.store-on-first-use"] = "true"
             options.update(
                 {
                     "fragment-result-cache.enabled": "true",
-                    "fragment-result-cache.base-directory": os.path.join(
-                        cache_root(ctx, name), "fragments"
-                    ),
+                    "fragment-result-cache.base-directory": fragment_dir,
                 }
             )
         if not fresh_per_run:
@@ -370,17 +375,19 @@ def remove_directory(path: str, attempts: int = 5) -> None:
 
 
 def tiered_cached_configuration(
-    name: str, description: str, *, cold: bool, fragments: bool = False
+    name: str, description: str, *, cold: bool, fragments: bool = False, storing: bool = False
 ) -> Configuration:
     """The configuration ``name``: tiered_hive over the emulated S3 with every storage tier
     (and with ``fragments``, the fragment result cache) caching under ``cache_root(ctx,
     name)``. ``cold``: every run reads through caches no earlier run filled; otherwise the
     caches are emptied before the first run only and kept between runs (warm)."""
-    caches = "listing, footer, block" + (", fragment result" if fragments else "")
+    caches = "listing, footer, block" + (", fragment result" if fragments or storing else "")
     return Configuration(
         name=name,
         description=description,
-        register_views=tiered_cached_views(name, fresh_per_run=cold, fragments=fragments),
+        register_views=tiered_cached_views(
+            name, fresh_per_run=cold, fragments=fragments, storing=storing
+        ),
         prepare=empty_cache_root(name, every_run=cold),
         details={"caches": caches, "state": "cold" if cold else "warm"},
         spark_conf=s3a_jars_conf,
@@ -501,6 +508,18 @@ register(
         "fragment result cache on, caches kept between runs (the warm-up run fills them)",
         cold=False,
         fragments=True,
+    )
+)
+
+register(
+    tiered_cached_configuration(
+        "tiered-hive-s3-warm-storing",
+        "tiered_hive over the emulated S3, the three storage tiers and the metastore cache on "
+        "and kept (warm), and every run storing its fragments anew (the fragment result cache "
+        "empty before each run, fragments stored on first use): the cost of the run that "
+        "stores, against tiered-hive-s3-warm",
+        cold=False,
+        storing=True,
     )
 )
 

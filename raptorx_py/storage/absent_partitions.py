@@ -12,7 +12,7 @@ and lists no file, recorded as empty or with no statistics, is an empty partitio
 
 The other ways the store can hold less than the metastore says are a file that a plan (or
 a sealed partition's cached listing) lists and the store no longer has, or has shorter:
-``FileChangedError`` when it is read (docs/design/storage-tiers.md, "When the store holds
+``FileChangedError`` when it is read (docs/design/files-changing.md, "When the store holds
 less than the metastore says").
 """
 

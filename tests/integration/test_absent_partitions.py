@@ -1,4 +1,4 @@
-"""When the store holds less than the metastore says (docs/design/storage-tiers.md, the rule
+"""When the store holds less than the metastore says (docs/design/files-changing.md, the rule
 of that name), through Spark: a partition whose directory is gone fails the query with
 ``PartitionMissingError``, cold, through ``load()`` and by SQL name, under every
 ``hive.parquet.reader``; ``hive.ignore-absent-partitions`` reads it as empty, counted; a

@@ -1,9 +1,10 @@
 """Executors read with no Python at all: on the standalone cluster of two workers, with the
-executors' Python interpreter made unusable (``spark.pyspark.python`` names one that does not
-exist), TPC-H queries (all 22 under ``make stress``) through ``tiered_hive`` under the
-default reader (AUTO) return DuckDB's rows, cold and warm, with every tier on: Spark's reader
-reads every split, the JVM computes every pushed partial aggregation and serves and stores
-every fragment. Counts, not
+executors' Python interpreter made unusable (``PYSPARK_PYTHON``, the interpreter pyspark
+starts its workers with, and ``spark.pyspark.python`` name one that does not exist), TPC-H
+queries (all 22 under ``make stress``) through ``tiered_hive`` under the default reader
+(AUTO) return DuckDB's rows, cold and warm, with every tier on: Spark's reader reads every
+split, the JVM computes every pushed partial aggregation and serves and stores every
+fragment, and keeps each executor's block cache within its bound itself. Counts, not
 timings: no Python task ran on any executor. A read that does need a Python worker there
 (``hive.parquet.reader=PYTHON``) fails with one error naming the settings."""
 
@@ -62,6 +63,7 @@ def test_tpch_queries_need_no_python_on_the_executors(
         },
         timeout=540,
         spark_conf={"spark.sql.shuffle.partitions": "4", "spark.pyspark.python": NO_PYTHON},
+        env={"PYSPARK_PYTHON": NO_PYTHON},
         tpch={
             "database": CLUSTER_TPCH_DATABASE,
             "scale": tpch_scale,
@@ -94,9 +96,11 @@ def test_tpch_queries_need_no_python_on_the_executors(
         standalone_cluster,
         props,
         runs=[{"options": {"hive.parquet.reader": "PYTHON"}}],
+        options={},
         table=f"{CLUSTER_TPCH_DATABASE}.nation",
         column="n_nationkey",
         spark_conf={"spark.pyspark.python": NO_PYTHON},
+        env={"PYSPARK_PYTHON": NO_PYTHON},
         failing=True,
     )
     assert "hive.parquet.reader=AUTO" in err and NO_PYTHON in err, err[-4000:]

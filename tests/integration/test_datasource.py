@@ -238,7 +238,7 @@ def test_corrupt_file_fails_the_query_naming_it(spark, env, tmp_path):
 
 
 def test_partition_gone_after_registration_fails_unless_ignored(spark, env, tmp_path):
-    """The rule of docs/design/storage-tiers.md, "When the store holds less than the
+    """The rule of docs/design/files-changing.md, "When the store holds less than the
     metastore says" (every case of it: test_absent_partitions.py)."""
     name, root = _two_partitions(env, tmp_path)
     shutil.rmtree(os.path.join(root, "m=2024-02"))

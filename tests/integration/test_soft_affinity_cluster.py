@@ -14,6 +14,7 @@ keeps the host's files.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -59,11 +60,12 @@ def small_table(tmp_path_factory):
     return props, sorted(f"file://{p}" for p in data.glob("*.parquet"))
 
 
-def drive(cluster, props, runs, timeout=240, venv=None, work=None, failing=False, **spec):
+def drive(cluster, props, runs, timeout=240, venv=None, work=None, failing=False, env=None, **spec):
     """Run ``devservers.cluster_driver`` on ``cluster``; with ``venv`` (a
     ``tests.support.wheel_fixtures.WheelVenv``), a copy of it run by the wheel's interpreter from
     ``work``, outside the checkout, so that the application is the installed package's. Its
-    JSON line; with ``failing``, the driver must fail, and its standard error is returned."""
+    JSON line; with ``failing``, the driver must fail, and its standard error is returned.
+    ``env``: variables set for the driver (and so for the executors' Python workers)."""
     config = {
         "master": cluster.master_url,
         "executors": 2,
@@ -84,6 +86,7 @@ def drive(cluster, props, runs, timeout=240, venv=None, work=None, failing=False
             capture_output=True,
             text=True,
             timeout=timeout,
+            env={**os.environ, **(env or {})},
         )
     else:
         driver = work / "cluster_driver.py"

@@ -11,7 +11,7 @@ one they would make always true and drop (``id <= LO``, ``s < 'm'``), ``IS NOT N
 with a pushed aggregation (``count(*)``, ``sum``) or returning rows. The answer must equal
 Spark's reader's, with every cache off and, for the documented commands, with the listing
 cache on (a sealed partition's cached listing is by contract not refreshed by an out-of-band
-change, see docs/design/storage-tiers.md); over the run statistics must have pruned, dropped
+change, see docs/design/files-changing.md); over the run statistics must have pruned, dropped
 predicates and (after out-of-band changes) been distrusted, or the test proved nothing.
 
 ``RAPTORX_MUTATION_SEED`` changes the seed.

@@ -158,6 +158,23 @@ def test_cold_runs_get_fresh_caches_and_warm_runs_keep_theirs(tmp_path, monkeypa
     assert (warm_root / "blocks").is_dir()
 
 
+def test_every_storing_run_stores_anew_over_warm_storage_tiers(tmp_path, monkeypatch):
+    ctx = BenchContext(
+        spark=None, database="tpch", local_data_dir="", properties={}, work_dir=str(tmp_path)
+    )
+    (storing,) = configurations.get_configurations(["tiered-hive-s3-warm-storing"])
+    first = _registered_options(storing, ctx, monkeypatch)
+    second = _registered_options(storing, ctx, monkeypatch)
+    # the storage tiers' directory is kept, the fragments' is new each run
+    assert first["cache.base-directory"] == second["cache.base-directory"]
+    fragments = "fragment-result-cache.base-directory"
+    assert first[fragments] != second[fragments]
+    for options in (first, second):
+        assert options["fragment-result-cache.enabled"] == "true"
+        assert options["fragment-result-cache.store-on-first-use"] == "true"
+        assert options[fragments].startswith(options["cache.base-directory"])
+
+
 def test_a_cold_run_empties_its_caches_while_a_late_fill_still_writes(tmp_path, monkeypatch):
     # At SF 10 the JVM was still storing the previous query's blocks when the next cold run
     # emptied the caches, and rmtree failed with "Directory not empty": the removal retries,

@@ -43,7 +43,7 @@ def test_register_list_show(env, table_dir, capsys):
 
 
 def test_show_check_finds_a_partition_gone_and_partition_drop_drops_it(env, table_dir, capsys):
-    """What PartitionMissingError tells a user to run (storage-tiers.md, "When the store
+    """What PartitionMissingError tells a user to run (files-changing.md, "When the store
     holds less than the metastore says"); the files of a dropped partition stay."""
     import shutil
 

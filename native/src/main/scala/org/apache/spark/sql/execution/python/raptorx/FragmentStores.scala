@@ -31,13 +31,18 @@ import raptorx.cache.BlockFiles
  * nullable): the schema pyspark's `to_arrow_schema` gives the Python reader, which checks
  * it on every hit.
  *
- * Limits: rows are copied one by one (Spark's `ArrowWriter`), a cost paid once per stored
- * split; the stream is kept in memory until published, up to `maxStreamBytes` (past it,
+ * Batches are copied a column at a time, each by Spark's own converter for its type
+ * (`ArrowWriter.createFieldWriter`), so one loop per column runs one conversion.
+ *
+ * Limits: the stream is kept in memory until published, up to `maxStreamBytes` (past it,
  * [[add]] says so and the entry is dropped) plus one batch of [[FragmentStores.RowsPerBatch]]
  * rows in Arrow vectors.
  */
 final class FragmentEntryWriter(schema: StructType, maxStreamBytes: Long) extends AutoCloseable {
+  // The root and its vectors, as Spark's writer makes them; written column by column by
+  // field writers of our own (the writer's own write a row at a time).
   private val writer = ArrowWriter.create(schema.asNullable, "UTC", true, false)
+  private val fields = writer.root.getFieldVectors.asScala.map(ArrowWriter.createFieldWriter).toArray
   private val out = new FragmentEntryWriter.Bytes
   private val stream = new ArrowStreamWriter(writer.root, null, Channels.newChannel(out),
     IpcOption.DEFAULT, CommonsCompressionFactory.INSTANCE, CompressionUtil.CodecType.ZSTD)
@@ -47,19 +52,27 @@ final class FragmentEntryWriter(schema: StructType, maxStreamBytes: Long) extend
 
   /** Add `batch`'s rows; false once the stream is longer than `maxStreamBytes`. */
   def add(batch: ColumnarBatch): Boolean = {
-    val rows = batch.rowIterator()
-    while (rows.hasNext) {
-      writer.write(rows.next())
-      pending += 1
-      if (pending >= FragmentStores.RowsPerBatch && !flush()) return false
+    val n = batch.numRows()
+    var c = 0
+    while (c < fields.length) {
+      val field = fields(c)
+      var r = 0
+      while (r < n) {
+        field.write(batch.getRow(r), c) // the batch's one row view, moved to row r
+        r += 1
+      }
+      c += 1
     }
-    true
+    pending += n
+    pending < FragmentStores.RowsPerBatch || flush()
   }
 
   private def flush(): Boolean = {
-    writer.finish()
+    writer.root.setRowCount(pending)
+    fields.foreach(_.finish())
     stream.writeBatch()
-    writer.reset()
+    fields.foreach(_.reset())
+    writer.root.setRowCount(0)
     pending = 0
     out.size() <= maxStreamBytes
   }
