@@ -14,7 +14,16 @@ import pytest
 
 from raptorx_py.cache import fragment_cache as fc
 from raptorx_py.datasource import fragment_handoff
-from tests.integration.test_fragment_cache import DAYS, ROWS, _daily_table, both, window
+from raptorx_py.tables.table_registration import register_external_table
+from raptorx_py.tpch import oracle
+from tests.integration.test_fragment_cache import (
+    DAYS,
+    ROWS,
+    _daily_table,
+    _write_day,
+    both,
+    window,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -229,3 +238,55 @@ def test_the_jvm_verifies_what_python_writes(spark, tmp_path):
     assert not ok()
     os.remove(os.path.join(cache.directory, "cache.secret"))
     assert jvm.secret(directory).isEmpty()
+
+
+def test_partial_aggregates_the_jvm_stores_serve_both_readers_and_mix_with_python_ones(
+    spark, env, tmp_path, counted
+):
+    """A pushed partial aggregation the JVM computed (AUTO, over Spark's reader's batches)
+    and stored as its split's fragment is served by the JVM and by the Python reader alike;
+    and one query mixes splits whose fragment the Python reader stored, fragments the JVM
+    stored, and splits the JVM computes, each with the rows of Spark's own aggregation."""
+    root = str(tmp_path / "t")
+    for i, day in enumerate(DAYS):
+        _write_day(root, day, i * ROWS)
+    name = f"{env.unique_db('fragagg')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, root)
+    cache_dir = str(tmp_path / "fragments")
+    spark.read.format("tiered_hive").load(name).createOrReplaceTempView("frag_off")
+
+    def view(reader: str, alias: str) -> None:
+        spark.read.format("tiered_hive").option("fragment-result-cache.enabled", "true").option(
+            "fragment-result-cache.base-directory", cache_dir
+        ).option("fragment-result-cache.store-on-first-use", "true").option(
+            "hive.parquet.reader", reader
+        ).load(name).createOrReplaceTempView(alias)
+
+    view("AUTO", "frag_jvm")
+    view("PYTHON", "frag_py")
+
+    def run(view_name: str, sql: str):
+        with counted() as c:
+            got = oracle.spark_rows(spark.sql(sql.format(t=view_name)))
+        expected = oracle.spark_rows(spark.sql(sql.format(t="frag_off")))
+        assert oracle.compare_results(expected, got, ordered=False) is None, sql
+        return c
+
+    # days 1-2 through the Python reader: it computes and stores them
+    py = run("frag_py", window(DAYS[0], DAYS[1]))
+    assert py["fragment_cache.stores"] == 2 and py.get("aggregation.jvm_splits", 0) == 0
+    # days 1-4 in AUTO: two Python-stored hits the JVM serves, two the JVM computes and stores
+    mixed = run("frag_jvm", window(DAYS[0], DAYS[3]))
+    assert mixed["fragment_cache.jvm_hits"] == 2, dict(mixed)
+    assert mixed["aggregation.jvm_splits"] == mixed["fragment_cache.jvm_stores"] == 2, dict(mixed)
+    assert mixed["reader.python_tasks"] == 0, dict(mixed)
+    # the Python reader serves the JVM's entries (days 3-4) and computes day 5
+    served = run("frag_py", window(DAYS[2], DAYS[4]))
+    assert served["fragment_cache.hits"] == 2 and served["fragment_cache.misses"] == 1, dict(served)
+    assert served["reader.fragments_computed"] == 1, dict(served)
+    assert served.get("fragment_cache.schema_mismatch", 0) == 0, dict(served)
+    # and the JVM serves every one of the five, whoever stored it
+    again = run("frag_jvm", window(DAYS[0], DAYS[4]))
+    assert again["fragment_cache.jvm_hits"] == len(DAYS), dict(again)
+    assert again.get("aggregation.jvm_splits", 0) == 0 and again["reader.python_tasks"] == 0
