@@ -69,6 +69,9 @@ def register_tpch_views(spark, options: dict[str, str]) -> None:
 
 
 def run_query(spark, n, scale, counted, s3_endpoint):
+    # Each query asks the store for each file's identity once, as if first in this JVM
+    # (which remembers the versions it checked: an earlier test's query read them too).
+    spark._jvm.raptorx.cache.BlockCachingFileSystem.forgetChecked()
     s3_endpoint.reset_stats()
     with counted() as c:
         rows = oracle.spark_rows(spark.sql(queries.query_text(n, scale, "spark")))
@@ -108,10 +111,9 @@ def test_cold_run_fetches_each_block_once_and_warm_run_makes_no_request(
     assert (c["listing_cache.misses"], c["listing_cache.stores"]) == (listed, listed), c.delta
     assert c["listing_cache.hits"] == 0 and c["listing_cache.skipped_unsealed"] == 0
     # Data: one block per file, fetched with one ranged GET; the footer comes out of it. The
-    # scans of rows are Spark's reader's (hive.parquet.reader AUTO), which reads footers
-    # through the block cache and asks the store once per file for its identity (a HEAD);
-    # those with a pushed aggregation (Q1, Q6, parts of Q5) are the Python reader's, which
-    # keeps footers in the footer cache.
+    # splits are Spark's reader's (hive.parquet.reader AUTO; a pushed aggregation is computed
+    # in the JVM too), which reads footers through the block cache and asks the store once
+    # per file for its identity (a HEAD); the footer cache is the Python reader's.
     spark_files = c["reader.spark_splits"]  # one split per file at this scale
     assert c["block_cache.misses"] == c["block_cache.remote_requests"] == opened
     assert c["footer_cache.misses"] == opened - spark_files
@@ -161,6 +163,9 @@ def events(env, s3_endpoint, s3_bucket):
 
 
 def query_events(spark, name, options, counted, s3_endpoint, sql="count(*)"):
+    """``sql`` over ``name`` read by the Python reader, whose tiers these tests count (the
+    footer cache is the Python reader's; under AUTO the JVM reads and aggregates)."""
+    options = {"hive.parquet.reader": "PYTHON", **options}
     df = spark.read.format("tiered_hive").options(**options).load(name)
     s3_endpoint.reset_stats()
     with counted() as c:

@@ -212,6 +212,9 @@ object BlockCachingFileSystem {
     status
   }
 
+  /** Forget every checked status (tests: the next read of each file asks the store again). */
+  def forgetChecked(): Unit = checked.clear()
+
   /** Bytes of the blocks whose names wait in `<dir>/adopt/` for the Python store to fold
    * them in (every process's; counted as whole blocks of `blockSize`). */
   def pendingAdoption(dir: NioPath, blockSize: Int): Long = {
