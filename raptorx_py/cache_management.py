@@ -40,13 +40,13 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raptorx_py import cache_invalidations as journal
 from raptorx_py import predicates as preds
 from raptorx_py.cache.block_cache import BlockCacheFileSystem, block_cache_for
 from raptorx_py.cache.block_store import INDEX_FILE as BLOCK_INDEX
-from raptorx_py.cache.block_store import read_only_usage
+from raptorx_py.cache.block_store import BlockStore, read_only_usage
 from raptorx_py.cache.footer_cache import (
     FileIdentity,
     FooterCache,
@@ -61,8 +61,10 @@ from raptorx_py.cache.fragment_cache import (
     open_fragment_cache,
 )
 from raptorx_py.cache.fragment_cache import read_only_stats as read_only_fragment_stats
-from raptorx_py.datasource.planner import plan_scan
+from raptorx_py.config.settings import Settings
+from raptorx_py.datasource.planning.planner import plan_scan
 from raptorx_py.errors import ConfigError, NoSuchObjectError, SchemaError
+from raptorx_py.hive.model import Partition, Table
 from raptorx_py.hive.partition_names import partition_name, unescape_partition_value
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.metrics import MetricsSink, counters, diff
@@ -71,10 +73,6 @@ from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import list_data_files
 from raptorx_py.storage.parquet_files import footer_stats
 from raptorx_py.where_clause import parse_where
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
-    from raptorx_py.hive.model import Partition, Table
 
 TIERS = journal.TIERS
 
@@ -506,8 +504,6 @@ def _block_directory(settings: Settings) -> str:
 def _block_store(settings: Settings):
     """The node's block store (its start-up recovery runs, as in any new worker), or None
     when it has no index yet."""
-    from raptorx_py.cache.block_store import BlockStore
-
     directory = _block_directory(settings)
     if not os.path.exists(os.path.join(directory, BLOCK_INDEX)):
         return None

@@ -29,6 +29,9 @@ from raptorx_py import connect, native
 from raptorx_py.config import PROPERTIES_SOURCE, load_settings
 from raptorx_py.config.paths import absolute_paths
 from raptorx_py.config.settings import Settings
+from raptorx_py.datasource.planning.driver_planner import register_planner
+from raptorx_py.datasource.source import configured_source_class
+from raptorx_py.error_report import install_excepthook
 from raptorx_py.errors import ConfigError, ConnectServerError
 from raptorx_py.jvm_protocol import METRICS_DIR_CONF, METRICS_DIR_DEFAULT, METRICS_PLUGIN_CLASS
 
@@ -58,12 +61,6 @@ def register(
     catalog), set as ``spark.sql.catalog.<catalog_name>``; a ``ConfigError`` when the
     session already has another catalog under that name.
     """
-    # Deferred, not a cycle: these import pyspark's data source API, and ``import raptorx_py``
-    # stays light until a session is registered.
-    from raptorx_py.datasource.driver_planner import register_planner
-    from raptorx_py.datasource.source import configured_source_class
-    from raptorx_py.error_report import install_excepthook
-
     # An uncaught error that carries one of ours is printed as that error, on one line.
     install_excepthook()
     conf_dir = conf_dir or spark.conf.get("spark.raptorx.conf.dir", None) or None

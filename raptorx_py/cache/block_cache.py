@@ -19,21 +19,20 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 import fsspec
 from fsspec.spec import AbstractBufferedFile
 
 from raptorx_py.cache.block_store import BlockStore
 from raptorx_py.cache.process_registry import ProcessRegistry
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import FileChangedError, translate_storage_error
 from raptorx_py.metrics import counters, node_gauge
 from raptorx_py.storage.file_versions import current_identity, etag_of, is_another_version
+from raptorx_py.storage.fs import local_fs
 
 log = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 DEFAULT_BLOCK_SIZE = 1 << 20
 DEFAULT_MAX_SIZE = 2 << 30
@@ -577,8 +576,6 @@ def adopt_jvm_blocks(settings: Settings) -> int:
     Never raises: a store that cannot be opened adopts nothing."""
     if not settings.cache_enabled:
         return 0
-    from raptorx_py.storage.fs import local_fs
-
     try:
         fs = block_cache_for(settings, local_fs())
         return int(fs.store.adopt_published()) if fs.store.enabled else 0

@@ -27,7 +27,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,12 +34,10 @@ import pyarrow.parquet as pq
 from raptorx_py.cache import cache_files
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.cache_invalidations import FOOTER, JournalReader, journal_path
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import RaptorxError, translate_storage_error
 from raptorx_py.metrics import counters
 from raptorx_py.storage.parquet_files import parquet_read_error
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
 

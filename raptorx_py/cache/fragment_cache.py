@@ -96,7 +96,6 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 import diskcache
 import pyarrow as pa
@@ -111,11 +110,9 @@ from raptorx_py.cache.cache_files import (
     touch,
 )
 from raptorx_py.cache.process_registry import ProcessRegistry
+from raptorx_py.config.settings import Settings
 from raptorx_py.metrics import counters, node_gauge
 from raptorx_py.sqlite_wal import connect_read_only, is_damage, set_aside, set_up_lock
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
 

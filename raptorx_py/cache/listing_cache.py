@@ -26,15 +26,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.cache_invalidations import LISTING, Invalidation, JournalReader, journal_path
+from raptorx_py.config.settings import Settings
 from raptorx_py.hive.table_parameters import SEALED_PARAM
 from raptorx_py.metrics import counters
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 
 def parse_patterns(patterns: str | Iterable[str]) -> tuple[str, ...]:

@@ -34,9 +34,10 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import (
     AlreadyExistsError,
     MetastoreError,
@@ -78,9 +79,6 @@ from raptorx_py.metastore.sql_session import Backend, SqlSession
 from raptorx_py.metastore.transactions import check_write_id
 from raptorx_py.names import check_name
 from raptorx_py.sqlite_wal import connect_wal
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 __all__ = [
     "Metastore",

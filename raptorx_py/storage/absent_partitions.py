@@ -19,15 +19,12 @@ less than the metastore says").
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import PartitionMissingError, translate_storage_error
 from raptorx_py.hive.table_parameters import NUM_FILES_PARAM, NUM_ROWS_PARAM
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.storage.hive_layout import list_data_files
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 
 def _count(parameters: Mapping[str, str], name: str) -> int | None:

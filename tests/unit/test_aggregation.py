@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from raptorx_py import predicates as preds
-from raptorx_py.datasource import aggregation as A
+from raptorx_py.datasource.reading import aggregation as A
 from raptorx_py.errors import AggregateOverflowError
 
 

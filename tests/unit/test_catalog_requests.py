@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from raptorx_py.datasource import catalog_requests
+from raptorx_py.datasource.planning import catalog_requests
 from raptorx_py.errors import SchemaError
 from raptorx_py.hive.model import EXTERNAL_TABLE, Column, Table
 from raptorx_py.jvm_protocol import CATALOG_ANSWER_KEY

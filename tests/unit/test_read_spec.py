@@ -14,11 +14,11 @@ from pyspark.sql.datasource import InputPartition
 from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import load_settings
 from raptorx_py.datasource import fragment_handoff as handoff
-from raptorx_py.datasource.fragment_keys import fragment_key
 from raptorx_py.datasource.placement import PlacedPartition
-from raptorx_py.datasource.planner import Split
-from raptorx_py.datasource.read_spec import ReadSpec, read_specs
-from raptorx_py.datasource.source import TieredHiveReader
+from raptorx_py.datasource.planning.fragment_keys import fragment_key
+from raptorx_py.datasource.planning.planner import Split
+from raptorx_py.datasource.planning.read_spec import ReadSpec, read_specs
+from raptorx_py.datasource.reader import TieredHiveReader
 from raptorx_py.hive.column_types import arrow_schema_for_spark
 from raptorx_py.hive.model import Column, Table
 from raptorx_py.predicates import Comparison

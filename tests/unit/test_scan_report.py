@@ -13,7 +13,7 @@ from pyspark.sql.datasource import InputPartition
 from raptorx_py import jvm_protocol
 from raptorx_py.config import load_settings
 from raptorx_py.datasource import scan_report
-from raptorx_py.datasource.source import resolve_options
+from raptorx_py.datasource.planning.options import resolve_options
 from raptorx_py.errors import ConfigError
 from raptorx_py.metrics import Counters
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import pyarrow as pa
 
 #: The raptorx_py package directory (this file is ``raptorx_py/datasource/code_identity.py``).
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
 
 
 def source_digest(package_dir: Path) -> str:

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from raptorx_py.datasource.aggregation import PushedAggregation
-from raptorx_py.datasource.fragment_keys import fragment_key
-from raptorx_py.datasource.planner import Split
+from raptorx_py.datasource.planning.fragment_keys import fragment_key
+from raptorx_py.datasource.planning.planner import Split
+from raptorx_py.datasource.reading.aggregation import PushedAggregation
 from raptorx_py.hive.model import Column, Table
 
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raptorx_py import predicates as preds
-from raptorx_py.datasource.storage_tiers import NO_TIERS, StorageTiers
+from raptorx_py.datasource.reading.storage_tiers import NO_TIERS, StorageTiers
 from raptorx_py.errors import (
     CorruptFileError,
     FileChangedError,

@@ -33,7 +33,7 @@ import json
 import pyarrow as pa
 
 from raptorx_py.cache.fragment_cache import file_prefix
-from raptorx_py.datasource.code_identity import code_identity
+from raptorx_py.datasource.planning.code_identity import code_identity
 from raptorx_py.hive.model import Column, Table
 
 

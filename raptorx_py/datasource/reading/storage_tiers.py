@@ -14,14 +14,12 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raptorx_py.cache.block_cache import block_cache_for
 from raptorx_py.cache.footer_cache import FileIdentity, footer_cache_for
+from raptorx_py.config.settings import Settings
 from raptorx_py.metrics import counters
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
