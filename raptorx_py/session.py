@@ -9,7 +9,7 @@ see ``raptorx_py.connect``): the server must have the raptorx jar, and path-like
 are made absolute here, in the client, before they travel (``config/paths.py``).
 
 Spark's metrics system: ``tiered_session`` starts the SparkContext with the native jar's
-metrics plugin (``spark.plugins``, ``jvm_protocol.METRICS_PLUGIN_CLASS``) and, when
+metrics plugin (``spark.plugins``, ``protocol.METRICS_PLUGIN_CLASS``) and, when
 ``metrics.directory`` is set, the plugin's directory under it. ``register`` finds out whether
 the session's SparkContext runs the plugin and, if so, has every process publish its totals
 where the plugin reads them (``metrics.spark-directory``). ``spark.plugins`` is read once,
@@ -33,7 +33,11 @@ from raptorx_py.datasource.planning.driver_planner import register_planner
 from raptorx_py.datasource.source import configured_source_class
 from raptorx_py.error_report import install_excepthook
 from raptorx_py.errors import ConfigError, ConnectServerError
-from raptorx_py.jvm_protocol import METRICS_DIR_CONF, METRICS_DIR_DEFAULT, METRICS_PLUGIN_CLASS
+from raptorx_py.jvm_contract.protocol import (
+    METRICS_DIR_CONF,
+    METRICS_DIR_DEFAULT,
+    METRICS_PLUGIN_CLASS,
+)
 
 _warned_no_jar = False
 
@@ -102,7 +106,7 @@ def register(
                 stacklevel=2,
             )
         # Without the JVM provider nothing tells the Python source the session's setting at
-        # read time: it carries the one the session has now (datasource/column_names.py).
+        # read time: it carries the one the session has now (datasource/planning/column_names.py).
         source = configured_source_class(
             settings,
             name=native.PUBLIC_NAME,

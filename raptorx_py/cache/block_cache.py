@@ -198,7 +198,7 @@ def block_key(protocol: str, path: str, size: int, version: str, block_size: int
     """The key of a file version's blocks: a digest of the file's path (``path_prefix``),
     then one of its whole identity, so every version of a file shares a prefix. A function
     of the identity alone, so the planner names a split's blocks for the JVM's reader
-    (``datasource.jvm_read_handoff``) as the executor's Python reader names them."""
+    (``jvm_contract.jvm_read_handoff``) as the executor's Python reader names them."""
     identity = "\0".join((protocol, path, str(size), version, str(block_size)))
     return path_prefix(protocol, path) + hashlib.sha256(identity.encode()).hexdigest()[:24]
 

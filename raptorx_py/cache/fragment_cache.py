@@ -3,8 +3,8 @@ aggregation) kept on the node's local disk as Arrow IPC, so a query that reads t
 piece of the same file version in the same way is answered without reading or decoding it.
 
 Contract:
-- Entries are found by a key the caller builds (``datasource.fragment_keys``, computed at
-  planning from the split's ``datasource.read_spec.ReadSpec``): its bytes name everything
+- Entries are found by a key the caller builds (``datasource.planning.fragment_keys``, computed at
+  planning from the split's ``datasource.planning.read_spec.ReadSpec``): its bytes name everything
   the result depends on, the computing code's identity among them. The cache never
   interprets a key: an entry is served only for the very same key, so a file that changes,
   a new write or new code is a new key.
@@ -158,7 +158,7 @@ def entry_mac(secret: bytes, prefix: bytes, key: bytes, stream) -> bytes:
 
 def file_prefix(url: str) -> bytes:
     """What the key of every entry computed from the file at ``url`` starts with (the
-    caller's key puts it first: ``datasource.fragment_keys``), so ``invalidate`` finds a
+    caller's key puts it first: ``datasource.planning.fragment_keys``), so ``invalidate`` finds a
     file's entries by name."""
     return hashlib.sha256(url.encode()).digest()[:8]
 

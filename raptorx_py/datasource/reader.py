@@ -18,9 +18,6 @@ from raptorx_py import predicates as preds
 from raptorx_py.cache.block_cache import adopt_jvm_blocks
 from raptorx_py.cache.fragment_cache import adopt_jvm_fragments
 from raptorx_py.config.settings import Settings
-from raptorx_py.datasource import jvm_read_handoff
-from raptorx_py.datasource.fragment_handoff import handoff_mark, mark_partition
-from raptorx_py.datasource.placement import PlacedPartition
 from raptorx_py.datasource.planning import query_snapshots
 from raptorx_py.datasource.planning.column_names import filter_with_table_names, output_names
 from raptorx_py.datasource.planning.first_scan import first_scan_state, table_key
@@ -33,6 +30,7 @@ from raptorx_py.datasource.planning.scan_planning import (
     fragment_planned_before,
     handoff_key,
     open_planning_scope,
+    tiers_on,
 )
 from raptorx_py.datasource.planning.table_schema import (
     columns_for_schema,
@@ -40,13 +38,15 @@ from raptorx_py.datasource.planning.table_schema import (
     record_scan,
     table_column,
 )
-from raptorx_py.datasource.reading import aggregation
 from raptorx_py.datasource.reading.task_reader import TaskReader
-from raptorx_py.datasource.scan_report import mark_plan, plan_mark, snapshot_text, tiers_on
 from raptorx_py.error_report import short_worker_errors
 from raptorx_py.errors import SchemaError
 from raptorx_py.hive.column_types import arrow_schema_for_spark
 from raptorx_py.hive.model import Table
+from raptorx_py.jvm_contract import jvm_read_handoff, pushed_aggregation
+from raptorx_py.jvm_contract.fragment_handoff import handoff_mark, mark_partition
+from raptorx_py.jvm_contract.placement import PlacedPartition
+from raptorx_py.jvm_contract.scan_report import mark_plan, plan_mark, snapshot_text
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metastore.catalog import QuerySnapshot
 from raptorx_py.metrics import counters
@@ -104,9 +104,9 @@ class TieredHiveReader(TaskReader):
             self.snapshot, self.table = first_scan_state(settings, database, table_name, token)
             if self.query_token is not None:
                 query_snapshots.query_values.put(self.query_token, key, (self.snapshot, self.table))
-        # A pushed partial aggregation comes in the schema (datasource/aggregation.py): the
+        # A pushed partial aggregation comes in the schema (jvm_contract/pushed_aggregation.py): the
         # scan then reads the aggregation's input columns and returns its partial rows.
-        self.aggregation = aggregation.from_schema(schema) if pushdown else None
+        self.aggregation = pushed_aggregation.from_schema(schema) if pushdown else None
         # A user-given schema may spell a column otherwise than the table (column_names.py):
         # the reader works in the table's names and renames its batches for Spark.
         self.output_names: list[str] | None = None
@@ -159,7 +159,7 @@ class TieredHiveReader(TaskReader):
             else:
                 self.predicates.append(p)
 
-    def _take_aggregation_filters(self, pushed: aggregation.PushedAggregation) -> None:
+    def _take_aggregation_filters(self, pushed: pushed_aggregation.PushedAggregation) -> None:
         """The filters of an aggregated scan (they come with the aggregation, not through
         ``pushFilters``). The provider sent only filters it reported to Spark as evaluated
         here, so each must be exact by this side's rule too."""

@@ -40,7 +40,7 @@ from raptorx_py.error_report import short_worker_errors
 from raptorx_py.errors import SchemaError
 from raptorx_py.hive.column_types import spark_struct
 from raptorx_py.hive.model import Partition, Table
-from raptorx_py.jvm_protocol import CATALOG_REQUEST_OPTION, PARTITION_BY_OPTION
+from raptorx_py.jvm_contract.protocol import CATALOG_REQUEST_OPTION, PARTITION_BY_OPTION
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name

@@ -6,7 +6,7 @@ when its location does not exist and the metastore does not record it as empty
 (``numFiles=0``: an empty partition added with ``raptorx partition add``, which on an
 object store has no location to exist). An absent partition fails the query
 (``PartitionMissingError``), unless ``hive.ignore-absent-partitions`` says to read it as
-empty. The planner applies the rule to every listing (``datasource.planner``), and
+empty. The planner applies the rule to every listing (``datasource.planning.planner``), and
 ``raptorx table show --partitions --check`` reports what it finds. A location that exists
 and lists no file, recorded as empty or with no statistics, is an empty partition: no rows.
 

@@ -806,7 +806,7 @@ def test_each_bad_option_names_where_it_came_from():
     """register()'s properties and a catalog's Spark conf were once all "option"."""
     from raptorx_py.datasource.planning.options import resolve_options
     from raptorx_py.errors import ConfigErrors
-    from raptorx_py.jvm_protocol import CATALOG_OPTIONS_OPTION
+    from raptorx_py.jvm_contract.protocol import CATALOG_OPTIONS_OPTION
 
     with pytest.raises(ConfigErrors) as info:
         resolve_options(

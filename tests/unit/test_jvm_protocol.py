@@ -8,10 +8,10 @@ import json
 import re
 from pathlib import Path
 
-from raptorx_py import jvm_protocol
-from raptorx_py.datasource import placement
 from raptorx_py.datasource.planning import options, query_snapshots, table_schema
-from raptorx_py.datasource.reading import aggregation
+from raptorx_py.jvm_contract import placement
+from raptorx_py.jvm_contract import protocol as jvm_protocol
+from raptorx_py.jvm_contract import pushed_aggregation as aggregation
 from raptorx_py.scheduling import affinity
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ keeps ONE metastore cache and ONE listing cache (the per-process registries of
 ``cached_store`` and ``listing_cache``) and the query snapshots. The messages are pyspark's
 own planning protocol, unchanged: the JVM's runners write the bytes a worker's socket would
 carry, ``create`` and ``plan`` here answer with the bytes a worker would write back (after a
-status byte, ``jvm_protocol.PLANNER_OK``/``PLANNER_FAILED``). So the read function and the
+status byte, ``protocol.PLANNER_OK``/``PLANNER_FAILED``). So the read function and the
 partitions the executors get are made exactly as a worker makes them (``pyspark.sql.worker``'s
 ``write_read_func_and_partitions``), and a scan's whole planning (reader, pushed filters,
 snapshot, partitions) is one callback.
@@ -65,19 +65,20 @@ from pyspark.sql.worker.data_source_pushdown_filters import FilterRef, deseriali
 from pyspark.sql.worker.plan_data_source_read import write_read_func_and_partitions
 from pyspark.worker_util import pickleSer, utf8_deserializer
 
-from raptorx_py import jvm_protocol, metrics
+from raptorx_py import metrics
 from raptorx_py.datasource.planning import scan_prefetch
 from raptorx_py.datasource.planning.planning_thread import serving_planner
 from raptorx_py.error_report import log_error
 from raptorx_py.errors import RaptorxError
+from raptorx_py.jvm_contract import protocol
 from raptorx_py.metrics import counters
 
 log = logging.getLogger(__name__)
 
 #: The JVM interface the planner implements, and the registry it registers with.
 INTERFACE = "raptorx.DriverPlanner"
-_OK = jvm_protocol.PLANNER_OK.encode("ascii")
-_FAILED = jvm_protocol.PLANNER_FAILED.encode("ascii")
+_OK = protocol.PLANNER_OK.encode("ascii")
+_FAILED = protocol.PLANNER_FAILED.encode("ascii")
 #: Unpickled sources kept by their pickled bytes (a read's source is the same for every scan).
 _SOURCES_KEPT = 64
 

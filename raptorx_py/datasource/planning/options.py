@@ -16,7 +16,7 @@ from raptorx_py.config import (
 from raptorx_py.config.settings import Settings
 from raptorx_py.datasource.planning.column_names import CASE_SENSITIVE_OPTION
 from raptorx_py.errors import ConfigError, did_you_mean, raise_config_errors
-from raptorx_py.jvm_protocol import (
+from raptorx_py.jvm_contract.protocol import (
     CATALOG_OPTIONS_OPTION,
     CATALOG_REQUEST_OPTION,
     PARTITION_BY_OPTION,
@@ -27,8 +27,8 @@ from raptorx_py.scheduling.affinity import EXECUTORS_OPTION
 DATA_SOURCE_NAME = PUBLIC_NAME
 # partition_by: for writes (datasource/writer.py).
 # raptorx.executors: the live executors, from the JVM provider (scheduling.affinity).
-# raptorx.case_sensitive: the session's spark.sql.caseSensitive (datasource/column_names.py).
-# raptorx.catalog_request: a request of the Spark catalog (datasource/catalog_requests.py).
+# raptorx.case_sensitive: the session's spark.sql.caseSensitive (column_names.py).
+# raptorx.catalog_request: a request of the Spark catalog (catalog_requests.py).
 READ_OPTIONS = (
     "path",
     "table",

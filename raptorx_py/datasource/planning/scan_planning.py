@@ -1,13 +1,16 @@
 """What a scan's planning keeps in its process besides the plan: the counters scope of the
 scan being planned (for its plan mark), the fragment keys planned before (admission on
-second use), and which fragment key a split hands to the JVM."""
+second use), which fragment key a split hands to the JVM, and which tiers its plan mark
+names."""
 
 from __future__ import annotations
 
 import collections
 import threading
 
+from raptorx_py.cache.listing_cache import table_matches
 from raptorx_py.metrics import counters
+from raptorx_py.scheduling import affinity
 
 #: The planning scope of the scan being planned in this process (planning is one scan at a
 #: time: a planning worker, or the driver's planner under its lock).
@@ -63,3 +66,22 @@ def close_planning_scope(scope) -> None:
     counters.close_scope(scope)
     # By identity: two scopes that counted the same are equal Counters.
     _planning_scope[:] = [s for s in _planning_scope if s is not scope]
+
+
+def tiers_on(settings, table_name: str) -> list[str]:
+    """The cache tiers and scheduling a scan of ``table_name`` runs with, by their names in
+    the docs."""
+    tiers = []
+    if settings.metastore_cache_ttl > 0:
+        tiers.append("metastore")
+    if table_matches(settings.file_status_cache_tables, table_name):
+        tiers.append("listing")
+    if settings.parquet_metadata_cache_enabled:
+        tiers.append("footer")
+    if settings.cache_enabled:
+        tiers.append("block")
+    if settings.fragment_cache_enabled:
+        tiers.append("fragment")
+    if settings.node_selection_strategy == affinity.SOFT_AFFINITY:
+        tiers.append("soft-affinity")
+    return tiers

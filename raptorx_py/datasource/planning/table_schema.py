@@ -12,7 +12,6 @@ from collections.abc import Iterable, Sequence
 from pyspark.sql import datasource as ds
 from pyspark.sql.types import StructField, StructType
 
-from raptorx_py import jvm_protocol
 from raptorx_py import predicates as preds
 from raptorx_py.config.settings import Settings
 from raptorx_py.datasource.planning.column_names import (
@@ -20,11 +19,11 @@ from raptorx_py.datasource.planning.column_names import (
     resolve_columns,
     resolve_schema_columns,
 )
-from raptorx_py.datasource.reading import aggregation
 from raptorx_py.errors import SchemaError
 from raptorx_py.hive.column_types import spark_type
 from raptorx_py.hive.model import Column, Partition, Table
 from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM, TOTAL_SIZE_PARAM
+from raptorx_py.jvm_contract import protocol
 from raptorx_py.metrics import counters
 
 
@@ -84,8 +83,8 @@ def filter_column(f) -> str | None:
 
 #: Metadata keys on a schema's first field carrying the table's size to the JVM provider
 #: (``native/.../TableStatistics.scala``, which removes them), for Spark's join planning.
-TABLE_BYTES_KEY = jvm_protocol.TABLE_BYTES_KEY
-TABLE_ROWS_KEY = jvm_protocol.TABLE_ROWS_KEY
+TABLE_BYTES_KEY = protocol.TABLE_BYTES_KEY
+TABLE_ROWS_KEY = protocol.TABLE_ROWS_KEY
 
 
 def with_table_statistics(
@@ -135,17 +134,17 @@ def _summed(values: Iterable[str | None]) -> int | None:
 #: Metadata keys on a schema's first field carrying what the JVM provider must know of the
 #: Python reader (``native/.../SourceHints.scala``, which removes them),
 #: and what the Spark catalog shows of the table (``TableDescription``, which removes it).
-EXACT_FILTER_COLUMNS_KEY = jvm_protocol.EXACT_FILTER_COLUMNS_KEY
-AGGREGATION_PUSHDOWN_KEY = jvm_protocol.AGGREGATION_PUSHDOWN_KEY
-AGGREGATION_KEYS_KEY = jvm_protocol.AGGREGATION_KEYS_KEY
-TABLE_DESCRIPTION_KEY = jvm_protocol.TABLE_DESCRIPTION_KEY
+EXACT_FILTER_COLUMNS_KEY = protocol.EXACT_FILTER_COLUMNS_KEY
+AGGREGATION_PUSHDOWN_KEY = protocol.AGGREGATION_PUSHDOWN_KEY
+AGGREGATION_KEYS_KEY = protocol.AGGREGATION_KEYS_KEY
+TABLE_DESCRIPTION_KEY = protocol.TABLE_DESCRIPTION_KEY
 
 
 def with_source_hints(schema: StructType, table: Table, settings: Settings) -> StructType:
     """``schema`` with the columns whose filters the reader evaluates exactly (the rule of
     ``predicates.is_exact``, so the provider reports exactly those filters to Spark as
     handled), whether aggregation pushdown is on and which columns it may group by
-    (``aggregation.group_keys``), and the table's description for the Spark
+    (``group_keys``), and the table's description for the Spark
     catalog (its partition keys, type and location: ``DESCRIBE``, ``INSERT``), in its first
     field's metadata."""
     if not schema.fields:
@@ -166,9 +165,9 @@ def with_source_hints(schema: StructType, table: Table, settings: Settings) -> S
             }
         ),
     }
-    group_keys = aggregation.group_keys(schema, keys, settings.parquet_reader)
-    if group_keys is not None:
-        meta[AGGREGATION_KEYS_KEY] = group_keys
+    allowed = group_keys(schema, keys, settings.parquet_reader)
+    if allowed is not None:
+        meta[AGGREGATION_KEYS_KEY] = allowed
     return StructType(
         [StructField(first.name, first.dataType, first.nullable, meta), *schema.fields[1:]]
     )
@@ -181,3 +180,32 @@ def record_scan(table: Table, columns) -> None:
     counters.add(f"scan.planned.{table.qualified_name}")
     for c in columns:
         counters.add(f"scan.column.{table.qualified_name}.{c.name}")
+
+
+#: Spark types whose values repeat within a split (codes, flags, days): group keys a split's
+#: partial aggregation folds into few rows.
+_FEW_VALUED_TYPES = ("string", "boolean", "date")
+
+
+def group_keys(schema, partition_keys: Iterable[str], reader: str) -> list[str] | None:
+    """The columns of ``schema`` a pushed aggregation may group by when ``reader``
+    (``hive.parquet.reader``) reads the splits; None: any column.
+
+    A pushed aggregation is computed by the Python reader. Under PYTHON it always pays: the
+    split's rows never cross into the JVM. Under AUTO and SPARK the splits would otherwise be
+    read by Spark's own reader in the JVM, and pushing moves them to a Python worker, which
+    pays only when each split folds into few groups: no key at all (a global aggregate), or
+    keys that repeat within a split (partition keys, one value per split; strings, booleans,
+    dates: codes, flags, days). A numeric key is most often an identifier (an order or a
+    part key) whose values stay distinct within a split, so its groups are left to Spark's
+    own aggregation. The planner cannot count a split's groups before reading it: the rule
+    goes by type, and ``hive.parquet.reader=PYTHON`` pushes every aggregation it can.
+    """
+    if reader == "PYTHON":
+        return None
+    keys = set(partition_keys)
+    return [
+        f.name
+        for f in schema.fields
+        if f.name in keys or f.dataType.typeName() in _FEW_VALUED_TYPES
+    ]

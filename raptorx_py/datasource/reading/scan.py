@@ -2,7 +2,7 @@
 
 For a split (one Parquet file of one partition, or a byte range of it) ``read_split``
 - opens the file through the storage seam (``storage.parquet_files.open_parquet``), behind
-  the footer and block caches that are on (``datasource.storage_tiers``),
+  the footer and block caches that are on (``datasource.reading.storage_tiers``),
 - reads the row groups of its range (``row_groups_of``), skipping those whose statistics
   cannot match the data predicates,
 - decodes only the columns the output and the predicates need,

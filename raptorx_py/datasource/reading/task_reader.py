@@ -16,13 +16,14 @@ from pyspark.sql.datasource import DataSourceReader
 from raptorx_py import metrics
 from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config.settings import Settings
-from raptorx_py.datasource import jvm_read_handoff
-from raptorx_py.datasource.fragment_handoff import served_by_jvm
-from raptorx_py.datasource.placement import FALLBACK, PREFERRED, PREFERRED_HOST
 from raptorx_py.datasource.reading import aggregation
 from raptorx_py.datasource.reading.scan import read_split
-from raptorx_py.datasource.scan_report import task_counts_path, write_task_counts
 from raptorx_py.error_report import short_worker_errors
+from raptorx_py.jvm_contract import jvm_read_handoff
+from raptorx_py.jvm_contract.fragment_handoff import served_by_jvm
+from raptorx_py.jvm_contract.placement import FALLBACK, PREFERRED, PREFERRED_HOST
+from raptorx_py.jvm_contract.pushed_aggregation import PushedAggregation
+from raptorx_py.jvm_contract.scan_report import task_counts_path, write_task_counts
 from raptorx_py.metrics import counters
 
 
@@ -30,7 +31,7 @@ class TaskReader(DataSourceReader):
     """The executor's half of the scan's reader: ``read`` (see the module docstring)."""
 
     settings: Settings
-    aggregation: aggregation.PushedAggregation | None
+    aggregation: PushedAggregation | None
     output_schema: pa.Schema
     output_names: list[str] | None
     #: Fields of a user-given schema the table lacks: (position, name, Arrow type), read as

@@ -48,7 +48,7 @@ from typing import Any
 
 from raptorx_py.cache.block_cache import block_key
 from raptorx_py.config.settings import Settings
-from raptorx_py.datasource.fragment_handoff import served_flags
+from raptorx_py.jvm_contract.fragment_handoff import served_flags
 from raptorx_py.storage.fs import split_url
 
 MARKER = "raptorx-parquet|"
