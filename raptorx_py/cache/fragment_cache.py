@@ -111,8 +111,9 @@ from raptorx_py.cache.cache_files import (
 )
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.config.settings import Settings
+from raptorx_py.damaged_index import rebuild_index
 from raptorx_py.metrics import counters, node_gauge
-from raptorx_py.sqlite_wal import connect_read_only, is_damage, set_aside, set_up_lock
+from raptorx_py.sqlite_wal import connect_read_only, is_damage, set_up_lock
 
 log = logging.getLogger(__name__)
 
@@ -301,53 +302,52 @@ class FragmentCache:
 
     def _rebuild_index(self, error: BaseException) -> None:
         """Set the damaged index aside, open a new one and give it a row for every entry
-        file that verifies (the others are deleted); counted, logged once per directory."""
+        file that verifies (the others are deleted): the rule of
+        ``damaged_index.rebuild_index``."""
         old = getattr(self, "_index", None)
         damaged = getattr(self, "_index_inode", None)
         if old is not None:
             old.close()
+
+        def rebuild() -> str:
+            self._index, self._index_inode = self._open_index()
+            self._files = self._index.disk
+            kept = dropped = 0
+            for name in self._entry_names(""):
+                key = bytes.fromhex(name)
+                path = entry_path(self.directory, key)
+                try:
+                    with open(path, "rb") as f:
+                        data = f.read()
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    continue
+                checked = self._check(key, data)
+                if checked is None or checked is _EXPIRED or checked is _OTHER_FORMAT:
+                    remove_if_present(path)
+                    dropped += 1
+                    if checked is None:
+                        counters.add("fragment_cache.corrupt")
+                    continue
+                expires_ms = _PREFIX.unpack(data[: _PREFIX.size])[2]
+                self._index.set(
+                    key,
+                    _Written(_entry_name(key), st.st_size),
+                    expire=_index_expiry(expires_ms),
+                    tag=st.st_mtime_ns,
+                )
+                kept += 1
+            return f"from the entry files ({kept} kept, {dropped} that did not verify dropped)"
+
         # Only the file this cache found damaged (None at opening: the file there now).
-        aside = set_aside(self._index_path, inode=damaged)
-        self._index, self._index_inode = self._open_index()
-        self._files = self._index.disk
         counters.add("fragment_cache.index_rebuilt")
-        kept = dropped = 0
-        for name in self._entry_names(""):
-            key = bytes.fromhex(name)
-            path = entry_path(self.directory, key)
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-                st = os.stat(path)
-            except FileNotFoundError:
-                continue
-            checked = self._check(key, data)
-            if checked is None or checked is _EXPIRED or checked is _OTHER_FORMAT:
-                remove_if_present(path)
-                dropped += 1
-                if checked is None:
-                    counters.add("fragment_cache.corrupt")
-                continue
-            expires_ms = _PREFIX.unpack(data[: _PREFIX.size])[2]
-            self._index.set(
-                key,
-                _Written(_entry_name(key), st.st_size),
-                expire=_index_expiry(expires_ms),
-                tag=st.st_mtime_ns,
-            )
-            kept += 1
-        if self.directory not in _rebuilt_logged:
-            _rebuilt_logged.add(self.directory)
-            log.warning(
-                "fragment cache %s: its index was damaged (%s: %s); set aside as %s and "
-                "rebuilt from the entry files (%d kept, %d that did not verify dropped)",
-                self.directory,
-                type(error).__name__,
-                error,
-                aside,
-                kept,
-                dropped,
-            )
+        rebuild_index(
+            self._index_path,
+            inode=damaged,
+            error=error,
+            what=f"fragment cache {self.directory}",
+            rebuild=rebuild,
+        )
 
     def _current_index(self) -> None:
         """Reopen the index when another process set it aside (or removed it) since this
@@ -791,8 +791,6 @@ _EXPIRED = object()
 _OTHER_FORMAT = object()
 
 _caches: ProcessRegistry[FragmentCache] = ProcessRegistry()
-#: Directories whose index rebuild this process has logged (each is logged once).
-_rebuilt_logged: set[str] = set()
 #: The directories whose failure to open was logged (once each); guarded by the registry,
 #: which opens one cache at a time.
 _unavailable: set[str] = set()
