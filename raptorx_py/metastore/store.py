@@ -56,6 +56,7 @@ from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.hive.write_ids import ValidWriteIdList
 from raptorx_py.metastore import schema, transactions
 from raptorx_py.metastore.catalog import (
+    MetastoreCatalog,
     NotificationEvent,
     QuerySnapshot,
     TableSnapshot,
@@ -163,7 +164,7 @@ def backend_for_url(url: str, *, create: bool = True) -> Backend:
     )
 
 
-class Metastore:
+class Metastore(MetastoreCatalog):
     """Databases, tables, partitions and statistics, and the transaction API (open, commit,
     abort, heartbeat, write ids, snapshots: the methods here are the public face of
     ``transactions``). The notification log and locks are read and taken through their
@@ -193,12 +194,6 @@ class Metastore:
     # -- plumbing ---------------------------------------------------------------------
     def close(self) -> None:
         self.sql.close()
-
-    def __enter__(self) -> Metastore:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def atomically(self) -> AbstractContextManager[None]:
         """``with metastore.atomically(): ...``: every change inside is ONE database
