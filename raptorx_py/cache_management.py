@@ -156,7 +156,7 @@ def cache_stats(settings: Settings) -> list[TierStats]:
         (
             "footer",
             settings.parquet_metadata_cache_enabled,
-            footer_cache_directory(settings),
+            footer_cache_directory(settings.footer_cache),
             read_only_disk_usage,
             settings.cache_max_size,
         ),
@@ -170,7 +170,7 @@ def cache_stats(settings: Settings) -> list[TierStats]:
         (
             "fragment",
             settings.fragment_cache_enabled,
-            fragment_cache_directory(settings),
+            fragment_cache_directory(settings.fragment_cache),
             _fragment_usage,
             settings.fragment_cache_max_size,
         ),
@@ -469,7 +469,7 @@ def _checked_tiers(tiers: Iterable[str]) -> tuple[str, ...]:
 
 
 def _footer_cache(settings: Settings) -> FooterCache | None:
-    directory = footer_cache_directory(settings)
+    directory = footer_cache_directory(settings.footer_cache)
     if not os.path.isdir(directory):
         return None
     return FooterCache(
@@ -523,10 +523,10 @@ def _invalidate_blocks(settings: Settings, urls: Sequence[str]) -> int:
 
 
 def _fragment_cache(settings: Settings) -> FragmentCache | None:
-    directory = fragment_cache_directory(settings)
+    directory = fragment_cache_directory(settings.fragment_cache)
     if not os.path.isdir(os.path.join(directory, ENTRIES_DIR)):
         return None
-    return open_fragment_cache(settings)
+    return open_fragment_cache(settings.fragment_cache)
 
 
 def _with_fragment_cache(settings: Settings, use: Callable[[FragmentCache], int]) -> int:

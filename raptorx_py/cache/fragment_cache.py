@@ -111,6 +111,7 @@ from raptorx_py.cache.cache_files import (
 )
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.config.settings import Settings
+from raptorx_py.config.tiers import FragmentCacheSettings
 from raptorx_py.damaged_index import rebuild_index
 from raptorx_py.metrics import counters, node_gauge
 from raptorx_py.sqlite_wal import connect_read_only, is_damage, set_up_lock
@@ -816,45 +817,47 @@ def read_only_stats(directory: str) -> dict[str, int]:
     return {"entries": int(entries), "bytes": int(pages) * int(page_size) + accounted}
 
 
-def fragment_cache_directory(settings: Settings) -> str:
+def fragment_cache_directory(tier: FragmentCacheSettings | Settings) -> str:
     """The cache directory of this process: ``~`` expanded, relative to the working
     directory (on an executor, the executor's; the JVM resolves it the same way)."""
-    return os.path.abspath(os.path.expanduser(settings.fragment_cache_base_directory))
+    return os.path.abspath(os.path.expanduser(FragmentCacheSettings.of(tier).base_directory))
 
 
-def open_fragment_cache(settings: Settings) -> FragmentCache:
-    """A ``FragmentCache`` over ``fragment_cache_directory(settings)`` with the settings'
-    bounds (raises what opening its directory raises)."""
+def open_fragment_cache(tier: FragmentCacheSettings | Settings) -> FragmentCache:
+    """A ``FragmentCache`` over ``fragment_cache_directory(tier)`` with the tier's bounds
+    (raises what opening its directory raises)."""
+    tier = FragmentCacheSettings.of(tier)
     return FragmentCache(
-        fragment_cache_directory(settings),
-        max_bytes=settings.fragment_cache_max_size,
-        max_entries=settings.fragment_cache_max_entries,
-        max_entry_bytes=settings.fragment_cache_max_entry_size,
-        ttl=settings.fragment_cache_ttl,
-        group_shared=settings.cache_group_shared,
+        fragment_cache_directory(tier),
+        max_bytes=tier.max_size,
+        max_entries=tier.max_entries,
+        max_entry_bytes=tier.max_entry_size,
+        ttl=tier.ttl,
+        group_shared=tier.group_shared,
     )
 
 
-def fragment_cache_for(settings: Settings) -> FragmentCache | None:
-    """This process's fragment cache for ``settings``: None when the tier is off or its
-    directory cannot be used (counted and logged once per directory: the query goes on
-    without it)."""
-    if not settings.fragment_cache_enabled:
+def fragment_cache_for(tier: FragmentCacheSettings | Settings) -> FragmentCache | None:
+    """This process's fragment cache for the tier's settings (``Settings.fragment_cache``;
+    a whole ``Settings`` is sliced): None when the tier is off or its directory cannot be
+    used (counted and logged once per directory: the query goes on without it)."""
+    tier = FragmentCacheSettings.of(tier)
+    if not tier.enabled:
         return None
-    directory = fragment_cache_directory(settings)
+    directory = fragment_cache_directory(tier)
     key = (
         os.getpid(),  # a forked Python worker opens its own SQLite connection
         directory,
-        settings.fragment_cache_max_size,
-        settings.fragment_cache_max_entries,
-        settings.fragment_cache_max_entry_size,
-        settings.fragment_cache_ttl,
-        settings.cache_group_shared,
+        tier.max_size,
+        tier.max_entries,
+        tier.max_entry_size,
+        tier.ttl,
+        tier.group_shared,
     )
 
     def open_cache() -> FragmentCache | None:
         try:
-            opened = open_fragment_cache(settings)
+            opened = open_fragment_cache(tier)
         except _FAULTS as e:
             counters.add("fragment_cache.unavailable")
             if directory not in _unavailable:
@@ -873,10 +876,10 @@ def fragment_cache_for(settings: Settings) -> FragmentCache | None:
     return _caches.get(key, open_cache)
 
 
-def adopt_jvm_fragments(settings: Settings) -> int:
+def adopt_jvm_fragments(tier: FragmentCacheSettings | Settings) -> int:
     """Fold the entries the JVM stored on this node into the index (``FragmentCache.
     adopt_published``), so they count towards its bounds and are evicted by it; returns how
     many. The planner calls this once per scan it hands to the JVM. Never raises: a cache
     that cannot be opened adopts nothing."""
-    cache = fragment_cache_for(settings)
+    cache = fragment_cache_for(tier)
     return cache.adopt_published() if cache is not None else 0

@@ -287,8 +287,8 @@ class TieredHiveReader(TaskReader):
             marked = True
         if marked:
             # What the JVM's readers stored on this node since: into the tiers' indexes.
-            adopt_jvm_blocks(self.settings)
-            adopt_jvm_fragments(self.settings)
+            adopt_jvm_blocks(self.settings.block_cache)
+            adopt_jvm_fragments(self.settings.fragment_cache)
 
     def _plan_mark(self) -> str:
         """The plan summary the provider shows in the scan's driver metrics and EXPLAIN."""

@@ -832,7 +832,7 @@ def _listing_cache(settings: Settings):
     as ``listing_cache.unavailable`` -- could not be set up: planning then lists every
     partition, as without the tier, rather than fail the query)."""
     try:
-        return listing_cache_for(settings)
+        return listing_cache_for(settings.listing_cache)
     except Exception:  # noqa: BLE001 - a cache never fails a query the store can answer
         counters.add("listing_cache.unavailable")
         log.warning("file-listing cache unavailable; listing every partition", exc_info=True)

@@ -51,7 +51,7 @@ class StorageTiers:
         footers = None
         if settings.parquet_metadata_cache_enabled:
             try:
-                footers = footer_cache_for(settings)
+                footers = footer_cache_for(settings.footer_cache)
             except Exception:  # noqa: BLE001 - a cache never fails a read (see the class)
                 counters.add("footer_cache.unavailable")
                 log.warning(
@@ -69,7 +69,7 @@ class StorageTiers:
         if not self.block_cache:
             return target
         try:
-            fs = block_cache_for(self.settings, target)
+            fs = block_cache_for(self.settings.block_cache, target)
         except Exception:  # noqa: BLE001 - a cache never fails a read (see the class)
             counters.add("block_cache.unavailable")
             log.warning("block cache unavailable; reading from the store", exc_info=True)

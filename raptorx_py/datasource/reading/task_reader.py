@@ -58,7 +58,7 @@ class TaskReader(DataSourceReader):
             fill = count_placement_and_may_use_caches(partition)
             # A task running away from its preferred host neither reads nor fills this
             # executor's fragment cache: the entries are the preferred host's.
-            fragments = fragment_cache_for(self.settings) if fill else None
+            fragments = fragment_cache_for(self.settings.fragment_cache) if fill else None
             served = tuple(
                 a or b
                 for a, b in zip(
