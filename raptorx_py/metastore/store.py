@@ -76,6 +76,7 @@ from raptorx_py.metastore.partition_rows import (
     insert_partitions,
     stats_rows,
 )
+from raptorx_py.metastore.postgres import PostgresBackend
 from raptorx_py.metastore.sql_session import Backend, SqlSession
 from raptorx_py.metastore.transactions import check_write_id
 from raptorx_py.names import check_name
@@ -154,9 +155,7 @@ def backend_for_url(url: str, *, create: bool = True) -> Backend:
             raise MetastoreError(f"metastore URL '{url}' names no file: use sqlite:///<path>")
         return SqliteBackend(path, create=create)
     if parsed.scheme in ("postgresql", "postgres"):
-        # Imported here so that SQLite users never load the PostgreSQL driver.
-        from raptorx_py.metastore.postgres import PostgresBackend
-
+        # The driver itself loads only now (postgres._psycopg): SQLite users never load it.
         return PostgresBackend.from_url(url)
     raise MetastoreError(
         f"unsupported metastore URL '{url}': expected sqlite:///<path> or "
