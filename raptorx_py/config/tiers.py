@@ -11,32 +11,41 @@ process is kept under (``cache.process_registry``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, ClassVar, Self
+
+
+class _Slice:
+    """What every slice shares: ``of``."""
+
+    #: The ``Settings`` property that makes this slice.
+    _property: ClassVar[str]
+
+    @classmethod
+    def of(cls, settings: Any) -> Self:
+        """``settings`` itself when it is this slice, else a ``Settings``' slice."""
+        return settings if isinstance(settings, cls) else getattr(settings, cls._property)
 
 
 @dataclass(frozen=True)
-class BlockCacheSettings:
+class BlockCacheSettings(_Slice):
     """``cache.enabled``, ``cache.base-directory``, ``cache.block-size``,
     ``cache.alluxio.max-cache-size``, ``cache.group-shared``."""
 
+    _property: ClassVar[str] = "block_cache"
     enabled: bool
     base_directory: str
     block_size: int
     max_size: int
     group_shared: bool
 
-    @classmethod
-    def of(cls, settings: Any) -> Self:
-        """``settings`` itself when it is this slice, else a ``Settings``' slice."""
-        return settings if isinstance(settings, cls) else settings.block_cache
-
 
 @dataclass(frozen=True)
-class FooterCacheSettings:
+class FooterCacheSettings(_Slice):
     """``hive.parquet.metadata-cache-enabled``, ``-size``, ``-ttl-since-last-access``; its
     disk copy under ``cache.base-directory`` (where the node's invalidation journal is too),
     bounded by ``cache.alluxio.max-cache-size``; ``cache.group-shared``."""
 
+    _property: ClassVar[str] = "footer_cache"
     enabled: bool
     base_directory: str
     size: int
@@ -44,18 +53,14 @@ class FooterCacheSettings:
     max_disk_size: int
     group_shared: bool
 
-    @classmethod
-    def of(cls, settings: Any) -> Self:
-        """``settings`` itself when it is this slice, else a ``Settings``' slice."""
-        return settings if isinstance(settings, cls) else settings.footer_cache
-
 
 @dataclass(frozen=True)
-class FragmentCacheSettings:
+class FragmentCacheSettings(_Slice):
     """``fragment-result-cache.enabled``, ``.base-directory``, ``.max-cache-size``,
     ``.max-cached-entries``, ``.max-single-cached-entry-size``, ``.cache-ttl``;
     ``cache.group-shared``."""
 
+    _property: ClassVar[str] = "fragment_cache"
     enabled: bool
     base_directory: str
     max_size: int
@@ -64,23 +69,14 @@ class FragmentCacheSettings:
     ttl: float
     group_shared: bool
 
-    @classmethod
-    def of(cls, settings: Any) -> Self:
-        """``settings`` itself when it is this slice, else a ``Settings``' slice."""
-        return settings if isinstance(settings, cls) else settings.fragment_cache
-
 
 @dataclass(frozen=True)
-class ListingCacheSettings:
+class ListingCacheSettings(_Slice):
     """``hive.file-status-cache-tables``, ``-size``, ``-expire-time``; the node's
     invalidation journal under ``cache.base-directory``."""
 
+    _property: ClassVar[str] = "listing_cache"
     tables: str
     size: int
     expire_time: float
     journal_directory: str
-
-    @classmethod
-    def of(cls, settings: Any) -> Self:
-        """``settings`` itself when it is this slice, else a ``Settings``' slice."""
-        return settings if isinstance(settings, cls) else settings.listing_cache
