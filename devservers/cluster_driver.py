@@ -136,7 +136,7 @@ def where_from(spark, tasks: int) -> dict:
 def published(spark) -> dict[str, int]:
     """The Spark processes whose Python processes published totals for Spark's metrics
     system (``metrics.py``), by directory name, with their files' count."""
-    from raptorx_py.jvm_protocol import METRICS_DIR_CONF
+    from raptorx_py.jvm_contract.protocol import METRICS_DIR_CONF
 
     root = spark.conf.get(METRICS_DIR_CONF, None)
     if not root:

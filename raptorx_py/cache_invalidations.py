@@ -35,14 +35,12 @@ what that plan listed (a query in flight is not cut short); the file is never tr
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 from dataclasses import dataclass, field
 
+from raptorx_py.damaged_index import report_damage
 from raptorx_py.metrics import counters
-
-log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "invalidations.jsonl"
 
@@ -174,17 +172,12 @@ class JournalReader:
             if invalidation is None:
                 # Damaged: what it said is unknown, so everything may be stale.
                 counters.add("invalidations.journal_damaged")
-                if self.path not in _damage_logged:
-                    _damage_logged.add(self.path)
-                    log.warning(
-                        "cache invalidation journal %s holds a damaged line; every "
-                        "in-memory entry is dropped for it",
-                        self.path,
-                    )
+                report_damage(
+                    self.path,
+                    "cache invalidation journal %s holds a damaged line; every "
+                    "in-memory entry is dropped for it",
+                    self.path,
+                )
                 return EVERYTHING
             found.append(invalidation)
         return tuple(found)
-
-
-#: Journals whose damage this process has logged (each is logged once).
-_damage_logged: set[str] = set()

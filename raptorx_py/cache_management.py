@@ -39,19 +39,16 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from raptorx_py import cache_invalidations as journal
-from raptorx_py import predicates as preds
-from raptorx_py.cache.block_cache import BlockCacheFileSystem, block_cache_for
+from raptorx_py.cache.block_cache import BlockCacheFileSystem
 from raptorx_py.cache.block_store import INDEX_FILE as BLOCK_INDEX
-from raptorx_py.cache.block_store import read_only_usage
+from raptorx_py.cache.block_store import BlockStore, read_only_usage
 from raptorx_py.cache.footer_cache import (
-    FileIdentity,
     FooterCache,
     footer_cache_directory,
-    footer_cache_for,
     read_only_disk_usage,
 )
 from raptorx_py.cache.fragment_cache import (
@@ -61,20 +58,19 @@ from raptorx_py.cache.fragment_cache import (
     open_fragment_cache,
 )
 from raptorx_py.cache.fragment_cache import read_only_stats as read_only_fragment_stats
-from raptorx_py.datasource.planner import plan_scan
+from raptorx_py.config.settings import Settings
+from raptorx_py.datasource.planning.planner import plan_scan
+from raptorx_py.datasource.reading.scan import raw_batches
+from raptorx_py.datasource.reading.storage_tiers import StorageTiers
 from raptorx_py.errors import ConfigError, NoSuchObjectError, SchemaError
+from raptorx_py.hive.model import Partition, Table
 from raptorx_py.hive.partition_names import partition_name, unescape_partition_value
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.metrics import MetricsSink, counters, diff
 from raptorx_py.names import parse_table_name
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import list_data_files
-from raptorx_py.storage.parquet_files import footer_stats
 from raptorx_py.where_clause import parse_where
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
-    from raptorx_py.hive.model import Partition, Table
 
 TIERS = journal.TIERS
 
@@ -160,7 +156,7 @@ def cache_stats(settings: Settings) -> list[TierStats]:
         (
             "footer",
             settings.parquet_metadata_cache_enabled,
-            footer_cache_directory(settings),
+            footer_cache_directory(settings.footer_cache),
             read_only_disk_usage,
             settings.cache_max_size,
         ),
@@ -174,7 +170,7 @@ def cache_stats(settings: Settings) -> list[TierStats]:
         (
             "fragment",
             settings.fragment_cache_enabled,
-            fragment_cache_directory(settings),
+            fragment_cache_directory(settings.fragment_cache),
             _fragment_usage,
             settings.fragment_cache_max_size,
         ),
@@ -384,10 +380,11 @@ def warm_table(
     files = {s.url: s for s in plan.splits}  # pieces of one file: read it once
     total = sum(s.size for s in files.values())
     done = groups_read = groups_pruned = chunks = span = 0
-    footers = footer_cache_for(settings)  # None when the tier is off
-    names = {c.name.lower() for c in chosen}
+    # The scan's tiers: a tier that cannot be set up is left out (counted), never a failure.
+    tiers = StorageTiers.for_settings(settings)
+    needed = [c.name for c in chosen]
     for split in files.values():
-        g, p, c, b = _warm_file(settings, split, footers, names, data_predicates)
+        g, p, c, b = _warm_file(settings, tiers, table, split, needed, data_predicates)
         groups_read, groups_pruned, chunks, span = (
             groups_read + g,
             groups_pruned + p,
@@ -408,47 +405,34 @@ def warm_table(
     )
 
 
-def _warm_file(settings, split, footers, names, data_predicates) -> tuple[int, int, int, int]:
-    """Read one file's footer and chosen column chunks through the tiers: ``(row groups
-    read, row groups pruned, column chunks, bytes)``."""
-    import pyarrow.parquet as pq
+def _warm_file(
+    settings, tiers: StorageTiers, table: Table, split, needed: list[str], data_predicates
+) -> tuple[int, int, int, int]:
+    """Read one whole file's footer and the ``needed`` columns of the row groups
+    ``data_predicates`` leave, as the scan reads them (``scan.raw_batches``, through the
+    same tiers, with the same rule that a cache fault never fails the read): ``(row groups
+    read, row groups pruned, column chunks, bytes those chunks span)``."""
+    seen: list = []
 
-    target, path = filesystem_for(split.url, settings)
-    fs = block_cache_for(settings, target) if settings.cache_enabled else target
-    if isinstance(fs, BlockCacheFileSystem):
-        raw = fs.open_listed(path, size=split.size, version=split.version, etag=split.etag)
-    else:
-        raw = target.open(path, "rb")
-    with raw:
+    def report(md, groups, pruned) -> None:
+        seen[:] = [md, groups, pruned]
 
-        def load():
-            return pq.read_metadata(raw)
-
-        identity = FileIdentity(split.url, split.size, split.version)
-        md = footers.get_or_load(identity, load) if footers is not None else load()
-        read = pruned = chunks = span = 0
-        for rg in range(md.num_row_groups):
-            group = md.row_group(rg)
-            if data_predicates and settings.stats_pruning_enabled:
-                if not all(
-                    preds.may_match(p, footer_stats(md, preds.columns_of(p), [rg]), group.num_rows)
-                    for p in data_predicates
-                ):
-                    pruned += 1
-                    continue
-            read += 1
-            for ci in range(group.num_columns):
-                chunk = group.column(ci)
-                if chunk.path_in_schema.split(".")[0].lower() not in names:
-                    continue
-                start = chunk.data_page_offset
-                if chunk.has_dictionary_page and chunk.dictionary_page_offset:
-                    start = min(start, chunk.dictionary_page_offset)
-                raw.seek(start)
-                raw.read(chunk.total_compressed_size)
+    whole = replace(split, offset=0, length=None)
+    for _ in raw_batches(whole, table, needed, data_predicates, settings, tiers, report):
+        pass
+    if not seen:
+        return 0, 0, 0, 0
+    md, groups, pruned = seen
+    names = {n.lower() for n in needed}
+    chunks = span = 0
+    for rg in groups:
+        group = md.row_group(rg)
+        for ci in range(group.num_columns):
+            chunk = group.column(ci)
+            if chunk.path_in_schema.split(".")[0].lower() in names:
                 chunks += 1
                 span += chunk.total_compressed_size
-    return read, pruned, chunks, span
+    return len(groups), pruned, chunks, span
 
 
 def _chosen_columns(table: Table, columns: Sequence[str] | None):
@@ -485,7 +469,7 @@ def _checked_tiers(tiers: Iterable[str]) -> tuple[str, ...]:
 
 
 def _footer_cache(settings: Settings) -> FooterCache | None:
-    directory = footer_cache_directory(settings)
+    directory = footer_cache_directory(settings.footer_cache)
     if not os.path.isdir(directory):
         return None
     return FooterCache(
@@ -506,8 +490,6 @@ def _block_directory(settings: Settings) -> str:
 def _block_store(settings: Settings):
     """The node's block store (its start-up recovery runs, as in any new worker), or None
     when it has no index yet."""
-    from raptorx_py.cache.block_store import BlockStore
-
     directory = _block_directory(settings)
     if not os.path.exists(os.path.join(directory, BLOCK_INDEX)):
         return None
@@ -541,10 +523,10 @@ def _invalidate_blocks(settings: Settings, urls: Sequence[str]) -> int:
 
 
 def _fragment_cache(settings: Settings) -> FragmentCache | None:
-    directory = fragment_cache_directory(settings)
+    directory = fragment_cache_directory(settings.fragment_cache)
     if not os.path.isdir(os.path.join(directory, ENTRIES_DIR)):
         return None
-    return open_fragment_cache(settings)
+    return open_fragment_cache(settings.fragment_cache)
 
 
 def _with_fragment_cache(settings: Settings, use: Callable[[FragmentCache], int]) -> int:

@@ -35,7 +35,7 @@ Contract and limits:
   timer), so the driver's planner does not write a file per scan.
 - A scope (``Counters.open_scope``/``scope``) also collects what the process counts while it
   is open, apart from the totals and untouched by flushes: what one task read or one scan's
-  planning did, for Spark's SQL metrics (``datasource/scan_report.py``). It collects every
+  planning did, for Spark's SQL metrics (``jvm_contract/scan_report.py``). It collects every
   thread's counts, so it is exact only while the process serves one task or one planning at
   a time (a Python worker; the driver's planner, which plans one scan at a time).
 """
@@ -56,7 +56,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import TypeVar
 
-from raptorx_py.jvm_protocol import SNAPSHOT_COUNTER, SNAPSHOT_GAUGE, SNAPSHOT_SUFFIX
+from raptorx_py.jvm_contract.protocol import SNAPSHOT_COUNTER, SNAPSHOT_GAUGE, SNAPSHOT_SUFFIX
 from raptorx_py.sqlite_wal import connect_read_only, connect_wal, is_damage, set_aside
 from raptorx_py.thread_flag import ThreadFlag
 
@@ -386,7 +386,7 @@ def deferring_flushes() -> Iterator[None]:
     """Within the block, on this thread, ``flush`` only notes its directory: the counts stay in
     this process's counters, and a timer thread (``_DeferredFlusher``) writes them to the sink
     soon after, at most once per ``FLUSH_INTERVAL``. For the driver's planner
-    (``datasource/driver_planner.py``), where a flush per call (a SQLite commit) would be
+    (``datasource/planning/driver_planner.py``), where a flush per call (a SQLite commit) would be
     most of a warm scan's planning time. The counts also reach the sink at the process's next
     flush outside such a block (the tests' and the benchmark's readings flush first), or at
     exit."""

@@ -27,8 +27,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from raptorx_py import jvm_protocol
 from raptorx_py.errors import NativeJarError
+from raptorx_py.jvm_contract import protocol
 
 PROVIDER_CLASS = "raptorx.TieredHiveProvider"
 #: The Spark catalog plugin (``spark.sql.catalog.<name>``): tables by name in SQL.
@@ -37,9 +37,9 @@ CATALOG_CLASS = "raptorx.TieredHiveCatalog"
 DEFAULT_CATALOG_NAME = "raptorx"
 #: The jar's check of the Spark internals it uses (its static ``report()``: "" when all there).
 COMPATIBILITY_CLASS = "raptorx.NativeCompatibility"
-# The two names of the source (jvm_protocol: Protocol.scala spells them on the JVM side).
-PUBLIC_NAME = jvm_protocol.PUBLIC_NAME
-PYTHON_NAME = jvm_protocol.PYTHON_NAME
+# The two names of the source (jvm_contract.protocol: Protocol.scala spells them on the JVM side).
+PUBLIC_NAME = protocol.PUBLIC_NAME
+PYTHON_NAME = protocol.PYTHON_NAME
 BUILD_HINT = (
     "an installed wheel carries it (raptorx_py/jars/raptorx-native.jar: reinstall the wheel); "
     "in a checkout, build it with `make native` (or native/build.sh); `raptorx jar` prints "

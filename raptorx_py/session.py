@@ -9,7 +9,7 @@ see ``raptorx_py.connect``): the server must have the raptorx jar, and path-like
 are made absolute here, in the client, before they travel (``config/paths.py``).
 
 Spark's metrics system: ``tiered_session`` starts the SparkContext with the native jar's
-metrics plugin (``spark.plugins``, ``jvm_protocol.METRICS_PLUGIN_CLASS``) and, when
+metrics plugin (``spark.plugins``, ``protocol.METRICS_PLUGIN_CLASS``) and, when
 ``metrics.directory`` is set, the plugin's directory under it. ``register`` finds out whether
 the session's SparkContext runs the plugin and, if so, has every process publish its totals
 where the plugin reads them (``metrics.spark-directory``). ``spark.plugins`` is read once,
@@ -29,8 +29,15 @@ from raptorx_py import connect, native
 from raptorx_py.config import PROPERTIES_SOURCE, load_settings
 from raptorx_py.config.paths import absolute_paths
 from raptorx_py.config.settings import Settings
+from raptorx_py.datasource.planning.driver_planner import register_planner
+from raptorx_py.datasource.source import configured_source_class
+from raptorx_py.error_report import install_excepthook
 from raptorx_py.errors import ConfigError, ConnectServerError
-from raptorx_py.jvm_protocol import METRICS_DIR_CONF, METRICS_DIR_DEFAULT, METRICS_PLUGIN_CLASS
+from raptorx_py.jvm_contract.protocol import (
+    METRICS_DIR_CONF,
+    METRICS_DIR_DEFAULT,
+    METRICS_PLUGIN_CLASS,
+)
 
 _warned_no_jar = False
 
@@ -58,12 +65,6 @@ def register(
     catalog), set as ``spark.sql.catalog.<catalog_name>``; a ``ConfigError`` when the
     session already has another catalog under that name.
     """
-    # Deferred, not a cycle: these import pyspark's data source API, and ``import raptorx_py``
-    # stays light until a session is registered.
-    from raptorx_py.datasource.driver_planner import register_planner
-    from raptorx_py.datasource.source import configured_source_class
-    from raptorx_py.error_report import install_excepthook
-
     # An uncaught error that carries one of ours is printed as that error, on one line.
     install_excepthook()
     conf_dir = conf_dir or spark.conf.get("spark.raptorx.conf.dir", None) or None
@@ -105,7 +106,7 @@ def register(
                 stacklevel=2,
             )
         # Without the JVM provider nothing tells the Python source the session's setting at
-        # read time: it carries the one the session has now (datasource/column_names.py).
+        # read time: it carries the one the session has now (datasource/planning/column_names.py).
         source = configured_source_class(
             settings,
             name=native.PUBLIC_NAME,

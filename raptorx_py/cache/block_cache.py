@@ -19,21 +19,21 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 import fsspec
 from fsspec.spec import AbstractBufferedFile
 
 from raptorx_py.cache.block_store import BlockStore
 from raptorx_py.cache.process_registry import ProcessRegistry
+from raptorx_py.config.settings import Settings
+from raptorx_py.config.tiers import BlockCacheSettings
 from raptorx_py.errors import FileChangedError, translate_storage_error
 from raptorx_py.metrics import counters, node_gauge
 from raptorx_py.storage.file_versions import current_identity, etag_of, is_another_version
+from raptorx_py.storage.fs import local_fs
 
 log = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 DEFAULT_BLOCK_SIZE = 1 << 20
 DEFAULT_MAX_SIZE = 2 << 30
@@ -199,7 +199,7 @@ def block_key(protocol: str, path: str, size: int, version: str, block_size: int
     """The key of a file version's blocks: a digest of the file's path (``path_prefix``),
     then one of its whole identity, so every version of a file shares a prefix. A function
     of the identity alone, so the planner names a split's blocks for the JVM's reader
-    (``datasource.jvm_read_handoff``) as the executor's Python reader names them."""
+    (``jvm_contract.jvm_read_handoff``) as the executor's Python reader names them."""
     identity = "\0".join((protocol, path, str(size), version, str(block_size)))
     return path_prefix(protocol, path) + hashlib.sha256(identity.encode()).hexdigest()[:24]
 
@@ -529,34 +529,28 @@ def _runs(indexes: list[int]) -> list[tuple[int, int]]:
 _registry: ProcessRegistry[BlockCacheFileSystem] = ProcessRegistry()
 
 
-def block_cache_for(settings: Settings, target: fsspec.AbstractFileSystem):
+def block_cache_for(tier: BlockCacheSettings | Settings, target: fsspec.AbstractFileSystem):
     """The block cache of this node in front of ``target``, or ``target`` itself when
-    ``cache.enabled`` is false.
+    ``cache.enabled`` is false. ``tier``: the tier's settings (``Settings.block_cache``; a
+    whole ``Settings`` is sliced).
 
     One instance per (directory, block size, capacity, target object) per process: an
     executor calls this for every split, and recovery, the index connection and the
     pending last-access times belong to the process, not the split.
     """
-    if not settings.cache_enabled:
+    tier = BlockCacheSettings.of(tier)
+    if not tier.enabled:
         return target
-    directory = os.path.join(
-        os.path.abspath(os.path.expanduser(settings.cache_base_directory)), "blocks"
-    )
-    key = (
-        directory,
-        settings.cache_block_size,
-        settings.cache_max_size,
-        id(target),
-        settings.cache_group_shared,
-    )
+    directory = os.path.join(os.path.abspath(os.path.expanduser(tier.base_directory)), "blocks")
+    key = (directory, tier.block_size, tier.max_size, id(target), tier.group_shared)
 
     def open_cache() -> BlockCacheFileSystem:
         fs = BlockCacheFileSystem(
             target,
             directory,
-            block_size=settings.cache_block_size,
-            max_size=settings.cache_max_size,
-            group_shared=settings.cache_group_shared,
+            block_size=tier.block_size,
+            max_size=tier.max_size,
+            group_shared=tier.group_shared,
         )
         # The node's size of this tier, published for Spark's metrics system (metrics.py).
         node_gauge("block_cache.size_bytes", fs.store.total_bytes)
@@ -570,17 +564,16 @@ def block_cache_for(settings: Settings, target: fsspec.AbstractFileSystem):
     )
 
 
-def adopt_jvm_blocks(settings: Settings) -> int:
+def adopt_jvm_blocks(tier: BlockCacheSettings | Settings) -> int:
     """Fold the blocks the JVM's reader published on this node into the store's index
     (``BlockStore.adopt_published``), so they count towards its capacity and are evicted
     by it; returns how many. The planner calls this once per scan it hands to the JVM.
     Never raises: a store that cannot be opened adopts nothing."""
-    if not settings.cache_enabled:
+    tier = BlockCacheSettings.of(tier)
+    if not tier.enabled:
         return 0
-    from raptorx_py.storage.fs import local_fs
-
     try:
-        fs = block_cache_for(settings, local_fs())
+        fs = block_cache_for(tier, local_fs())
         return int(fs.store.adopt_published()) if fs.store.enabled else 0
     except (OSError, sqlite3.Error) as e:
         log.warning("block cache: could not adopt the JVM's blocks: %s", e)

@@ -45,8 +45,9 @@ import time
 from collections.abc import Callable, Iterator
 
 from raptorx_py.cache import cache_files
+from raptorx_py.damaged_index import rebuild_index
 from raptorx_py.metrics import counters
-from raptorx_py.sqlite_wal import connect_read_only, connect_wal, is_damage, set_aside
+from raptorx_py.sqlite_wal import connect_read_only, connect_wal, is_damage
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +70,6 @@ VERIFIED_MEMO_SIZE = 1 << 18
 
 #: Temp files of a live process younger than this are left alone by start-up recovery.
 ORPHAN_AGE = 3600.0
-
-#: Directories whose index rebuild this process has logged (each is logged once).
-_rebuilt_logged: set[str] = set()
 
 _BLOCK_NAME = re.compile(r"^[0-9a-f]{8,64}-\d+$")
 _TEMP_NAME = re.compile(r"^(\d+)\.[0-9a-f]+\.part$")
@@ -206,7 +204,6 @@ class BlockStore:
                 if not is_damage(e):
                     raise
                 self._rebuild_index(e)
-                self.last_recovery = self.recover()
         except (OSError, sqlite3.Error) as e:
             log.warning(
                 "block cache disabled: cannot use directory %s (%s: %s); reading "
@@ -654,27 +651,26 @@ class BlockStore:
         return self._conn
 
     def _rebuild_index(self, error: BaseException) -> None:
-        """Set the damaged index aside (the caller then runs recovery, which builds a new
-        one from the verified block files); counted, logged once per directory."""
+        """Set the damaged index aside and build a new one from the verified block files
+        (recovery): the rule of ``damaged_index.rebuild_index``."""
+
+        def rebuild() -> str:
+            self.last_recovery = self.recover()
+            return "from the block files (blocks that do not verify are dropped)"
+
         with self._locked():
             damaged = self._conn_inode
             self._close_connection()
             # Only the file this store found damaged: another process may have set it aside
             # and started a new index already.
-            aside = set_aside(self.index_path, inode=damaged)
-        counters.add("block_cache.index_rebuilt")
-        if self.directory not in _rebuilt_logged:
-            _rebuilt_logged.add(self.directory)
-            log.warning(
-                "block cache %s: its index was damaged (%s: %s); set aside as %s and rebuilt "
-                "from the block files (blocks that do not verify are dropped)",
-                self.directory,
-                type(error).__name__,
-                error,
-                aside,
+            counters.add("block_cache.index_rebuilt")
+            rebuild_index(
+                self.index_path,
+                inode=damaged,
+                error=error,
+                what=f"block cache {self.directory}",
+                rebuild=rebuild,
             )
-        else:
-            log.debug("block cache %s: damaged index rebuilt again (%s)", self.directory, error)
 
     def heal(self, error: BaseException) -> bool:
         """After ``error`` (a damaged index met by a transaction): set the index aside and
@@ -682,7 +678,6 @@ class BlockStore:
         puts as before."""
         try:
             self._rebuild_index(error)
-            self.last_recovery = self.recover()
             return True
         except (OSError, sqlite3.Error) as e:
             log.warning("block cache %s: could not rebuild its index (%s)", self.directory, e)

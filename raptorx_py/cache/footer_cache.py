@@ -27,7 +27,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,12 +34,11 @@ import pyarrow.parquet as pq
 from raptorx_py.cache import cache_files
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.cache_invalidations import FOOTER, JournalReader, journal_path
+from raptorx_py.config.settings import Settings
+from raptorx_py.config.tiers import FooterCacheSettings
 from raptorx_py.errors import RaptorxError, translate_storage_error
 from raptorx_py.metrics import counters
 from raptorx_py.storage.parquet_files import parquet_read_error
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -566,25 +564,26 @@ def read_only_disk_usage(directory: str) -> tuple[int, int]:
     return entries, total
 
 
-def footer_cache_directory(settings: Settings) -> str:
-    return os.path.join(
-        os.path.abspath(os.path.expanduser(settings.cache_base_directory)), "footers"
-    )
+def footer_cache_directory(tier: FooterCacheSettings | Settings) -> str:
+    base = FooterCacheSettings.of(tier).base_directory
+    return os.path.join(os.path.abspath(os.path.expanduser(base)), "footers")
 
 
-def footer_cache_for(settings: Settings) -> FooterCache | None:
-    """This process's footer cache for ``settings`` (None when the tier is off).
+def footer_cache_for(tier: FooterCacheSettings | Settings) -> FooterCache | None:
+    """This process's footer cache for the tier's settings (``Settings.footer_cache``; a
+    whole ``Settings`` is sliced), None when the tier is off.
 
     One cache per directory: Spark reuses a Python worker across queries, so the memory tier
     outlives a query. Settings that change the bounds replace the cache (memory dropped).
     The disk copy is bounded by ``cache.alluxio.max-cache-size``.
     """
-    if not settings.parquet_metadata_cache_enabled:
+    tier = FooterCacheSettings.of(tier)
+    if not tier.enabled:
         return None
-    directory = footer_cache_directory(settings)
-    cache = _footer_cache_for(settings, directory)
+    directory = footer_cache_directory(tier)
+    cache = _footer_cache_for(tier, directory)
     if cache is not None:
-        journal = journal_path(settings.cache_base_directory)
+        journal = journal_path(tier.base_directory)
         reader = _journals.get((directory, journal), lambda: JournalReader(journal))
         if reader is not None:
             cache.apply(reader.poll())
@@ -595,13 +594,8 @@ def footer_cache_for(settings: Settings) -> FooterCache | None:
 _journals: ProcessRegistry[JournalReader] = ProcessRegistry()
 
 
-def _footer_cache_for(settings: Settings, directory: str) -> FooterCache | None:
-    limits = (
-        settings.parquet_metadata_cache_size,
-        settings.parquet_metadata_cache_ttl,
-        settings.cache_max_size,
-        settings.cache_group_shared,
-    )
+def _footer_cache_for(tier: FooterCacheSettings, directory: str) -> FooterCache | None:
+    limits = (tier.size, tier.ttl, tier.max_disk_size, tier.group_shared)
     return _caches.get(
         directory,
         lambda: FooterCache(
@@ -609,7 +603,7 @@ def _footer_cache_for(settings: Settings, directory: str) -> FooterCache | None:
             max_bytes=limits[0],
             ttl=limits[1],
             max_disk_bytes=limits[2],
-            group_shared=settings.cache_group_shared,
+            group_shared=tier.group_shared,
         ),
         reuse=lambda cache: (
             (cache.max_bytes, cache.ttl, cache.max_disk_bytes, cache.file_mode == 0o660) == limits

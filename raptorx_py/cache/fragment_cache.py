@@ -3,8 +3,8 @@ aggregation) kept on the node's local disk as Arrow IPC, so a query that reads t
 piece of the same file version in the same way is answered without reading or decoding it.
 
 Contract:
-- Entries are found by a key the caller builds (``datasource.fragment_keys``, computed at
-  planning from the split's ``datasource.read_spec.ReadSpec``): its bytes name everything
+- Entries are found by a key the caller builds (``datasource.planning.fragment_keys``, computed at
+  planning from the split's ``datasource.planning.read_spec.ReadSpec``): its bytes name everything
   the result depends on, the computing code's identity among them. The cache never
   interprets a key: an entry is served only for the very same key, so a file that changes,
   a new write or new code is a new key.
@@ -96,7 +96,6 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 import diskcache
 import pyarrow as pa
@@ -111,11 +110,11 @@ from raptorx_py.cache.cache_files import (
     touch,
 )
 from raptorx_py.cache.process_registry import ProcessRegistry
+from raptorx_py.config.settings import Settings
+from raptorx_py.config.tiers import FragmentCacheSettings
+from raptorx_py.damaged_index import rebuild_index
 from raptorx_py.metrics import counters, node_gauge
-from raptorx_py.sqlite_wal import connect_read_only, is_damage, set_aside, set_up_lock
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
+from raptorx_py.sqlite_wal import connect_read_only, is_damage, set_up_lock
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +160,7 @@ def entry_mac(secret: bytes, prefix: bytes, key: bytes, stream) -> bytes:
 
 def file_prefix(url: str) -> bytes:
     """What the key of every entry computed from the file at ``url`` starts with (the
-    caller's key puts it first: ``datasource.fragment_keys``), so ``invalidate`` finds a
+    caller's key puts it first: ``datasource.planning.fragment_keys``), so ``invalidate`` finds a
     file's entries by name."""
     return hashlib.sha256(url.encode()).digest()[:8]
 
@@ -304,53 +303,52 @@ class FragmentCache:
 
     def _rebuild_index(self, error: BaseException) -> None:
         """Set the damaged index aside, open a new one and give it a row for every entry
-        file that verifies (the others are deleted); counted, logged once per directory."""
+        file that verifies (the others are deleted): the rule of
+        ``damaged_index.rebuild_index``."""
         old = getattr(self, "_index", None)
         damaged = getattr(self, "_index_inode", None)
         if old is not None:
             old.close()
+
+        def rebuild() -> str:
+            self._index, self._index_inode = self._open_index()
+            self._files = self._index.disk
+            kept = dropped = 0
+            for name in self._entry_names(""):
+                key = bytes.fromhex(name)
+                path = entry_path(self.directory, key)
+                try:
+                    with open(path, "rb") as f:
+                        data = f.read()
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    continue
+                checked = self._check(key, data)
+                if checked is None or checked is _EXPIRED or checked is _OTHER_FORMAT:
+                    remove_if_present(path)
+                    dropped += 1
+                    if checked is None:
+                        counters.add("fragment_cache.corrupt")
+                    continue
+                expires_ms = _PREFIX.unpack(data[: _PREFIX.size])[2]
+                self._index.set(
+                    key,
+                    _Written(_entry_name(key), st.st_size),
+                    expire=_index_expiry(expires_ms),
+                    tag=st.st_mtime_ns,
+                )
+                kept += 1
+            return f"from the entry files ({kept} kept, {dropped} that did not verify dropped)"
+
         # Only the file this cache found damaged (None at opening: the file there now).
-        aside = set_aside(self._index_path, inode=damaged)
-        self._index, self._index_inode = self._open_index()
-        self._files = self._index.disk
         counters.add("fragment_cache.index_rebuilt")
-        kept = dropped = 0
-        for name in self._entry_names(""):
-            key = bytes.fromhex(name)
-            path = entry_path(self.directory, key)
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-                st = os.stat(path)
-            except FileNotFoundError:
-                continue
-            checked = self._check(key, data)
-            if checked is None or checked is _EXPIRED or checked is _OTHER_FORMAT:
-                remove_if_present(path)
-                dropped += 1
-                if checked is None:
-                    counters.add("fragment_cache.corrupt")
-                continue
-            expires_ms = _PREFIX.unpack(data[: _PREFIX.size])[2]
-            self._index.set(
-                key,
-                _Written(_entry_name(key), st.st_size),
-                expire=_index_expiry(expires_ms),
-                tag=st.st_mtime_ns,
-            )
-            kept += 1
-        if self.directory not in _rebuilt_logged:
-            _rebuilt_logged.add(self.directory)
-            log.warning(
-                "fragment cache %s: its index was damaged (%s: %s); set aside as %s and "
-                "rebuilt from the entry files (%d kept, %d that did not verify dropped)",
-                self.directory,
-                type(error).__name__,
-                error,
-                aside,
-                kept,
-                dropped,
-            )
+        rebuild_index(
+            self._index_path,
+            inode=damaged,
+            error=error,
+            what=f"fragment cache {self.directory}",
+            rebuild=rebuild,
+        )
 
     def _current_index(self) -> None:
         """Reopen the index when another process set it aside (or removed it) since this
@@ -794,8 +792,6 @@ _EXPIRED = object()
 _OTHER_FORMAT = object()
 
 _caches: ProcessRegistry[FragmentCache] = ProcessRegistry()
-#: Directories whose index rebuild this process has logged (each is logged once).
-_rebuilt_logged: set[str] = set()
 #: The directories whose failure to open was logged (once each); guarded by the registry,
 #: which opens one cache at a time.
 _unavailable: set[str] = set()
@@ -821,45 +817,47 @@ def read_only_stats(directory: str) -> dict[str, int]:
     return {"entries": int(entries), "bytes": int(pages) * int(page_size) + accounted}
 
 
-def fragment_cache_directory(settings: Settings) -> str:
+def fragment_cache_directory(tier: FragmentCacheSettings | Settings) -> str:
     """The cache directory of this process: ``~`` expanded, relative to the working
     directory (on an executor, the executor's; the JVM resolves it the same way)."""
-    return os.path.abspath(os.path.expanduser(settings.fragment_cache_base_directory))
+    return os.path.abspath(os.path.expanduser(FragmentCacheSettings.of(tier).base_directory))
 
 
-def open_fragment_cache(settings: Settings) -> FragmentCache:
-    """A ``FragmentCache`` over ``fragment_cache_directory(settings)`` with the settings'
-    bounds (raises what opening its directory raises)."""
+def open_fragment_cache(tier: FragmentCacheSettings | Settings) -> FragmentCache:
+    """A ``FragmentCache`` over ``fragment_cache_directory(tier)`` with the tier's bounds
+    (raises what opening its directory raises)."""
+    tier = FragmentCacheSettings.of(tier)
     return FragmentCache(
-        fragment_cache_directory(settings),
-        max_bytes=settings.fragment_cache_max_size,
-        max_entries=settings.fragment_cache_max_entries,
-        max_entry_bytes=settings.fragment_cache_max_entry_size,
-        ttl=settings.fragment_cache_ttl,
-        group_shared=settings.cache_group_shared,
+        fragment_cache_directory(tier),
+        max_bytes=tier.max_size,
+        max_entries=tier.max_entries,
+        max_entry_bytes=tier.max_entry_size,
+        ttl=tier.ttl,
+        group_shared=tier.group_shared,
     )
 
 
-def fragment_cache_for(settings: Settings) -> FragmentCache | None:
-    """This process's fragment cache for ``settings``: None when the tier is off or its
-    directory cannot be used (counted and logged once per directory: the query goes on
-    without it)."""
-    if not settings.fragment_cache_enabled:
+def fragment_cache_for(tier: FragmentCacheSettings | Settings) -> FragmentCache | None:
+    """This process's fragment cache for the tier's settings (``Settings.fragment_cache``;
+    a whole ``Settings`` is sliced): None when the tier is off or its directory cannot be
+    used (counted and logged once per directory: the query goes on without it)."""
+    tier = FragmentCacheSettings.of(tier)
+    if not tier.enabled:
         return None
-    directory = fragment_cache_directory(settings)
+    directory = fragment_cache_directory(tier)
     key = (
         os.getpid(),  # a forked Python worker opens its own SQLite connection
         directory,
-        settings.fragment_cache_max_size,
-        settings.fragment_cache_max_entries,
-        settings.fragment_cache_max_entry_size,
-        settings.fragment_cache_ttl,
-        settings.cache_group_shared,
+        tier.max_size,
+        tier.max_entries,
+        tier.max_entry_size,
+        tier.ttl,
+        tier.group_shared,
     )
 
     def open_cache() -> FragmentCache | None:
         try:
-            opened = open_fragment_cache(settings)
+            opened = open_fragment_cache(tier)
         except _FAULTS as e:
             counters.add("fragment_cache.unavailable")
             if directory not in _unavailable:
@@ -878,10 +876,10 @@ def fragment_cache_for(settings: Settings) -> FragmentCache | None:
     return _caches.get(key, open_cache)
 
 
-def adopt_jvm_fragments(settings: Settings) -> int:
+def adopt_jvm_fragments(tier: FragmentCacheSettings | Settings) -> int:
     """Fold the entries the JVM stored on this node into the index (``FragmentCache.
     adopt_published``), so they count towards its bounds and are evicted by it; returns how
     many. The planner calls this once per scan it hands to the JVM. Never raises: a cache
     that cannot be opened adopts nothing."""
-    cache = fragment_cache_for(settings)
+    cache = fragment_cache_for(tier)
     return cache.adopt_published() if cache is not None else 0

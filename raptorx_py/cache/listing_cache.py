@@ -26,15 +26,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.cache_invalidations import LISTING, Invalidation, JournalReader, journal_path
+from raptorx_py.config.settings import Settings
+from raptorx_py.config.tiers import ListingCacheSettings
 from raptorx_py.hive.table_parameters import SEALED_PARAM
 from raptorx_py.metrics import counters
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 
 def parse_patterns(patterns: str | Iterable[str]) -> tuple[str, ...]:
@@ -315,20 +314,22 @@ def _select(files: tuple, where: Callable[[Any], bool] | None) -> tuple:
 _caches: ProcessRegistry[ListingCache] = ProcessRegistry()
 
 
-def listing_cache_for(settings: Settings) -> ListingCache | None:
-    """This process's listing cache for ``settings``; None when ``hive.file-status-cache-
-    tables`` names no table.
+def listing_cache_for(tier: ListingCacheSettings | Settings) -> ListingCache | None:
+    """This process's listing cache for the tier's settings (``Settings.listing_cache``; a
+    whole ``Settings`` is sliced); None when ``hive.file-status-cache-tables`` names no
+    table.
 
     Spark reuses the planning worker across queries, so the cache outlives a query. One cache
     per distinct (tables, size, expiry): settings that differ get their own cache. What
     ``raptorx cache invalidate`` / ``clear`` posted to the node's journal since the last call
     is applied first (``cache_invalidations``: one stat when nothing is new).
     """
-    patterns = parse_patterns(settings.file_status_cache_tables)
+    tier = ListingCacheSettings.of(tier)
+    patterns = parse_patterns(tier.tables)
     if not patterns:
         return None
-    key = (patterns, settings.file_status_cache_size, settings.file_status_cache_expire_time)
-    journal = journal_path(settings.cache_base_directory)
+    key = (patterns, tier.size, tier.expire_time)
+    journal = journal_path(tier.journal_directory)
     cache = _caches.get(
         key, lambda: ListingCache(patterns, max_files=key[1], expire_seconds=key[2])
     )

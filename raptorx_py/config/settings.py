@@ -15,6 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from raptorx_py.config import units
+from raptorx_py.config.tiers import (
+    BlockCacheSettings,
+    FooterCacheSettings,
+    FragmentCacheSettings,
+    ListingCacheSettings,
+)
 
 
 @dataclass(frozen=True)
@@ -760,6 +766,49 @@ class Settings:
 
     def properties(self) -> dict[str, str]:
         return dict(self.source)
+
+    # Each cache tier's own slice (``config/tiers.py``): what its factory takes.
+    @property
+    def block_cache(self) -> BlockCacheSettings:
+        return BlockCacheSettings(
+            self.cache_enabled,
+            self.cache_base_directory,
+            self.cache_block_size,
+            self.cache_max_size,
+            self.cache_group_shared,
+        )
+
+    @property
+    def footer_cache(self) -> FooterCacheSettings:
+        return FooterCacheSettings(
+            self.parquet_metadata_cache_enabled,
+            self.cache_base_directory,
+            self.parquet_metadata_cache_size,
+            self.parquet_metadata_cache_ttl,
+            self.cache_max_size,
+            self.cache_group_shared,
+        )
+
+    @property
+    def fragment_cache(self) -> FragmentCacheSettings:
+        return FragmentCacheSettings(
+            self.fragment_cache_enabled,
+            self.fragment_cache_base_directory,
+            self.fragment_cache_max_size,
+            self.fragment_cache_max_entries,
+            self.fragment_cache_max_entry_size,
+            self.fragment_cache_ttl,
+            self.cache_group_shared,
+        )
+
+    @property
+    def listing_cache(self) -> ListingCacheSettings:
+        return ListingCacheSettings(
+            self.file_status_cache_tables,
+            self.file_status_cache_size,
+            self.file_status_cache_expire_time,
+            self.cache_base_directory,
+        )
 
 
 SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(Settings) if f.name != "source")

@@ -1,2 +1,3 @@
-"""The tiered_hive Spark data source: planning (pruning, splits), scanning, and the
-pyspark DataSource/DataSourceReader that compose them."""
+"""The tiered_hive Spark data source: the pyspark ``DataSource`` (``source``), its reader
+(``reader``) and writer (``writer``), over two halves: the planning side in the driver
+(``planning/``) and the reading side in the executors (``reading/``)."""

@@ -61,9 +61,10 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from raptorx_py.cache_invalidations import METASTORE, JournalReader, journal_path
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import MetastoreError
 from raptorx_py.hive.model import EXTERNAL_TABLE, Partition, Table
 from raptorx_py.metastore.cache_entries import CachedVersion, VersionedEntries
@@ -87,9 +88,6 @@ from raptorx_py.metastore.round_trips import counting_as
 from raptorx_py.metastore.store import Metastore, backend_for_url
 from raptorx_py.metrics import counters
 from raptorx_py.names import parse_table_name
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
 

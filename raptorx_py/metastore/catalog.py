@@ -118,7 +118,10 @@ def check_snapshot_table(
 
 
 class MetastoreCatalog(Protocol):
-    """The catalogue face of a metastore backend (see the module docstring)."""
+    """The catalogue face of a metastore backend (see the module docstring). Both backends
+    (``store.Metastore``, ``thrift_store.ThriftMetastore``) subclass it, so mypy holds each
+    method of theirs to the signature here and they share what is written once here (being a
+    context manager that closes)."""
 
     snapshots_from_log: bool
 
@@ -126,9 +129,11 @@ class MetastoreCatalog(Protocol):
 
     def close(self) -> None: ...
 
-    def __enter__(self) -> Self: ...
+    def __enter__(self) -> Self:
+        return self
 
-    def __exit__(self, *exc: Any) -> None: ...
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def atomically(self) -> AbstractContextManager[None]: ...
 

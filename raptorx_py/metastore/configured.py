@@ -14,14 +14,12 @@ configuration naming why.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.metastore.catalog import MetastoreCatalog
 from raptorx_py.metastore.store import open_metastore
 from raptorx_py.metastore.thrift_store import ThriftMetastore
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 __all__ = ["open_catalog"]
 

@@ -51,8 +51,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import TYPE_CHECKING
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import LockError, LockRefusedError, NoSuchLockError
 from raptorx_py.metastore.sql_session import SqlMetastore
 from raptorx_py.metastore.transactions import (
@@ -64,9 +64,6 @@ from raptorx_py.metastore.transactions import (
 from raptorx_py.metastore.transactions import (
     heartbeat as send_heartbeat,
 )
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 
 class LockType(Enum):

@@ -33,13 +33,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
-
-import psycopg
 
 from raptorx_py.config.loader import mask_url_password
 from raptorx_py.errors import MetastoreError
+
+if TYPE_CHECKING:
+    import psycopg
 
 #: The advisory lock every metastore write transaction holds: an arbitrary constant (a bigint;
 #: ``pg_locks`` shows it as classid = high 32 bits, objid = low 32 bits).
@@ -51,6 +53,14 @@ SCHEMES = ("postgresql", "postgres")
 # Single-quoted strings ('' escapes a quote), double-quoted identifiers, comments, then the
 # characters that need a decision. Anything else is copied through.
 _SQL_TOKENS = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|[?%$'"\\]""", re.S)
+
+
+def _psycopg() -> ModuleType:
+    """The PostgreSQL driver, imported on first use: loading it takes about a second, which
+    a SQLite metastore's users (and ``import raptorx_py.metastore``) never pay."""
+    import psycopg
+
+    return psycopg
 
 
 @lru_cache(maxsize=1024)
@@ -104,7 +114,7 @@ class PostgresConnection:
         # statements in one round trip.
         try:
             return self._conn.execute(translate_placeholders(sql), tuple(params) or None)
-        except psycopg.Error as e:
+        except _psycopg().Error as e:
             self._end_failed_begin(sql, e)
             raise
 
@@ -114,11 +124,11 @@ class PostgresConnection:
         BEGIN IMMEDIATE, when busy, starts no transaction either)."""
         if not sql.lstrip().upper().startswith("BEGIN"):
             return
-        if self._conn.info.transaction_status != psycopg.pq.TransactionStatus.INERROR:
+        if self._conn.info.transaction_status != _psycopg().pq.TransactionStatus.INERROR:
             return
         try:
             self._conn.execute("ROLLBACK")
-        except psycopg.Error as rollback_error:
+        except _psycopg().Error as rollback_error:
             error.add_note(f"the rollback after it failed too: {rollback_error}")
 
     def executemany(self, sql: str, rows: Iterable[Sequence]) -> psycopg.Cursor:
@@ -138,7 +148,7 @@ class PostgresBackend:
     #: BEGIN, then queue behind any other metastore writer (one round trip, two statements).
     begin_write = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})"
     #: What psycopg raises (every class derives from it); the store turns it into MetastoreError.
-    error_types: tuple[type[BaseException], ...] = (psycopg.Error,)
+    error_types: tuple[type[BaseException], ...]
 
     def __init__(
         self,
@@ -149,6 +159,7 @@ class PostgresBackend:
         password: str | None = None,
         options: dict[str, str] | None = None,
     ):
+        self.error_types = (_psycopg().Error,)
         self.host, self.port, self.dbname = host, port, dbname
         self.user, self.password = user, password
         self.options = dict(options or {})
@@ -210,7 +221,7 @@ class PostgresBackend:
             **self.options,
         }
         try:
-            conn = psycopg.connect(
+            conn = _psycopg().connect(
                 host=self.host,
                 port=self.port,
                 dbname=self.dbname,
@@ -219,7 +230,7 @@ class PostgresBackend:
                 autocommit=True,
                 **kwargs,
             )
-        except psycopg.Error as e:
+        except _psycopg().Error as e:
             reason = str(e)
             if self.password:  # libpq does not echo passwords; this is belt and braces
                 reason = reason.replace(self.password, "***")

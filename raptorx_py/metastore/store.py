@@ -34,9 +34,10 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import (
     AlreadyExistsError,
     MetastoreError,
@@ -55,6 +56,7 @@ from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.hive.write_ids import ValidWriteIdList
 from raptorx_py.metastore import schema, transactions
 from raptorx_py.metastore.catalog import (
+    MetastoreCatalog,
     NotificationEvent,
     QuerySnapshot,
     TableSnapshot,
@@ -74,13 +76,11 @@ from raptorx_py.metastore.partition_rows import (
     insert_partitions,
     stats_rows,
 )
+from raptorx_py.metastore.postgres import PostgresBackend
 from raptorx_py.metastore.sql_session import Backend, SqlSession
 from raptorx_py.metastore.transactions import check_write_id
 from raptorx_py.names import check_name
 from raptorx_py.sqlite_wal import connect_wal
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 __all__ = [
     "Metastore",
@@ -155,9 +155,7 @@ def backend_for_url(url: str, *, create: bool = True) -> Backend:
             raise MetastoreError(f"metastore URL '{url}' names no file: use sqlite:///<path>")
         return SqliteBackend(path, create=create)
     if parsed.scheme in ("postgresql", "postgres"):
-        # Imported here so that SQLite users never load the PostgreSQL driver.
-        from raptorx_py.metastore.postgres import PostgresBackend
-
+        # The driver itself loads only now (postgres._psycopg): SQLite users never load it.
         return PostgresBackend.from_url(url)
     raise MetastoreError(
         f"unsupported metastore URL '{url}': expected sqlite:///<path> or "
@@ -165,7 +163,7 @@ def backend_for_url(url: str, *, create: bool = True) -> Backend:
     )
 
 
-class Metastore:
+class Metastore(MetastoreCatalog):
     """Databases, tables, partitions and statistics, and the transaction API (open, commit,
     abort, heartbeat, write ids, snapshots: the methods here are the public face of
     ``transactions``). The notification log and locks are read and taken through their
@@ -195,12 +193,6 @@ class Metastore:
     # -- plumbing ---------------------------------------------------------------------
     def close(self) -> None:
         self.sql.close()
-
-    def __enter__(self) -> Metastore:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def atomically(self) -> AbstractContextManager[None]:
         """``with metastore.atomically(): ...``: every change inside is ONE database

@@ -60,6 +60,7 @@ from raptorx_py.hive.model import (
 from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.hive.write_ids import ValidWriteIdList
 from raptorx_py.metastore.catalog import (
+    MetastoreCatalog,
     NotificationEvent,
     QuerySnapshot,
     TableSnapshot,
@@ -350,7 +351,7 @@ def _stats_to_thrift(name: str, hive_type: str, stats: ColumnStats) -> Any | Non
     return t.ColumnStatisticsObj(colName=name, colType=hive_type, statsData=data)
 
 
-class ThriftMetastore:
+class ThriftMetastore(MetastoreCatalog):
     """The metastore over a Hive Metastore's Thrift API (see the module docstring). The same
     public catalogue methods as ``Metastore``; transactions and write ids are refused."""
 
@@ -399,12 +400,6 @@ class ThriftMetastore:
     def close(self) -> None:
         with self._lock:
             self.backend.close()
-
-    def __enter__(self) -> ThriftMetastore:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def atomically(self) -> AbstractContextManager[None]:
         """No multi-call transaction exists over Thrift: each call is atomic on its own."""

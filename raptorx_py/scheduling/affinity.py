@@ -38,15 +38,15 @@ from dataclasses import dataclass
 
 import xxhash
 
-from raptorx_py import jvm_protocol
+from raptorx_py.jvm_contract import protocol
 
 NO_PREFERENCE = "NO_PREFERENCE"
 SOFT_AFFINITY = "SOFT_AFFINITY"
 STRATEGIES = (NO_PREFERENCE, SOFT_AFFINITY)
 
 #: The read option by which the JVM provider hands the live executors to the Python scan:
-#: ``host/id`` pairs joined by commas (``native/.../Affinity.scala``; ``jvm_protocol``).
-EXECUTORS_OPTION = jvm_protocol.EXECUTORS_OPTION
+#: ``host/id`` pairs joined by commas (``native/.../Affinity.scala``; ``jvm_contract.protocol``).
+EXECUTORS_OPTION = protocol.EXECUTORS_OPTION
 
 #: Spark's prefix of an executor-level location (``ExecutorCacheTaskLocation``).
 LOCATION_PREFIX = "executor_"

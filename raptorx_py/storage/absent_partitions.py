@@ -6,7 +6,7 @@ when its location does not exist and the metastore does not record it as empty
 (``numFiles=0``: an empty partition added with ``raptorx partition add``, which on an
 object store has no location to exist). An absent partition fails the query
 (``PartitionMissingError``), unless ``hive.ignore-absent-partitions`` says to read it as
-empty. The planner applies the rule to every listing (``datasource.planner``), and
+empty. The planner applies the rule to every listing (``datasource.planning.planner``), and
 ``raptorx table show --partitions --check`` reports what it finds. A location that exists
 and lists no file, recorded as empty or with no statistics, is an empty partition: no rows.
 
@@ -19,15 +19,12 @@ less than the metastore says").
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import PartitionMissingError, translate_storage_error
 from raptorx_py.hive.table_parameters import NUM_FILES_PARAM, NUM_ROWS_PARAM
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.storage.hive_layout import list_data_files
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 
 def _count(parameters: Mapping[str, str], name: str) -> int | None:

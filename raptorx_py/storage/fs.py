@@ -14,16 +14,13 @@ from __future__ import annotations
 import functools
 import io
 import os
-from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import fsspec
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import StorageError
 from raptorx_py.metrics import counters
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 SUPPORTED_SCHEMES = ("file", "s3", "s3a")
 

@@ -30,10 +30,11 @@ records its partitions in the database transaction that commits it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import MetastoreError
 from raptorx_py.hive.model import EXTERNAL_TABLE, Table
+from raptorx_py.metastore.store import Metastore
 from raptorx_py.metastore.transactions import NoSuchTxnError
 from raptorx_py.metastore.write_paths import (
     DIRECTORY,
@@ -47,10 +48,6 @@ from raptorx_py.storage.acid_layout import parse_acid_dir
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import is_hidden
 from raptorx_py.tables.staging import staging_txn_id
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
 
 
 @dataclass

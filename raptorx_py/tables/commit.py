@@ -29,12 +29,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import AlreadyExistsError, NoSuchObjectError, SchemaError
 from raptorx_py.hive.model import EXTERNAL_TABLE, Table
 from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.metastore.locks import LockManager, Operation, lock_components
+from raptorx_py.metastore.store import Metastore
 from raptorx_py.metastore.write_paths import DIRECTORY, FILE, forget_write_paths
 from raptorx_py.metrics import counters
 from raptorx_py.storage.acid_layout import base_dir_name, delta_dir_name
@@ -50,10 +51,6 @@ from raptorx_py.tables.rollback import RollbackOnError
 from raptorx_py.tables.task_files import WrittenFile
 from raptorx_py.tables.write_job import AGENT, WriteJob
 from raptorx_py.tables.write_target import WriteTarget, check_columns, check_location_free
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
 
 
 @dataclass(frozen=True)

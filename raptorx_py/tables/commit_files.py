@@ -27,21 +27,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import LocationInUseError
 from raptorx_py.hive.column_types import arrow_schema_for_spark
+from raptorx_py.metastore.store import Metastore
 from raptorx_py.metastore.write_paths import DIRECTORY, FILE, record_write_paths
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.tables.heartbeat import TxnHeartbeat
 from raptorx_py.tables.partition_records import WrittenPartitions
 from raptorx_py.tables.staging import best_effort
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
 
 #: The Parquet file of no rows that makes an empty ``base_<wid>/`` exist and be listed.
 EMPTY_BASE_FILE = "empty-base.parquet"

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from raptorx_py.metastore.store import open_metastore
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
+from raptorx_py.config.settings import Settings
+from raptorx_py.metastore.store import Metastore, open_metastore
 
 
 class TxnHeartbeat:

@@ -15,17 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from raptorx_py.errors import SchemaError
 from raptorx_py.hive.model import HIVE_DEFAULT_PARTITION, Partition, Table
 from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.hive.table_parameters import WRITE_ID_PARAM
+from raptorx_py.metastore.store import Metastore
 from raptorx_py.tables.file_statistics import NO_ROWS_PARAMS, appended, summarize
 from raptorx_py.tables.task_files import WrittenFile
-
-if TYPE_CHECKING:
-    from raptorx_py.metastore.store import Metastore
 
 
 def group_by_partition(files: Sequence[WrittenFile]) -> dict[tuple, list[WrittenFile]]:

@@ -31,13 +31,14 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from dataclasses import replace as replace_dataclass
-from typing import TYPE_CHECKING
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import LayoutError, NoSuchObjectError, SchemaError
 from raptorx_py.hive.column_types import decode_value
 from raptorx_py.hive.model import EXTERNAL_TABLE, ColumnStats, Partition, Table
 from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.hive.table_parameters import SEALED_PARAM, STATS_FILES_PARAM
+from raptorx_py.metastore.catalog import MetastoreCatalog
 from raptorx_py.names import parse_table_name
 from raptorx_py.storage.absent_partitions import check_location
 from raptorx_py.storage.file_sets import file_set_fingerprint
@@ -45,10 +46,6 @@ from raptorx_py.storage.fs import as_url, filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import list_data_files, walk_table
 from raptorx_py.tables.file_statistics import summarize
 from raptorx_py.tables.table_registration import FOOTER_READ_THREADS, read_file_facts
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,13 @@ whatever a dead process left.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+from raptorx_py.config.settings import Settings
+from raptorx_py.metastore.store import Metastore
 from raptorx_py.metrics import counters
 from raptorx_py.tables.commit_files import CommitFiles, WriteRecords
 from raptorx_py.tables.staging import remove_staging
 from raptorx_py.tables.write_job import WriteJob
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
 
 log = logging.getLogger(__name__)
 

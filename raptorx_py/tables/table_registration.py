@@ -13,9 +13,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from dataclasses import replace as replace_dataclass
-from typing import TYPE_CHECKING
 
 from raptorx_py.cache.listing_cache import is_sealed
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import LayoutError, NoSuchObjectError, SchemaError
 from raptorx_py.hive.column_types import (
     arrow_to_hive,
@@ -31,16 +31,13 @@ from raptorx_py.hive.model import (
     Table,
 )
 from raptorx_py.hive.table_parameters import SEALED_PARAM, STATS_FILES_PARAM
+from raptorx_py.metastore.catalog import MetastoreCatalog
 from raptorx_py.names import parse_table_name
 from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import DataFile, walk_table
 from raptorx_py.storage.parquet_files import footer_stats, physical_types, read_metadata
 from raptorx_py.tables.file_statistics import summarize
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.catalog import MetastoreCatalog
 
 FOOTER_READ_THREADS = 16
 

@@ -13,13 +13,13 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import SchemaError
 from raptorx_py.hive.column_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
 from raptorx_py.hive.model import ColumnStats
@@ -31,9 +31,6 @@ from raptorx_py.tables.heartbeat import TxnHeartbeat
 from raptorx_py.tables.staging import best_effort
 from raptorx_py.tables.write_job import WriteJob
 from raptorx_py.tables.write_target import WriteTarget
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 
 @dataclass(frozen=True)

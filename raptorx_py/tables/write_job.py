@@ -20,18 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.hive.model import Column
+from raptorx_py.metastore.store import Metastore
 from raptorx_py.metastore.write_paths import STAGING, record_write_paths
 from raptorx_py.names import check_name
 from raptorx_py.storage.fs import join_url, split_url
 from raptorx_py.tables.staging import staging_dir_name
 from raptorx_py.tables.write_target import WriteTarget, resolve_target
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
 
 #: How a writer's transactions and locks name their holder (with the table).
 AGENT = "raptorx_py writer"

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from raptorx_py.config.settings import Settings
 from raptorx_py.errors import LocationInUseError, NoSuchObjectError, SchemaError
 from raptorx_py.hive.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Table, TableShape
+from raptorx_py.metastore.store import Metastore
 from raptorx_py.storage.fs import as_url, filesystem_for
 from raptorx_py.tables.file_statistics import NO_ROWS_PARAMS
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
-    from raptorx_py.metastore.store import Metastore
 
 #: Parameters of a table this path creates (Hive's insert-only transactional table).
 MANAGED_PARAMETERS = {"transactional": "true", "transactional_properties": "insert_only"}

@@ -24,21 +24,22 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from raptorx_py.config.paths import default_tpch_work_dir
-from raptorx_py.errors import translate_storage_error
-from raptorx_py.storage.fs import as_url
+from raptorx_py.config.settings import Settings
+from raptorx_py.errors import AlreadyExistsError, MetastoreNotFoundError, translate_storage_error
+from raptorx_py.hive.model import EXTERNAL_TABLE
+from raptorx_py.metastore import open_metastore
+from raptorx_py.metastore.configured import open_catalog
+from raptorx_py.storage.fs import as_url, filesystem_for, split_url
+from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch.generate import (
     TpchGenerationError,
     format_scale,
     generate_tpch,
     read_marker,
 )
-from raptorx_py.tpch.queries import TABLES
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
+from raptorx_py.tpch.queries import PARTITION_COLUMNS, TABLES, parquet_reader
 
 LOAD_MARKER = "_tpch_load.json"
 COPY_THREADS = 8
@@ -75,9 +76,6 @@ def load_tpch(
     Storage failures raise ``raptorx_py.errors.StorageError`` naming the URL; generation
     failures ``generate.TpchGenerationError``.
     """
-    from raptorx_py.metastore.configured import open_catalog
-    from raptorx_py.storage.fs import filesystem_for
-    from raptorx_py.tables.table_registration import register_external_table
 
     say = _printer(progress)
     local_root = Path(work_dir or default_tpch_work_dir()).expanduser() / f"sf{format_scale(scale)}"
@@ -118,8 +116,6 @@ def check_own_tables(settings: Settings, database: str, db_url: str) -> None:
     """Fail (``AlreadyExistsError``) when ``<database>`` holds a table of a TPC-H name that a
     load into ``db_url`` did not register: its location is elsewhere, so it is someone
     else's table and a load must not replace it."""
-    from raptorx_py.errors import AlreadyExistsError, MetastoreNotFoundError
-    from raptorx_py.metastore.configured import open_catalog
 
     try:
         metastore = open_catalog(settings)
@@ -163,9 +159,6 @@ def load_tpch_managed(
     else tables go under its location or ``hive.metastore.warehouse.dir``. Use a database
     of its own: an external load's files in the same directories would only be hidden.
     """
-    from raptorx_py.hive.model import EXTERNAL_TABLE
-    from raptorx_py.metastore import open_metastore
-    from raptorx_py.tpch.queries import PARTITION_COLUMNS, parquet_reader
 
     say = _printer(progress)
     local_root = Path(work_dir or default_tpch_work_dir()).expanduser() / f"sf{format_scale(scale)}"
@@ -225,7 +218,6 @@ def _already_loaded(fs, db_path: str, db_url: str, wanted: dict) -> bool:
 def _copy(
     fs, db_path: str, db_url: str, local_root: Path, files: dict[str, int], progress: bool
 ) -> None:
-    from raptorx_py.storage.fs import split_url
 
     is_local = split_url(db_url)[0] == "file"  # object stores need no directories
     try:

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.spark
 
 OFF = "hive.aggregation-pushdown-enabled"
 # Every aggregation this file checks is pushed to the Python reader, whatever its keys
-# (under AUTO only keys that fold a split into few groups are: aggregation.group_keys).
+# (under AUTO only keys that fold a split into few groups are: table_schema.group_keys).
 READER = "hive.parquet.reader"
 PRECISION_LOSS = "spark.sql.decimalOperations.allowPrecisionLoss"
 SEED = 27

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.spark
 ROWS = 3_000  # per partition: 3 row groups each, 3 partitions
 OFF = "hive.aggregation-pushdown-enabled"
 # Every aggregation this file checks is pushed to the Python reader, whatever its keys
-# (under AUTO only keys that fold a split into few groups are: aggregation.group_keys).
+# (under AUTO only keys that fold a split into few groups are: table_schema.group_keys).
 READER = "hive.parquet.reader"
 D18_TOP = Decimal("9999999999999999.99")  # the largest decimal(18,2)
 

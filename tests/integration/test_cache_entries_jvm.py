@@ -1,6 +1,8 @@
-"""The block files (format 3) and footer entries from both languages: the JVM
-(``raptorx.cache.BlockFiles``, ``FooterFiles``, reached through the shared session's py4j
-gateway) verifies every vector Python wrote (tests/vectors/); a block the JVM publishes and
+"""The block files (format 3), footer entries and fragment entries from both languages: the
+JVM (``raptorx.cache.BlockFiles``, ``FooterFiles``, ``FragmentHits``, reached through the
+shared session's py4j gateway) verifies every vector Python wrote (tests/vectors/); a
+fragment entry the JVM writes (``FragmentEntryWriter``, ``FragmentStores``) is served by a
+Python ``FragmentCache``; a block the JVM publishes and
 names for adoption is adopted into a Python ``BlockStore``'s index and read by it; a flipped
 byte, a truncated file, a forged file (valid layout, MAC under another secret) and a version
 2 file are each a counted corrupt miss, deleted, on either side; a block evicted between
@@ -15,10 +17,13 @@ import shutil
 import stat
 import struct
 
+import pyarrow as pa
 import pytest
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from raptorx_py.cache import block_store
 from raptorx_py.cache.block_store import TRAILER, BlockStore, encode_trailer
+from raptorx_py.cache.fragment_cache import FragmentCache
 from tests.support.counter_deltas import CounterDeltas
 from tests.support.fake_clock import FakeClock
 
@@ -317,3 +322,92 @@ def test_a_block_evicted_between_two_reads_is_a_plain_miss(jvm, tmp_path):
     with CounterDeltas() as c:
         assert store.read(KEY, 2, BS, 0, BS) is None
     assert c.get("block_cache.corrupt_blocks", 0) == 0
+
+
+# -- fragment entries ----------------------------------------------------------------------
+
+
+def _fragment_hits(jvm: Jvm):
+    return jvm.jvm.org.apache.spark.sql.execution.python.raptorx.FragmentHits
+
+
+def test_the_jvm_verifies_the_python_written_fragment_vector(jvm, tmp_path):
+    """``FragmentHits.verified`` (what a hit runs) accepts the entry Python wrote, whole,
+    and refuses it under another key, another secret or past an expiry it does not have."""
+    directory = str(tmp_path / "fragments")
+    shutil.copytree(os.path.join(VECTORS, "fragments"), directory)
+    expected = json.load(open(os.path.join(directory, "expected.json")))
+    hits = _fragment_hits(jvm)
+    path = hits.resolve(directory)
+    assert (
+        os.path.relpath(str(hits.entryPath(path, expected["key"])), directory) == (expected["path"])
+    )
+    secret = hits.secret(path).get()
+    got = hits.verified(path, secret, expected["key"], 0)
+    assert got.isDefined()
+    assert hashlib.sha256(bytes(got.get())).hexdigest() == expected["entry_sha256"]
+    assert hits.verified(path, secret, expected["key"], 2**62).isDefined()  # never expires
+    other = "ff" + expected["key"][2:]
+    os.makedirs(os.path.dirname(str(hits.entryPath(path, other))), exist_ok=True)
+    shutil.copy(os.path.join(directory, expected["path"]), str(hits.entryPath(path, other)))
+    assert not hits.verified(path, secret, other, 0).isDefined()  # the MAC names the key
+    assert not hits.verified(path, bytes(32), expected["key"], 0).isDefined()
+
+
+def _columnar_batch(spark, ids: list, names: list):
+    """A Spark ``ColumnarBatch`` of a long and a string column (None: null), built through
+    py4j as Spark's reader hands one to the JVM's fragment store."""
+    j = spark._jvm
+    types = j.org.apache.spark.sql.types.DataTypes
+    vectors = j.org.apache.spark.sql.execution.vectorized
+    ids_vector = vectors.OnHeapColumnVector(len(ids), types.LongType)
+    names_vector = vectors.OnHeapColumnVector(len(names), types.StringType)
+    for i, (n, s) in enumerate(zip(ids, names)):
+        if n is None:
+            ids_vector.putNull(i)
+        else:
+            ids_vector.putLong(i, n)
+        if s is None:
+            names_vector.putNull(i)
+        else:
+            data = s.encode()
+            names_vector.putByteArray(i, data, 0, len(data))
+    columns = spark.sparkContext._gateway.new_array(
+        j.org.apache.spark.sql.vectorized.ColumnVector, 2
+    )
+    columns[0], columns[1] = ids_vector, names_vector
+    return j.org.apache.spark.sql.vectorized.ColumnarBatch(columns, len(ids))
+
+
+def test_a_fragment_entry_the_jvm_writes_is_read_by_python(jvm, spark, tmp_path):
+    """``FragmentEntryWriter`` (the stream a split Spark's reader read is stored as) and
+    ``FragmentStores.publish`` (header, MAC, atomic rename) write an entry that Python's
+    ``FragmentCache`` verifies and serves with its rows."""
+    directory = str(tmp_path / "fragments")
+    cache = FragmentCache(
+        directory, max_bytes=1 << 20, max_entries=10, max_entry_bytes=1 << 20, ttl=None
+    )
+    j = jvm.jvm
+    ids, names = [1, None, 3], ["a", "été", None]
+    batch = _columnar_batch(spark, ids, names)
+    schema = StructType([StructField("id", LongType()), StructField("name", StringType())])
+    java_schema = j.org.apache.spark.sql.types.DataType.fromJson(schema.json())
+    writer = j.org.apache.spark.sql.execution.python.raptorx.FragmentEntryWriter(
+        java_schema, 1 << 20
+    )
+    assert writer.add(batch)
+    finished = writer.finish()
+    writer.close()
+    assert finished.isDefined()
+    stream, length = finished.get()._1(), finished.get()._2()
+    hits = _fragment_hits(jvm)
+    key = bytes(range(40, 60))
+    path = hits.resolve(directory)
+    stores = j.org.apache.spark.sql.execution.python.raptorx.FragmentStores
+    size = stores.publish(path, hits.secret(path).get(), key.hex(), stream, length, 0, False)
+    assert size == os.path.getsize(os.path.join(directory, str(hits.entryPath(path, key.hex()))))
+    with CounterDeltas() as c:
+        got = cache.get(key)
+    assert got is not None and c.get("fragment_cache.corrupt", 0) == 0
+    table = pa.Table.from_batches(got)
+    assert table.column("id").to_pylist() == ids and table.column("name").to_pylist() == names

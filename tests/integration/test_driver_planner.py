@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from raptorx_py.datasource.driver_planner import (
+from raptorx_py.datasource.planning.driver_planner import (
     planner_registered,
     register_planner,
     sockets_without_nagle,

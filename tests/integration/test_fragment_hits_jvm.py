@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from raptorx_py.cache import fragment_cache as fc
-from raptorx_py.datasource import fragment_handoff
+from raptorx_py.jvm_contract import fragment_handoff
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle
 from tests.integration.test_fragment_cache import (

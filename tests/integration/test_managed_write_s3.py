@@ -8,7 +8,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from raptorx_py.datasource.planner import plan_scan
+from raptorx_py.datasource.planning.planner import plan_scan
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.storage.acid_layout import base_dir_name, delta_dir_name
 from raptorx_py.storage.fs import filesystem_for

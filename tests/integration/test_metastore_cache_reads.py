@@ -353,7 +353,7 @@ def test_the_snapshot_is_taken_once_per_scan_and_rides_with_the_reader(tables, e
     from pyspark import cloudpickle
     from pyspark.sql.types import LongType, StructField, StructType
 
-    from raptorx_py.datasource.source import TieredHiveReader
+    from raptorx_py.datasource.reader import TieredHiveReader
     from raptorx_py.metastore.cached_store import close_cached_metastores
 
     table = tables.managed("t", [1, 2])
@@ -384,7 +384,7 @@ def test_a_snapshot_never_reads_a_fragment_computed_from_a_later_commit(
     same bytes, so the same results); the later commit's entries are never looked up."""
     from pyspark.sql.types import LongType, StructField, StructType
 
-    from raptorx_py.datasource.source import TieredHiveReader
+    from raptorx_py.datasource.reader import TieredHiveReader
     from raptorx_py.metastore.cached_store import close_cached_metastores
 
     table = tables.managed("t", [1, 2])

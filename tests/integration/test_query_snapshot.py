@@ -12,7 +12,8 @@ import pytest
 from pyspark import cloudpickle
 
 from raptorx_py import native
-from raptorx_py.datasource.source import TieredHiveReader, configured_source_class
+from raptorx_py.datasource.reader import TieredHiveReader
+from raptorx_py.datasource.source import configured_source_class
 from raptorx_py.hive.model import Column
 from raptorx_py.metastore import open_metastore
 from raptorx_py.session import register

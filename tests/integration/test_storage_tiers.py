@@ -22,8 +22,8 @@ import pytest
 
 from raptorx_py import cli
 from raptorx_py.cache.block_cache import DEFAULT_BLOCK_SIZE, block_cache_for
-from raptorx_py.datasource.planner import plan_scan
-from raptorx_py.datasource.scan import read_split
+from raptorx_py.datasource.planning.planner import plan_scan
+from raptorx_py.datasource.reading.scan import read_split
 from raptorx_py.errors import FileChangedError
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.tables.table_registration import register_external_table

@@ -290,7 +290,7 @@ def test_the_providers_plan_requests_are_sparks_own_bytes(spark, tables, zone, c
     Spark's runner writes each request too and a difference fails the planning: every filter
     form on every column (one, and three at once), planned only, none run; a filter Spark
     folds away (its scan then not planned) sends none."""
-    from raptorx_py.jvm_protocol import CHECK_PLAN_REQUESTS_CONF
+    from raptorx_py.jvm_contract.protocol import CHECK_PLAN_REQUESTS_CONF
 
     by_writer, rows = tables
     name, _ = by_writer["pyarrow"]

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raptorx_py.datasource.planner import plan_scan
+from raptorx_py.datasource.planning.planner import plan_scan
 from raptorx_py.errors import FileChangedError, PartitionMissingError
 from raptorx_py.storage.absent_partitions import absent_reason
 from raptorx_py.tables.table_registration import register_external_table

@@ -10,12 +10,12 @@ import pytest
 from pyspark import cloudpickle
 
 from raptorx_py.config import load_settings
-from raptorx_py.datasource import placement
-from raptorx_py.datasource.placement import PlacedPartition
-from raptorx_py.datasource.planner import Split, pack_by_executor
-from raptorx_py.datasource.scan import read_split
-from raptorx_py.datasource.source import count_placement_and_may_use_caches
+from raptorx_py.datasource.planning.planner import Split, pack_by_executor
+from raptorx_py.datasource.reading.scan import read_split
+from raptorx_py.datasource.reading.task_reader import count_placement_and_may_use_caches
 from raptorx_py.hive.model import Column
+from raptorx_py.jvm_contract import placement
+from raptorx_py.jvm_contract.placement import PlacedPartition
 from raptorx_py.metrics import counters
 from raptorx_py.scheduling.affinity import Executor, preferred
 from raptorx_py.storage.file_versions import stat_version

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 from raptorx_py import predicates as preds
-from raptorx_py.datasource import aggregation as A
+from raptorx_py.datasource.planning.table_schema import group_keys
+from raptorx_py.datasource.reading import aggregation as A
 from raptorx_py.errors import AggregateOverflowError
 
 
@@ -248,7 +249,7 @@ def test_group_keys_by_reader():
             StructField("year", LongType()),
         ]
     )
-    assert A.group_keys(schema, ["year"], "PYTHON") is None
+    assert group_keys(schema, ["year"], "PYTHON") is None
     for reader in ("AUTO", "SPARK"):
-        assert A.group_keys(schema, ["year"], reader) == ["flag", "open", "day", "year"]
-    assert A.group_keys(StructType([StructField("k", LongType())]), [], "AUTO") == []
+        assert group_keys(schema, ["year"], reader) == ["flag", "open", "day", "year"]
+    assert group_keys(StructType([StructField("k", LongType())]), [], "AUTO") == []

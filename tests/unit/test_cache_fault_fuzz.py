@@ -35,8 +35,8 @@ READER = textwrap.dedent(
     """
     import sys
     from raptorx_py.config import load_settings
-    from raptorx_py.datasource.planner import plan_scan
-    from raptorx_py.datasource.scan import read_split
+    from raptorx_py.datasource.planning.planner import plan_scan
+    from raptorx_py.datasource.reading.scan import read_split
     from raptorx_py.metastore.cached_store import cached_metastore_for
     from raptorx_py.metrics import flush
 

@@ -305,6 +305,52 @@ def test_warm_reads_the_columns_and_rows_asked_for_then_nothing(tmp_path):
     assert wide.files == 6 and wide.column_chunks == 6 * 4 * 3
 
 
+def test_a_corrupt_block_met_by_warm_is_a_counted_miss_not_a_failure(tmp_path):
+    """``raptorx cache warm`` reads as the scan does (``scan.raw_batches``): a block whose
+    bytes were damaged on disk fails its MAC, is dropped and counted, and is fetched from the
+    store again; the warm finishes, and the next one reads nothing from the store."""
+    settings = tier_settings(tmp_path)
+    make_table(tmp_path, settings)
+    first = warm_table(settings, "shop.events", columns=["id"])
+    data = os.path.join(settings.cache_base_directory, "blocks", "data")
+    # Block 0 of a file holds the start of its first row group's first column, which the
+    # warm reads again (the footer, at the end, comes from the footer cache).
+    block = next(
+        os.path.join(d, n) for d, _, names in os.walk(data) for n in names if n.endswith("-0")
+    )
+    with open(block, "r+b") as f:
+        f.seek(10)
+        byte = f.read(1)
+        f.seek(10)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    again = warm_table(settings, "shop.events", columns=["id"])
+    assert (again.files, again.row_groups, again.column_chunks) == (
+        first.files,
+        first.row_groups,
+        first.column_chunks,
+    )
+    assert again.counted["block_cache.corrupt_blocks"] == 1
+    assert again.counted["block_cache.misses"] == 1 and again.bytes_from_store > 0
+    assert warm_table(settings, "shop.events", columns=["id"]).bytes_from_store == 0
+
+
+def test_a_block_cache_that_cannot_be_set_up_leaves_warm_to_the_footer_cache(tmp_path, monkeypatch):
+    """The scan's rule (``StorageTiers``): a tier that cannot be set up is left out and
+    counted, never a failure; the footers are still cached."""
+    from raptorx_py.datasource.reading import storage_tiers
+
+    def broken(settings, target):
+        raise OSError("no room for the block cache")
+
+    settings = tier_settings(tmp_path)
+    make_table(tmp_path, settings)
+    monkeypatch.setattr(storage_tiers, "block_cache_for", broken)
+    report = warm_table(settings, "shop.events", columns=["id"])
+    assert report.files == 6 and report.footers_loaded == 6
+    assert report.counted["block_cache.unavailable"] == 6
+    assert not os.path.exists(os.path.join(settings.cache_base_directory, "blocks", "data"))
+
+
 def test_warm_names_what_is_wrong(tmp_path):
     settings = tier_settings(tmp_path)
     make_table(tmp_path, settings)
@@ -325,8 +371,8 @@ READER = textwrap.dedent(
     """
     import sys
     from raptorx_py.config import load_settings
-    from raptorx_py.datasource.planner import plan_scan
-    from raptorx_py.datasource.scan import read_split
+    from raptorx_py.datasource.planning.planner import plan_scan
+    from raptorx_py.datasource.reading.scan import read_split
     from raptorx_py.metastore.cached_store import cached_metastore_for
 
     settings = load_settings(overrides=dict(a.split("=", 1) for a in sys.argv[2:]))

@@ -1,7 +1,8 @@
 """The shared cache-entry vectors (tests/vectors/, written by make_vectors.py) from Python's
 side: the committed block files are what the generator writes today (so the format has not
 drifted from what the JVM is tested against), and a block store and a footer cache opened on
-copies of them serve every entry. The JVM's side: tests/integration/test_cache_entries_jvm.py."""
+copies of them serve every entry; a fragment cache serves the fragment entry. The JVM's side:
+tests/integration/test_cache_entries_jvm.py."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import json
 import os
 import shutil
 
+import pyarrow as pa
+
 from raptorx_py.cache.block_store import BlockStore
 from raptorx_py.cache.footer_cache import FileIdentity, FooterCache
+from raptorx_py.cache.fragment_cache import FragmentCache
 from tests.support.counter_deltas import CounterDeltas
 from tests.vectors import make_vectors
 
@@ -62,3 +66,39 @@ def test_a_footer_cache_serves_the_footer_vector(tmp_path):
     with CounterDeltas() as c:
         metadata = cache.get_or_load(identity, not_read)
     assert c["footer_cache.hits_disk"] == 1 and metadata.num_rows == expected["num_rows"]
+
+
+def _fragment_expected(directory: str) -> dict:
+    return json.load(open(os.path.join(directory, "expected.json")))
+
+
+def test_regenerated_fragment_vector_has_the_committed_layout_and_rows(tmp_path):
+    """The generator still writes the committed entry: the same file name, header (magic,
+    format, no expiry) and rows. The Arrow stream's bytes are pyarrow's, so they are not
+    compared; the committed entry must still verify (the next test)."""
+    make_vectors.main(str(tmp_path))
+    committed = _fragment_expected(os.path.join(VECTORS, "fragments"))
+    fresh = _fragment_expected(str(tmp_path / "fragments"))
+    for field in ("key", "path", "header_hex", "rows", "schema"):
+        assert fresh[field] == committed[field], field
+    assert filecmp.cmp(
+        os.path.join(VECTORS, "fragments", "cache.secret"),
+        str(tmp_path / "fragments" / "cache.secret"),
+        shallow=False,
+    )
+
+
+def test_a_fragment_cache_serves_the_fragment_vector(tmp_path):
+    directory = str(tmp_path / "fragments")
+    shutil.copytree(os.path.join(VECTORS, "fragments"), directory)
+    expected = _fragment_expected(directory)
+    data = open(os.path.join(directory, expected["path"]), "rb").read()
+    assert hashlib.sha256(data).hexdigest() == expected["entry_sha256"]
+    cache = FragmentCache(
+        directory, max_bytes=1 << 20, max_entries=10, max_entry_bytes=1 << 20, ttl=None
+    )
+    schema, batches = make_vectors.fragment_rows()
+    with CounterDeltas() as c:
+        got = cache.get(bytes.fromhex(expected["key"]))
+    assert got is not None and c.get("fragment_cache.corrupt", 0) == 0
+    assert pa.Table.from_batches(got).equals(pa.Table.from_batches(batches, schema))

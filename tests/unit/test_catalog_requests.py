@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from raptorx_py.datasource import catalog_requests
+from raptorx_py.datasource.planning import catalog_requests
 from raptorx_py.errors import SchemaError
 from raptorx_py.hive.model import EXTERNAL_TABLE, Column, Table
-from raptorx_py.jvm_protocol import CATALOG_ANSWER_KEY
+from raptorx_py.jvm_contract.protocol import CATALOG_ANSWER_KEY
 from raptorx_py.metastore.cached_store import close_cached_metastores
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.tpch import queries

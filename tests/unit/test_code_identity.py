@@ -11,8 +11,8 @@ import sys
 import pyarrow as pa
 import pytest
 
-from raptorx_py.datasource import code_identity as code
-from raptorx_py.datasource import fragment_keys
+from raptorx_py.datasource.planning import code_identity as code
+from raptorx_py.datasource.planning import fragment_keys
 from tests.support.counter_deltas import CounterDeltas
 from tests.unit.test_fragment_cache_tier import SCHEMA, batches, cache, key
 
@@ -28,7 +28,7 @@ def package(tmp_path):
 def test_the_digest_changes_with_any_source_file(package):
     first = code.source_digest(package)
     assert code.source_digest(package) == first
-    source = package / "datasource" / "scan.py"
+    source = package / "datasource" / "reading" / "scan.py"
     original = source.read_bytes()
     source.write_bytes(original + b"\n# a fix\n")
     assert code.source_digest(package) != first
@@ -45,7 +45,7 @@ def test_compiled_files_are_not_sources(package):
     first = code.source_digest(package)
     (package / "__pycache__").mkdir(exist_ok=True)
     (package / "__pycache__" / "extra.cpython-311.py").write_text("stale")
-    (package / "datasource" / "scan.pyc").write_bytes(b"\0")
+    (package / "datasource" / "reading" / "scan.pyc").write_bytes(b"\0")
     assert code.source_digest(package) == first
 
 
@@ -59,7 +59,8 @@ def test_the_identity_names_the_package_pyarrow_and_python_and_is_one_per_code()
         [
             sys.executable,
             "-c",
-            "from raptorx_py.datasource.code_identity import code_identity; print(code_identity())",
+            "from raptorx_py.datasource.planning.code_identity import code_identity;"
+            " print(code_identity())",
         ],
         capture_output=True,
         text=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import datasource as ds
 
-from raptorx_py.datasource.column_names import (
+from raptorx_py.datasource.planning.column_names import (
     filter_with_table_names,
     output_names,
     parse_case_sensitive,

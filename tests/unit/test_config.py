@@ -753,7 +753,7 @@ def test_every_bad_line_of_every_file_is_reported_at_once(empty_cwd):
 
 def test_a_misspelled_read_option_gets_a_suggestion():
     """A misspelled property in a file got "did you mean"; a read option once did not."""
-    from raptorx_py.datasource.source import resolve_options
+    from raptorx_py.datasource.planning.options import resolve_options
     from raptorx_py.errors import ConfigErrors
 
     with pytest.raises(ConfigError, match=r"option, property 'colums': .*did you mean 'columns'\?"):
@@ -804,9 +804,9 @@ def test_a_well_formed_metastore_uri_loads(empty_cwd, uri):
 
 def test_each_bad_option_names_where_it_came_from():
     """register()'s properties and a catalog's Spark conf were once all "option"."""
-    from raptorx_py.datasource.source import resolve_options
+    from raptorx_py.datasource.planning.options import resolve_options
     from raptorx_py.errors import ConfigErrors
-    from raptorx_py.jvm_protocol import CATALOG_OPTIONS_OPTION
+    from raptorx_py.jvm_contract.protocol import CATALOG_OPTIONS_OPTION
 
     with pytest.raises(ConfigErrors) as info:
         resolve_options(

@@ -21,9 +21,9 @@ from raptorx_py.cache.block_cache import block_cache_for
 from raptorx_py.cache.footer_cache import FileIdentity, footer_cache_for
 from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import TIERS_OFF, load_settings
-from raptorx_py.datasource.fragment_keys import fragment_key
-from raptorx_py.datasource.planner import plan_scan
-from raptorx_py.datasource.scan import read_split
+from raptorx_py.datasource.planning.fragment_keys import fragment_key
+from raptorx_py.datasource.planning.planner import plan_scan
+from raptorx_py.datasource.reading.scan import read_split
 from raptorx_py.errors import FileChangedError
 from raptorx_py.hive.column_types import arrow_schema_for_spark
 from raptorx_py.metastore.store import Metastore, SqliteBackend
@@ -104,7 +104,7 @@ def make_table(tmp_path, tiers: dict):
 
 def read(settings, ms, table, plan=None) -> list[int]:
     """``SELECT id FROM db.t WHERE id > BOUND`` through the tiers ``settings`` turn on; the
-    fragment cache as the reader uses it (``source._split_result``): its key, then get or
+    fragment cache as the reader uses it (``TaskReader._split_result``): its key, then get or
     compute and put."""
     plan = plan or plan_scan(ms, settings, table, table.columns, [Comparison(">", "id", BOUND)])
     fragments = fragment_cache_for(settings)

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raptorx_py.datasource import planner
-from raptorx_py.datasource.planner import (
+from raptorx_py.datasource.planning import planner
+from raptorx_py.datasource.planning.planner import (
     Split,
     cut_each_file,
     cut_files,
@@ -21,7 +21,7 @@ from raptorx_py.datasource.planner import (
     piece_bytes,
     plan_scan,
 )
-from raptorx_py.datasource.scan import read_split
+from raptorx_py.datasource.reading.scan import read_split
 from raptorx_py.storage.file_versions import stat_version
 from raptorx_py.tables.table_registration import register_external_table
 

@@ -20,10 +20,10 @@ import pytest
 from raptorx_py.cache import fragment_cache
 from raptorx_py.cache.fragment_cache import FragmentCache, entry_path, fragment_cache_for
 from raptorx_py.config import load_settings
-from raptorx_py.datasource.aggregation import Aggregate, PushedAggregation
-from raptorx_py.datasource.fragment_keys import fragment_key
-from raptorx_py.datasource.planner import Split
+from raptorx_py.datasource.planning.fragment_keys import fragment_key
+from raptorx_py.datasource.planning.planner import Split
 from raptorx_py.hive.model import Column, Table
+from raptorx_py.jvm_contract.pushed_aggregation import Aggregate, PushedAggregation
 from raptorx_py.predicates import Comparison
 from tests.support.counter_deltas import CounterDeltas
 from tests.support.fake_clock import FakeClock

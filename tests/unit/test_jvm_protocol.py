@@ -1,4 +1,4 @@
-"""One contract between Python and the JVM: ``raptorx_py/jvm_protocol.py`` and
+"""One contract between Python and the JVM: ``raptorx_py/jvm_contract/protocol.py`` and
 ``native/src/main/scala/raptorx/Protocol.scala`` spell the same constants with the same
 values, and the modules that use them take them from there."""
 
@@ -8,8 +8,10 @@ import json
 import re
 from pathlib import Path
 
-from raptorx_py import jvm_protocol
-from raptorx_py.datasource import aggregation, placement, query_snapshots, source
+from raptorx_py.datasource.planning import options, query_snapshots, table_schema
+from raptorx_py.jvm_contract import placement
+from raptorx_py.jvm_contract import protocol as jvm_protocol
+from raptorx_py.jvm_contract import pushed_aggregation as aggregation
 from raptorx_py.scheduling import affinity
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,9 +56,9 @@ def test_python_users_take_the_contract() -> None:
     assert affinity.EXECUTORS_OPTION == jvm_protocol.EXECUTORS_OPTION
     assert placement.MARKER == jvm_protocol.AFFINITY_MARK
     assert (placement.UNKNOWN, placement.PREFERRED, placement.FALLBACK) == ("-", "P", "F")
-    assert source.TABLE_BYTES_KEY == jvm_protocol.TABLE_BYTES_KEY
-    assert source.EXACT_FILTER_COLUMNS_KEY == jvm_protocol.EXACT_FILTER_COLUMNS_KEY
-    assert jvm_protocol.PARTITION_BY_OPTION in source.READ_OPTIONS
+    assert table_schema.TABLE_BYTES_KEY == jvm_protocol.TABLE_BYTES_KEY
+    assert table_schema.EXACT_FILTER_COLUMNS_KEY == jvm_protocol.EXACT_FILTER_COLUMNS_KEY
+    assert jvm_protocol.PARTITION_BY_OPTION in options.READ_OPTIONS
 
 
 def test_no_scala_file_but_the_contract_spells_a_protocol_string() -> None:

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from raptorx_py.datasource.planner import plan_scan
-from raptorx_py.datasource.scan import read_split
+from raptorx_py.datasource.planning.planner import plan_scan
+from raptorx_py.datasource.reading.scan import read_split
 from raptorx_py.errors import SchemaError
 from raptorx_py.tables.table_registration import register_external_table
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.config import load_settings
-from raptorx_py.datasource.planner import plan_scan
+from raptorx_py.datasource.planning.planner import plan_scan
 from raptorx_py.errors import SchemaError
 from raptorx_py.hive.model import Column
 from raptorx_py.metastore import transactions
@@ -514,7 +514,7 @@ def test_a_writers_transaction_and_locks_name_its_user_and_host(setup, monkeypat
 
 
 def test_external_statistics_prune_only_the_files_they_describe():
-    from raptorx_py.datasource.planner import stats_trusted
+    from raptorx_py.datasource.planning.planner import stats_trusted
     from raptorx_py.hive.write_ids import ValidWriteIdList
 
     assert not stats_trusted({}, None, "v1:x")  # external, no file set recorded

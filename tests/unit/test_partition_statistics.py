@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.config import load_settings
-from raptorx_py.datasource.planner import plan_scan
+from raptorx_py.datasource.planning.planner import plan_scan
 from raptorx_py.errors import SchemaError
 from raptorx_py.hive.model import MANAGED_TABLE, Column, Table
 from raptorx_py.metastore.store import Metastore, SqliteBackend

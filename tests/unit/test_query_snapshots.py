@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
-from raptorx_py.datasource.query_snapshots import (
+from raptorx_py.datasource.planning.query_snapshots import (
     MAX_AGE,
     TOKEN_KEY,
     ProcessQuerySnapshots,

@@ -1,5 +1,5 @@
 """A split's read spec (datasource/read_spec.py), the JVM hand-off mark
-(datasource/fragment_handoff.py) and a fallback task's reads, without Spark."""
+(jvm_contract/fragment_handoff.py) and a fallback task's reads, without Spark."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from pyspark.sql.datasource import InputPartition
 
 from raptorx_py.cache.fragment_cache import fragment_cache_for
 from raptorx_py.config import load_settings
-from raptorx_py.datasource import fragment_handoff as handoff
-from raptorx_py.datasource.fragment_keys import fragment_key
-from raptorx_py.datasource.placement import PlacedPartition
-from raptorx_py.datasource.planner import Split
-from raptorx_py.datasource.read_spec import ReadSpec, read_specs
-from raptorx_py.datasource.source import TieredHiveReader
+from raptorx_py.datasource.planning.fragment_keys import fragment_key
+from raptorx_py.datasource.planning.planner import Split
+from raptorx_py.datasource.planning.read_spec import ReadSpec, read_specs
+from raptorx_py.datasource.reader import TieredHiveReader
 from raptorx_py.hive.column_types import arrow_schema_for_spark
 from raptorx_py.hive.model import Column, Table
+from raptorx_py.jvm_contract import fragment_handoff as handoff
+from raptorx_py.jvm_contract.placement import PlacedPartition
 from raptorx_py.predicates import Comparison
 from raptorx_py.storage.file_versions import stat_version
 from tests.support.counter_deltas import CounterDeltas

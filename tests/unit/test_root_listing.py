@@ -9,8 +9,13 @@ import itertools
 import pytest
 
 from raptorx_py.config import load_settings
-from raptorx_py.datasource import planner
-from raptorx_py.datasource.planner import LISTING_THREADS, TableRoot, _list_locations, _Location
+from raptorx_py.datasource.planning import planner
+from raptorx_py.datasource.planning.planner import (
+    LISTING_THREADS,
+    TableRoot,
+    _list_locations,
+    _Location,
+)
 from raptorx_py.hive.model import Column, Partition, Table
 from raptorx_py.metrics import counters
 

@@ -10,11 +10,12 @@ import threading
 import pytest
 from pyspark.sql.datasource import InputPartition
 
-from raptorx_py import jvm_protocol
 from raptorx_py.config import load_settings
-from raptorx_py.datasource import scan_report
-from raptorx_py.datasource.source import resolve_options
+from raptorx_py.datasource.planning.options import resolve_options
+from raptorx_py.datasource.planning.scan_planning import tiers_on
 from raptorx_py.errors import ConfigError
+from raptorx_py.jvm_contract import protocol as jvm_protocol
+from raptorx_py.jvm_contract import scan_report
 from raptorx_py.metrics import Counters
 
 
@@ -83,8 +84,8 @@ def test_tiers_on_names_each_tier_a_scan_runs_with(tmp_path):
         env={},
         cwd=tmp_path,
     )
-    assert scan_report.tiers_on(settings, "tpch.lineitem") == ["listing", "footer", "fragment"]
-    assert scan_report.tiers_on(settings, "sales.events") == ["footer", "fragment"]
+    assert tiers_on(settings, "tpch.lineitem") == ["listing", "footer", "fragment"]
+    assert tiers_on(settings, "sales.events") == ["footer", "fragment"]
 
 
 def test_the_issues_misspelled_option_gets_a_suggestion():

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from raptorx_py.datasource.planner import Split, cut_each_file, piece_bytes
+from raptorx_py.datasource.planning.planner import Split, cut_each_file, piece_bytes
 from raptorx_py.hive.model import ColumnStats
 from raptorx_py.predicates import (
     Comparison,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from raptorx_py import jvm_protocol, metrics
+from raptorx_py import metrics
+from raptorx_py.jvm_contract import protocol as jvm_protocol
 from raptorx_py.metrics import counters
 from raptorx_py.session import metrics_plugin_conf, spark_metrics_properties
 

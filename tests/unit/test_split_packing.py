@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from raptorx_py.datasource.planner import Split, pack_splits
+from raptorx_py.datasource.planning.planner import Split, pack_splits
 
 
 def splits(*sizes):

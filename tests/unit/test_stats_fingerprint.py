@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.config import load_settings
-from raptorx_py.datasource.planner import plan_scan, stats_trusted
-from raptorx_py.datasource.scan import read_split
+from raptorx_py.datasource.planning.planner import plan_scan, stats_trusted
+from raptorx_py.datasource.reading.scan import read_split
 from raptorx_py.hive.model import Partition
 from raptorx_py.hive.table_parameters import STATS_FILES_PARAM
 from raptorx_py.hive.write_ids import ValidWriteIdList

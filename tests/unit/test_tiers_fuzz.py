@@ -39,8 +39,8 @@ import pytest
 from raptorx_py.cache.block_cache import block_cache_for
 from raptorx_py.cache.footer_cache import footer_cache_for
 from raptorx_py.config import load_settings
-from raptorx_py.datasource.planner import plan_scan
-from raptorx_py.datasource.scan import read_split
+from raptorx_py.datasource.planning.planner import plan_scan
+from raptorx_py.datasource.reading.scan import read_split
 from raptorx_py.errors import FileChangedError
 from raptorx_py.hive.model import Column
 from raptorx_py.metastore.store import Metastore, SqliteBackend

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.cli import main
-from raptorx_py.datasource.planner import typed_partition_values
+from raptorx_py.datasource.planning.planner import typed_partition_values
 from raptorx_py.errors import LayoutError, SchemaError
 from raptorx_py.hive.column_types import infer_partition_key_type
 from raptorx_py.tables.table_registration import register_external_table
@@ -259,8 +259,8 @@ def _int96_file(path, values, metadata=None):
 
 
 def _read_int96(env, root):
-    from raptorx_py.datasource.planner import Split
-    from raptorx_py.datasource.scan import read_split
+    from raptorx_py.datasource.planning.planner import Split
+    from raptorx_py.datasource.reading.scan import read_split
 
     settings = env.settings()
     with env.metastore() as ms:
@@ -319,8 +319,8 @@ def test_int96_reads_years_1_to_9999_at_microseconds(tmp_path, env):
 def test_dates_of_a_legacy_spark_file_before_the_gregorian_switch_are_refused(tmp_path, env):
     """Spark before 3.0 wrote dates in the hybrid calendar (``datetimeRebaseSpec``): Spark
     rebases those before 1582-10-15; refused here, later ones read."""
-    from raptorx_py.datasource.planner import Split
-    from raptorx_py.datasource.scan import read_split
+    from raptorx_py.datasource.planning.planner import Split
+    from raptorx_py.datasource.reading.scan import read_split
     from raptorx_py.errors import UnsupportedValueError
 
     def read(days, version):

@@ -18,7 +18,7 @@ earlier scan of the table in the query read, and the reads of a query's tables o
 
 Contract and limits:
 
-- The same reads as without it, under the same keys and rules: ``source.first_scan_state``
+- The same reads as without it, under the same keys and rules: ``first_scan.first_scan_state``
   (the snapshot, the query's recorded one, the table under it), then the table's listing
   (``planner.raw_listing``, the listing cache's rule), the snapshot before the listing as in
   a scan. A value the query holds already is not read again.
@@ -44,8 +44,9 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from raptorx_py.datasource import planner
-from raptorx_py.datasource.query_snapshots import query_values
+from raptorx_py.datasource.planning import planner
+from raptorx_py.datasource.planning.first_scan import first_scan_state, table_key
+from raptorx_py.datasource.planning.query_snapshots import query_values
 from raptorx_py.hive.model import EXTERNAL_TABLE
 from raptorx_py.metrics import counters
 
@@ -63,8 +64,6 @@ def read_ahead(source, token: str, serving) -> None:
     first, unless the query holds it already. ``source``: the ``TieredHiveDataSource`` of a
     scan builder; ``serving``: a context manager the reads run in (the driver planner's, so
     that they take the query's snapshot as its scans do)."""
-    from raptorx_py.datasource.source import first_scan_state, table_key
-
     if getattr(source, "catalog_request", None) is not None:
         return
     settings, database, name = source.settings, source.database, source.table_name

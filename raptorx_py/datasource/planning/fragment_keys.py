@@ -6,7 +6,7 @@ version: ``storage.file_versions``, a local file's inode, change and modificatio
 times, an object's ETag) and the piece of it read, the partition's values, the columns read
 with their types, the data predicates the split evaluates, the pushed partial aggregation,
 the Arrow schema handed to Spark, and the identity of the code that computes the result
-(``datasource.code_identity``: a digest of the package's sources, pyarrow's and Python's
+(``datasource.planning.code_identity``: a digest of the package's sources, pyarrow's and Python's
 versions), so a fix to how results are computed or encoded never meets results computed
 before it. A managed table's write id is in the file's URL (its ``base_``/``delta_``
 directory), so a new write is a new key for the partitions it touched and for no other.
@@ -33,7 +33,7 @@ import json
 import pyarrow as pa
 
 from raptorx_py.cache.fragment_cache import file_prefix
-from raptorx_py.datasource.code_identity import code_identity
+from raptorx_py.datasource.planning.code_identity import code_identity
 from raptorx_py.hive.model import Column, Table
 
 

@@ -44,14 +44,12 @@ import datetime
 import decimal
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raptorx_py.cache.block_cache import block_key
-from raptorx_py.datasource.fragment_handoff import served_flags
+from raptorx_py.config.settings import Settings
+from raptorx_py.jvm_contract.fragment_handoff import served_flags
 from raptorx_py.storage.fs import split_url
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 MARKER = "raptorx-parquet|"
 UNSERVED, SERVED = "-", "J"

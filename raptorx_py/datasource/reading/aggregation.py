@@ -1,7 +1,7 @@
 """A partial aggregation pushed into the scan: each split returns its groups, not its rows.
 
 The JVM provider (``native/.../PartialAggregation.scala``) accepts what Spark pushes and sends
-it here as JSON in the metadata of the partial schema's first field (``AGGREGATION_KEY``):
+it as JSON, read into a ``PushedAggregation`` by ``jvm_contract/pushed_aggregation.py``:
 group-by columns, and ``sum``/``count``/``count_star``/``min``/``max`` over expressions of
 columns, literals, widening casts and ``+ - *``, each node with its Spark type. Spark keeps
 the final aggregate: it sums the partial sums and counts and takes the min of the mins.
@@ -31,196 +31,18 @@ Usable without Spark (pyspark only for its type mapping).
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raptorx_py import jvm_protocol
-from raptorx_py import predicates as preds
 from raptorx_py.errors import AggregateOverflowError, SchemaError
 from raptorx_py.hive.column_types import arrow_type_for_spark
+from raptorx_py.jvm_contract.pushed_aggregation import Expr, PushedAggregation
 from raptorx_py.metrics import counters
 
-#: Metadata key (on the partial schema's first field) of the pushed aggregation's JSON.
-AGGREGATION_KEY = jvm_protocol.AGGREGATION_KEY
-
 _INTEGER_RANGES = {"tinyint": 2**7, "smallint": 2**15, "int": 2**31, "bigint": 2**63}
-
-
-@dataclass(frozen=True)
-class Expr:
-    """One node: ``column`` (name), ``literal`` (value), ``cast`` (child) or ``+ - *``
-    (left, right); ``type`` is Spark's type of the node (a Hive/Spark type string)."""
-
-    op: str
-    type: str
-    name: str | None = None
-    value: str | None = None
-    children: tuple[Expr, ...] = ()
-
-    @staticmethod
-    def from_json(d: dict) -> Expr:
-        op = d["op"]
-        if op == "column":
-            return Expr(op, d["type"], name=d["name"])
-        if op == "literal":
-            return Expr(op, d["type"], value=d["value"])
-        if op == "cast":
-            return Expr(op, d["type"], children=(Expr.from_json(d["child"]),))
-        if op in ("+", "-", "*"):
-            return Expr(
-                op, d["type"], children=(Expr.from_json(d["left"]), Expr.from_json(d["right"]))
-            )
-        raise SchemaError(f"pushed aggregation: unknown expression '{op}'")
-
-    @property
-    def column_name(self) -> str:
-        """The column a ``column`` node reads."""
-        if self.name is None:
-            raise SchemaError(f"pushed aggregation: a '{self.op}' node names no column")
-        return self.name
-
-    @property
-    def literal_text(self) -> str:
-        """The value of a ``literal`` node, as text."""
-        if self.value is None:
-            raise SchemaError(f"pushed aggregation: a '{self.op}' node has no literal value")
-        return self.value
-
-    def columns(self) -> set[str]:
-        if self.op == "column":
-            return {self.column_name}
-        return set().union(*(c.columns() for c in self.children)) if self.children else set()
-
-    def __str__(self) -> str:
-        if self.op == "column":
-            return self.column_name
-        if self.op == "literal":
-            return self.literal_text
-        if self.op == "cast":
-            return f"CAST({self.children[0]} AS {self.type})"
-        return f"({self.children[0]} {self.op} {self.children[1]})"
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    fn: str  # "sum" | "count" | "count_star" | "min" | "max"
-    type: str  # the partial result's type
-    input: Expr | None
-
-
-@dataclass(frozen=True)
-class PushedAggregation:
-    """Group-by columns, aggregates, and the scan's filters (the provider pushes an
-    aggregation only when every filter is one the reader evaluates exactly; they travel
-    here because pyspark resolves pushed filters in the scan's output, the partial schema)."""
-
-    group_by: tuple[tuple[str, str], ...]  # (column, type)
-    aggregates: tuple[Aggregate, ...]
-    filters: tuple = ()
-
-    @staticmethod
-    def from_json(text: str) -> PushedAggregation:
-        d = json.loads(text)
-        if d.get("version") != 1:
-            raise SchemaError(f"pushed aggregation of an unknown version: {text[:200]}")
-        aggs = []
-        for a in d["aggregates"]:
-            if a["fn"] not in ("sum", "count", "count_star", "min", "max"):
-                raise SchemaError(f"pushed aggregation: unknown function '{a['fn']}'")
-            aggs.append(
-                Aggregate(a["fn"], a["type"], Expr.from_json(a["input"]) if "input" in a else None)
-            )
-        return PushedAggregation(
-            tuple((k["column"], k["type"]) for k in d["group_by"]),
-            tuple(aggs),
-            tuple(_predicate(f) for f in d.get("filters", ())),
-        )
-
-    def input_columns(self) -> set[str]:
-        """The table columns the aggregation reads."""
-        names = {k for k, _ in self.group_by}
-        for a in self.aggregates:
-            if a.input is not None:
-                names |= a.input.columns()
-        return names
-
-
-def _value(v: dict):
-    kind, text = v["type"], v["value"]
-    if kind == "integer":
-        return int(text)
-    if kind == "decimal":
-        return Decimal(text)
-    if kind == "date":
-        return dt.date.fromisoformat(text)
-    if kind == "boolean":
-        return text == "true"
-    if kind == "string":
-        return text
-    raise SchemaError(f"pushed filter: unknown literal type '{kind}'")
-
-
-def _predicate(f: dict) -> preds.Predicate:
-    """A filter's JSON (``filterJson`` in the provider) as the predicate ``from_spark_filter``
-    makes of the same pyspark filter."""
-    op = f["op"]
-    if op == "not":
-        return preds.Not(_predicate(f["child"]))
-    if op in ("=", "<=>", "<", "<=", ">", ">="):
-        v = f["value"]
-        return preds.Comparison(op, f["column"], None if v is None else _value(v))
-    if op == "in":
-        return preds.InList(f["column"], tuple(_value(v) for v in f["values"]))
-    if op == "is_null":
-        return preds.IsNull(f["column"])
-    if op == "is_not_null":
-        return preds.IsNotNull(f["column"])
-    if op in ("starts", "ends", "contains"):
-        return preds.StringMatch(op, f["column"], f["value"])
-    raise SchemaError(f"pushed filter: unknown operator '{op}'")
-
-
-#: Spark types whose values repeat within a split (codes, flags, days): group keys a split's
-#: partial aggregation folds into few rows.
-_FEW_VALUED_TYPES = ("string", "boolean", "date")
-
-
-def group_keys(schema, partition_keys: Iterable[str], reader: str) -> list[str] | None:
-    """The columns of ``schema`` a pushed aggregation may group by when ``reader``
-    (``hive.parquet.reader``) reads the splits; None: any column.
-
-    A pushed aggregation is computed by the Python reader. Under PYTHON it always pays: the
-    split's rows never cross into the JVM. Under AUTO and SPARK the splits would otherwise be
-    read by Spark's own reader in the JVM, and pushing moves them to a Python worker, which
-    pays only when each split folds into few groups: no key at all (a global aggregate), or
-    keys that repeat within a split (partition keys, one value per split; strings, booleans,
-    dates: codes, flags, days). A numeric key is most often an identifier (an order or a
-    part key) whose values stay distinct within a split, so its groups are left to Spark's
-    own aggregation. The planner cannot count a split's groups before reading it: the rule
-    goes by type, and ``hive.parquet.reader=PYTHON`` pushes every aggregation it can.
-    """
-    if reader == "PYTHON":
-        return None
-    keys = set(partition_keys)
-    return [
-        f.name
-        for f in schema.fields
-        if f.name in keys or f.dataType.typeName() in _FEW_VALUED_TYPES
-    ]
-
-
-def from_schema(schema) -> PushedAggregation | None:
-    """The aggregation a scan's (pyspark) schema carries, or None for a plain scan."""
-    if not schema.fields:
-        return None
-    text = (schema.fields[0].metadata or {}).get(AGGREGATION_KEY)
-    return PushedAggregation.from_json(text) if text else None
 
 
 # -- expressions ------------------------------------------------------------------------------

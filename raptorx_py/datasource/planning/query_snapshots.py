@@ -38,12 +38,12 @@ import tempfile
 import threading
 import time
 
-from raptorx_py import jvm_protocol
+from raptorx_py.jvm_contract import protocol
 from raptorx_py.metrics import counters
 from raptorx_py.sqlite_wal import connect_wal
 
 #: The schema field metadata key carrying the query's token (native/.../QueryToken.scala).
-TOKEN_KEY = jvm_protocol.QUERY_TOKEN_KEY
+TOKEN_KEY = protocol.QUERY_TOKEN_KEY
 MAX_AGE = 3600.0
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS QUERY_SNAPSHOTS (

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from raptorx_py.datasource.aggregation import PushedAggregation
-from raptorx_py.datasource.fragment_keys import fragment_key
-from raptorx_py.datasource.planner import Split
+from raptorx_py.datasource.planning.fragment_keys import fragment_key
+from raptorx_py.datasource.planning.planner import Split
 from raptorx_py.hive.model import Column, Table
+from raptorx_py.jvm_contract.pushed_aggregation import PushedAggregation
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The identity of the code that computes a split's result, for the fragment key
-(``datasource.fragment_keys``): a result computed by other code is never served.
+(``datasource.planning.fragment_keys``): a result computed by other code is never served.
 
 ``code_identity()`` is a digest of
 - every ``.py`` file of the raptorx_py package this process runs (its path in the package
@@ -35,8 +35,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-#: The raptorx_py package directory (this file is ``raptorx_py/datasource/code_identity.py``).
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
+#: The raptorx_py package directory (this file is
+#: ``raptorx_py/datasource/planning/code_identity.py``).
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
 
 
 def source_digest(package_dir: Path) -> str:

@@ -2,7 +2,7 @@
 its namespaces, the tables of one, and whether a namespace or table exists.
 
 How a request travels: as the creation of the Python source with the option
-``raptorx.catalog_request`` (``jvm_protocol.CATALOG_REQUEST_OPTION``, a JSON object), whose
+``raptorx.catalog_request`` (``protocol.CATALOG_REQUEST_OPTION``, a JSON object), whose
 ``schema()`` answers with a one-field schema carrying the answer (JSON) in its metadata
 (``CATALOG_ANSWER_KEY``). So a request goes exactly where a ``load()`` goes: one callback into
 the application's planner when one is registered (``driver_planner.py``), else a planning
@@ -40,7 +40,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import NoSuchObjectError, SchemaError
-from raptorx_py.jvm_protocol import CATALOG_ANSWER_KEY
+from raptorx_py.jvm_contract.protocol import CATALOG_ANSWER_KEY
 from raptorx_py.metastore.cached_store import with_cached_metastore
 from raptorx_py.metrics import counters
 

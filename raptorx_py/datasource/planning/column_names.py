@@ -29,12 +29,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from raptorx_py import jvm_protocol
 from raptorx_py.errors import SchemaError
 from raptorx_py.hive.model import Column, Table
+from raptorx_py.jvm_contract import protocol
 
 #: The read option carrying the session's ``spark.sql.caseSensitive`` ("true"/"false").
-CASE_SENSITIVE_OPTION = jvm_protocol.CASE_SENSITIVE_OPTION
+CASE_SENSITIVE_OPTION = protocol.CASE_SENSITIVE_OPTION
 
 
 def parse_case_sensitive(value: str | None, default: bool = False) -> bool:

@@ -2,7 +2,7 @@
 
 For a split (one Parquet file of one partition, or a byte range of it) ``read_split``
 - opens the file through the storage seam (``storage.parquet_files.open_parquet``), behind
-  the footer and block caches that are on (``datasource.storage_tiers``),
+  the footer and block caches that are on (``datasource.reading.storage_tiers``),
 - reads the row groups of its range (``row_groups_of``), skipping those whose statistics
   cannot match the data predicates,
 - decodes only the columns the output and the predicates need,
@@ -16,13 +16,14 @@ Usable without Spark (pyspark is imported only for its type mapping).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from raptorx_py import predicates as preds
-from raptorx_py.datasource.storage_tiers import NO_TIERS, StorageTiers
+from raptorx_py.datasource.reading.storage_tiers import NO_TIERS, StorageTiers
 from raptorx_py.errors import (
     CorruptFileError,
     FileChangedError,
@@ -90,11 +91,9 @@ def read_split(
         return out
 
     tiers = StorageTiers.for_settings(settings) if fill_caches else NO_TIERS
-    done = 0  # raw batches already turned into output
     try:
-        for raw in _raw_batches(split, table, needed, data_predicates, settings, tiers):
+        for raw in raw_batches(split, table, needed, data_predicates, settings, tiers):
             out = output(raw)
-            done += 1
             if out is not None:
                 yield out
     except (FileChangedError, StorageNotFoundError) as e:
@@ -103,6 +102,36 @@ def read_split(
         changed = translate_storage_error(e, split.url, listed=True)
         counters.add("reader.files_changed")
         raise FileChangedError(f"{changed}. {changed_file_advice(split, table, settings)}") from e
+
+
+#: What ``raw_batches`` tells its caller of a file it opened: the footer, the row groups it
+#: reads and how many the statistics ruled out (a second call, after a fallback to the
+#: store, replaces the first).
+FileReport = Callable[[pq.FileMetaData, list[int], int], None]
+
+
+def raw_batches(
+    split,
+    table,
+    needed: list[str],
+    data_predicates,
+    settings,
+    tiers: StorageTiers,
+    report: FileReport | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The one way a file is read through the node's tiers, by the scan (``read_split``)
+    and by ``raptorx cache warm`` (``cache_management.warm_table``): the batches of the
+    ``needed`` columns of ``split``'s row groups that ``data_predicates`` do not rule out,
+    as the file stores them, read through ``tiers`` (``StorageTiers``: a tier that cannot be
+    set up is left out). A cache fault never fails it: a corrupt block or footer entry is a
+    counted miss in its tier, and should the cached copy not decode (bytes a checksum could
+    not catch), the file is read again straight from its store, resuming after the batches
+    already produced (``reader.cache_fallbacks``)."""
+    done = 0  # raw batches already handed out
+    try:
+        for raw in _raw_batches(split, table, needed, data_predicates, settings, tiers, report):
+            done += 1
+            yield raw
     except CorruptFileError as e:
         if not tiers.caching:
             raise
@@ -113,12 +142,10 @@ def read_split(
             e.reason,
         )
         for i, raw in enumerate(
-            _raw_batches(split, table, needed, data_predicates, settings, NO_TIERS)
+            _raw_batches(split, table, needed, data_predicates, settings, NO_TIERS, report)
         ):
             if i >= done:  # the same footer, row groups and batch size: the same batches
-                out = output(raw)
-                if out is not None:
-                    yield out
+                yield raw
 
 
 def changed_file_advice(split, table, settings) -> str:
@@ -178,7 +205,13 @@ def check_listed_version(target, path: str, split) -> None:
 
 
 def _raw_batches(
-    split, table, needed: list[str], data_predicates, settings, tiers: StorageTiers
+    split,
+    table,
+    needed: list[str],
+    data_predicates,
+    settings,
+    tiers: StorageTiers,
+    report: FileReport | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The file's batches of the ``needed`` columns, in the row groups its footer statistics
     do not rule out, as the file stores them (not yet cast or filtered)."""
@@ -201,11 +234,12 @@ def _raw_batches(
             raise SchemaError(
                 f"file {split.url} lacks columns {missing} of table {table.qualified_name}"
             )
-        groups = row_groups_of(md, split)
+        listed = row_groups_of(md, split)
+        groups = listed
         if data_predicates and settings.stats_pruning_enabled:
-            kept = [
+            groups = [
                 rg
-                for rg in groups
+                for rg in listed
                 if all(
                     preds.may_match(
                         p, footer_stats(md, preds.columns_of(p), [rg]), md.row_group(rg).num_rows
@@ -213,10 +247,11 @@ def _raw_batches(
                     for p in data_predicates
                 )
             ]
-            counters.add("reader.row_groups_pruned", len(groups) - len(kept))
-            groups = kept
+            counters.add("reader.row_groups_pruned", len(listed) - len(groups))
         counters.add("reader.row_groups_read", len(groups))
         counters.add("reader.column_chunks_read", len(groups) * len(needed))
+        if report is not None:
+            report(md, groups, len(listed) - len(groups))
         if not groups:
             return
         legacy = legacy_calendar_bounds(md, pf.schema_arrow, needed)

@@ -6,24 +6,25 @@ that object's, named in upper snake case (``QueryTokenKey`` is ``QUERY_TOKEN_KEY
 the same value. ``tests/unit/test_jvm_protocol.py`` reads the Scala file as text and fails
 when a constant is missing on either side or the values differ.
 
-What crosses, and by which channel:
+What crosses, and by which channel (each format in full: docs/design/jvm-contract.md):
 
 - the source names: the public one the JVM provider registers, the internal one the Python
   source registers under behind it (``native.py``, ``session.py``);
 - options the provider adds to a Python source's options (``datasource/writer.py``,
-  ``scheduling/affinity.py``), and the catalog's requests (``datasource/catalog_requests.py``);
+  ``scheduling/affinity.py``), and the catalog's requests
+  (``datasource/planning/catalog_requests.py``);
 - metadata keys on the first field of a schema: the Python source's ``schema()`` tells the
-  provider the table's size, its hints and its description (``datasource/source.py``), and a
-  catalog request its answer; the provider tells the
-  Python reader the query's token (``datasource/query_snapshots.py``) and a pushed
-  aggregation (``datasource/aggregation.py``);
+  provider the table's size, its hints and its description
+  (``datasource/planning/table_schema.py``), and a catalog request its answer; the provider
+  tells the Python reader the query's token (``datasource/planning/query_snapshots.py``) and
+  a pushed aggregation (``jvm_contract/pushed_aggregation.py``);
 - the soft-affinity mark inside a pickled input partition and its one-byte flag
-  (``datasource/placement.py``);
+  (``jvm_contract/placement.py``);
 - the vocabulary of the filter JSON the provider writes for an aggregated scan and
-  ``datasource/aggregation.py`` parses;
+  ``jvm_contract/pushed_aggregation.py`` parses;
 - the metrics plugin's class and Spark conf, and the files Python processes publish their
   counter totals in for it (``metrics.py``, ``session.py``).
-- what a scan reports for Spark's SQL metrics and EXPLAIN (``datasource/scan_report.py``):
+- what a scan reports for Spark's SQL metrics and EXPLAIN (``jvm_contract/scan_report.py``):
   the plan mark in a scan's first pickled partition and its keys, and the directory (under
   Spark's files root, which both sides of a task know) a Python reader writes its task's
   counts to.
@@ -43,13 +44,13 @@ PYTHON_NAME = "tiered_hive_python"
 PARTITION_BY_OPTION = "partition_by"
 #: The live executors (``host/id,host/id``) the provider hands the Python scan.
 EXECUTORS_OPTION = "raptorx.executors"
-#: The session's ``spark.sql.caseSensitive`` (``datasource.column_names``).
+#: The session's ``spark.sql.caseSensitive`` (``datasource.planning.column_names``).
 CASE_SENSITIVE_OPTION = "raptorx.case_sensitive"
 #: A request of the Spark catalog (JSON), made as a source creation
-#: (``datasource/catalog_requests.py``, ``TieredHiveCatalog.scala``).
+#: (``datasource/planning/catalog_requests.py``, ``TieredHiveCatalog.scala``).
 CATALOG_REQUEST_OPTION = "raptorx.catalog_request"
 #: Which options came from the catalog's Spark conf (``spark.sql.catalog.<name>.<property>``),
-#: ``<catalog name>:<key>,<key>`` (``datasource/source.py``'s errors name it).
+#: ``<catalog name>:<key>,<key>`` (``datasource/planning/options.py``'s errors name it).
 CATALOG_OPTIONS_OPTION = "raptorx.catalog_options"
 
 # Metadata keys on a schema's first field
@@ -73,7 +74,7 @@ AFFINITY_PREFERRED = "P"
 AFFINITY_PREFERRED_HOST = "H"
 AFFINITY_FALLBACK = "F"
 
-# A scan's report (``datasource/scan_report.py``): the plan mark ``<mark><hex of TSV>|`` in
+# A scan's report (``jvm_contract/scan_report.py``): the plan mark ``<mark><hex of TSV>|`` in
 # the first pickled partition, the keys of its descriptive lines (the others are counter
 # names), and the directory under Spark's files root for the Python readers' task counts
 PLAN_MARK = "raptorx-plan|"

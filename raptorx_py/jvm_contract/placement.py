@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import InputPartition
 
-from raptorx_py import jvm_protocol
+from raptorx_py.jvm_contract import protocol
 
-MARKER = jvm_protocol.AFFINITY_MARK
-UNKNOWN = jvm_protocol.AFFINITY_UNKNOWN
-PREFERRED = jvm_protocol.AFFINITY_PREFERRED
-PREFERRED_HOST = jvm_protocol.AFFINITY_PREFERRED_HOST
-FALLBACK = jvm_protocol.AFFINITY_FALLBACK
+MARKER = protocol.AFFINITY_MARK
+UNKNOWN = protocol.AFFINITY_UNKNOWN
+PREFERRED = protocol.AFFINITY_PREFERRED
+PREFERRED_HOST = protocol.AFFINITY_PREFERRED_HOST
+FALLBACK = protocol.AFFINITY_FALLBACK
 
 
 class PlacedPartition(InputPartition):

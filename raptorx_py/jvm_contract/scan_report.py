@@ -37,14 +37,12 @@ from collections.abc import Mapping
 
 from pyspark import SparkFiles, TaskContext
 
-from raptorx_py import jvm_protocol
-from raptorx_py.cache.listing_cache import table_matches
-from raptorx_py.scheduling import affinity
+from raptorx_py.jvm_contract import protocol
 
 log = logging.getLogger(__name__)
 
-PLAN_MARK = jvm_protocol.PLAN_MARK
-TASK_COUNTS_DIR = jvm_protocol.TASK_COUNTS_DIR
+PLAN_MARK = protocol.PLAN_MARK
+TASK_COUNTS_DIR = protocol.TASK_COUNTS_DIR
 ATTRIBUTE = "plan"
 
 #: Counters of a planning that the mark leaves out: per-column names, not figures of a scan.
@@ -62,25 +60,6 @@ def snapshot_text(snapshot, table) -> str:
     return "none"
 
 
-def tiers_on(settings, table_name: str) -> list[str]:
-    """The cache tiers and scheduling a scan of ``table_name`` runs with, by their names in
-    the docs."""
-    tiers = []
-    if settings.metastore_cache_ttl > 0:
-        tiers.append("metastore")
-    if table_matches(settings.file_status_cache_tables, table_name):
-        tiers.append("listing")
-    if settings.parquet_metadata_cache_enabled:
-        tiers.append("footer")
-    if settings.cache_enabled:
-        tiers.append("block")
-    if settings.fragment_cache_enabled:
-        tiers.append("fragment")
-    if settings.node_selection_strategy == affinity.SOFT_AFFINITY:
-        tiers.append("soft-affinity")
-    return tiers
-
-
 def plan_mark(
     table_name: str,
     partition_keys,
@@ -90,10 +69,10 @@ def plan_mark(
 ) -> str:
     """The mark of a scan's plan (see the module docstring)."""
     lines = [
-        (jvm_protocol.PLAN_TABLE_KEY, table_name),
-        (jvm_protocol.PLAN_PARTITION_KEYS_KEY, ",".join(partition_keys)),
-        (jvm_protocol.PLAN_SNAPSHOT_KEY, snapshot),
-        (jvm_protocol.PLAN_TIERS_KEY, ",".join(tiers)),
+        (protocol.PLAN_TABLE_KEY, table_name),
+        (protocol.PLAN_PARTITION_KEYS_KEY, ",".join(partition_keys)),
+        (protocol.PLAN_SNAPSHOT_KEY, snapshot),
+        (protocol.PLAN_TIERS_KEY, ",".join(tiers)),
     ]
     lines += [
         (name, str(value))

@@ -14,14 +14,12 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raptorx_py.cache.block_cache import block_cache_for
 from raptorx_py.cache.footer_cache import FileIdentity, footer_cache_for
+from raptorx_py.config.settings import Settings
 from raptorx_py.metrics import counters
-
-if TYPE_CHECKING:
-    from raptorx_py.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +51,7 @@ class StorageTiers:
         footers = None
         if settings.parquet_metadata_cache_enabled:
             try:
-                footers = footer_cache_for(settings)
+                footers = footer_cache_for(settings.footer_cache)
             except Exception:  # noqa: BLE001 - a cache never fails a read (see the class)
                 counters.add("footer_cache.unavailable")
                 log.warning(
@@ -71,7 +69,7 @@ class StorageTiers:
         if not self.block_cache:
             return target
         try:
-            fs = block_cache_for(self.settings, target)
+            fs = block_cache_for(self.settings.block_cache, target)
         except Exception:  # noqa: BLE001 - a cache never fails a read (see the class)
             counters.add("block_cache.unavailable")
             log.warning("block cache unavailable; reading from the store", exc_info=True)
