@@ -81,19 +81,10 @@ def hadoop_path(url: str) -> str:
     return f"file://{path}" if scheme == "file" else f"s3a://{path}"
 
 
-#: s3a's input stream for the JVM's reads. hadoop-aws 3.5 defaults to the analytics stream
-#: (analytics-accelerator-s3), which keeps objects and their metadata in the JVM's memory
-#: across streams: a second cache under the block cache, outside its identity checks and
-#: bounds (HADOOP-20058: its entries grow without limit). The block cache fetches whole
-#: aligned blocks itself; the classic stream sends exactly those ranged GETs.
-S3A_INPUT_STREAM = {"fs.s3a.input.stream.type": "classic"}
-
-
 def hadoop_settings(settings: Settings) -> dict[str, str]:
     """The ``fs.s3a.*`` settings that point Hadoop's s3a at the store ``hive.s3.*`` names
-    (only those set: an unset one is the session's own ``spark.hadoop.fs.s3a.*``), and the
-    input stream the JVM reads with (``S3A_INPUT_STREAM``)."""
-    out: dict[str, str] = dict(S3A_INPUT_STREAM)
+    (only those set: an unset one is the session's own ``spark.hadoop.fs.s3a.*``)."""
+    out: dict[str, str] = {}
     if settings.s3_endpoint:
         out["fs.s3a.endpoint"] = settings.s3_endpoint
         out["fs.s3a.connection.ssl.enabled"] = str(

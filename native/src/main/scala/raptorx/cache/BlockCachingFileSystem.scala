@@ -156,6 +156,7 @@ class BlockCachingFileSystem extends FileSystem {
 
 object BlockCachingFileSystem {
   val FetchThreadsKey = "raptorx.block-fetch-threads"
+  val S3aInputStream = "fs.s3a.input.stream.type"
   /** Blocks published and not yet adopted may take at least this share of the store's
    * capacity (1/10), whatever room its index left. */
   val UnadoptedShare = 10
@@ -285,7 +286,18 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   private var publishedBytes = 0L
 
   private val remotePath = new Path(file.remote)
-  private lazy val store: FileSystem = storeFor(remotePath.toUri, conf)
+  /** The store's file system. A cached file's blocks are fetched whole through s3a's classic
+   * stream: hadoop-aws 3.5's default, the analytics stream, keeps objects and their metadata
+   * in this JVM's memory across streams, a second cache under this one, outside its
+   * identity checks and bounds (HADOOP-20058). A file never cached is read as Spark's own
+   * reader would read it, with s3a's default stream. */
+  private lazy val store: FileSystem = storeFor(remotePath.toUri,
+    if (!caching) conf
+    else {
+      val classic = new Configuration(conf)
+      classic.set(BlockCachingFileSystem.S3aInputStream, "classic")
+      classic
+    })
   /** The store's status of the file, checked against planning's identity (once). */
   private lazy val remoteStatus: FileStatus = checkedStatus(file) {
     val st = try store.getFileStatus(remotePath) catch {
