@@ -183,20 +183,26 @@ object SplitAggregation {
     while (i < n) {
       if (nulls && v.isNullAt(i)) out.setNull(i)
       else t match {
-        case ByteType => out.longs(i) = v.getByte(i)
-        case ShortType => out.longs(i) = v.getShort(i)
-        case IntegerType | DateType => out.longs(i) = v.getInt(i)
-        case LongType | TimestampType | TimestampNTZType => out.longs(i) = v.getLong(i)
-        case BooleanType => out.longs(i) = if (v.getBoolean(i)) 1L else 0L
-        case d: DecimalType if d.precision <= 9 => out.longs(i) = v.getInt(i)
-        case d: DecimalType if d.precision <= 18 => out.longs(i) = v.getLong(i)
-        case d: DecimalType =>
+        case d: DecimalType if d.precision > 18 =>
           out.set(i, v.getDecimal(i, d.precision, d.scale).toJavaBigDecimal.unscaledValue())
-        case other => throw new IllegalArgumentException(s"not a numeric column: $other")
+        case _ => out.longs(i) = longAt(v, t, i)
       }
       i += 1
     }
     out
+  }
+
+  /** Row `i` of `v` as a long: integers, dates (days), timestamps (microseconds), booleans
+   * (0, 1), and decimals of up to 18 digits (unscaled, as Spark's vectors keep them). */
+  private def longAt(v: ColumnVector, t: DataType, i: Int): Long = t match {
+    case ByteType => v.getByte(i).toLong
+    case ShortType => v.getShort(i).toLong
+    case IntegerType | DateType => v.getInt(i).toLong
+    case LongType | TimestampType | TimestampNTZType => v.getLong(i)
+    case BooleanType => if (v.getBoolean(i)) 1L else 0L
+    case d: DecimalType if d.precision <= 9 => v.getInt(i).toLong
+    case d: DecimalType if d.precision <= 18 => v.getLong(i)
+    case other => throw new IllegalArgumentException(s"not a column of numbers: $other")
   }
 
   /** `in` at `scale` (not lower than its own: casts the provider pushes widen). */
@@ -357,7 +363,7 @@ object SplitAggregation {
           case StringType => v.getUTF8String(i)
           case BinaryType => java.nio.ByteBuffer.wrap(v.getBinary(i))
           case d: DecimalType => v.getDecimal(i, d.precision, d.scale)
-          case _ => java.lang.Long.valueOf(read(v, t, n, i))
+          case _ => java.lang.Long.valueOf(longAt(v, t, i))
         }
         val code = codes.get(key)
         if (code != null) out(i) = code
@@ -374,15 +380,6 @@ object SplitAggregation {
         i += 1
       }
       out
-    }
-
-    private def read(v: ColumnVector, t: DataType, n: Int, i: Int): Long = t match {
-      case ByteType => v.getByte(i).toLong
-      case ShortType => v.getShort(i).toLong
-      case IntegerType | DateType => v.getInt(i).toLong
-      case LongType | TimestampType | TimestampNTZType => v.getLong(i)
-      case BooleanType => if (v.getBoolean(i)) 1L else 0L
-      case other => throw new IllegalArgumentException(s"not a group key type: $other ($n)")
     }
 
     def result(): Option[ColumnarBatch] = {
