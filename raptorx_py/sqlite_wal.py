@@ -20,7 +20,10 @@ signal. The metastore and other files nobody clears keep WAL (readers never wait
 A damaged file (``is_damage``: SQLite's "file is not a database", "database disk image is
 malformed") is set aside (``set_aside``: renamed, with its journals, never truncated, so a
 process still holding it reads its old inode) for the caller to start a new one; the cache
-tiers rebuild what they can from their entry files.
+tiers rebuild what they can from their entry files. Damage can also surface as undecodable
+bytes: SQLite's message about a scribbled schema quotes the garbage, which Python fails to
+decode (``UnicodeDecodeError`` instead of ``sqlite3.DatabaseError``). Connections opened
+here turn that into the ``DatabaseError`` it is (``UndecodableIsDamage``).
 
 Limits: the side file (``<path>.init-lock``) is left in place, as SQLite leaves ``-wal`` and
 ``-shm``. Where it cannot be created (a read-only directory) the set-up runs unlocked and
@@ -36,6 +39,7 @@ import os
 import sqlite3
 import urllib.parse
 from collections.abc import Iterator
+from typing import Any
 
 LOCK_SUFFIX = ".init-lock"
 #: What a damaged file is renamed to (``<path>.damaged``; an older one is replaced).
@@ -64,6 +68,72 @@ def set_up_lock(path: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+@contextlib.contextmanager
+def undecodable_is_damage() -> Iterator[None]:
+    """Raise a ``UnicodeDecodeError`` met inside the block as the ``sqlite3.DatabaseError``
+    it stands for (one ``is_damage`` recognises): Python raises it where SQLite's error
+    message, quoting a damaged file's bytes, is not UTF-8."""
+    try:
+        yield
+    except UnicodeDecodeError as e:
+        raise sqlite3.DatabaseError(f"database disk image is malformed ({e})") from e
+
+
+class UndecodableCursor(sqlite3.Cursor):
+    """A cursor whose every step raises damage as ``sqlite3.DatabaseError`` (see
+    ``undecodable_is_damage``)."""
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        with undecodable_is_damage():
+            return super().execute(*args, **kwargs)
+
+    def executemany(self, *args: Any, **kwargs: Any) -> Any:
+        with undecodable_is_damage():
+            return super().executemany(*args, **kwargs)
+
+    def executescript(self, *args: Any, **kwargs: Any) -> Any:
+        with undecodable_is_damage():
+            return super().executescript(*args, **kwargs)
+
+    def fetchone(self) -> Any:
+        with undecodable_is_damage():
+            return super().fetchone()
+
+    def fetchmany(self, *args: Any, **kwargs: Any) -> Any:
+        with undecodable_is_damage():
+            return super().fetchmany(*args, **kwargs)
+
+    def fetchall(self) -> Any:
+        with undecodable_is_damage():
+            return super().fetchall()
+
+    def __next__(self) -> Any:
+        with undecodable_is_damage():
+            return super().__next__()
+
+
+class UndecodableIsDamage(sqlite3.Connection):
+    """A connection (``sqlite3.connect``'s ``factory``) whose statements and cursors raise
+    damage as ``sqlite3.DatabaseError`` (see ``undecodable_is_damage``). Its ``execute``
+    runs on such a cursor: sqlite3's own makes a plain ``sqlite3.Cursor`` in C."""
+
+    def cursor(self, factory: Any = UndecodableCursor) -> Any:
+        return super().cursor(factory)
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return self.cursor().execute(*args, **kwargs)
+
+    def executemany(self, *args: Any, **kwargs: Any) -> Any:
+        return self.cursor().executemany(*args, **kwargs)
+
+    def executescript(self, *args: Any, **kwargs: Any) -> Any:
+        return self.cursor().executescript(*args, **kwargs)
+
+    def commit(self) -> None:
+        with undecodable_is_damage():
+            super().commit()
+
+
 def connect_wal(
     path: str,
     *,
@@ -79,7 +149,11 @@ def connect_wal(
     at a time. The connection is closed again if any step fails."""
     with set_up_lock(path):
         conn = sqlite3.connect(
-            path, timeout=timeout, isolation_level=None, check_same_thread=check_same_thread
+            path,
+            timeout=timeout,
+            isolation_level=None,
+            check_same_thread=check_same_thread,
+            factory=UndecodableIsDamage,
         )
         try:
             conn.execute("PRAGMA mmap_size=0")
@@ -106,7 +180,7 @@ def is_damage(error: BaseException) -> bool:
     if code is not None:
         return (code & 0xFF) in _DAMAGE_CODES
     text = str(error)
-    return "not a database" in text or "malformed" in text
+    return "not a database" in text or "malformed" in text or "Could not decode" in text
 
 
 def set_aside(path: str, inode: int | None = None) -> str:
@@ -138,7 +212,10 @@ def connect_read_only(path: str, *, timeout: float = 5.0) -> sqlite3.Connection:
     mode needs its ``-shm`` and fails here where that cannot be made; a hot rollback journal
     that needs rolling back fails too (SQLite's errors say so)."""
     conn = sqlite3.connect(
-        f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro", uri=True, timeout=timeout
+        f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro",
+        uri=True,
+        timeout=timeout,
+        factory=UndecodableIsDamage,
     )
     try:
         conn.execute("PRAGMA mmap_size=0")

@@ -114,7 +114,12 @@ from raptorx_py.config.settings import Settings
 from raptorx_py.config.tiers import FragmentCacheSettings
 from raptorx_py.damaged_index import rebuild_index
 from raptorx_py.metrics import counters, node_gauge
-from raptorx_py.sqlite_wal import connect_read_only, is_damage, set_up_lock
+from raptorx_py.sqlite_wal import (
+    connect_read_only,
+    is_damage,
+    set_up_lock,
+    undecodable_is_damage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +145,9 @@ ADOPT_SUFFIX = ".names"
 #: diskcache's directory (its ``cache.db``) under the cache directory.
 INDEX_DIR = "index"
 
-_FAULTS = (OSError, sqlite3.Error, diskcache.Timeout)
+#: UnicodeDecodeError: how damage shows through diskcache's own connections
+#: (``sqlite_wal.undecodable_is_damage``).
+_FAULTS = (OSError, sqlite3.Error, diskcache.Timeout, UnicodeDecodeError)
 #: What an index row may name: an entry file under ``entries/`` (``_entry_name``).
 _ENTRY_NAME = re.compile(r"^entries/[0-9a-f]{2}/[0-9a-f]+\.arrow$")
 #: A line of a names file: the entry's key in hex and its file's size.
@@ -278,7 +285,7 @@ class FragmentCache:
         # diskcache retries "database is locked" while it sets up, not every error a fresh
         # WAL file can give several processes opening it at once: one at a time, as
         # connect_wal does.
-        with set_up_lock(self._index_path):
+        with set_up_lock(self._index_path), undecodable_is_damage():
             index = diskcache.Cache(
                 os.path.dirname(self._index_path),
                 timeout=30,

@@ -122,6 +122,18 @@ CLEARER = textwrap.dedent(
 )
 
 
+def scribble_schema(path: str, table: str) -> None:
+    """Make ``table``'s schema row name a non-UTF-8 object whose SQL does not parse: SQLite's
+    error then quotes bytes Python cannot decode."""
+    data = bytearray(open(path, "rb").read())
+    row = data.index(b"table" + table.encode() * 2)
+    data[row + 5] = 0x93
+    sql = data.index(b"CREATE TABLE " + table.encode())
+    data[sql : sql + 6] = b"CRXATE"
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def _read_only(directory: str):
     """Make ``directory`` read-only for every process, root included (a read-only bind
     mount over it); a function undoing it. Skips where mounts are not allowed."""
@@ -262,6 +274,25 @@ def test_a_damaged_fragment_index_is_rebuilt_from_the_entries_that_verify(tmp_pa
     assert again.put(b"n" * 20, SCHEMA, result(3))
     assert deltas["fragment_cache.index_rebuilt"] == 2 and deltas["fragment_cache.errors"] == 0
     assert len(again) == 10 and pa.Table.from_batches(again.get(b"n" * 20)).num_rows == 3
+
+
+def test_an_index_whose_schema_quotes_undecodable_bytes_is_rebuilt(tmp_path):
+    # SQLite's message quotes the scribbled name, which Python cannot decode: damage all
+    # the same (sqlite_wal.undecodable_is_damage), not an error out of the tier.
+    blocks = BlockStore(str(tmp_path / "blocks"), max_size=2**20)
+    assert blocks.put("ab" * 8, 0, b"x" * 10)
+    blocks.close()
+    scribble_schema(blocks.index_path, "blocks")
+    cache = fragments(tmp_path / "fragments")
+    assert cache.put(b"k" * 20, SCHEMA, result(3))
+    cache.close()
+    scribble_schema(str(tmp_path / "fragments" / "index" / "cache.db"), "Cache")
+    deltas = CounterDeltas()
+    assert BlockStore(str(tmp_path / "blocks"), max_size=2**20).count() == 1
+    again = fragments(tmp_path / "fragments")
+    assert deltas["block_cache.index_rebuilt"] == 1
+    assert deltas["fragment_cache.index_rebuilt"] == 1
+    assert pa.Table.from_batches(again.get(b"k" * 20)).num_rows == 3
 
 
 def test_a_damaged_fragment_secret_drops_the_entries_keyed_with_it(tmp_path):

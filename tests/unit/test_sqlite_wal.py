@@ -16,7 +16,8 @@ import pytest
 from raptorx_py.cache.block_store import BlockStore
 from raptorx_py.metastore.store import Metastore, SqliteBackend
 from raptorx_py.metrics import MetricsSink
-from raptorx_py.sqlite_wal import LOCK_SUFFIX, connect_wal
+from raptorx_py.sqlite_wal import LOCK_SUFFIX, connect_wal, is_damage
+from tests.unit.test_cache_healing import scribble_schema
 
 PROCESSES = 4
 ROUNDS = 12
@@ -113,3 +114,14 @@ def test_a_directory_that_cannot_hold_the_lock_file_lets_sqlite_name_the_problem
     # sees, not one about a side file they never asked for.
     with pytest.raises(sqlite3.OperationalError, match="unable to open database file"):
         connect_wal(str(tmp_path / "missing" / "x.sqlite"), timeout=1)
+
+
+def test_undecodable_schema_damage_is_a_database_error(tmp_path):
+    path = str(tmp_path / "a.db")
+    connect_wal(path, timeout=5, schema=_SCHEMA).close()
+    scribble_schema(path, "t")
+    with pytest.raises(UnicodeDecodeError):  # what plain sqlite3 raises
+        sqlite3.connect(path).execute("SELECT 1 FROM t")
+    with pytest.raises(sqlite3.DatabaseError) as raised:
+        connect_wal(path, timeout=5, schema=_SCHEMA)
+    assert is_damage(raised.value)
