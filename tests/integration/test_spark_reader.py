@@ -109,6 +109,96 @@ def test_every_reader_gives_the_rows_of_sparks_parquet_reader(
             assert c["reader.python_tasks"] == 0, sql  # no Python worker started
 
 
+#: Conjuncts the JVM keeps a column at a time (``VectorizedFilter``), and some it leaves to
+#: Spark's row predicate (a double, a boolean, OR, LIKE): edges of each type's range, nulls,
+#: decimal literals of other scales, partition columns.
+CONJUNCTS = (
+    "d15 > 10.5",
+    "d15 >= -0.01",
+    "d15 < 999.99",
+    "d15 <= 5",
+    "d15 = 1.50",
+    "d15 > 10.505",
+    "d15 IN (1.5, 2.25, -3.33, 0)",
+    "d15 < 0",
+    "id > 5999",
+    "id <= 0",
+    "id = 17",
+    "id IN (1, 17, 2500, 8999)",
+    "id < 9223372036854775807",
+    "id >= -9223372036854775808",
+    "day >= date '2024-06-01'",
+    "day < date '2024-01-02'",
+    "day = date '2024-03-01'",
+    "s > 'v5'",
+    "s = 'v17'",
+    "s IN ('v1', 'v2', 'v300', 'w')",
+    "s <= 'v2'",
+    "s IS NULL",
+    "s IS NOT NULL",
+    "d15 IS NULL",
+    "n = 2",
+    "n > 1",
+    "k > 'a'",
+    "k IN ('a', 'c')",
+    "x > 100.25",
+    "b",
+    "(id < 10 OR s = 'v20')",
+    "s LIKE 'v1%'",
+)
+
+
+def test_vectorized_filters_keep_the_rows_sparks_reader_keeps(spark, table, tmp_path, counted):
+    name, root = table
+    spark.read.parquet(root).createOrReplaceTempView("vf_parquet")
+    _view(spark, name, "vf_ours", "SPARK")
+    rng = random.Random(11)
+    wheres = list(CONJUNCTS) + [
+        " AND ".join(rng.sample(CONJUNCTS, rng.randint(2, 4))) for _ in range(40)
+    ]
+    read = 0
+    for where in wheres:
+        sql = f"SELECT id, d15, s FROM {{t}} WHERE {where}"
+        with counted() as c:
+            got = _rows(spark, sql.format(t="vf_ours"))
+        expected = _rows(spark, sql.format(t="vf_parquet"))
+        assert oracle.compare_results(expected, got, ordered=False) is None, where
+        assert c["reader.spark_splits"] == c["reader.splits_read"], where
+        read += c["reader.spark_splits"]
+    assert read > len(wheres)  # most read splits (some are pruned whole)
+
+
+def test_the_filters_run_a_column_at_a_time_where_they_can(spark):
+    jvm = spark._jvm
+    sources = jvm.org.apache.spark.sql.sources
+    schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(
+        "id bigint, d15 decimal(15,2), d38 decimal(38,10), s string, day date, x double"
+    )
+    read = jvm.org.apache.spark.sql.execution.python.raptorx.JvmParquetRead
+    vectorized = jvm.org.apache.spark.sql.execution.python.raptorx.VectorizedFilter
+
+    def count(*filters) -> int:
+        both = filters[0]
+        for f in filters[1:]:
+            both = sources.And(both, f)
+        return vectorized.vectorized(read.toExpression(both, schema).get())
+
+    decimal = jvm.java.math.BigDecimal
+    assert count(
+        sources.GreaterThan("d15", decimal("10.505")),
+        sources.LessThanOrEqual("id", jvm.java.lang.Long(5)),
+        sources.EqualTo("s", "v1"),
+        sources.IsNotNull("d38"),
+    ) == 4
+    # A double, a decimal of more than 18 digits, a disjunction: Spark's row predicate.
+    assert count(
+        sources.GreaterThan("x", jvm.java.lang.Double(1.5)),
+        sources.GreaterThan("d38", decimal("1")),
+        sources.Or(sources.EqualTo("s", "a"), sources.IsNull("s")),
+        sources.EqualTo("id", jvm.java.lang.Long(3)),
+    ) == 1
+
+
 def test_explain_names_the_reader(spark, table, tmp_path):
     name, _ = table
     _view(spark, name, "sr_explain", "SPARK", str(tmp_path / "cache"))

@@ -12,7 +12,7 @@ import org.apache.spark.SparkContext
 import org.apache.spark.paths.SparkPath
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{And, BasePredicate, BoundReference, Contains, EndsWith, EqualNullSafe, EqualTo, Expression, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull, LessThan, LessThanOrEqual, Literal, Not, Or, Predicate, StartsWith}
+import org.apache.spark.sql.catalyst.expressions.{And, BoundReference, Contains, EndsWith, EqualNullSafe, EqualTo, Expression, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull, LessThan, LessThanOrEqual, Literal, Not, Or, StartsWith}
 import org.apache.spark.sql.execution.datasources.{FileFormat, PartitionedFile}
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat
 import org.apache.spark.sql.sources
@@ -33,7 +33,8 @@ import raptorx.cache.{CachedFile, CachedFiles}
  * for the scan's columns (data columns, then the partition keys it reads, whose values the
  * reader appends as constants), with the filters the provider reported to Spark as
  * evaluated by the source handed to it for row-group pruning, and the same filters as one
- * Catalyst predicate, evaluated per row on the reader's batches: the source promised Spark
+ * Catalyst predicate, evaluated on the reader's batches a column at a time where it can
+ * ([[VectorizedFilter]]): the source promised Spark
  * those rows are filtered, and Spark's reader filters only row groups. Rows that pass are
  * kept by a selection ([[SelectedColumnVector]]), not copied. Batches leave in the scan's
  * column order.
@@ -61,12 +62,8 @@ final class JvmParquetRead private (
     if (values.forall(_.isDefined)) Some(InternalRow.fromSeq(values.map(_.get))) else None
   }
 
-  /** A per-task evaluator of the filters (codegen, falling back to interpreted). */
-  def newFilter(): Option[BasePredicate] = predicate.map { p =>
-    val evaluator = Predicate.create(p)
-    evaluator.initialize(0)
-    evaluator
-  }
+  /** A per-task evaluator of the filters ([[VectorizedFilter]]). */
+  def newFilter(): Option[VectorizedFilter] = predicate.map(VectorizedFilter(_))
 
   /** Whether the scan's splits are aggregated here ([[raptorx.SplitAggregation]]). */
   def aggregates: Boolean = aggregation.isDefined
@@ -79,7 +76,7 @@ final class JvmParquetRead private (
    * their partial aggregation, computed when the first batch is asked for), read through the
    * block cache described by `file` (registered for the read and forgotten when it ends). */
   def read(split: JvmReadHandoff.SplitPlan, values: InternalRow, file: CachedFile,
-           rowFilter: Option[BasePredicate]): Iterator[ColumnarBatch] = {
+           rowFilter: Option[VectorizedFilter]): Iterator[ColumnarBatch] = {
     val rows = readRows(split, values, file, rowFilter)
     aggregation match {
       case None => rows
@@ -97,7 +94,7 @@ final class JvmParquetRead private (
   }
 
   private def readRows(split: JvmReadHandoff.SplitPlan, values: InternalRow, file: CachedFile,
-           rowFilter: Option[BasePredicate]): Iterator[ColumnarBatch] = {
+           rowFilter: Option[VectorizedFilter]): Iterator[ColumnarBatch] = {
     val path: Path = CachedFiles.register(file)
     val partitioned = PartitionedFile(values, SparkPath.fromPath(path), split.start, split.length,
       Array.empty[String], 0L, split.size, Map.empty)
@@ -127,22 +124,13 @@ final class JvmParquetRead private (
     }
   }
 
-  private def selected(batch: ColumnarBatch, filter: Option[BasePredicate]): ColumnarBatch = {
+  private def selected(batch: ColumnarBatch, filter: Option[VectorizedFilter]): ColumnarBatch = {
     val n = batch.numRows()
     filter match {
       case None => reordered(batch, n, null)
-      case Some(p) =>
-        val selection = new Array[Int](n)
-        var kept = 0
-        var i = 0
-        while (i < n) {
-          if (p.eval(batch.getRow(i))) {
-            selection(kept) = i
-            kept += 1
-          }
-          i += 1
-        }
-        if (kept == n) reordered(batch, n, null) else reordered(batch, kept, selection)
+      case Some(f) =>
+        val (kept, selection) = f.select(batch)
+        reordered(batch, kept, selection)
     }
   }
 

@@ -12,7 +12,6 @@ import org.apache.arrow.compression.CommonsCompressionFactory
 import org.apache.arrow.memory.BufferAllocator
 import org.apache.arrow.vector.ipc.ArrowStreamReader
 
-import org.apache.spark.sql.catalyst.expressions.BasePredicate
 import org.apache.spark.sql.connector.metric.CustomTaskMetric
 import org.apache.spark.sql.connector.read.{PartitionReader, PartitionReaderFactory}
 import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
@@ -76,7 +75,7 @@ class SplitServingReader(
   }
   private val fragmentSecret: Option[Array[Byte]] = fragmentDir.flatMap(FragmentHits.secret)
   if (fragments.isDefined && fragmentSecret.isEmpty) counts("fragment_cache.jvm_unavailable") += 1
-  private lazy val filter: Option[BasePredicate] = jvm.flatMap(_._2.newFilter())
+  private lazy val filter: Option[VectorizedFilter] = jvm.flatMap(_._2.newFilter())
   private val metricsDir: String =
     fragments.map(_.metricsDir).orElse(jvm.map(_._1.metricsDir)).getOrElse("")
   private val storePlan: Option[JvmReadHandoff.FragmentCache] = jvm.flatMap(_._1.fragments)
