@@ -29,7 +29,7 @@ def _month(i: int) -> str:
 def run(partitions: int, files: int, repetitions: int, latency_ms: float) -> dict:
     from devservers.s3_endpoint import S3Endpoint
     from raptorx_py.config import load_settings
-    from raptorx_py.datasource import planner
+    from raptorx_py.datasource.planning import planner
 
     with S3Endpoint(latency_ms=0) as endpoint:
         endpoint.create_bucket("bench")

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from devservers.local_metastore import local_metastore_properties, register_table
-    from raptorx_py.datasource.driver_planner import register_planner, unregister_planner
+    from raptorx_py.datasource.planning.driver_planner import register_planner, unregister_planner
     from raptorx_py.metrics import MetricsSink, diff, flush
     from raptorx_py.session import tiered_session
 

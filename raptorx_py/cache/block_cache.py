@@ -1,7 +1,7 @@
 """The block (data) cache tier: an fsspec filesystem that reads a target filesystem's files
 through block-aligned copies on local disk (:class:`~raptorx_py.cache.block_store.BlockStore`).
 
-Executors use it through ``block_cache_for(settings, fs)``, then
+Executors use it through ``block_cache_for(settings.block_cache, fs)``, then
 ``fs.open(path, "rb", size=size, version=version, etag=etag)`` with the identity the
 planner listed (``storage.file_versions``), and hand the file to pyarrow.
 """
@@ -26,7 +26,6 @@ from fsspec.spec import AbstractBufferedFile
 
 from raptorx_py.cache.block_store import BlockStore
 from raptorx_py.cache.process_registry import ProcessRegistry
-from raptorx_py.config.settings import Settings
 from raptorx_py.config.tiers import BlockCacheSettings
 from raptorx_py.errors import FileChangedError, translate_storage_error
 from raptorx_py.metrics import counters, node_gauge
@@ -529,16 +528,14 @@ def _runs(indexes: list[int]) -> list[tuple[int, int]]:
 _registry: ProcessRegistry[BlockCacheFileSystem] = ProcessRegistry()
 
 
-def block_cache_for(tier: BlockCacheSettings | Settings, target: fsspec.AbstractFileSystem):
+def block_cache_for(tier: BlockCacheSettings, target: fsspec.AbstractFileSystem):
     """The block cache of this node in front of ``target``, or ``target`` itself when
-    ``cache.enabled`` is false. ``tier``: the tier's settings (``Settings.block_cache``; a
-    whole ``Settings`` is sliced).
+    ``cache.enabled`` is false. ``tier``: the tier's settings (``Settings.block_cache``).
 
     One instance per (directory, block size, capacity, target object) per process: an
     executor calls this for every split, and recovery, the index connection and the
     pending last-access times belong to the process, not the split.
     """
-    tier = BlockCacheSettings.of(tier)
     if not tier.enabled:
         return target
     directory = os.path.join(os.path.abspath(os.path.expanduser(tier.base_directory)), "blocks")
@@ -564,12 +561,11 @@ def block_cache_for(tier: BlockCacheSettings | Settings, target: fsspec.Abstract
     )
 
 
-def adopt_jvm_blocks(tier: BlockCacheSettings | Settings) -> int:
+def adopt_jvm_blocks(tier: BlockCacheSettings) -> int:
     """Fold the blocks the JVM's reader published on this node into the store's index
     (``BlockStore.adopt_published``), so they count towards its capacity and are evicted
     by it; returns how many. The planner calls this once per scan it hands to the JVM.
     Never raises: a store that cannot be opened adopts nothing."""
-    tier = BlockCacheSettings.of(tier)
     if not tier.enabled:
         return 0
     try:

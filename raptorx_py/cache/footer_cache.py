@@ -7,7 +7,7 @@ for every split, so it is the first thing worth keeping next to the executors.
 
 Usage (what the reader does per split)::
 
-    cache = footer_cache_for(settings)              # None when the tier is off
+    cache = footer_cache_for(settings.footer_cache)  # None when the tier is off
     ident = FileIdentity(split.url, split.size, split.version)
     metadata = cache.get_or_load(ident, lambda: read_footer_somehow())
 """
@@ -34,7 +34,6 @@ import pyarrow.parquet as pq
 from raptorx_py.cache import cache_files
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.cache_invalidations import FOOTER, JournalReader, journal_path
-from raptorx_py.config.settings import Settings
 from raptorx_py.config.tiers import FooterCacheSettings
 from raptorx_py.errors import RaptorxError, translate_storage_error
 from raptorx_py.metrics import counters
@@ -564,20 +563,19 @@ def read_only_disk_usage(directory: str) -> tuple[int, int]:
     return entries, total
 
 
-def footer_cache_directory(tier: FooterCacheSettings | Settings) -> str:
-    base = FooterCacheSettings.of(tier).base_directory
+def footer_cache_directory(tier: FooterCacheSettings) -> str:
+    base = tier.base_directory
     return os.path.join(os.path.abspath(os.path.expanduser(base)), "footers")
 
 
-def footer_cache_for(tier: FooterCacheSettings | Settings) -> FooterCache | None:
-    """This process's footer cache for the tier's settings (``Settings.footer_cache``; a
-    whole ``Settings`` is sliced), None when the tier is off.
+def footer_cache_for(tier: FooterCacheSettings) -> FooterCache | None:
+    """This process's footer cache for the tier's settings (``Settings.footer_cache``), None
+    when the tier is off.
 
     One cache per directory: Spark reuses a Python worker across queries, so the memory tier
     outlives a query. Settings that change the bounds replace the cache (memory dropped).
     The disk copy is bounded by ``cache.alluxio.max-cache-size``.
     """
-    tier = FooterCacheSettings.of(tier)
     if not tier.enabled:
         return None
     directory = footer_cache_directory(tier)

@@ -110,7 +110,6 @@ from raptorx_py.cache.cache_files import (
     touch,
 )
 from raptorx_py.cache.process_registry import ProcessRegistry
-from raptorx_py.config.settings import Settings
 from raptorx_py.config.tiers import FragmentCacheSettings
 from raptorx_py.damaged_index import rebuild_index
 from raptorx_py.metrics import counters, node_gauge
@@ -824,16 +823,15 @@ def read_only_stats(directory: str) -> dict[str, int]:
     return {"entries": int(entries), "bytes": int(pages) * int(page_size) + accounted}
 
 
-def fragment_cache_directory(tier: FragmentCacheSettings | Settings) -> str:
+def fragment_cache_directory(tier: FragmentCacheSettings) -> str:
     """The cache directory of this process: ``~`` expanded, relative to the working
     directory (on an executor, the executor's; the JVM resolves it the same way)."""
-    return os.path.abspath(os.path.expanduser(FragmentCacheSettings.of(tier).base_directory))
+    return os.path.abspath(os.path.expanduser(tier.base_directory))
 
 
-def open_fragment_cache(tier: FragmentCacheSettings | Settings) -> FragmentCache:
+def open_fragment_cache(tier: FragmentCacheSettings) -> FragmentCache:
     """A ``FragmentCache`` over ``fragment_cache_directory(tier)`` with the tier's bounds
     (raises what opening its directory raises)."""
-    tier = FragmentCacheSettings.of(tier)
     return FragmentCache(
         fragment_cache_directory(tier),
         max_bytes=tier.max_size,
@@ -844,11 +842,10 @@ def open_fragment_cache(tier: FragmentCacheSettings | Settings) -> FragmentCache
     )
 
 
-def fragment_cache_for(tier: FragmentCacheSettings | Settings) -> FragmentCache | None:
-    """This process's fragment cache for the tier's settings (``Settings.fragment_cache``;
-    a whole ``Settings`` is sliced): None when the tier is off or its directory cannot be
+def fragment_cache_for(tier: FragmentCacheSettings) -> FragmentCache | None:
+    """This process's fragment cache for the tier's settings (``Settings.fragment_cache``):
+    None when the tier is off or its directory cannot be
     used (counted and logged once per directory: the query goes on without it)."""
-    tier = FragmentCacheSettings.of(tier)
     if not tier.enabled:
         return None
     directory = fragment_cache_directory(tier)
@@ -883,7 +880,7 @@ def fragment_cache_for(tier: FragmentCacheSettings | Settings) -> FragmentCache 
     return _caches.get(key, open_cache)
 
 
-def adopt_jvm_fragments(tier: FragmentCacheSettings | Settings) -> int:
+def adopt_jvm_fragments(tier: FragmentCacheSettings) -> int:
     """Fold the entries the JVM stored on this node into the index (``FragmentCache.
     adopt_published``), so they count towards its bounds and are evicted by it; returns how
     many. The planner calls this once per scan it hands to the JVM. Never raises: a cache

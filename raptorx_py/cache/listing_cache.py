@@ -9,7 +9,7 @@ that state as the version and any partition is cacheable.
 
 Usage (what the planner does per partition, from its listing thread pool)::
 
-    cache = listing_cache_for(settings)             # None when no table is eligible
+    cache = listing_cache_for(settings.listing_cache)  # None when no table is eligible
     files = cache.get_or_list(table.qualified_name, p.location,
                               partition_version(p.location, p.parameters),
                               is_sealed(p.parameters),
@@ -30,7 +30,6 @@ from typing import Any
 
 from raptorx_py.cache.process_registry import ProcessRegistry
 from raptorx_py.cache_invalidations import LISTING, Invalidation, JournalReader, journal_path
-from raptorx_py.config.settings import Settings
 from raptorx_py.config.tiers import ListingCacheSettings
 from raptorx_py.hive.table_parameters import SEALED_PARAM
 from raptorx_py.metrics import counters
@@ -314,17 +313,15 @@ def _select(files: tuple, where: Callable[[Any], bool] | None) -> tuple:
 _caches: ProcessRegistry[ListingCache] = ProcessRegistry()
 
 
-def listing_cache_for(tier: ListingCacheSettings | Settings) -> ListingCache | None:
-    """This process's listing cache for the tier's settings (``Settings.listing_cache``; a
-    whole ``Settings`` is sliced); None when ``hive.file-status-cache-tables`` names no
-    table.
+def listing_cache_for(tier: ListingCacheSettings) -> ListingCache | None:
+    """This process's listing cache for the tier's settings (``Settings.listing_cache``);
+    None when ``hive.file-status-cache-tables`` names no table.
 
     Spark reuses the planning worker across queries, so the cache outlives a query. One cache
     per distinct (tables, size, expiry): settings that differ get their own cache. What
     ``raptorx cache invalidate`` / ``clear`` posted to the node's journal since the last call
     is applied first (``cache_invalidations``: one stat when nothing is new).
     """
-    tier = ListingCacheSettings.of(tier)
     patterns = parse_patterns(tier.tables)
     if not patterns:
         return None

@@ -3,35 +3,21 @@ tier's factory (``block_cache_for``, ``footer_cache_for``, ``fragment_cache_for`
 ``listing_cache_for``) depends on the properties it reads and nothing else.
 
 ``Settings.block_cache`` (and ``footer_cache``, ``fragment_cache``, ``listing_cache``) make
-them; ``<Slice>.of(x)`` takes a slice or a whole ``Settings`` (sliced then), for callers that
-hold only the latter. A slice is hashable: it is part of the key a tier's one instance per
-process is kept under (``cache.process_registry``).
+them, and a factory takes only its slice: a caller holding a whole ``Settings`` passes its
+property. A slice is hashable: it is part of the key a tier's one instance per process is
+kept under (``cache.process_registry``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
-
-
-class _Slice:
-    """What every slice shares: ``of``."""
-
-    #: The ``Settings`` property that makes this slice.
-    _property: ClassVar[str]
-
-    @classmethod
-    def of(cls, settings: Any) -> Self:
-        """``settings`` itself when it is this slice, else a ``Settings``' slice."""
-        return settings if isinstance(settings, cls) else getattr(settings, cls._property)
 
 
 @dataclass(frozen=True)
-class BlockCacheSettings(_Slice):
+class BlockCacheSettings:
     """``cache.enabled``, ``cache.base-directory``, ``cache.block-size``,
     ``cache.alluxio.max-cache-size``, ``cache.group-shared``."""
 
-    _property: ClassVar[str] = "block_cache"
     enabled: bool
     base_directory: str
     block_size: int
@@ -40,12 +26,11 @@ class BlockCacheSettings(_Slice):
 
 
 @dataclass(frozen=True)
-class FooterCacheSettings(_Slice):
+class FooterCacheSettings:
     """``hive.parquet.metadata-cache-enabled``, ``-size``, ``-ttl-since-last-access``; its
     disk copy under ``cache.base-directory`` (where the node's invalidation journal is too),
     bounded by ``cache.alluxio.max-cache-size``; ``cache.group-shared``."""
 
-    _property: ClassVar[str] = "footer_cache"
     enabled: bool
     base_directory: str
     size: int
@@ -55,12 +40,11 @@ class FooterCacheSettings(_Slice):
 
 
 @dataclass(frozen=True)
-class FragmentCacheSettings(_Slice):
+class FragmentCacheSettings:
     """``fragment-result-cache.enabled``, ``.base-directory``, ``.max-cache-size``,
     ``.max-cached-entries``, ``.max-single-cached-entry-size``, ``.cache-ttl``;
     ``cache.group-shared``."""
 
-    _property: ClassVar[str] = "fragment_cache"
     enabled: bool
     base_directory: str
     max_size: int
@@ -71,11 +55,10 @@ class FragmentCacheSettings(_Slice):
 
 
 @dataclass(frozen=True)
-class ListingCacheSettings(_Slice):
+class ListingCacheSettings:
     """``hive.file-status-cache-tables``, ``-size``, ``-expire-time``; the node's
     invalidation journal under ``cache.base-directory``."""
 
-    _property: ClassVar[str] = "listing_cache"
     tables: str
     size: int
     expire_time: float

@@ -1,7 +1,7 @@
-"""One planner per Spark application (``raptorx_py/datasource/driver_planner.py``): with the
-native jar, ``register`` makes the driver's own Python process plan every ``tiered_hive``
-source and scan through a Py4J callback, so no planning Python worker starts and every scan of
-every query shares one metastore cache and one listing cache.
+"""One planner per Spark application (``raptorx_py/datasource/planning/driver_planner.py``):
+with the native jar, ``register`` makes the driver's own Python process plan every
+``tiered_hive`` source and scan through a Py4J callback, so no planning Python worker starts
+and every scan of every query shares one metastore cache and one listing cache.
 
 Counted, never timed, over every process (``counted``): ``planning.driver_calls`` and
 ``planning.worker_calls`` (a source created or a scan planned, by where it ran),

@@ -2,10 +2,11 @@
 backends (``metastore_url``: an SQLite file and a PostgreSQL database, one per test).
 
 What a query does (``raptorx_py.datasource.source``): per scan, the planning process (the
-application's planner in the driver's own process, ``datasource/driver_planner.py``) takes the
-query's snapshot ONCE (``CachedMetastore.snapshot``: table id, type, ValidWriteIdList, the one
-uncached round trip), reads the table and the partitions under it through its process-wide
-cache (``cached_metastore_for``), and the snapshot rides with the pickled reader. The planner
+application's planner in the driver's own process, ``datasource/planning/driver_planner.py``)
+takes the query's snapshot ONCE (``CachedMetastore.snapshot``: table id, type,
+ValidWriteIdList, the one uncached round trip), reads the table and the partitions under it
+through its process-wide cache (``cached_metastore_for``), and the snapshot rides with the
+pickled reader. The planner
 serves every query of the application, so the cache is warm from the second query.
 
 Counted, never timed: ``metastore.round_trips`` summed over every process (``counted``).

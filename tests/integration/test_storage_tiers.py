@@ -309,7 +309,7 @@ def test_cached_bytes_that_do_not_decode_are_read_again_from_the_store(
     # A block that passes its checksum but holds other bytes (what no checksum can catch).
     split = plan.splits[0]
     target, path = filesystem_for(split.url, settings)
-    cache = block_cache_for(settings, target)
+    cache = block_cache_for(settings.block_cache, target)
     key = cache.block_key(path, split.size, split.version)
     assert cache.store.put(key, 0, b"\0" * split.size)
     c = CounterDeltas()

@@ -496,8 +496,8 @@ def test_unusable_directory_turns_the_cache_off_with_one_warning(target, source,
         cwd=tmp_path,
     )
     with caplog.at_level(logging.WARNING, logger="raptorx_py.cache.block_store"):
-        fs = block_cache_for(settings, target)
-        again = block_cache_for(settings, target)
+        fs = block_cache_for(settings.block_cache, target)
+        again = block_cache_for(settings.block_cache, target)
         for cache in (fs, again):
             with cache.open(path, "rb", size=len(data), version="v1") as f:
                 assert f.read() == data
@@ -595,11 +595,13 @@ def test_other_methods_are_the_targets(target, source, tmp_path):
 
 def test_block_cache_for_uses_settings_and_reuses_instances(target, tmp_path):
     off = load_settings(overrides={"cache.enabled": "false"}, env={}, cwd=tmp_path)
-    assert block_cache_for(off, target) is target
+    assert block_cache_for(off.block_cache, target) is target
     default = load_settings(
         overrides={"cache.base-directory": str(tmp_path / "default")}, env={}, cwd=tmp_path
     )
-    assert isinstance(block_cache_for(default, target), BlockCacheFileSystem)  # on by default
+    assert isinstance(
+        block_cache_for(default.block_cache, target), BlockCacheFileSystem
+    )  # on by default
     on = load_settings(
         overrides={
             "cache.enabled": "true",
@@ -610,12 +612,12 @@ def test_block_cache_for_uses_settings_and_reuses_instances(target, tmp_path):
         env={},
         cwd=tmp_path,
     )
-    fs = block_cache_for(on, target)
+    fs = block_cache_for(on.block_cache, target)
     assert isinstance(fs, BlockCacheFileSystem) and fs.enabled
     assert fs.store.directory == str(tmp_path / "base" / "blocks")
     assert fs.block_size == 64 * 1024 and fs.store.max_size == 10 * 1024 * 1024
-    assert block_cache_for(on, target) is fs
-    assert block_cache_for(on, RecordingFS()) is not fs
+    assert block_cache_for(on.block_cache, target) is fs
+    assert block_cache_for(on.block_cache, RecordingFS()) is not fs
 
 
 # --- processes ---------------------------------------------------------------------------

@@ -468,7 +468,7 @@ def test_a_fragment_cache_over_a_lowered_bound_shrinks_when_it_opens(tmp_path, c
     undo = _read_only(str(directory))
     try:
         with caplog.at_level("WARNING"):
-            assert fragment_cache_for(settings) is None
+            assert fragment_cache_for(settings.fragment_cache) is None
     finally:
         undo()
     assert any(

@@ -260,11 +260,11 @@ def test_invalidate_reaches_the_memory_tiers_of_this_process(tmp_path):
         cache = cached_metastore_for(settings, start=False)
         table = cache.get_table("shop", "events")
         cache.list_partitions(table)
-        listings = listing_cache_for(settings)
+        listings = listing_cache_for(settings.listing_cache)
         for day in DAYS:
             location = f"file://{root}/day={day}"
             listings.get_or_list("shop.events", location, "v1", True, lambda d=day: [d])
-        footers = footer_cache_for(settings)
+        footers = footer_cache_for(settings.footer_cache)
         url = files_of(root, DAYS[0])[0]
         identity = FileIdentity(url, os.path.getsize(url[7:]), "v1")
         footers.get_or_load(identity, lambda: pq.read_metadata(url[7:]))
@@ -272,13 +272,13 @@ def test_invalidate_reaches_the_memory_tiers_of_this_process(tmp_path):
 
         invalidate_table(settings, "shop.events", f"day={DAYS[0]}")
         deltas = CounterDeltas()
-        assert listing_cache_for(settings) is listings and len(listings) == 2
-        assert footer_cache_for(settings) is footers and len(footers) == 0
+        assert listing_cache_for(settings.listing_cache) is listings and len(listings) == 2
+        assert footer_cache_for(settings.footer_cache) is footers and len(footers) == 0
         assert cache.get_table("shop", "events").qualified_name == "shop.events"
         assert deltas["metastore_cache.table_misses"] == 1  # reloaded
 
         clear_caches(settings, ["listing"])
-        assert len(listing_cache_for(settings)) == 0
+        assert len(listing_cache_for(settings.listing_cache)) == 0
     finally:
         close_cached_metastores()
 

@@ -107,7 +107,7 @@ def read(settings, ms, table, plan=None) -> list[int]:
     fragment cache as the reader uses it (``TaskReader._split_result``): its key, then get or
     compute and put."""
     plan = plan or plan_scan(ms, settings, table, table.columns, [Comparison(">", "id", BOUND)])
-    fragments = fragment_cache_for(settings)
+    fragments = fragment_cache_for(settings.fragment_cache)
     schema = arrow_schema_for_spark(plan.columns)
     ids: list[int] = []
     for split in plan.splits:
@@ -186,10 +186,10 @@ def test_entries_under_the_mtime_only_spelling_are_counted_misses(tmp_path):
     split = plan_scan(ms, settings, table, table.columns, []).splits[0]
     old = repr(os.stat(path).st_mtime)
     assert split.version is not None and split.version != old
-    footers = footer_cache_for(settings)
+    footers = footer_cache_for(settings.footer_cache)
     assert footers is not None
     footers.get_or_load(FileIdentity(split.url, split.size, old), lambda: pq.read_metadata(path))
-    blocks = block_cache_for(settings, local_fs())
+    blocks = block_cache_for(settings.block_cache, local_fs())
     with blocks.open(path, "rb", size=split.size, version=old) as f:
         f.read()
     footers.clear_memory()
@@ -215,7 +215,7 @@ def test_a_sealed_file_rewritten_with_its_mtime_put_back_is_never_a_torn_read(tm
     ms.set_partition_parameters(table, ("1",), {"sealed": "true"})
     everything = lambda: plan_scan(ms, settings, table, table.columns, [])  # noqa: E731
     assert read(settings, ms, table, everything()) == list(range(1, ROWS + 1))
-    blocks = block_cache_for(settings, local_fs())
+    blocks = block_cache_for(settings.block_cache, local_fs())
     blocks.store.evict_to(blocks.store.total_bytes() // 2)
     assert blocks.store.entries()  # some blocks of the old version stay
     rewrite_keeping_mtime(path, BOUND + 1, in_place=True)

@@ -342,8 +342,11 @@ def test_footer_cache_for_settings(tmp_path):
             cwd=tmp_path,
         )
 
-    assert footer_cache_for(settings()) is not None  # on by default
-    assert footer_cache_for(settings(**{"hive.parquet.metadata-cache-enabled": "false"})) is None
+    assert footer_cache_for(settings().footer_cache) is not None  # on by default
+    assert (
+        footer_cache_for(settings(**{"hive.parquet.metadata-cache-enabled": "false"}).footer_cache)
+        is None
+    )
     on = settings(
         **{
             "hive.parquet.metadata-cache-enabled": "true",
@@ -351,11 +354,13 @@ def test_footer_cache_for_settings(tmp_path):
             "hive.parquet.metadata-cache-ttl-since-last-access": "10m",
         }
     )
-    cache = footer_cache_for(on)
-    assert cache is footer_cache_for(on)  # one per process
+    cache = footer_cache_for(on.footer_cache)
+    assert cache is footer_cache_for(on.footer_cache)  # one per process
     assert cache.directory == str(tmp_path / "base" / "footers")
     assert (cache.max_bytes, cache.ttl, cache.disk_enabled) == (1 << 20, 600.0, True)
-    resized = footer_cache_for(with_overrides(on, {"hive.parquet.metadata-cache-size": "2MB"}))
+    resized = footer_cache_for(
+        with_overrides(on, {"hive.parquet.metadata-cache-size": "2MB"}).footer_cache
+    )
     assert resized is not cache and resized.max_bytes == 2 << 20
 
 

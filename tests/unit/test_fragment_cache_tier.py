@@ -157,7 +157,7 @@ def assert_tier_off(directory) -> None:
         }
     )
     deltas = CounterDeltas()
-    assert fragment_cache_for(settings) is None
+    assert fragment_cache_for(settings.fragment_cache) is None
     assert deltas["fragment_cache.unavailable"] == 1
 
 
@@ -170,10 +170,10 @@ def test_an_unusable_directory_turns_the_tier_off_without_failing(tmp_path):
 def test_on_by_default_and_off_by_its_property(tmp_path):
     directory = str(tmp_path / "fragments")
     on = load_settings(overrides={"fragment-result-cache.base-directory": directory}, env={})
-    cache = fragment_cache_for(on)
+    cache = fragment_cache_for(on.fragment_cache)
     assert cache is not None and cache.directory == directory
     off = load_settings(overrides={"fragment-result-cache.enabled": "false"}, env={})
-    assert fragment_cache_for(off) is None
+    assert fragment_cache_for(off.fragment_cache) is None
 
 
 def _store_in_child(directory: str) -> None:

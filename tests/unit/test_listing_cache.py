@@ -269,8 +269,10 @@ def test_listing_cache_for_settings(tmp_path):
     def settings(**props):
         return load_settings(overrides=props, env={}, cwd=tmp_path)
 
-    assert listing_cache_for(settings()) is not None  # every table's, by default
-    assert listing_cache_for(settings(**{"hive.file-status-cache-tables": ""})) is None
+    assert listing_cache_for(settings().listing_cache) is not None  # every table's, by default
+    assert (
+        listing_cache_for(settings(**{"hive.file-status-cache-tables": ""}).listing_cache) is None
+    )
     s = settings(
         **{
             "hive.file-status-cache-tables": "tpch.*, sales.events",
@@ -278,11 +280,14 @@ def test_listing_cache_for_settings(tmp_path):
             "hive.file-status-cache-expire-time": "1h",
         }
     )
-    c = listing_cache_for(s)
-    assert c is listing_cache_for(s)
+    c = listing_cache_for(s.listing_cache)
+    assert c is listing_cache_for(s.listing_cache)
     assert (c.patterns, c.max_files, c.expire_seconds) == (("tpch.*", "sales.events"), 500, 3600)
     assert c.eligible("tpch.lineitem") and not c.eligible("tpch2.lineitem")
-    assert listing_cache_for(with_overrides(s, {"hive.file-status-cache-size": "10"})) is not c
+    assert (
+        listing_cache_for(with_overrides(s, {"hive.file-status-cache-size": "10"}).listing_cache)
+        is not c
+    )
 
 
 # -- sealing through the CLI, against a real SQLite metastore ---------------------------------

@@ -449,7 +449,7 @@ def test_listing_cache_keeps_raw_managed_listings_and_filters_by_snapshot(tmp_pa
 
     old = QuerySnapshot(get_table_snapshots(ms, [f"db.{name}"]))
     assert plan() == [0, 1, 2, 3]
-    cache = listing_cache_for(settings)
+    cache = listing_cache_for(settings.listing_cache)
     assert len(cache) == 2  # both partitions cached, though nothing is sealed
     job, files = write(settings, ms, [batch([10, 11])], table=name)
     commit_write(ms, settings, job, files)

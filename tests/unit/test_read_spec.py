@@ -99,7 +99,7 @@ def test_a_fallback_task_neither_reads_nor_fills_the_fragment_cache(tmp_path):
     )
     schema = arrow_schema_for_spark(table.columns)
     spec = ReadSpec.of(table, split, table.columns, (), None, schema)
-    cache = fragment_cache_for(settings)
+    cache = fragment_cache_for(settings.fragment_cache)
     planted = pa.record_batch([pa.array([-1], pa.int64())], schema)
     assert cache.put(spec.key, schema, [planted])
     reader = object.__new__(TieredHiveReader)  # what read() uses of a planned reader

@@ -262,10 +262,10 @@ class Run:
         return f"{kind} {os.path.relpath(path, self.cache_dir).split('/')[0]} entry"
 
     def evict(self):
-        store = block_cache_for(self.settings, local_fs()).store
+        store = block_cache_for(self.settings.block_cache, local_fs()).store
         store.evict_to(self.rng.randrange(store.total_bytes() + 1))
         if self.rng.random() < 0.5:
-            footer_cache_for(self.settings).clear_memory()
+            footer_cache_for(self.settings.footer_cache).clear_memory()
         return "evict"
 
     def _fail(self, what: str) -> str:
