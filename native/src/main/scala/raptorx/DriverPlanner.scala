@@ -2,6 +2,8 @@ package raptorx
 
 import java.util.concurrent.atomic.AtomicReference
 
+import raptorx.contract.Protocol
+
 /**
  * The application's planner, living in the driver's own Python process
  * (`raptorx_py/datasource/driver_planner.py`), which implements this interface and registers

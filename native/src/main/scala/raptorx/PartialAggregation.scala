@@ -8,6 +8,8 @@ import org.apache.spark.sql.connector.expressions.aggregate.{Aggregation, Count,
 import org.apache.spark.sql.sources
 import org.apache.spark.sql.types._
 
+import raptorx.contract.Protocol
+
 /**
  * A partial aggregation the Python reader computes per split: group-by columns and
  * `SUM`/`COUNT`/`COUNT(*)`/`MIN`/`MAX` (Spark turns `AVG` into `SUM` and `COUNT` before it

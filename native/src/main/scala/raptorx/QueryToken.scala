@@ -5,6 +5,8 @@ import java.util.{Collections, UUID, WeakHashMap}
 import org.apache.spark.sql.catalyst.QueryPlanningTracker
 import org.apache.spark.sql.types.{MetadataBuilder, StructType}
 
+import raptorx.contract.Protocol
+
 /**
  * A token shared by every scan planned for one query, so that the Python planning side takes
  * ONE snapshot per query (Hive: one ValidTxnList per statement), not one per scan

@@ -9,6 +9,8 @@ import com.fasterxml.jackson.databind.ObjectMapper
 import org.apache.spark.sql.connector.catalog.TableCatalog
 import org.apache.spark.sql.types.{MetadataBuilder, StructType}
 
+import raptorx.contract.Protocol
+
 /**
  * What the catalog shows of a table, which the Python source's `schema()` puts on the
  * schema's first field ([[Protocol.TableDescriptionKey]], JSON: partition keys, table type,

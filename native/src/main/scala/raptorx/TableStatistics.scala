@@ -5,6 +5,8 @@ import java.util.OptionalLong
 import org.apache.spark.sql.connector.read.Statistics
 import org.apache.spark.sql.types.{MetadataBuilder, StructType}
 
+import raptorx.contract.Protocol
+
 /**
  * A table's size, for Spark's join planning: without one, a DSv2 scan reports
  * `spark.sql.defaultSizeInBytes` (effectively infinite), so Spark never broadcasts even a

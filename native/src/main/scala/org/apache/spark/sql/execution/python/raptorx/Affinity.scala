@@ -8,7 +8,7 @@ import org.apache.spark.sql.connector.read.InputPartition
 import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
-import raptorx.PickledMarks
+import raptorx.contract.PickledMarks
 
 /**
  * Soft affinity, the JVM's part (raptorx_py's `scheduling.affinity` and
@@ -34,11 +34,11 @@ import raptorx.PickledMarks
  * location's host is read as Spark's `TaskLocation` reads it (up to the first `_`).
  */
 object Affinity {
-  val ExecutorsOption: String = raptorx.Protocol.ExecutorsOption
-  private val Mark = raptorx.Protocol.AffinityMark.getBytes(US_ASCII)
-  private val Preferred = raptorx.Protocol.AffinityPreferred.getBytes(US_ASCII)(0)
-  private val PreferredHost = raptorx.Protocol.AffinityPreferredHost.getBytes(US_ASCII)(0)
-  private val Fallback = raptorx.Protocol.AffinityFallback.getBytes(US_ASCII)(0)
+  val ExecutorsOption: String = raptorx.contract.Protocol.ExecutorsOption
+  private val Mark = raptorx.contract.Protocol.AffinityMark.getBytes(US_ASCII)
+  private val Preferred = raptorx.contract.Protocol.AffinityPreferred.getBytes(US_ASCII)(0)
+  private val PreferredHost = raptorx.contract.Protocol.AffinityPreferredHost.getBytes(US_ASCII)(0)
+  private val Fallback = raptorx.contract.Protocol.AffinityFallback.getBytes(US_ASCII)(0)
   private val Bar = '|'.toByte
 
   /** `host/id` of each live executor, sorted; empty without a `SparkEnv` or executors. */

@@ -14,7 +14,8 @@ import org.apache.spark.SparkEnv
 import org.apache.spark.sql.types.{DataType, StructType}
 import org.apache.spark.sql.util.ArrowUtils
 
-import raptorx.{JvmCounts, PickledMarks}
+import raptorx.JvmCounts
+import raptorx.contract.PickledMarks
 
 /**
  * Fragment result cache hits served by the JVM: the JVM's half of raptorx_py's

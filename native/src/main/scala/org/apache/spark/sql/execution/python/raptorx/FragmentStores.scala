@@ -18,7 +18,7 @@ import org.apache.spark.sql.execution.arrow.ArrowWriter
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.vectorized.ColumnarBatch
 
-import raptorx.PickledMarks
+import raptorx.contract.PickledMarks
 import raptorx.cache.BlockFiles
 
 /**

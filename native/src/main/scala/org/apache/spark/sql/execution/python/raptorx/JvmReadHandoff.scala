@@ -7,7 +7,7 @@ import scala.util.Try
 
 import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 
-import raptorx.PickledMarks
+import raptorx.contract.PickledMarks
 
 /**
  * The JVM's half of raptorx_py's `datasource/jvm_read_handoff.py`: which splits of a task

@@ -5,7 +5,7 @@ import java.nio.charset.StandardCharsets.US_ASCII
 import org.apache.spark.sql.connector.read.InputPartition
 import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
 
-import raptorx.PickledMarks
+import raptorx.contract.PickledMarks
 
 /**
  * A scan's plan summary, from the plan mark raptorx_py puts in its first pickled partition
@@ -14,7 +14,7 @@ import raptorx.PickledMarks
  * carries a mark (a Python source not behind this provider).
  */
 final case class PlanReport(fields: Map[String, String]) {
-  import raptorx.Protocol._
+  import raptorx.contract.Protocol._
 
   def table: Option[String] = fields.get(PlanTableKey).filter(_.nonEmpty)
   def partitionKeys: Seq[String] =
@@ -38,7 +38,7 @@ final case class PlanReport(fields: Map[String, String]) {
 }
 
 object PlanReport {
-  private val Mark = raptorx.Protocol.PlanMark.getBytes(US_ASCII)
+  private val Mark = raptorx.contract.Protocol.PlanMark.getBytes(US_ASCII)
   val Empty: PlanReport = PlanReport(Map.empty)
 
   /** The report of the first partition carrying a mark, else [[Empty]]. */

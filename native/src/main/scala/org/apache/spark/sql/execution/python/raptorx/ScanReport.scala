@@ -141,7 +141,7 @@ object ScanReport {
     val context = TaskContext.get()
     if (context == null) return None
     try {
-      val dir = Paths.get(SparkFiles.getRootDirectory()).resolve(raptorx.Protocol.TaskCountsDir)
+      val dir = Paths.get(SparkFiles.getRootDirectory()).resolve(raptorx.contract.Protocol.TaskCountsDir)
       Files.createDirectories(dir)
       val file = dir.resolve(s"${context.taskAttemptId()}.tsv")
       Files.deleteIfExists(file)
