@@ -5,6 +5,8 @@ import org.apache.spark.sql.connector.read.{InputPartition, PartitionReader, Par
 import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
 import org.apache.spark.sql.vectorized.ColumnarBatch
 
+import raptorx.contract.JvmReadHandoff
+
 /** The reader factory of an [[ArrowColumnarScan]]: pyspark's row reader, and columnar reads by
  * the reader each task's hand-offs call for. */
 class ArrowColumnarReaderFactory(inner: PartitionReaderFactory,

@@ -6,6 +6,8 @@ import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
 import org.apache.spark.sql.internal.connector.SupportsMetadata
 import org.apache.spark.sql.types.StructType
 
+import raptorx.contract.JvmReadHandoff
+
 /**
  * A Python data source scan whose batches reach Spark as the Arrow vectors the Python worker
  * sent, instead of as rows.

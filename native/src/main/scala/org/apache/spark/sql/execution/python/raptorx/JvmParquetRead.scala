@@ -22,6 +22,7 @@ import org.apache.spark.unsafe.types.UTF8String
 
 import raptorx.contract.PickledMarks
 import raptorx.cache.{CachedFile, CachedFiles}
+import raptorx.contract.JvmReadHandoff
 
 /**
  * Splits read by Spark's own vectorized Parquet reader (`ParquetFileFormat`, the reader

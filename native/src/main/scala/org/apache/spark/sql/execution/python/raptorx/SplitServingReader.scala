@@ -21,6 +21,7 @@ import org.apache.spark.sql.util.ArrowUtils
 import org.apache.spark.sql.vectorized.{ArrowColumnVector, ColumnVector, ColumnarBatch}
 
 import raptorx.cache.{CachedFile, TaskCounts}
+import raptorx.contract.JvmReadHandoff
 
 /**
  * The columnar reader of a task whose partition carries a fragment hand-off
