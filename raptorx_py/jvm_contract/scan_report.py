@@ -1,5 +1,6 @@
 """What a scan tells the native provider for Spark's SQL metrics and EXPLAIN
-(``native/.../ScanReport.scala``): its planning, once, and each task's reading.
+(``native/.../contract/ScanReport.scala``, read by ``native/.../python/raptorx/ScanReport.scala``):
+its planning, once, and each task's reading.
 
 - **The plan mark** (driver). ``partitions()`` runs in the driver's planner or in a planning
   Python worker, and what reaches the JVM from there is pyspark's answer: the pickled read
