@@ -8,8 +8,8 @@ import org.apache.spark.sql.connector.expressions.aggregate.{Aggregation, Count,
 import org.apache.spark.sql.sources
 import org.apache.spark.sql.types._
 
-import raptorx.contract.PushedAggregation
 import raptorx.contract.PushedAggregation.{node, str}
+import raptorx.contract.{PushedAggregation, SourceHints}
 
 /**
  * A partial aggregation the Python reader computes per split: group-by columns and

@@ -18,7 +18,8 @@ import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceCrea
 import org.apache.spark.sql.types.{StringType, StructType}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
-import raptorx.contract.Protocol
+import raptorx.contract.{Protocol, SourceHints, TableDescription, TableStatistics}
+
 
 /**
  * `tiered_hive` tables by name in Spark SQL: a DSv2 catalog over the configured metastore, one

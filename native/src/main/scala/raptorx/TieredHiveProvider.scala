@@ -10,7 +10,8 @@ import org.apache.spark.sql.sources.DataSourceRegister
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
-import raptorx.contract.Protocol
+import raptorx.contract.{Protocol, SourceHints, TableDescription, TableStatistics}
+
 
 /**
  * The JVM face of `tiered_hive`: registered under the public name, it wraps the Python data

@@ -32,7 +32,7 @@ import raptorx.contract.PlanReport
 class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
     facts: Option[ScanFacts] = None, identity: Option[ScanIdentity] = None)
     extends Scan with SupportsReportStatistics with SupportsMetadata {
-  override def readSchema(): StructType = raptorx.QueryToken.untag(inner.readSchema())
+  override def readSchema(): StructType = raptorx.contract.QueryToken.untag(inner.readSchema())
   /** What the scan builder estimated (`raptorx.TableStatistics`), else unknown. */
   override def estimateStatistics(): Statistics = statistics.getOrElse(ArrowColumnarScan.Unknown)
   override def toBatch: Batch =

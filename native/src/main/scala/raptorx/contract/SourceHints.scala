@@ -1,11 +1,9 @@
-package raptorx
+package raptorx.contract
 
 import scala.util.Try
 
 import org.apache.spark.sql.sources
 import org.apache.spark.sql.types._
-
-import raptorx.contract.Protocol
 
 /**
  * What the Python source tells the provider about a table, in the metadata of its schema's

@@ -1,11 +1,9 @@
-package raptorx
+package raptorx.contract
 
 import java.util.OptionalLong
 
 import org.apache.spark.sql.connector.read.Statistics
 import org.apache.spark.sql.types.{MetadataBuilder, StructType}
-
-import raptorx.contract.Protocol
 
 /**
  * A table's size, for Spark's join planning: without one, a DSv2 scan reports
