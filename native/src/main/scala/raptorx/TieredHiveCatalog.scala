@@ -40,7 +40,7 @@ import raptorx.contract.{Protocol, SourceHints, TableDescription, TableStatistic
  *    hands them to the writer, which checks them) and `location`, `provider` and `external`
  *    as properties (`DESCRIBE EXTENDED`).
  *  - The metastore is read on the Python side only: namespaces and table lists are requests
- *    made as source creations (`raptorx_py/datasource/catalog_requests.py`, the option
+ *    made as source creations (`raptorx_py/datasource/planning/catalog_requests.py`, the option
  *    [[Protocol.CatalogRequestOption]], the answer on the schema's one field). No metastore
  *    client runs in the JVM.
  *  - A missing namespace or table is Spark's [[NoSuchNamespaceException]] /

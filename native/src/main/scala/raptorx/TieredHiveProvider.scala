@@ -75,7 +75,7 @@ object TieredHiveProvider {
   /** The write option naming the partition keys of a table the write creates. */
   val PartitionByOption: String = Protocol.PartitionByOption
   /** The read option carrying the session's `spark.sql.caseSensitive` to the Python source,
-   * which resolves the read's column names by it (raptorx_py/datasource/column_names.py):
+   * which resolves the read's column names by it (raptorx_py/datasource/planning/column_names.py):
    * the Python worker has no SQLConf. */
   val CaseSensitiveOption: String = Protocol.CaseSensitiveOption
 

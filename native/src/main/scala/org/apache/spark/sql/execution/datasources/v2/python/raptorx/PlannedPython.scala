@@ -60,7 +60,7 @@ object PlannedPython extends Logging {
   /** Tell the planner that a scan of `ds` is being created for the query being optimized
    * (its [[QueryTokens]] token): Spark creates every scan builder of a query before it builds any,
    * so the planner reads ahead, on threads of its own, what each scan's first reads of its
-   * table will be (`raptorx_py/datasource/scan_prefetch.py`), and the query's scans no
+   * table will be (`raptorx_py/datasource/planning/scan_prefetch.py`), and the query's scans no
    * longer wait for their tables' round trips one after another.
    *
    * The sources are kept here and sent in ONE callback just before the query's next `plan`
