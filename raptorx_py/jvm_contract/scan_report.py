@@ -95,7 +95,7 @@ def mark_plan(partition, mark: str):
 
 
 def parse_plan_mark(mark: str) -> dict[str, str]:
-    """The lines of a plan mark (for tests; the JVM reads it in ``PlanReport.scala``)."""
+    """The lines of a plan mark (for tests; the JVM reads it in ``contract/ScanReport.scala``)."""
     if not mark.startswith(PLAN_MARK) or not mark.endswith("|"):
         raise ValueError(f"not a plan mark: {mark[:40]!r}")
     text = bytes.fromhex(mark[len(PLAN_MARK) : -1]).decode()
