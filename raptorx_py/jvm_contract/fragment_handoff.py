@@ -9,17 +9,18 @@ string, the hand-off mark::
 
 (one line; a split without a key, whose file has no version, is ``-``). pyspark pickles the
 partition and a pickle keeps an ASCII string verbatim, so the JVM's columnar reader
-(``native/.../FragmentHits.scala``) finds the mark in the pickled bytes without unpickling
-them, as soft affinity's mark is found (``placement``). On the executor it opens each key's
-entry under the cache directory (resolved there as the Python side resolves it:
-``fragment_cache_directory``), verifies it, and serves it as columnar batches; for each
-split it served it overwrites the split's flag with ``J`` (same length: the pickle stays
-valid). A task whose splits it all served starts no Python worker; otherwise the Python
-reader runs with the stamped partition and computes only the splits whose flag is still
-``-`` (``served_by_jvm``). The JVM appends its counts to the metrics directory
-(``metrics.MetricsSink`` folds them in).
+(``native/.../contract/FragmentHandoff.scala``, ``FragmentHits.scala``) finds the mark in the
+pickled bytes without unpickling them, as soft affinity's mark is found (``placement``). On
+the executor it opens each key's entry under the cache directory (resolved there as the
+Python side resolves it: ``fragment_cache_directory``), verifies it, and serves it as
+columnar batches; for each split it served it overwrites the split's flag with ``J`` (same
+length: the pickle stays valid). A task whose splits it all served starts no Python worker;
+otherwise the Python reader runs with the stamped partition and computes only the splits
+whose flag is still ``-`` (``served_by_jvm``). The JVM appends its counts to the metrics
+directory (``metrics.MetricsSink`` folds them in).
 
-The keys of this mark are spelled once here and once in ``FragmentHits.scala``.
+The keys of this mark are spelled once here and once in ``FragmentHandoff.scala`` (the
+JVM's contract package, ``raptorx.contract``).
 """
 
 from __future__ import annotations

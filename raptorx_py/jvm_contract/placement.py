@@ -3,13 +3,13 @@ ran there.
 
 pyspark pickles every ``InputPartition`` (cloudpickle) into a ``PythonInputPartition`` whose
 ``preferredLocations()`` is empty. The native scan (``ArrowColumnarScan.scala``,
-``Affinity.scala``) reads the location out of the pickled bytes without unpickling them: the
-partition's first attribute is the ASCII string ``raptorx-affinity|<location>|<flag>``, which
-a pickle stores verbatim. On the executor, the reader overwrites the one-byte flag (same
-length: the pickle stays valid) with ``P`` when the task runs on the executor it prefers,
-``H`` when on another executor of that executor's host (which shares the host's caches),
-``F`` when on another host. Without the native jar the flag stays ``-`` (unknown) and
-partitions have no preferred location.
+``Affinity.scala``; the strings: ``native/.../contract/Placement.scala``) reads the location
+out of the pickled bytes without unpickling them: the partition's first attribute is the
+ASCII string ``raptorx-affinity|<location>|<flag>``, which a pickle stores verbatim. On the
+executor, the reader overwrites the one-byte flag (same length: the pickle stays valid) with
+``P`` when the task runs on the executor it prefers, ``H`` when on another executor of that
+executor's host (which shares the host's caches), ``F`` when on another host. Without the
+native jar the flag stays ``-`` (unknown) and partitions have no preferred location.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The contract between raptorx_py and the native jar: every name one side writes and the
 other reads, spelled once on the Python side.
 
-Its twin is ``native/src/main/scala/raptorx/Protocol.scala``: each constant here is one of
-that object's, named in upper snake case (``QueryTokenKey`` is ``QUERY_TOKEN_KEY``), with
-the same value. ``tests/unit/test_jvm_protocol.py`` reads the Scala file as text and fails
-when a constant is missing on either side or the values differ.
+Its twin is ``native/src/main/scala/raptorx/contract/Protocol.scala``: each constant here
+is one of that object's, named in upper snake case (``QueryTokenKey`` is
+``QUERY_TOKEN_KEY``), with the same value. ``tests/unit/test_jvm_protocol.py`` reads the
+Scala file as text and fails when a constant is missing on either side or the values differ.
 
 What crosses, and by which channel (each format in full: docs/design/jvm-contract.md):
 

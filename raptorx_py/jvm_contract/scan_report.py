@@ -1,5 +1,6 @@
 """What a scan tells the native provider for Spark's SQL metrics and EXPLAIN
-(``native/.../ScanReport.scala``): its planning, once, and each task's reading.
+(``native/.../contract/ScanReport.scala``, read by ``native/.../python/raptorx/ScanReport.scala``):
+its planning, once, and each task's reading.
 
 - **The plan mark** (driver). ``partitions()`` runs in the driver's planner or in a planning
   Python worker, and what reaches the JVM from there is pyspark's answer: the pickled read
@@ -94,7 +95,7 @@ def mark_plan(partition, mark: str):
 
 
 def parse_plan_mark(mark: str) -> dict[str, str]:
-    """The lines of a plan mark (for tests; the JVM reads it in ``PlanReport.scala``)."""
+    """The lines of a plan mark (for tests; the JVM reads it in ``contract/ScanReport.scala``)."""
     if not mark.startswith(PLAN_MARK) or not mark.endswith("|"):
         raise ValueError(f"not a plan mark: {mark[:40]!r}")
     text = bytes.fromhex(mark[len(PLAN_MARK) : -1]).decode()

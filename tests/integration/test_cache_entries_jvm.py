@@ -331,25 +331,28 @@ def _fragment_hits(jvm: Jvm):
     return jvm.jvm.org.apache.spark.sql.execution.python.raptorx.FragmentHits
 
 
+def _fragment_entry(jvm: Jvm):
+    """The entry layout, in the JVM's contract package."""
+    return jvm.jvm.raptorx.contract.FragmentEntry
+
+
 def test_the_jvm_verifies_the_python_written_fragment_vector(jvm, tmp_path):
     """``FragmentHits.verified`` (what a hit runs) accepts the entry Python wrote, whole,
     and refuses it under another key, another secret or past an expiry it does not have."""
     directory = str(tmp_path / "fragments")
     shutil.copytree(os.path.join(VECTORS, "fragments"), directory)
     expected = json.load(open(os.path.join(directory, "expected.json")))
-    hits = _fragment_hits(jvm)
+    hits, entry = _fragment_hits(jvm), _fragment_entry(jvm)
     path = hits.resolve(directory)
-    assert (
-        os.path.relpath(str(hits.entryPath(path, expected["key"])), directory) == (expected["path"])
-    )
+    assert os.path.relpath(str(entry.path(path, expected["key"])), directory) == expected["path"]
     secret = hits.secret(path).get()
     got = hits.verified(path, secret, expected["key"], 0)
     assert got.isDefined()
     assert hashlib.sha256(bytes(got.get())).hexdigest() == expected["entry_sha256"]
     assert hits.verified(path, secret, expected["key"], 2**62).isDefined()  # never expires
     other = "ff" + expected["key"][2:]
-    os.makedirs(os.path.dirname(str(hits.entryPath(path, other))), exist_ok=True)
-    shutil.copy(os.path.join(directory, expected["path"]), str(hits.entryPath(path, other)))
+    os.makedirs(os.path.dirname(str(entry.path(path, other))), exist_ok=True)
+    shutil.copy(os.path.join(directory, expected["path"]), str(entry.path(path, other)))
     assert not hits.verified(path, secret, other, 0).isDefined()  # the MAC names the key
     assert not hits.verified(path, bytes(32), expected["key"], 0).isDefined()
 
@@ -405,7 +408,8 @@ def test_a_fragment_entry_the_jvm_writes_is_read_by_python(jvm, spark, tmp_path)
     path = hits.resolve(directory)
     stores = j.org.apache.spark.sql.execution.python.raptorx.FragmentStores
     size = stores.publish(path, hits.secret(path).get(), key.hex(), stream, length, 0, False)
-    assert size == os.path.getsize(os.path.join(directory, str(hits.entryPath(path, key.hex()))))
+    entry_file = str(_fragment_entry(jvm).path(path, key.hex()))
+    assert size == os.path.getsize(os.path.join(directory, entry_file))
     with CounterDeltas() as c:
         got = cache.get(key)
     assert got is not None and c.get("fragment_cache.corrupt", 0) == 0

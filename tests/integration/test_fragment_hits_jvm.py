@@ -190,19 +190,20 @@ def _fragment_hits(spark):
 
 
 def test_the_layout_and_the_mark_are_spelled_alike_on_both_sides(spark):
-    jvm = _fragment_hits(spark)
-    assert jvm.Marker() == fragment_handoff.MARKER
-    assert jvm.NoKey() == fragment_handoff.NO_KEY
-    assert chr(jvm.Unserved()) == fragment_handoff.UNSERVED
-    assert chr(jvm.Served()) == fragment_handoff.SERVED
-    assert jvm.EntryMagic().encode() == fc.ENTRY_MAGIC and jvm.EntryFormat() == fc.ENTRY_FORMAT
-    assert jvm.HeaderBytes() == fc.HEADER_BYTES and jvm.MacBytes() == fc.MAC_BYTES
-    assert (jvm.EntriesDir(), jvm.EntrySuffix()) == (fc.ENTRIES_DIR, fc.ENTRY_SUFFIX)
+    contract = spark.sparkContext._jvm.raptorx.contract
+    mark, entry, files = contract.FragmentHandoff, contract.FragmentEntry, contract.CacheFiles
+    assert mark.Marker() == fragment_handoff.MARKER
+    assert mark.NoKey() == fragment_handoff.NO_KEY
+    assert chr(mark.Unserved()) == fragment_handoff.UNSERVED
+    assert chr(mark.Served()) == fragment_handoff.SERVED
+    assert entry.Magic().encode() == fc.ENTRY_MAGIC and entry.Format() == fc.ENTRY_FORMAT
+    assert entry.HeaderBytes() == fc.HEADER_BYTES and entry.MacBytes() == fc.MAC_BYTES
+    assert (entry.EntriesDir(), entry.Suffix()) == (fc.ENTRIES_DIR, fc.ENTRY_SUFFIX)
     from raptorx_py.cache.cache_files import SECRET_BYTES, SECRET_FILE
     from raptorx_py.metrics import MetricsSink
 
-    assert (jvm.SecretFile(), jvm.SecretBytes()) == (SECRET_FILE, SECRET_BYTES)
-    assert jvm.JvmCountsDir() == MetricsSink.JVM_COUNTS_DIR
+    assert (files.SecretFile(), files.SecretBytes()) == (SECRET_FILE, SECRET_BYTES)
+    assert _fragment_hits(spark).JvmCountsDir() == MetricsSink.JVM_COUNTS_DIR
 
 
 def test_the_jvm_verifies_what_python_writes(spark, tmp_path):

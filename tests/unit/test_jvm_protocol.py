@@ -1,6 +1,6 @@
 """One contract between Python and the JVM: ``raptorx_py/jvm_contract/protocol.py`` and
-``native/src/main/scala/raptorx/Protocol.scala`` spell the same constants with the same
-values, and the modules that use them take them from there."""
+``native/src/main/scala/raptorx/contract/Protocol.scala`` spell the same constants with the
+same values, and the modules that use them take them from there."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from raptorx_py.jvm_contract import pushed_aggregation as aggregation
 from raptorx_py.scheduling import affinity
 
 ROOT = Path(__file__).resolve().parents[2]
-SCALA = ROOT / "native" / "src" / "main" / "scala" / "raptorx" / "Protocol.scala"
+SCALA = ROOT / "native" / "src" / "main" / "scala" / "raptorx" / "contract" / "Protocol.scala"
 NATIVE_SOURCES = ROOT / "native" / "src" / "main" / "scala"
 
 _VAL = re.compile(r'^\s*val\s+([A-Z]\w*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*$', re.MULTILINE)

@@ -15,6 +15,8 @@ import org.apache.spark.SparkContext
 import org.apache.spark.api.plugin.{DriverPlugin, ExecutorPlugin, PluginContext, SparkPlugin}
 import org.apache.spark.sql.execution.python.raptorx.FragmentHits
 
+import raptorx.contract.Protocol
+
 /**
  * raptorx's counters and cache sizes in Spark's metrics system (`spark.plugins=` the class
  * named by `Protocol.MetricsPluginClass`): whatever sink the application configured (JMX,

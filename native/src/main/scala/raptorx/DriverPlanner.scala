@@ -2,10 +2,12 @@ package raptorx
 
 import java.util.concurrent.atomic.AtomicReference
 
+import raptorx.contract.Protocol
+
 /**
  * The application's planner, living in the driver's own Python process
- * (`raptorx_py/datasource/driver_planner.py`), which implements this interface and registers
- * itself through pyspark's Py4J callback server ([[DriverPlanners.register]]).
+ * (`raptorx_py/datasource/planning/driver_planner.py`), which implements this interface and
+ * registers itself through pyspark's Py4J callback server ([[DriverPlanners.register]]).
  *
  * Each method takes the bytes pyspark's JVM would write to a planning Python worker's socket
  * and returns a status byte ([[DriverPlanners.Ok]] or [[DriverPlanners.Failed]]) followed by
@@ -20,7 +22,7 @@ import java.util.concurrent.atomic.AtomicReference
  *    token, then how many sources and each pickled source (each distinct source of the
  *    builders made since the query's last `plan`, sent just before its next one), the answer
  *    only the status byte, given at once while the planner reads ahead what each scan's
- *    first reads of its table will be (`raptorx_py/datasource/scan_prefetch.py`).
+ *    first reads of its table will be (`raptorx_py/datasource/planning/scan_prefetch.py`).
  * So the pickled reader and partitions executors receive are the very bytes a worker would
  * have made; only the process that makes them changes.
  */

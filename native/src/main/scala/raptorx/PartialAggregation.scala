@@ -8,6 +8,9 @@ import org.apache.spark.sql.connector.expressions.aggregate.{Aggregation, Count,
 import org.apache.spark.sql.sources
 import org.apache.spark.sql.types._
 
+import raptorx.contract.PushedAggregation.{node, str}
+import raptorx.contract.{PushedAggregation, SourceHints}
+
 /**
  * A partial aggregation the Python reader computes per split: group-by columns and
  * `SUM`/`COUNT`/`COUNT(*)`/`MIN`/`MAX` (Spark turns `AVG` into `SUM` and `COUNT` before it
@@ -27,8 +30,10 @@ import org.apache.spark.sql.types._
  * division, casts other than widening ones between integers and decimals, a multiplication
  * whose exact product would not fit Arrow's 76-digit decimal.
  *
- * `json` is what travels to the Python reader (raptorx_py/datasource/aggregation.py), in
- * the metadata of the partial schema's first field: it reaches Python's `reader(schema)`
+ * `json` is what travels to the Python reader (written with the contract's
+ * `PushedAggregation`, read by raptorx_py's `jvm_contract/pushed_aggregation.py` and
+ * evaluated by `datasource/reading/aggregation.py`), in the metadata of the partial
+ * schema's first field: it reaches Python's `reader(schema)`
  * with the schema, so no extra worker call is needed. `splitAggregation` is the same
  * aggregation for the JVM's own computation of it over Spark's reader's batches, which read
  * `inputSchema`: the table's columns the keys, the aggregates and the filters need, in the
@@ -41,12 +46,7 @@ case class PartialAggregation(
     splitAggregation: SplitAggregation,
     inputSchema: StructType) {
   /** The partial schema carrying the aggregation, for the Python reader. */
-  def schemaForPython: StructType = {
-    val first = partialSchema.head
-    val meta = new MetadataBuilder().withMetadata(first.metadata)
-      .putString(PartialAggregation.JsonKey, json).build()
-    StructType(first.copy(metadata = meta) +: partialSchema.tail)
-  }
+  def schemaForPython: StructType = PushedAggregation.withJson(partialSchema, json)
 
   /** As Spark's own sources show a pushed aggregation in `EXPLAIN`: the aggregates, and the
    * group-by expressions. */
@@ -57,8 +57,6 @@ case class PartialAggregation(
 }
 
 object PartialAggregation {
-  val JsonKey: String = Protocol.AggregationKey
-
   /** The partial aggregation of `aggregation` over `table` after `filters` (each one the
    * Python reader evaluates exactly: Spark pushes an aggregation only when none is left to
    * it), or None if it is not pushable. */
@@ -67,45 +65,11 @@ object PartialAggregation {
     if (!filters.forall(f => PythonFilterValues.representable(f) && hints.isExact(f, table))) scala.None
     else Try(translateOrThrow(aggregation, table, filters)).toOption.flatten
 
-  /** A filter as JSON for the Python reader. pyspark's own filter pushdown resolves a
-   * filter's column in the scan's output schema, which for an aggregated scan is the
-   * partial schema, so the filters travel with the aggregation instead. */
-  private def filterJson(f: sources.Filter): String = {
-    def value(v: Any): String = {
-      val (t, text) = v match {
-        case d: java.math.BigDecimal => (Protocol.ValueDecimal, d.toPlainString)
-        case n: java.lang.Number => (Protocol.ValueInteger, n.longValue().toString)
-        case d: java.sql.Date => (Protocol.ValueDate, d.toLocalDate.toString)
-        case d: java.time.LocalDate => (Protocol.ValueDate, d.toString)
-        case b: java.lang.Boolean => (Protocol.ValueBoolean, b.toString)
-        case s: String => (Protocol.ValueString, s)
-        case _ => no()
-      }
-      Json.obj("type" -> Json.str(t), "value" -> Json.str(text))
-    }
-    def cmp(op: String, a: String, v: Any) = Json.obj("op" -> Json.str(op),
-      "column" -> Json.str(a), "value" -> (if (v == null) "null" else value(v)))
-    def col(op: String, a: String) = Json.obj("op" -> Json.str(op), "column" -> Json.str(a))
-    def text(op: String, a: String, v: String) =
-      Json.obj("op" -> Json.str(op), "column" -> Json.str(a), "value" -> Json.str(v))
-    f match {
-      case sources.Not(c) => Json.obj("op" -> Json.str(Protocol.FilterNot), "child" -> filterJson(c))
-      case sources.EqualTo(a, v) => cmp(Protocol.FilterEqual, a, v)
-      case sources.EqualNullSafe(a, v) => cmp(Protocol.FilterEqualNullSafe, a, v)
-      case sources.GreaterThan(a, v) => cmp(Protocol.FilterGreater, a, v)
-      case sources.GreaterThanOrEqual(a, v) => cmp(Protocol.FilterGreaterOrEqual, a, v)
-      case sources.LessThan(a, v) => cmp(Protocol.FilterLess, a, v)
-      case sources.LessThanOrEqual(a, v) => cmp(Protocol.FilterLessOrEqual, a, v)
-      case sources.In(a, vs) => Json.obj("op" -> Json.str(Protocol.FilterIn), "column" -> Json.str(a),
-        "values" -> Json.arr(vs.toSeq.map(value)))
-      case sources.IsNull(a) => col(Protocol.FilterIsNull, a)
-      case sources.IsNotNull(a) => col(Protocol.FilterIsNotNull, a)
-      case sources.StringStartsWith(a, v) => text(Protocol.FilterStartsWith, a, v)
-      case sources.StringEndsWith(a, v) => text(Protocol.FilterEndsWith, a, v)
-      case sources.StringContains(a, v) => text(Protocol.FilterContains, a, v)
-      case _ => no()
-    }
-  }
+  /** A filter as JSON for the Python reader (`PushedAggregation.filter`). pyspark's own
+   * filter pushdown resolves a filter's column in the scan's output schema, which for an
+   * aggregated scan is the partial schema, so the filters travel with the aggregation
+   * instead. */
+  private def filterJson(f: sources.Filter): String = PushedAggregation.filter(f).getOrElse(no())
 
   private final class NotPushable extends RuntimeException(null, null, false, false)
   private def no(): Nothing = throw new NotPushable
@@ -134,9 +98,7 @@ object PartialAggregation {
         (name, t)
       case _ => no()
     }
-    val keys = keyColumns.map { case (name, t) =>
-      Json.obj("column" -> Json.str(name), "type" -> Json.str(t.simpleString))
-    }
+    val keys = keyColumns.map { case (name, t) => PushedAggregation.groupKey(name, t) }
     val jvmAggregates = Seq.newBuilder[SplitAggregation.Aggregate]
     val aggregates = agg.aggregateExpressions().map { fn =>
       val (kind, input, outType) = fn match {
@@ -156,11 +118,9 @@ object PartialAggregation {
       }
       field(fn.describe(), outType)
       jvmAggregates += SplitAggregation.Aggregate(kind, input.map(_.input), outType)
-      Json.obj(Seq("fn" -> Json.str(kind), "type" -> Json.str(outType.simpleString)) ++
-        input.map(e => "input" -> e.json): _*)
+      PushedAggregation.aggregate(kind, outType, input.map(_.json))
     }
-    val json = Json.obj("version" -> "1", "group_by" -> Json.arr(keys.toSeq),
-      "aggregates" -> Json.arr(aggregates.toSeq), "filters" -> Json.arr(filters.map(filterJson)))
+    val json = PushedAggregation.document(keys.toSeq, aggregates.toSeq, filters.map(filterJson))
     val partialSchema = StructType(fields.result())
     val split = new SplitAggregation(keyColumns.toIndexedSeq, jvmAggregates.result().toIndexedSeq,
       partialSchema)
@@ -193,15 +153,12 @@ object PartialAggregation {
     def dataType: DataType = catalyst.dataType
   }
 
-  private def node(op: String, t: DataType, rest: (String, String)*): String =
-    Json.obj(Seq("op" -> Json.str(op), "type" -> Json.str(t.simpleString)) ++ rest: _*)
-
   private def expression(e: V2Expression, table: StructType): Translated = e match {
     case ref: NamedReference =>
       if (ref.fieldNames().length != 1) no()
       val name = ref.fieldNames()(0)
       val t = table.fields.find(_.name == name).getOrElse(no()).dataType
-      Translated(node("column", t, "name" -> Json.str(name)), AttributeReference(name, t)(),
+      Translated(node("column", t, "name" -> str(name)), AttributeReference(name, t)(),
         SplitAggregation.Column(name, t))
     case lit: V2Literal[_] =>
       val t = lit.dataType()
@@ -213,7 +170,7 @@ object PartialAggregation {
       }
       val unscaled = new java.math.BigDecimal(text).movePointRight(SplitAggregation.scaleOf(t))
         .toBigIntegerExact
-      Translated(node("literal", t, "value" -> Json.str(text)), CatalystLiteral(lit.value(), t),
+      Translated(node("literal", t, "value" -> str(text)), CatalystLiteral(lit.value(), t),
         SplitAggregation.Literal(unscaled, t))
     case c: V2Cast =>
       val child = expression(c.expression(), table)

@@ -12,7 +12,7 @@ import org.apache.spark.unsafe.types.UTF8String
 /**
  * A pushed partial aggregation ([[PartialAggregation]]) computed in the executor's JVM over
  * the batches Spark's Parquet reader returns for one split: the same contract as the Python
- * reader's (`raptorx_py/datasource/aggregation.py`), so a split's partial rows are the same
+ * reader's (`raptorx_py/datasource/reading/aggregation.py`), so a split's partial rows are the same
  * whichever language computed them, and a fragment either stored serves both.
  *
  * Per split, after the pushed filters:

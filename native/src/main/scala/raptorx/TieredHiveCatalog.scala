@@ -18,6 +18,9 @@ import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceCrea
 import org.apache.spark.sql.types.{StringType, StructType}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
+import raptorx.contract.{Protocol, SourceHints, TableDescription, TableStatistics}
+
+
 /**
  * `tiered_hive` tables by name in Spark SQL: a DSv2 catalog over the configured metastore, one
  * namespace per Hive database. `raptorx_py.register(spark)` sets
@@ -37,7 +40,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
  *    hands them to the writer, which checks them) and `location`, `provider` and `external`
  *    as properties (`DESCRIBE EXTENDED`).
  *  - The metastore is read on the Python side only: namespaces and table lists are requests
- *    made as source creations (`raptorx_py/datasource/catalog_requests.py`, the option
+ *    made as source creations (`raptorx_py/datasource/planning/catalog_requests.py`, the option
  *    [[Protocol.CatalogRequestOption]], the answer on the schema's one field). No metastore
  *    client runs in the JVM.
  *  - A missing namespace or table is Spark's [[NoSuchNamespaceException]] /

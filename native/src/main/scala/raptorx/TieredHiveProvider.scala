@@ -10,6 +10,9 @@ import org.apache.spark.sql.sources.DataSourceRegister
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
+import raptorx.contract.{Protocol, SourceHints, TableDescription, TableStatistics}
+
+
 /**
  * The JVM face of `tiered_hive`: registered under the public name, it wraps the Python data
  * source (registered by raptorx_py under [[TieredHiveProvider.PythonName]]).
@@ -72,7 +75,7 @@ object TieredHiveProvider {
   /** The write option naming the partition keys of a table the write creates. */
   val PartitionByOption: String = Protocol.PartitionByOption
   /** The read option carrying the session's `spark.sql.caseSensitive` to the Python source,
-   * which resolves the read's column names by it (raptorx_py/datasource/column_names.py):
+   * which resolves the read's column names by it (raptorx_py/datasource/planning/column_names.py):
    * the Python worker has no SQLConf. */
   val CaseSensitiveOption: String = Protocol.CaseSensitiveOption
 

@@ -9,6 +9,8 @@ import org.apache.spark.sql.sources.Filter
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
+import raptorx.contract.{SourceHints, TableStatistics}
+
 /**
  * One scan of one query. Spark's optimizer (`V2ScanRelationPushDown`) calls, in order,
  * `pushFilters`, `pruneColumns` and `build`; only `build` talks to Python, once, with both.
@@ -110,7 +112,7 @@ class TieredHiveScanBuilder(
     val pythonOptions = TieredHiveProvider.withCaseSensitivity(withExecutors)
     aggregation match {
       case Some(partial) => // the filters travel in the aggregation (see PartialAggregation)
-        val schema = QueryToken.tag(partial.schemaForPython)
+        val schema = QueryTokens.tag(partial.schemaForPython)
         val python = PlannedPython.plan(source, TieredHiveProvider.PythonName, schema,
           pythonOptions, Array.empty).map(_._1).getOrElse(
           new PythonScanBuilder(source, TieredHiveProvider.PythonName, schema, pythonOptions)
@@ -129,7 +131,7 @@ class TieredHiveScanBuilder(
    * the scan then reads the query's snapshot. */
   private def identity(toPython: StructType, output: StructType,
                        pushed: Option[(String, String)]): Option[ScanIdentity] =
-    QueryToken.current().filter(_ => toPython.nonEmpty).map { token =>
+    QueryTokens.current().filter(_ => toPython.nonEmpty).map { token =>
       ScanIdentity.of(tableName, options.asCaseSensitiveMap(), token, output, filters.toSeq,
         pushed)
     }
@@ -142,12 +144,12 @@ class TieredHiveScanBuilder(
 
   /** The Python scan reading `schema`, given every filter whose values Python decodes exactly
    * (the others stay with Spark only): it keeps those it can use; those reported to Spark as
-   * handled it must keep. The query's token (QueryToken) rides on the schema to the reader,
+   * handled it must keep. The query's token (QueryTokens) rides on the schema to the reader,
    * so every scan of the query reads one snapshot; ArrowColumnarScan reports the schema
    * without it. */
   private def pythonScan(source: PythonDataSourceV2, pythonOptions: CaseInsensitiveStringMap,
                          schema: StructType): Scan = {
-    val tagged = QueryToken.tag(schema)
+    val tagged = QueryTokens.tag(schema)
     val offered = filters.filter(PythonFilterValues.representable)
     // One callback into the driver's planner when there is one, else pyspark's planning
     // worker (pushFilters plans the read there).

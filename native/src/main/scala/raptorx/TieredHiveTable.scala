@@ -11,6 +11,8 @@ import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceCre
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
+import raptorx.contract.{SourceHints, TableStatistics}
+
 /**
  * Reads (see [[TieredHiveScanBuilder]]) and batch writes: `df.write.format("tiered_hive")
  * .mode("append" | "overwrite").save("db.table")`. A write is the Python source's writer over a

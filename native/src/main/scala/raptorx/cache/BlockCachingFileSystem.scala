@@ -18,6 +18,8 @@ import org.apache.hadoop.fs.{EtagSource, FSDataInputStream, FSDataOutputStream, 
 import org.apache.hadoop.fs.permission.FsPermission
 import org.apache.hadoop.util.Progressable
 
+import raptorx.contract.{BlockEntry, CacheFiles}
+
 /**
  * One file a task reads through the block cache: the file's own address (`remote`, a Hadoop
  * URI: `s3a://`, `file:`), the identity planning listed (size, version, ETag: raptorx_py's
@@ -219,11 +221,11 @@ object BlockCachingFileSystem {
   /** Bytes of the blocks whose names wait in `<dir>/adopt/` for the Python store to fold
    * them in (every process's; counted as whole blocks of `blockSize`). */
   def pendingAdoption(dir: NioPath, blockSize: Int): Long = {
-    val adopt = dir.resolve(BlockFiles.AdoptDir)
+    val adopt = dir.resolve(CacheFiles.AdoptDir)
     if (!Files.isDirectory(adopt)) return 0L
-    val listing = Files.newDirectoryStream(adopt, "*" + BlockFiles.NamesSuffix)
+    val listing = Files.newDirectoryStream(adopt, "*" + CacheFiles.NamesSuffix)
     try listing.asScala.map { f =>
-      try Files.readAllLines(f).size().toLong * (blockSize + BlockFiles.TrailerBytes)
+      try Files.readAllLines(f).size().toLong * (blockSize + BlockEntry.TrailerBytes)
       catch { case NonFatal(_) => 0L } // adopted (removed) while listed
     }.sum finally listing.close()
   }
@@ -275,7 +277,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
    * where no Python store folds what the JVMs publish, within the bound by the bytes on disk
    * ([[DirectoryRoom]], which makes room when needed). */
   private def fits(bytes: Long): Boolean =
-    DirectoryRoom.fits(file.blocksDir, file.blocksDir.resolve(BlockFiles.DataDir), capacity,
+    DirectoryRoom.fits(file.blocksDir, file.blocksDir.resolve(BlockEntry.DataDir), capacity,
       bytes, room > 0 && pendingAtOpen + publishedBytes + bytes <= room) { made =>
       file.counts.add("block_cache.jvm_room_made")
       file.counts.add("block_cache.jvm_evicted", made.evicted.toLong)
@@ -547,7 +549,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   private def store(i: Long, b: Array[Byte]): Unit = {
     if (!file.fill) return
     secret.foreach { s =>
-      val size = b.length + BlockFiles.TrailerBytes
+      val size = b.length + BlockEntry.TrailerBytes
       if (!fits(size)) {
         file.counts.add("block_cache.jvm_fill_deferred")
       } else if (BlockFiles.publish(file.blocksDir, s, name(i), b, b.length, file.groupShared)) {

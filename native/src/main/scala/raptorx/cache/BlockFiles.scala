@@ -2,29 +2,30 @@ package raptorx.cache
 
 import java.io.IOException
 import java.nio.ByteBuffer
-import java.nio.ByteOrder
 import java.nio.channels.FileChannel
 import java.nio.charset.StandardCharsets.US_ASCII
 import java.nio.file.{FileAlreadyExistsException, Files, NoSuchFileException, Path,
   StandardCopyOption, StandardOpenOption}
 import java.nio.file.attribute.{BasicFileAttributes, PosixFilePermission, PosixFilePermissions}
-import java.security.{MessageDigest, SecureRandom}
+import java.security.SecureRandom
 import java.util.concurrent.ConcurrentHashMap
-import javax.crypto.Mac
-import javax.crypto.spec.SecretKeySpec
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import raptorx.contract.BlockEntry
+import raptorx.contract.BlockEntry.TrailerBytes
+import raptorx.contract.CacheFiles.{AdoptDir, NamesSuffix, SecretBytes, SecretFile, TempSuffix, TmpDir}
+
 /**
  * The block cache's files, read and written by the JVM: the JVM's half of raptorx_py's
- * `cache.block_store` (format version 3) and `cache.cache_files` (the secret, the modes).
- * The constants below are spelled once here and once there.
+ * `cache.block_store` and `cache.cache_files` (the secret, the modes). The layouts are the
+ * contract's: [[raptorx.contract.BlockEntry]] (a block file, the names and capacity files)
+ * and [[raptorx.contract.CacheFiles]] (the secret, the temp and names files' places).
  *
- * - A block `<key>-<index>` (key: lower-case hex, index: decimal) is the file
- *   `<dir>/data/<name[:2]>/<name>`: the payload, then a 48-byte little-endian trailer
- *   (`RXBC`, version 3, 3 zero bytes, payload length u64, HMAC-SHA256 keyed with
- *   `<dir>/cache.secret` over u32 len(name) || name (ASCII) || payload).
+ * - A block `<key>-<index>` is the file `<dir>/data/<name[:2]>/<name>`: the payload, then
+ *   a 48-byte trailer (`RXBC`, version 3, payload length, HMAC-SHA256 keyed with
+ *   `<dir>/cache.secret` over the name and payload).
  * - [[read]] / [[readRange]] verify a block file once per JVM per (fileKey, size, mtime)
  *   (a bounded memo) and then read just the bytes asked for. Anything that fails
  *   verification (wrong size, magic, version, length, MAC) is a corrupt block: deleted if
@@ -42,23 +43,9 @@ import scala.util.control.NonFatal
  * modified in place within one mtime tick (the Python store's limit too).
  */
 object BlockFiles {
-  val Magic = "RXBC"
-  val FormatVersion = 3
-  val TrailerBytes = 48
-  val MacBytes = 32
-  val SecretFile = "cache.secret"
-  val SecretBytes = 32
-  val DataDir = "data"
-  val TmpDir = "tmp"
-  val AdoptDir = "adopt"
-  val CapacityFile = "capacity"
-  val TempSuffix = ".part"
-  val NamesSuffix = ".names"
   /** Most verified block files remembered before the memo is forgotten whole. */
   val MemoSize: Int = 1 << 18
 
-  private val BlockName = "^[0-9a-f]{8,64}-\\d+$".r
-  private val MagicBytes = Magic.getBytes(US_ASCII)
   private val random = new SecureRandom()
 
   /** What a verified file was: its path's file key, size and mtime. */
@@ -67,11 +54,6 @@ object BlockFiles {
   private val verified = new ConcurrentHashMap[String, Stamp]()
 
   // --- paths and modes -----------------------------------------------------------------
-
-  def path(dir: Path, name: String): Path = dir.resolve(DataDir).resolve(name.substring(0, 2)).resolve(name)
-
-  /** Whether `name` is a block name (`<8-64 lower-case hex>-<decimal>`). */
-  def isBlockName(name: String): Boolean = BlockName.matches(name)
 
   private def filePermissions(groupShared: Boolean): java.util.Set[PosixFilePermission] =
     PosixFilePermissions.fromString(if (groupShared) "rw-rw----" else "rw-------")
@@ -157,38 +139,6 @@ object BlockFiles {
 
   // --- reading ---------------------------------------------------------------------------
 
-  private def mac(secret: Array[Byte], name: String, payload: Array[Byte], length: Int): Array[Byte] = {
-    val m = Mac.getInstance("HmacSHA256")
-    m.init(new SecretKeySpec(secret, "HmacSHA256"))
-    val nameBytes = name.getBytes(US_ASCII)
-    m.update(ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(nameBytes.length).array())
-    m.update(nameBytes)
-    m.update(payload, 0, length)
-    m.doFinal()
-  }
-
-  /** The trailer of a `length`-byte payload named `name`. */
-  def trailer(secret: Array[Byte], name: String, payload: Array[Byte], length: Int): Array[Byte] = {
-    val b = ByteBuffer.allocate(TrailerBytes).order(ByteOrder.LITTLE_ENDIAN)
-    b.put(MagicBytes).put(FormatVersion.toByte).put(new Array[Byte](3)).putLong(length.toLong)
-    b.put(mac(secret, name, payload, length))
-    b.array()
-  }
-
-  private def trailerMatches(secret: Array[Byte], name: String, payload: Array[Byte],
-                             trailer: Array[Byte]): Boolean = {
-    val b = ByteBuffer.wrap(trailer).order(ByteOrder.LITTLE_ENDIAN)
-    val magic = new Array[Byte](4)
-    b.get(magic)
-    val version = b.get()
-    b.position(8)
-    val length = b.getLong()
-    val expected = java.util.Arrays.copyOfRange(trailer, TrailerBytes - MacBytes, TrailerBytes)
-    java.util.Arrays.equals(magic, MagicBytes) && version == FormatVersion &&
-      length == payload.length.toLong &&
-      MessageDigest.isEqual(mac(secret, name, payload, payload.length), expected)
-  }
-
   private def attributes(path: Path): Option[BasicFileAttributes] =
     try Some(Files.readAttributes(path, classOf[BasicFileAttributes]))
     catch { case _: NoSuchFileException => None }
@@ -221,7 +171,7 @@ object BlockFiles {
    */
   private def open(dir: Path, secret: Array[Byte], name: String, blockLen: Int, offset: Int,
                    dest: ByteBuffer): Outcome = {
-    val file = path(dir, name)
+    val file = BlockEntry.path(dir, name)
     val memoKey = file.toString
     // Attributes before and after opening: when equal, the file opened is the one they
     // describe (a publish always renames a new inode into place).
@@ -266,7 +216,7 @@ object BlockFiles {
     while (tail.hasRemaining && channel.read(tail, blockLen.toLong + tail.position()) >= 0) ()
     if (tail.position() != TrailerBytes) return None
     val trailer = java.util.Arrays.copyOf(tail.array(), TrailerBytes)
-    if (!trailerMatches(secret, name, payload, trailer)) return None
+    if (!BlockEntry.check(secret, name, payload, trailer)) return None
     BlockCounts.add(BlockCounts.Verified)
     Some(payload)
   }
@@ -291,7 +241,7 @@ object BlockFiles {
    * or corrupt (deleted, counted in `jvm_blocks.corrupt`), or unreadable
    * (`jvm_blocks.read_errors`). */
   def read(dir: Path, secret: Array[Byte], name: String, blockLen: Int): Option[Array[Byte]] =
-    if (!isBlockName(name) || blockLen < 0) None
+    if (!BlockEntry.isBlockName(name) || blockLen < 0) None
     else counted(open(dir, secret, name, blockLen, 0, null)) match {
       case Whole(payload) => Some(payload)
       case _ => None
@@ -315,7 +265,7 @@ object BlockFiles {
     val length = dest.remaining()
     require(offset >= 0 && offset.toLong + length <= blockLen,
       s"range [$offset, ${offset.toLong + length}) outside a block of $blockLen bytes")
-    if (!isBlockName(name)) return false
+    if (!BlockEntry.isBlockName(name)) return false
     counted(open(dir, secret, name, blockLen, offset, dest)) match {
       case Whole(payload) =>
         dest.put(payload, offset, length)
@@ -343,10 +293,10 @@ object BlockFiles {
   def publish(dir: Path, secret: Array[Byte], name: String, payload: Array[Byte], length: Int,
               groupShared: Boolean): Boolean =
     attempt(BlockCounts.Published, BlockCounts.PublishErrors) {
-      if (!isBlockName(name) || length < 0 || length > payload.length || secret.length != SecretBytes)
+      if (!BlockEntry.isBlockName(name) || length < 0 || length > payload.length || secret.length != SecretBytes)
         throw new IllegalArgumentException(s"not a block: $name ($length bytes)")
       publishFile(dir, groupShared, ByteBuffer.wrap(payload, 0, length),
-        ByteBuffer.wrap(trailer(secret, name, payload, length)))(_ => path(dir, name))
+        ByteBuffer.wrap(BlockEntry.trailer(secret, name, payload, length)))(_ => BlockEntry.path(dir, name))
     }
 
   /** Publish `<dir>/adopt/<pid>.<16 hex>.names` naming blocks this JVM published, for the
@@ -354,9 +304,8 @@ object BlockFiles {
    * name that is not a block's; never throws. No names: nothing written, true. */
   def adopt(dir: Path, names: Seq[String], groupShared: Boolean): Boolean =
     names.isEmpty || attempt(BlockCounts.AdoptFiles, BlockCounts.AdoptErrors) {
-      if (!names.forall(isBlockName)) throw new IllegalArgumentException("not a block name")
-      val text = names.map(_ + "\n").mkString.getBytes(US_ASCII)
-      publishFile(dir, groupShared, ByteBuffer.wrap(text)) { tmp =>
+      if (!names.forall(BlockEntry.isBlockName)) throw new IllegalArgumentException("not a block name")
+      publishFile(dir, groupShared, ByteBuffer.wrap(BlockEntry.namesText(names))) { tmp =>
         dir.resolve(AdoptDir).resolve(tmp.getFileName.toString.stripSuffix(TempSuffix) + NamesSuffix)
       }
     }
@@ -404,13 +353,10 @@ object BlockFiles {
   def held(dir: Path): Option[Long] = capacityAndHeld(dir)._2
 
   /** [[capacity]] and [[held]] from one read of the file. */
-  def capacityAndHeld(dir: Path): (Option[Long], Option[Long]) = {
-    val lines = try {
-      val text = new String(Files.readAllBytes(dir.resolve(CapacityFile)), US_ASCII)
-      text.linesIterator.map(_.trim.toLongOption.filter(_ >= 0)).toIndexedSeq
-    } catch { case NonFatal(_) => IndexedSeq.empty }
-    (lines.lift(0).flatten, lines.lift(1).flatten)
-  }
+  def capacityAndHeld(dir: Path): (Option[Long], Option[Long]) =
+    try BlockEntry.capacityAndHeld(
+      new String(Files.readAllBytes(dir.resolve(BlockEntry.CapacityFile)), US_ASCII))
+    catch { case NonFatal(_) => (None, None) }
 
   /** Forget every verification (for tests: the next read of each file verifies it again). */
   def forgetVerified(): Unit = verified.clear()

@@ -1,6 +1,5 @@
 package org.apache.spark.sql.execution.python.raptorx
 
-import java.nio.charset.StandardCharsets.US_ASCII
 import java.util
 
 import org.apache.spark.SparkEnv
@@ -8,11 +7,11 @@ import org.apache.spark.sql.connector.read.InputPartition
 import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
-import raptorx.PickledMarks
+import raptorx.contract.{Placement, Protocol}
 
 /**
  * Soft affinity, the JVM's part (raptorx_py's `scheduling.affinity` and
- * `datasource.placement` are the Python's).
+ * `jvm_contract.placement` are the Python's; the strings are [[raptorx.contract.Placement]]).
  *
  * - Planning: [[Affinity.withExecutors]] hands the application's live executors (`host/id`,
  *   from the block manager master: the driver excluded, so none in local mode) to the Python
@@ -34,19 +33,14 @@ import raptorx.PickledMarks
  * location's host is read as Spark's `TaskLocation` reads it (up to the first `_`).
  */
 object Affinity {
-  val ExecutorsOption: String = raptorx.Protocol.ExecutorsOption
-  private val Mark = raptorx.Protocol.AffinityMark.getBytes(US_ASCII)
-  private val Preferred = raptorx.Protocol.AffinityPreferred.getBytes(US_ASCII)(0)
-  private val PreferredHost = raptorx.Protocol.AffinityPreferredHost.getBytes(US_ASCII)(0)
-  private val Fallback = raptorx.Protocol.AffinityFallback.getBytes(US_ASCII)(0)
-  private val Bar = '|'.toByte
+  val ExecutorsOption: String = Protocol.ExecutorsOption
 
   /** `host/id` of each live executor, sorted; empty without a `SparkEnv` or executors. */
   def liveExecutors(): Seq[String] = {
     val env = SparkEnv.get
     if (env == null || env.blockManager == null) return Seq.empty
-    env.blockManager.master.getMemoryStatus.keys.toSeq
-      .filterNot(_.isDriver).map(id => s"${id.host}/${id.executorId}").distinct.sorted
+    Placement.executorsText(env.blockManager.master.getMemoryStatus.keys.toSeq
+      .filterNot(_.isDriver).map(id => (id.host, id.executorId))).distinct.sorted
   }
 
   /** `options` plus the live executors, or `options` itself (the same object) when there
@@ -59,60 +53,30 @@ object Affinity {
     new CaseInsensitiveStringMap(merged)
   }
 
-  /** Where the mark's location starts and its closing bar is, if the bytes carry one. */
-  private def find(bytes: Array[Byte]): Option[(Int, Int)] = {
-    val at = PickledMarks.indexOf(bytes, Mark)
-    if (at < 0) return None
-    val start = at + Mark.length
-    val end = bytes.indexOf(Bar, start)
-    if (end > start && end + 1 < bytes.length) Some((start, end)) else None
-  }
-
   def placed(partition: InputPartition): InputPartition = partition match {
     case p: PlacedPythonInputPartition => p
     case p: PythonInputPartition =>
-      find(p.pickedPartition) match {
-        case Some((start, end)) =>
-          new PlacedPythonInputPartition(p.index, p.pickedPartition,
-            new String(p.pickedPartition, start, end - start, US_ASCII))
+      Placement.markedLocation(p.pickedPartition) match {
+        case Some(location) => new PlacedPythonInputPartition(p.index, p.pickedPartition, location)
         case None => p
       }
     case other => other
   }
 
-  /** The counters raptorx_py's reader counts for the placement of a stamped partition
-   * (`affinity.preferred` and `affinity.preferred.<location>`; `preferred_host`;
-   * `fallback`), for a task the JVM serves whole without the Python reader, which would
-   * have counted them; empty without a mark or before [[stamped]]. */
-  def placementCounts(pickled: Array[Byte]): Seq[String] = find(pickled) match {
-    case Some((start, end)) =>
-      val location = new String(pickled, start, end - start, US_ASCII)
-      val kind = pickled(end + 1) match {
-        case Preferred => "preferred"
-        case PreferredHost => "preferred_host"
-        case Fallback => "fallback"
-        case _ => return Seq.empty
-      }
-      Seq(s"affinity.$kind", s"affinity.$kind.$location")
-    case None => Seq.empty
-  }
+  /** The counters raptorx_py's reader counts for the placement of a stamped partition,
+   * for a task the JVM serves whole without the Python reader, which would have counted
+   * them (`Placement.counts`); empty without a mark or before [[stamped]]. */
+  def placementCounts(pickled: Array[Byte]): Seq[String] = Placement.counts(pickled)
 
   /** This executor's location, as the driver's [[liveExecutors]] names it. */
   def here(): String = {
     val env = SparkEnv.get
-    s"executor_${env.blockManager.blockManagerId.host}_${env.executorId}"
+    Placement.location(env.blockManager.blockManagerId.host, env.executorId)
   }
-
-  /** The prefix every location of this executor's host starts with (`executor_<host>_`). */
-  private def hereHost(): String =
-    s"executor_${SparkEnv.get.blockManager.blockManagerId.host}_"
 
   /** Whether `location` is on this executor's host (this executor or a sibling). */
-  private def onThisHost(location: String): Boolean = {
-    val prefix = hereHost()
-    // Spark's hosts have no `_`, so the rest is the executor id.
-    location.startsWith(prefix) && !location.substring(prefix.length).contains('_')
-  }
+  private def onThisHost(location: String): Boolean =
+    Placement.onHost(location, SparkEnv.get.blockManager.blockManagerId.host)
 
   /** Whether `partition` prefers another host than this one (a fallback run, which neither
    * reads nor fills this node's caches). */
@@ -122,17 +86,12 @@ object Affinity {
   }
 
   def stamped(partition: InputPartition): InputPartition = partition match {
-    case p: PlacedPythonInputPartition =>
-      find(p.pickedPartition) match {
-        case Some((_, end)) =>
-          val bytes = p.pickedPartition.clone()
-          bytes(end + 1) =
-            if (p.location == here()) Preferred
-            else if (onThisHost(p.location)) PreferredHost
-            else Fallback
-          PythonInputPartition(p.index, bytes)
-        case None => p
-      }
+    case p: PlacedPythonInputPartition if Placement.find(p.pickedPartition).isDefined =>
+      val flag =
+        if (p.location == here()) Placement.Preferred
+        else if (onThisHost(p.location)) Placement.PreferredHost
+        else Placement.Fallback
+      PythonInputPartition(p.index, Placement.stamp(p.pickedPartition, flag))
     case other => other
   }
 }

@@ -5,6 +5,8 @@ import org.apache.spark.sql.connector.read.{InputPartition, PartitionReader, Par
 import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
 import org.apache.spark.sql.vectorized.ColumnarBatch
 
+import raptorx.contract.{FragmentHandoff, JvmReadHandoff}
+
 /** The reader factory of an [[ArrowColumnarScan]]: pyspark's row reader, and columnar reads by
  * the reader each task's hand-offs call for. */
 class ArrowColumnarReaderFactory(inner: PartitionReaderFactory,
@@ -22,7 +24,7 @@ class ArrowColumnarReaderFactory(inner: PartitionReaderFactory,
   override def createColumnarReader(partition: InputPartition): PartitionReader[ColumnarBatch] = {
     val stamped = Affinity.stamped(partition).asInstanceOf[PythonInputPartition]
     val ranAway = Affinity.ranAway(partition)
-    val fragments = FragmentHits.handoff(stamped.pickedPartition).filter(_ => !ranAway)
+    val fragments = FragmentHandoff.of(stamped.pickedPartition).filter(_ => !ranAway)
     val jvm = sparkReader.flatMap(r => JvmReadHandoff.of(stamped.pickedPartition).map(_ -> r))
     if (fragments.isEmpty && jvm.isEmpty) new ArrowColumnarReader(inner, stamped)
     else new SplitServingReader(inner, stamped, fragments, jvm, fillCaches = !ranAway)

@@ -6,6 +6,9 @@ import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
 import org.apache.spark.sql.internal.connector.SupportsMetadata
 import org.apache.spark.sql.types.StructType
 
+import raptorx.contract.JvmReadHandoff
+import raptorx.contract.PlanReport
+
 /**
  * A Python data source scan whose batches reach Spark as the Arrow vectors the Python worker
  * sent, instead of as rows.
@@ -29,7 +32,7 @@ import org.apache.spark.sql.types.StructType
 class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
     facts: Option[ScanFacts] = None, identity: Option[ScanIdentity] = None)
     extends Scan with SupportsReportStatistics with SupportsMetadata {
-  override def readSchema(): StructType = raptorx.QueryToken.untag(inner.readSchema())
+  override def readSchema(): StructType = raptorx.contract.QueryToken.untag(inner.readSchema())
   /** What the scan builder estimated (`raptorx.TableStatistics`), else unknown. */
   override def estimateStatistics(): Statistics = statistics.getOrElse(ArrowColumnarScan.Unknown)
   override def toBatch: Batch =
@@ -56,9 +59,9 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
     }
   }
 
-  /** The plan summary the Python planning put in the first partition ([[PlanReport]]): the
+  /** The plan summary the Python planning put in the first partition ([[raptorx.contract.PlanReport]]): the
    * partitions are planned already (one planning per scan), so this reads them, nothing more. */
-  private lazy val plan: PlanReport = PlanReport.of(inner.toBatch.planInputPartitions().toSeq)
+  private lazy val plan: PlanReport = ScanReport.plan(inner.toBatch.planInputPartitions().toSeq)
 
   /** `EXPLAIN`'s lines ([[ScanReport.metadata]]); pyspark's own description without facts. */
   override def getMetaData(): Map[String, String] =

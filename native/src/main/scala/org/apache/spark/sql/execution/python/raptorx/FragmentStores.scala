@@ -18,7 +18,7 @@ import org.apache.spark.sql.execution.arrow.ArrowWriter
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.vectorized.ColumnarBatch
 
-import raptorx.PickledMarks
+import raptorx.contract.{CacheFiles, FragmentEntry, PickledMarks}
 import raptorx.cache.BlockFiles
 
 /**
@@ -26,7 +26,7 @@ import raptorx.cache.BlockFiles
  * hands on for a split ([[SplitServingReader]]): their rows, as Spark receives them (after
  * the scan's filters), copied into Arrow vectors by Spark's own `ArrowWriter` and written
  * as an Arrow IPC stream with ZSTD buffers, the entry format raptorx_py's
- * `cache.fragment_cache` writes and reads ([[FragmentHits.EntryFormat]]). The Arrow schema
+ * `cache.fragment_cache` writes and reads ([[raptorx.contract.FragmentEntry]]). The Arrow schema
  * is Spark's for the scan's columns (`ArrowUtils.toArrowSchema`, time zone UTC, every field
  * nullable): the schema pyspark's `to_arrow_schema` gives the Python reader, which checks
  * it on every hit.
@@ -101,7 +101,7 @@ object FragmentEntryWriter {
  * Publishing the entries the JVM built ([[FragmentEntryWriter]]) into the fragment result
  * cache's directory, as raptorx_py's `cache.fragment_cache` does: the entry file
  * `entries/<2 hex>/<key>.arrow` (header: magic, format, expiry, HMAC-SHA256 with the cache's
- * secret, [[FragmentHits.entryMac]]), written to a temporary file under `tmp/` and renamed
+ * secret: `FragmentEntry.prefix`, `FragmentEntry.mac`), written to a temporary file under `tmp/` and renamed
  * into place ([[raptorx.cache.BlockFiles.publishFile]]); then, since the JVM has no SQLite
  * driver, `adopt/<pid>.<16 hex>.names` naming them (`<key hex> <file bytes>` a line), which
  * the Python cache folds into its index (`FragmentCache.adopt_published`), so they count
@@ -114,8 +114,6 @@ object FragmentEntryWriter {
 object FragmentStores {
   /** Rows per record batch of a stored entry: a hit hands Spark batches this big. */
   val RowsPerBatch = 65536
-  val AdoptDir = "adopt"
-  val NamesSuffix = ".names"
 
   /** Publish `stream[0, length)` as the entry of `key` (hex) under `dir`, expiring at
    * `expiresMillis` (0: never); the entry file's size. Throws what writing throws. */
@@ -123,24 +121,20 @@ object FragmentStores {
               expiresMillis: Long, groupShared: Boolean): Long = {
     val keyBytes = PickledMarks.unhexBytes(key)
       .getOrElse(throw new IllegalArgumentException(s"not a fragment key: $key"))
-    val prefix = ByteBuffer.allocate(FragmentHits.PrefixBytes).order(java.nio.ByteOrder.LITTLE_ENDIAN)
-    prefix.put(FragmentHits.EntryMagic.getBytes(US_ASCII)).put(FragmentHits.EntryFormat.toByte)
-    prefix.put(Array[Byte](0, 0, 0)).putLong(expiresMillis)
-    val header = prefix.array()
-    val mac = FragmentHits.entryMac(secret, header, keyBytes, stream, 0, length)
+    val header = FragmentEntry.prefix(expiresMillis)
+    val mac = FragmentEntry.mac(secret, header, keyBytes, stream, 0, length)
     BlockFiles.publishFile(dir, groupShared, ByteBuffer.wrap(header), ByteBuffer.wrap(mac),
-      ByteBuffer.wrap(stream, 0, length))(_ => FragmentHits.entryPath(dir, key))
-    FragmentHits.HeaderBytes.toLong + length
+      ByteBuffer.wrap(stream, 0, length))(_ => FragmentEntry.path(dir, key))
+    FragmentEntry.HeaderBytes.toLong + length
   }
 
   /** Publish the names file of `entries` (key in hex, file bytes) under `dir`. Throws what
    * writing throws; no entries, nothing written. */
   def adopt(dir: Path, entries: Seq[(String, Long)], groupShared: Boolean): Unit =
     if (entries.nonEmpty) {
-      val text = entries.map { case (k, n) => s"$k $n\n" }.mkString.getBytes(US_ASCII)
-      BlockFiles.publishFile(dir, groupShared, ByteBuffer.wrap(text)) { tmp =>
-        dir.resolve(AdoptDir).resolve(
-          tmp.getFileName.toString.stripSuffix(BlockFiles.TempSuffix) + NamesSuffix)
+      BlockFiles.publishFile(dir, groupShared, ByteBuffer.wrap(FragmentEntry.namesText(entries))) {
+        tmp => dir.resolve(CacheFiles.AdoptDir).resolve(
+          tmp.getFileName.toString.stripSuffix(CacheFiles.TempSuffix) + CacheFiles.NamesSuffix)
       }
     }
 
@@ -148,22 +142,17 @@ object FragmentStores {
    * the Python index); 0 when there are none or they cannot be read. */
   def pendingBytes(dir: Path): Long =
     try {
-      val names = dir.resolve(AdoptDir)
+      val names = dir.resolve(CacheFiles.AdoptDir)
       if (!Files.isDirectory(names)) 0L
       else {
         val files = Files.list(names)
-        try files.iterator().asScala.filter(_.getFileName.toString.endsWith(NamesSuffix))
+        try files.iterator().asScala.filter(_.getFileName.toString.endsWith(CacheFiles.NamesSuffix))
           .map(listedBytes).sum
         finally files.close()
       }
     } catch { case NonFatal(_) => 0L }
 
   private def listedBytes(file: Path): Long =
-    try new String(Files.readAllBytes(file), US_ASCII).linesIterator.map { line =>
-      line.split(' ') match {
-        case Array(_, n) => n.toLongOption.getOrElse(0L)
-        case _ => 0L
-      }
-    }.sum
+    try FragmentEntry.listedBytes(new String(Files.readAllBytes(file), US_ASCII))
     catch { case NonFatal(_) => 0L }
 }

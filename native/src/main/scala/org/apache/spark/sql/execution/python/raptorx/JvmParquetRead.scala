@@ -20,8 +20,9 @@ import org.apache.spark.sql.types._
 import org.apache.spark.sql.vectorized.{ColumnVector, ColumnarBatch}
 import org.apache.spark.unsafe.types.UTF8String
 
-import raptorx.PickledMarks
+import raptorx.contract.PickledMarks
 import raptorx.cache.{CachedFile, CachedFiles}
+import raptorx.contract.JvmReadHandoff
 
 /**
  * Splits read by Spark's own vectorized Parquet reader (`ParquetFileFormat`, the reader

@@ -22,7 +22,7 @@ import org.apache.spark.sql.types.StructType
  * fragment hit, Spark's reader, the Python reader) is not part of it: each returns the same
  * rows.
  *
- * Made only under a query token ([[raptorx.QueryToken]]) and for a scan that carries it (a
+ * Made only under a query token ([[raptorx.QueryTokens]]) and for a scan that carries it (a
  * scan of no column carries none): without one, each scan takes its own snapshot and equals
  * no other scan.
  */

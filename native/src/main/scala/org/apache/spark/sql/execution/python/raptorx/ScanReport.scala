@@ -8,12 +8,18 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.{SparkFiles, TaskContext}
 import org.apache.spark.sql.connector.metric.{CustomMetric, CustomTaskMetric}
+import org.apache.spark.sql.connector.read.InputPartition
+import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
 import org.apache.spark.sql.sources.Filter
 import org.apache.spark.sql.types.StructType
 
+import raptorx.contract.{PlanReport, TaskCountsFile}
+
 /**
- * What a `tiered_hive` scan shows in Spark's UI, its REST API and `EXPLAIN`: raptorx_py's
- * `datasource/scan_report.py` is the Python half.
+ * What a `tiered_hive` scan shows in Spark's UI, its REST API and `EXPLAIN`. What crosses
+ * from Python (the plan mark, the task counts file) is the contract's
+ * (`raptorx/contract/ScanReport.scala`), whose Python half is raptorx_py's
+ * `jvm_contract/scan_report.py`.
  *
  * - Task metrics ([[ScanReport.TaskMetrics]]), summed by Spark over the scan's tasks: each
  *   is a sum of raptorx counters counted while the task read, the JVM's own (the fragment
@@ -94,6 +100,10 @@ object ScanReport {
    * the block cache) and fragment entries served. */
   val InputBytesCounters: Seq[String] = Seq("reader.bytes_read", "fragment_cache.bytes_read")
 
+  /** The plan summary in the first of `partitions` carrying the plan mark. */
+  def plan(partitions: Seq[InputPartition]): PlanReport =
+    PlanReport.of(partitions.iterator.collect { case p: PythonInputPartition => p.pickedPartition })
+
   def supportedMetrics: Array[CustomMetric] = (TaskMetrics ++ DriverMetrics).map(_.custom).toArray
 
   private def sum(counts: collection.Map[String, Long], names: Seq[String]): Long =
@@ -141,9 +151,8 @@ object ScanReport {
     val context = TaskContext.get()
     if (context == null) return None
     try {
-      val dir = Paths.get(SparkFiles.getRootDirectory()).resolve(raptorx.Protocol.TaskCountsDir)
-      Files.createDirectories(dir)
-      val file = dir.resolve(s"${context.taskAttemptId()}.tsv")
+      val file = TaskCountsFile.path(Paths.get(SparkFiles.getRootDirectory()), context.taskAttemptId())
+      Files.createDirectories(file.getParent)
       Files.deleteIfExists(file)
       Some(file)
     } catch { case NonFatal(_) => None }
@@ -154,20 +163,12 @@ object ScanReport {
   def readTaskCounts(file: Option[Path]): Map[String, Long] = file match {
     case None => Map.empty
     case Some(f) =>
-      try parseCounts(new String(Files.readAllBytes(f), UTF_8))
+      try TaskCountsFile.parse(new String(Files.readAllBytes(f), UTF_8))
       catch { case NonFatal(_) => Map.empty }
   }
 
   def deleteTaskCounts(file: Option[Path]): Unit =
     file.foreach(f => try Files.deleteIfExists(f) catch { case NonFatal(_) => () })
-
-  def parseCounts(text: String): Map[String, Long] =
-    text.split("\n").iterator.flatMap { line =>
-      line.split("\t") match {
-        case Array(k, v) if v.nonEmpty && v.stripPrefix("-").forall(_.isDigit) => Some(k -> v.toLong)
-        case _ => None
-      }
-    }.toSeq.groupMapReduce(_._1)(_._2)(_ + _)
 
   def merged(a: collection.Map[String, Long], b: collection.Map[String, Long]): Map[String, Long] =
     (a.keySet ++ b.keySet).iterator.map(k => k -> (a.getOrElse(k, 0L) + b.getOrElse(k, 0L))).toMap

@@ -20,6 +20,7 @@ import org.apache.spark.sql.util.ArrowUtils
 import org.apache.spark.sql.vectorized.{ArrowColumnVector, ColumnVector, ColumnarBatch}
 
 import raptorx.cache.{CachedFile, TaskCounts}
+import raptorx.contract.{FragmentEntry, FragmentHandoff, JvmReadHandoff}
 
 /**
  * The columnar reader of a task whose partition carries a fragment hand-off
@@ -53,7 +54,7 @@ import raptorx.cache.{CachedFile, TaskCounts}
 class SplitServingReader(
     factory: PartitionReaderFactory,
     partition: PythonInputPartition,
-    fragments: Option[FragmentHits.Handoff],
+    fragments: Option[FragmentHandoff.Handoff],
     jvm: Option[(JvmReadHandoff.Plan, JvmParquetRead)],
     fillCaches: Boolean) extends PartitionReader[ColumnarBatch] {
   import raptorx.NativeCompatibility.ReaderFactory
@@ -152,7 +153,7 @@ class SplitServingReader(
 
   private def pythonReader(): ArrowColumnarReader = {
     var bytes = partition.pickedPartition
-    fragments.foreach(h => bytes = FragmentHits.stamp(bytes, h, served))
+    fragments.foreach(h => bytes = FragmentHandoff.stamp(bytes, h, served))
     // Stamping keeps each mark's length, so the other mark's flags stay where they were.
     jvm.foreach { case (plan, _) => bytes = JvmReadHandoff.stamp(bytes, plan, served) }
     new ArrowColumnarReader(factory, PythonInputPartition(partition.index, bytes))
@@ -165,7 +166,7 @@ class SplitServingReader(
       case _ => return null
     }
     val key = h.keys(i)
-    if (key == FragmentHits.NoKey) return null // nothing to look up: not counted as a miss
+    if (key == FragmentHandoff.NoKey) return null // nothing to look up: not counted as a miss
     try {
       FragmentHits.verified(d, s, key, System.currentTimeMillis()) match {
         case None =>
@@ -173,7 +174,7 @@ class SplitServingReader(
           null
         case Some(data) =>
           val reader = new ArrowStreamReader(new ByteArrayInputStream(
-            data, FragmentHits.HeaderBytes, data.length - FragmentHits.HeaderBytes), allocator,
+            data, FragmentEntry.HeaderBytes, data.length - FragmentEntry.HeaderBytes), allocator,
             CommonsCompressionFactory.INSTANCE)
           if (!FragmentHits.sameTypes(reader.getVectorSchemaRoot.getSchema, schema)) {
             reader.close()
@@ -186,7 +187,7 @@ class SplitServingReader(
           counts("fragment_cache.bytes_read") += data.length
           InputBytes.add(data.length.toLong)
           counts("reader.splits_read") += 1
-          try Files.setLastModifiedTime(FragmentHits.entryPath(d, key),
+          try Files.setLastModifiedTime(FragmentEntry.path(d, key),
             FileTime.fromMillis(System.currentTimeMillis()))
           catch { case NonFatal(_) => counts("fragment_cache.touch_failed") += 1 }
           reader
@@ -242,7 +243,7 @@ class SplitServingReader(
     served += i
     // The fragment looked up above missed, and Python, which counts a miss it computes, will
     // not see this split.
-    if (fragments.exists(h => h.keys(i) != FragmentHits.NoKey)) {
+    if (fragments.exists(h => h.keys(i) != FragmentHandoff.NoKey)) {
       counts("fragment_cache.misses") += 1
       counts("reader.fragments_computed") += 1 // as the Python reader counts a missed split
     }
@@ -261,14 +262,14 @@ class SplitServingReader(
    * directory or secret, or the unfolded stores already past the cache's bound). */
   private def entryWriter(i: Int): Option[(String, FragmentEntryWriter)] = for {
     h <- fragments
-    key = h.keys(i) if key != FragmentHits.NoKey
+    key = h.keys(i) if key != FragmentHandoff.NoKey
     plan <- storePlan
     _ <- storeSecret
     d <- fragmentDir
     if {
       // Within the bound by the Python index's accounting, else by the entries on disk
       // (the JVM making room itself where no Python store folds what it stored).
-      val room = raptorx.cache.DirectoryRoom.fits(d, d.resolve(FragmentHits.EntriesDir),
+      val room = raptorx.cache.DirectoryRoom.fits(d, d.resolve(FragmentEntry.EntriesDir),
         plan.maxBytes, 1L, pendingAtStart + stored.map(_._2).sum < plan.maxBytes) { made =>
         counts("fragment_cache.jvm_room_made") += 1
         counts("fragment_cache.jvm_evicted") += made.evicted

@@ -21,7 +21,7 @@ import org.apache.spark.sql.sources
 import org.apache.spark.sql.sources.Filter
 import org.apache.spark.sql.types.{ArrayType, DataType, StructType}
 
-import _root_.raptorx.Protocol
+import _root_.raptorx.contract.Protocol
 
 /**
  * pyspark's request to plan a read with filters pushed (`data_source_pushdown_filters`), and

@@ -21,7 +21,7 @@ import org.apache.spark.sql.sources.Filter
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
-import _root_.raptorx.{CallbackSockets, DriverPlanner, DriverPlanners, QueryToken, TieredHiveProvider}
+import _root_.raptorx.{CallbackSockets, DriverPlanner, DriverPlanners, QueryTokens, TieredHiveProvider}
 
 /**
  * Planning through the application's planner ([[DriverPlanners]]): pyspark's own planning
@@ -58,9 +58,9 @@ object PlannedPython extends Logging {
     }
 
   /** Tell the planner that a scan of `ds` is being created for the query being optimized
-   * (its [[QueryToken]]): Spark creates every scan builder of a query before it builds any,
+   * (its [[QueryTokens]] token): Spark creates every scan builder of a query before it builds any,
    * so the planner reads ahead, on threads of its own, what each scan's first reads of its
-   * table will be (`raptorx_py/datasource/scan_prefetch.py`), and the query's scans no
+   * table will be (`raptorx_py/datasource/planning/scan_prefetch.py`), and the query's scans no
    * longer wait for their tables' round trips one after another.
    *
    * The sources are kept here and sent in ONE callback just before the query's next `plan`
@@ -72,7 +72,7 @@ object PlannedPython extends Logging {
    * and the scan then reads for itself. */
   def prefetch(ds: PythonDataSourceV2, options: CaseInsensitiveStringMap): Unit =
     for (_ <- DriverPlanners.current; tracker <- QueryPlanningTracker.get;
-         token <- QueryToken.current()) {
+         token <- QueryTokens.current()) {
       val created = ds.getOrCreateDataSourceInPython(TieredHiveProvider.PythonName, options, None)
       readAhead.synchronized {
         val pending = readAhead.computeIfAbsent(tracker, _ => new PendingReadAhead(token))
@@ -83,7 +83,7 @@ object PlannedPython extends Logging {
     }
 
   /** The sources of each query's scan builders not yet sent to the planner, by the query's
-   * planning tracker (weakly, as [[QueryToken]] keeps its tokens: they go with the query). */
+   * planning tracker (weakly, as [[QueryTokens]] keeps its tokens: they go with the query). */
   private val readAhead = new util.WeakHashMap[QueryPlanningTracker, PendingReadAhead]()
 
   private final class PendingReadAhead(val token: String) {

@@ -1,4 +1,4 @@
-package raptorx
+package raptorx.contract
 
 import scala.util.Try
 
@@ -15,7 +15,7 @@ import org.apache.spark.sql.types._
  *    reader takes exactly ([[SourceHints.isExact]]); every other filter stays with Spark.
  *  - `aggregationPushdown`: the property `hive.aggregation-pushdown-enabled` of this read.
  *  - `aggregationKeys`: the columns a pushed aggregation may group by (None: any), chosen by
- *    the Python source (`aggregation.group_keys`: with Spark's own reader reading the splits,
+ *    the Python source (`table_schema.group_keys`: with Spark's own reader reading the splits,
  *    only keys that fold a split into few groups are worth a Python worker).
  *
  * A read whose schema was given (no `schema()` call) has no hints: no filter is reported as

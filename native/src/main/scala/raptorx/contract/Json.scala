@@ -1,6 +1,6 @@
-package raptorx
+package raptorx.contract
 
-/** The smallest JSON writer the aggregation needs (values are already JSON text). */
+/** The smallest JSON writer the pushed aggregation needs (values are already JSON text). */
 private object Json {
   def str(s: String): String = {
     val b = new StringBuilder("\"")

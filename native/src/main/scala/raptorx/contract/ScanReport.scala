@@ -1,20 +1,22 @@
-package org.apache.spark.sql.execution.python.raptorx
+package raptorx.contract
 
 import java.nio.charset.StandardCharsets.US_ASCII
 
-import org.apache.spark.sql.connector.read.InputPartition
-import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition
-
-import raptorx.PickledMarks
+/*
+ * What a scan reports, the JVM's half of raptorx_py's `jvm_contract/scan_report.py`: the
+ * plan mark in its first pickled partition ([[PlanReport]]) and the file a Python reader
+ * writes its task's counts to ([[TaskCountsFile]]). What the JVM makes of them for Spark's
+ * SQL metrics and `EXPLAIN` is `ScanReport` (`org.apache.spark.sql.execution.python.raptorx`).
+ */
 
 /**
  * A scan's plan summary, from the plan mark raptorx_py puts in its first pickled partition
- * (`raptorx-plan|<hex of TSV>|`, `datasource/scan_report.py`): the table, its partition keys,
- * the snapshot, the tiers on, and the counts of the scan's planning. Empty when no partition
- * carries a mark (a Python source not behind this provider).
+ * (`raptorx-plan|<hex of TSV>|`): the table, its partition keys, the snapshot, the tiers on,
+ * and the counts of the scan's planning. Empty when no partition carries a mark (a Python
+ * source not behind this provider).
  */
 final case class PlanReport(fields: Map[String, String]) {
-  import raptorx.Protocol._
+  import Protocol._
 
   def table: Option[String] = fields.get(PlanTableKey).filter(_.nonEmpty)
   def partitionKeys: Seq[String] =
@@ -38,14 +40,14 @@ final case class PlanReport(fields: Map[String, String]) {
 }
 
 object PlanReport {
-  private val Mark = raptorx.Protocol.PlanMark.getBytes(US_ASCII)
+  private val Mark = Protocol.PlanMark.getBytes(US_ASCII)
   val Empty: PlanReport = PlanReport(Map.empty)
 
-  /** The report of the first partition carrying a mark, else [[Empty]]. */
-  def of(partitions: Seq[InputPartition]): PlanReport =
-    partitions.iterator.collect { case p: PythonInputPartition => p.pickedPartition }
-      .map(parse).collectFirst { case Some(r) => r }.getOrElse(Empty)
+  /** The report in the first of `pickled` partitions carrying a mark, else [[Empty]]. */
+  def of(pickled: Iterator[Array[Byte]]): PlanReport =
+    pickled.map(parse).collectFirst { case Some(r) => r }.getOrElse(Empty)
 
+  /** The report in one pickled partition, or None without a mark. */
   def parse(bytes: Array[Byte]): Option[PlanReport] = {
     val at = PickledMarks.indexOf(bytes, Mark)
     if (at < 0) return None
@@ -62,4 +64,24 @@ object PlanReport {
       PlanReport(lines.toMap)
     }
   }
+}
+
+/**
+ * The file a Python reader writes its task's counts to: `<Spark's files root>/` +
+ * [[Protocol.TaskCountsDir]] + `/<task attempt id>.tsv`, `<name>\t<value>` lines.
+ */
+object TaskCountsFile {
+  /** The file's path under Spark's files root. */
+  def path(root: java.nio.file.Path, taskAttemptId: Long): java.nio.file.Path =
+    root.resolve(Protocol.TaskCountsDir).resolve(s"$taskAttemptId.tsv")
+
+  /** The counts in a task counts file's `text` (a malformed line is skipped; a name twice
+   * is summed). */
+  def parse(text: String): Map[String, Long] =
+    text.split("\n").iterator.flatMap { line =>
+      line.split("\t") match {
+        case Array(k, v) if v.nonEmpty && v.stripPrefix("-").forall(_.isDigit) => Some(k -> v.toLong)
+        case _ => None
+      }
+    }.toSeq.groupMapReduce(_._1)(_._2)(_ + _)
 }

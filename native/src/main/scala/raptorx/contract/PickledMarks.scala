@@ -1,4 +1,4 @@
-package raptorx
+package raptorx.contract
 
 import java.nio.charset.StandardCharsets.UTF_8
 

@@ -1,4 +1,4 @@
-package org.apache.spark.sql.execution.python.raptorx
+package raptorx.contract
 
 import java.nio.charset.StandardCharsets.US_ASCII
 
@@ -7,13 +7,12 @@ import scala.util.Try
 
 import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 
-import raptorx.PickledMarks
-
 /**
- * The JVM's half of raptorx_py's `datasource/jvm_read_handoff.py`: which splits of a task
- * Spark's own Parquet reader reads here, and how (the mark's layout and the plan's fields
- * are spelled there). The mark is `raptorx-parquet|<plan JSON in hex>|<one flag per split>|`
- * in the task's pickled partition; the JVM stamps `J` on each split it read.
+ * The JVM's half of raptorx_py's `jvm_contract/jvm_read_handoff.py`: which splits of a task
+ * Spark's own Parquet reader reads here (`JvmParquetRead`), and how (the mark's layout and
+ * the plan's fields are spelled there). The mark is
+ * `raptorx-parquet|<plan JSON in hex>|<one flag per split>|` in the task's pickled
+ * partition; the JVM stamps `J` on each split it read.
  */
 object JvmReadHandoff {
   val Marker = "raptorx-parquet|"
@@ -28,7 +27,7 @@ object JvmReadHandoff {
    * never cached), byte range, partition values (canonical text, null for null), and
    * whether its rows need the scan's filters (false: no data predicate is left for it, and
    * its partition passed the partition filters at planning), and whether its rows are
-   * stored as its fragment entry ([[FragmentStores]]). */
+   * stored as its fragment entry (`FragmentStores`). */
   final case class SplitPlan(path: String, size: Long, version: String, etag: String,
                              key: String, start: Long, length: Long,
                              partitionValues: IndexedSeq[String], filtered: Boolean,

@@ -1,4 +1,4 @@
-package raptorx
+package raptorx.contract
 
 import java.util
 
@@ -28,7 +28,7 @@ object TableDescription {
     val node = Json.readTree(meta.getString(Protocol.TableDescriptionKey))
     val keys = node.path("partition_keys").elements().asScala.map(_.asText()).toSeq
     val properties = new util.HashMap[String, String]()
-    properties.put(TableCatalog.PROP_PROVIDER, TieredHiveProvider.PublicName)
+    properties.put(TableCatalog.PROP_PROVIDER, Protocol.PublicName)
     val location = node.path("location").asText("")
     if (location.nonEmpty) properties.put(TableCatalog.PROP_LOCATION, location)
     // DESCRIBE EXTENDED's Type is EXTERNAL when the property is there at all, else MANAGED.

@@ -1,11 +1,11 @@
-package raptorx
+package raptorx.contract
 
 /**
  * The contract between raptorx_py and this jar: every name one side writes and the other
- * reads, spelled once on this side. Its twin is `raptorx_py/jvm_protocol.py`, which spells
- * each constant here once on the Python side, named in upper snake case
- * (`QueryTokenKey` is `QUERY_TOKEN_KEY`); `tests/unit/test_jvm_protocol.py` reads this file as
- * text and fails when a constant is missing on either side or the two values differ.
+ * reads, spelled once on this side. Its twin is `raptorx_py/jvm_contract/protocol.py`,
+ * which spells each constant here once on the Python side, named in upper snake case
+ * (`QueryTokenKey` is `QUERY_TOKEN_KEY`); `tests/unit/test_jvm_protocol.py` reads this file
+ * as text and fails when a constant is missing on either side or the two values differ.
  *
  * What crosses, and by which channel:
  *  - the source names: the public one this provider registers, the internal one the Python
@@ -18,7 +18,7 @@ package raptorx
  *    query's token and a pushed aggregation;
  *  - the soft-affinity mark inside a pickled input partition, and its one-byte flag;
  *  - the vocabulary of the filter JSON the provider writes for an aggregated scan
- *    (`PartialAggregation`) and `raptorx_py.datasource.aggregation` parses;
+ *    (`PushedAggregation`) and `raptorx_py.jvm_contract.pushed_aggregation` parses;
  *  - the metrics plugin's class and Spark conf, and the files Python processes publish their
  *    counter totals in for it (`CacheMetricsPlugin`, `raptorx_py.metrics`).
  *  - what a scan reports for Spark's SQL metrics and EXPLAIN (`ScanReport`): the plan mark
@@ -26,7 +26,8 @@ package raptorx
  *    files root, which both sides of a task know) a Python reader writes its task's counts to.
  *
  * Only constants live here (values must be plain string literals, one per `val`, for the
- * test's reading); what each side does with them stays in its own module.
+ * test's reading); the formats built from them are this package's other files, each
+ * mirroring a module of `raptorx_py/jvm_contract/` (docs/design/jvm-contract.md).
  */
 object Protocol {
   // Source names

@@ -1,4 +1,4 @@
-package raptorx
+package raptorx.contract
 
 import java.util.OptionalLong
 
