@@ -221,7 +221,7 @@ def local_tables(ctx: BenchContext) -> str:
     from raptorx_py.tpch import queries
 
     settings = load_settings(overrides=dict(ctx.properties))
-    with open_metastore(settings, create=True) as ms:
+    with open_metastore(settings.metastore_connection, create=True) as ms:
         ms.create_database(database)
         for table in queries.TABLES:
             register_external_table(

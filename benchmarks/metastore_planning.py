@@ -136,8 +136,8 @@ def run_backend(url: str, partitions: int, repetitions: int, with_statistics: bo
         start = time.perf_counter()
         build_table(ms, database, name, partitions, with_statistics)
         build_seconds = time.perf_counter() - start
-        warm_cache = CachedMetastore(ms, settings["on"])
-        off_cache = CachedMetastore(ms, settings["off"])
+        warm_cache = CachedMetastore(ms, settings["on"].metastore_cache)
+        off_cache = CachedMetastore(ms, settings["off"].metastore_cache)
         measure(warm_cache, qualified, partitions)  # fills the warm cache
         seconds = {c: [] for c in CONFIGURATIONS}
         trips = {c: set() for c in CONFIGURATIONS}
@@ -145,7 +145,8 @@ def run_backend(url: str, partitions: int, repetitions: int, with_statistics: bo
             order = CONFIGURATIONS if rep % 2 == 0 else CONFIGURATIONS[::-1]
             for config in order:
                 if config == "cold":
-                    cache = CachedMetastore(ms, settings["on"])  # its set-up trip not timed
+                    # Its set-up trip is not timed.
+                    cache = CachedMetastore(ms, settings["on"].metastore_cache)
                 elif config == "warm":
                     cache = warm_cache
                 else:

@@ -54,7 +54,7 @@ def prepare(scale: float, work_dir: str) -> tuple[dict[str, str], str]:
         **TIERS_OFF,  # the cost of decoding each column, not of caching it
     }
     settings = load_settings(overrides=properties)
-    with open_metastore(settings, create=True) as ms:
+    with open_metastore(settings.metastore_connection, create=True) as ms:
         ms.create_database("bench")
         register_external_table(ms, settings, "bench.lineitem", tables["lineitem"], replace=True)
     return properties, tables["lineitem"]

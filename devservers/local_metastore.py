@@ -40,7 +40,7 @@ def register_table(
     from raptorx_py.tables.table_registration import register_external_table
 
     settings = load_settings(overrides=properties)
-    with open_metastore(settings, create=True) as ms:
+    with open_metastore(settings.metastore_connection, create=True) as ms:
         register_external_table(ms, settings, qualified_name, url, sealed=sealed)
 
 

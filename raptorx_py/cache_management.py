@@ -260,7 +260,7 @@ def invalidate_table(
     """Drop every tier's entries of ``table_name`` (``db.t``), or of its partitions matching
     ``partition`` (``k=v[/k2=v2]``, any subset of the keys): its metastore entries, its
     listings, and the footer, block and fragment entries of the files it holds now."""
-    with open_catalog(settings) as ms:
+    with open_catalog(settings.metastore_connection) as ms:
         table = ms.get_table(*parse_table_name(table_name))
         partitions = ms.list_partitions(table) if table.is_partitioned else []
     if partition is not None:
@@ -370,7 +370,7 @@ def warm_table(
         )
     # Totals, not the undrained counts: a flush (the driver planner's timer) may drain them.
     before = counters.totals()
-    with open_catalog(settings) as ms:
+    with open_catalog(settings.metastore_connection) as ms:
         table = ms.get_table(*parse_table_name(table_name))
         types = {c.name: c.type for c in (*table.columns, *table.partition_keys)}
         predicates = parse_where(where, types) if where else []

@@ -54,7 +54,8 @@ class Env:
     def metastore(self, **extra):
         from raptorx_py.metastore import open_metastore
 
-        return open_metastore(self.settings(**extra), create=True)  # the tests set it up
+        connection = self.settings(**extra).metastore_connection
+        return open_metastore(connection, create=True)  # the tests set it up
 
     def totals(self) -> dict[str, int]:
         from raptorx_py.metrics import MetricsSink

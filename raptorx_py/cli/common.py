@@ -77,7 +77,7 @@ def opened_table(args) -> Iterator[tuple[Any, Any, Any]]:
     from raptorx_py.names import parse_table_name
 
     settings = settings_from_args(args)
-    with open_catalog(settings) as ms:
+    with open_catalog(settings.metastore_connection) as ms:
         yield settings, ms, ms.get_table(*parse_table_name(args.table))
 
 

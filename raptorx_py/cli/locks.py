@@ -33,7 +33,7 @@ def cmd_locks_show(args) -> int:
     partition = "/".join(args.partition) if args.partition else None
     if partition is not None and not table:
         raise ConfigError("--partition needs a <db>.<table>", source="locks show")
-    with open_metastore(settings_from_args(args)) as ms:
+    with open_metastore(settings_from_args(args).metastore_connection) as ms:
         rows = show_locks(ms, db or None, table or None, partition, extended=args.extended)
     header = ["LOCK_ID", "DATABASE", "TABLE", "PARTITION", "STATE", "TYPE", "TXN_ID"]
     if args.extended:

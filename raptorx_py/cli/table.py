@@ -102,7 +102,7 @@ def cmd_table_register(args) -> int:
     from raptorx_py.tables.table_registration import register_external_table
 
     settings = settings_from_args(args)
-    with open_catalog(settings, create=True) as ms:
+    with open_catalog(settings.metastore_connection, create=True) as ms:
         table = register_external_table(
             ms,
             settings,
@@ -138,7 +138,7 @@ def cmd_table_list(args) -> int:
     from raptorx_py.metastore.configured import open_catalog
 
     settings = settings_from_args(args)
-    with open_catalog(settings) as ms:
+    with open_catalog(settings.metastore_connection) as ms:
         databases = [args.database] if args.database else ms.list_databases()
         names = [f"{db}.{t}" for db in databases for t in ms.list_tables(db)]
     if args.json:
@@ -285,7 +285,7 @@ def cmd_table_clean(args) -> int:
     from raptorx_py.tables.cleaner import clean_table
 
     settings = settings_from_args(args)
-    with open_metastore(settings) as ms:
+    with open_metastore(settings.metastore_connection) as ms:
         report = clean_table(ms, settings, *parse_table_name(args.table))
     for txn in report.expired_txns:
         print(f"expired transaction {txn} (no heartbeat for {settings.txn_timeout:g}s)")

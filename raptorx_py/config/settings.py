@@ -20,6 +20,8 @@ from raptorx_py.config.tiers import (
     FooterCacheSettings,
     FragmentCacheSettings,
     ListingCacheSettings,
+    MetastoreCacheSettings,
+    MetastoreConnectionSettings,
 )
 
 
@@ -807,6 +809,32 @@ class Settings:
             self.file_status_cache_tables,
             self.file_status_cache_size,
             self.file_status_cache_expire_time,
+            self.cache_base_directory,
+        )
+
+    @property
+    def metastore_connection(self) -> MetastoreConnectionSettings:
+        return MetastoreConnectionSettings(
+            self.metastore_url,
+            self.metastore_uri,
+            self.metastore_timeout,
+            self.metastore_max_retries,
+            self.metastore_min_backoff,
+            self.metastore_max_backoff,
+            self.metastore_partition_batch_size,
+            self.txn_timeout,
+        )
+
+    @property
+    def metastore_cache(self) -> MetastoreCacheSettings:
+        return MetastoreCacheSettings(
+            self.metastore_cache_ttl,
+            self.metastore_cache_scope,
+            self.metastore_cache_maximum_size,
+            self.partition_versioning_enabled,
+            self.metastore_refresh_interval,
+            self.metastore_cache_prewarm,
+            self.metastore_connection,
             self.cache_base_directory,
         )
 

@@ -181,7 +181,7 @@ class TieredHiveReader(TaskReader):
             # The table and the snapshot are those of __init__ (one snapshot per scan): the
             # partitions are read under the same snapshot, from the cache when it is fresh.
             plan = with_cached_metastore(
-                self.settings,
+                self.settings.metastore_cache,
                 lambda cache: plan_scan(
                     cache,
                     self.settings,

@@ -94,7 +94,8 @@ class TieredHiveDataSource(DataSource):
         (none for an external table cached within ``hive.metastore-cache-ttl``), plus a
         database read when the cache holds no version fresh for it."""
         return with_cached_metastore(
-            self.settings, lambda cache: cache.get_table(self.database, self.table_name)
+            self.settings.metastore_cache,
+            lambda cache: cache.get_table(self.database, self.table_name),
         )
 
     @short_worker_errors
@@ -109,7 +110,7 @@ class TieredHiveDataSource(DataSource):
                 # The partitions too (for the table's size), under the one snapshot the table
                 # alone would take; planning finds them in the cache next.
                 table, partitions = with_cached_metastore(
-                    self.settings,
+                    self.settings.metastore_cache,
                     lambda cache: cache.get_table_and_partitions(self.database, self.table_name),
                 )
             else:

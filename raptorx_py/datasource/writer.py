@@ -73,7 +73,8 @@ class TieredHiveWriter(DataSourceArrowWriter):
         partition_by: str | None = None,
     ):
         self.settings = settings
-        with open_metastore(settings, create=True) as ms:  # a write may create the first table
+        # A write may create the first table.
+        with open_metastore(settings.metastore_connection, create=True) as ms:
             self.job = begin_write(
                 ms,
                 settings,
@@ -94,7 +95,7 @@ class TieredHiveWriter(DataSourceArrowWriter):
         missing = sum(1 for m in messages if m is None)
         files = [f for m in messages if m is not None for f in m.files]
         try:
-            with open_metastore(self.settings) as ms:
+            with open_metastore(self.settings.metastore_connection) as ms:
                 if missing:  # pyspark: a failed task's message is None; never commit half
                     abort_write(ms, self.settings, self.job)
                     raise WriteError(
@@ -108,7 +109,7 @@ class TieredHiveWriter(DataSourceArrowWriter):
 
     def abort(self, messages) -> None:
         try:
-            with open_metastore(self.settings) as ms:
+            with open_metastore(self.settings.metastore_connection) as ms:
                 abort_write(ms, self.settings, self.job)
         finally:
             metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)

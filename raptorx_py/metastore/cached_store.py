@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from raptorx_py.cache_invalidations import METASTORE, JournalReader, journal_path
-from raptorx_py.config.settings import Settings
+from raptorx_py.config.tiers import MetastoreCacheSettings
 from raptorx_py.errors import MetastoreError
 from raptorx_py.hive.model import EXTERNAL_TABLE, Partition, Table
 from raptorx_py.metastore.cache_entries import CachedVersion, VersionedEntries
@@ -116,6 +116,7 @@ class CachedMetastore:
     ``metastore``: a backend (``catalog.MetastoreCatalog``: a ``Metastore``, or a
     ``ThriftMetastore`` over a Hive Metastore; used as is; closed by ``close`` only with
     ``owns_metastore=True``) or a metastore URL (opened here and closed by ``close``).
+    ``tier``: the cache's settings (``Settings.metastore_cache``).
     ``clock`` (seconds, monotonic) decides TTLs; tests inject a fake one. Thread-safe: reads,
     ``refresh`` and the background refresher may run
     concurrently (database reads happen outside the cache's lock).
@@ -124,7 +125,7 @@ class CachedMetastore:
     def __init__(
         self,
         metastore: MetastoreCatalog | str,
-        settings: Settings,
+        tier: MetastoreCacheSettings,
         *,
         clock: Callable[[], float] = time.monotonic,
         owns_metastore: bool | None = None,
@@ -133,20 +134,20 @@ class CachedMetastore:
             isinstance(metastore, str) if owns_metastore is None else owns_metastore
         )
         self.metastore: MetastoreCatalog = (
-            Metastore(backend_for_url(metastore), txn_timeout=settings.txn_timeout)
+            Metastore(backend_for_url(metastore), txn_timeout=tier.txn_timeout)
             if isinstance(metastore, str)
             else metastore
         )
-        self.settings = settings
+        self.tier = tier
         self._clock = clock
-        self.ttl = settings.metastore_cache_ttl
+        self.ttl = tier.ttl
         self.enabled = self.ttl > 0
-        self.caches_tables = settings.metastore_cache_scope == "ALL"
-        self.versioned_partitions = settings.partition_versioning_enabled
+        self.caches_tables = tier.scope == "ALL"
+        self.versioned_partitions = tier.partition_versioning_enabled
         self._lock = threading.RLock()
         self._refresh_lock = threading.Lock()
-        self._tables = VersionedEntries(settings.metastore_cache_maximum_size)
-        self._partitions = VersionedEntries(settings.metastore_cache_maximum_size)
+        self._tables = VersionedEntries(tier.maximum_size)
+        self._partitions = VersionedEntries(tier.maximum_size)
         self._staged: dict[int, list[NotificationEvent]] = {}
         self._opened: set[int] = set()  # transactions whose OPEN_TXN was applied
         self._stop = threading.Event()
@@ -154,7 +155,7 @@ class CachedMetastore:
         self.refreshes = 0
         # What `raptorx cache invalidate/clear` posted since this cache was created, applied
         # before every read (cache_invalidations: one stat when nothing is new).
-        self._journal = JournalReader(journal_path(settings.cache_base_directory))
+        self._journal = JournalReader(journal_path(tier.journal_directory))
         #: Notified after every refresh (lets a caller wait for the background refresher).
         self.refreshed = threading.Condition()
         # Everything after this event is applied by refresh(); anything before it is already
@@ -477,7 +478,7 @@ class CachedMetastore:
             return 0
         ms = self.metastore
         names = [f"{db}.{t}" for db in ms.list_databases() for t in ms.list_tables(db)]
-        names = names[: self.settings.metastore_cache_maximum_size]
+        names = names[: self.tier.maximum_size]
         with self._lock:
             since = self._tables.generation(), self._partitions.generation()
         snaps: dict[str, TableSnapshot] = {}
@@ -550,7 +551,7 @@ class CachedMetastore:
         self.close()
 
     def _refresh_loop(self) -> None:
-        while not self._stop.wait(self.settings.metastore_refresh_interval):
+        while not self._stop.wait(self.tier.refresh_interval):
             try:
                 # Counted apart (``metastore.refresh_round_trips``): a timer's statements are
                 # no query's, and would blur the per-query ``metastore.round_trips``.
@@ -578,7 +579,7 @@ def partition_counts(ms: MetastoreCatalog) -> dict[int, int]:
 
 
 # -- one cache per process per metastore --------------------------------------------------------
-_registry: dict[tuple, CachedMetastore] = {}
+_registry: dict[MetastoreCacheSettings, CachedMetastore] = {}
 _registry_lock = threading.Lock()
 _registry_pid = os.getpid()
 #: Caches inherited through fork: their connection and thread belong to the parent; kept
@@ -587,22 +588,15 @@ _registry_pid = os.getpid()
 _inherited: list[CachedMetastore] = []
 
 
-def cached_metastore_for(settings: Settings, *, start: bool = True) -> CachedMetastore:
-    """This process's cache for ``settings``' metastore URL (one per URL and cache
-    configuration), created on first use (and prewarmed then, with
-    ``hive.metastore-cache-prewarm``) and, with ``start``, refreshed in the background.
-    Module state on purpose: Spark reuses the driver's Python worker from query to query, so
-    the cache outlives a query. A forked child builds its own."""
+def cached_metastore_for(tier: MetastoreCacheSettings, *, start: bool = True) -> CachedMetastore:
+    """This process's cache for the tier's settings (``Settings.metastore_cache``: one cache
+    per equal slice, so per metastore connection and cache configuration), created on first
+    use (and prewarmed then, with ``hive.metastore-cache-prewarm``) and, with ``start``,
+    refreshed in the background. Module state on purpose: Spark reuses the driver's Python
+    worker from query to query, so the cache outlives a query. A forked child builds its
+    own."""
     global _registry_pid
-    key = (
-        settings.metastore_uri or settings.metastore_url,
-        settings.metastore_cache_ttl,
-        settings.metastore_cache_scope,
-        settings.metastore_cache_maximum_size,
-        settings.partition_versioning_enabled,
-        settings.metastore_refresh_interval,
-        settings.metastore_cache_prewarm,
-    )
+    key = tier
     with _registry_lock:
         if _registry_pid != os.getpid():
             _inherited.extend(_registry.values())
@@ -610,8 +604,8 @@ def cached_metastore_for(settings: Settings, *, start: bool = True) -> CachedMet
             _registry_pid = os.getpid()
         cache = _registry.get(key)
         if cache is None:
-            cache = CachedMetastore(open_catalog(settings), settings, owns_metastore=True)
-            if settings.metastore_cache_prewarm:
+            cache = CachedMetastore(open_catalog(tier.connection), tier, owns_metastore=True)
+            if tier.prewarm:
                 try:
                     cache.prewarm()
                 except MetastoreError as e:  # a cold cache still answers every query
@@ -622,14 +616,14 @@ def cached_metastore_for(settings: Settings, *, start: bool = True) -> CachedMet
         return cache
 
 
-def with_cached_metastore(settings: Settings, read: Callable[[CachedMetastore], T]) -> T:
-    """``read(cache)`` through this process's cache for ``settings``; when the cache's database
-    connection has failed (server restarted, connection dropped: an ``OperationalError`` of
-    the driver), the cache is discarded and ``read`` runs once more through a new one
-    (counted as ``metastore_cache.reconnects``). The cache outlives queries, so without this
-    a dead connection would fail every later query of the process. ``read`` must be a read
-    (it may run twice)."""
-    cache = cached_metastore_for(settings)
+def with_cached_metastore(tier: MetastoreCacheSettings, read: Callable[[CachedMetastore], T]) -> T:
+    """``read(cache)`` through this process's cache for ``tier`` (``Settings.metastore_cache``);
+    when the cache's database connection has failed (server restarted, connection dropped:
+    an ``OperationalError`` of the driver), the cache is discarded and ``read`` runs once
+    more through a new one (counted as ``metastore_cache.reconnects``). The cache outlives
+    queries, so without this a dead connection would fail every later query of the process.
+    ``read`` must be a read (it may run twice)."""
+    cache = cached_metastore_for(tier)
     try:
         return read(cache)
     except MetastoreError as e:
@@ -638,7 +632,7 @@ def with_cached_metastore(settings: Settings, read: Callable[[CachedMetastore], 
         log.warning("metastore connection failed (%s); reconnecting once", e)
         discard_cached_metastore(cache)
         counters.add("metastore_cache.reconnects")
-        return read(cached_metastore_for(settings))
+        return read(cached_metastore_for(tier))
 
 
 def _connection_failed(e: MetastoreError) -> bool:

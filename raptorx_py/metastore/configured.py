@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raptorx_py.config.settings import Settings
+from raptorx_py.config.tiers import MetastoreConnectionSettings
 from raptorx_py.metastore.catalog import MetastoreCatalog
 from raptorx_py.metastore.store import open_metastore
 from raptorx_py.metastore.thrift_store import ThriftMetastore
@@ -24,17 +24,20 @@ from raptorx_py.metastore.thrift_store import ThriftMetastore
 __all__ = ["open_catalog"]
 
 
-def open_catalog(settings: Settings, *, create: bool = False, **kwargs: Any) -> MetastoreCatalog:
-    """The configured metastore: the Hive Metastore of ``hive.metastore.uri`` when it is set
-    (Thrift; its timeout, retry and batch properties), else ``open_metastore`` (``create``
-    and ``kwargs`` go there; a Hive Metastore is never created)."""
-    if settings.metastore_uri:
+def open_catalog(
+    connection: MetastoreConnectionSettings, *, create: bool = False, **kwargs: Any
+) -> MetastoreCatalog:
+    """The configured metastore (``Settings.metastore_connection``): the Hive Metastore of
+    ``hive.metastore.uri`` when it is set (Thrift; its timeout, retry and batch properties),
+    else ``open_metastore`` (``create`` and ``kwargs`` go there; a Hive Metastore is never
+    created)."""
+    if connection.uri:
         return ThriftMetastore(
-            settings.metastore_uri,
-            timeout=settings.metastore_timeout,
-            max_retries=settings.metastore_max_retries,
-            min_backoff=settings.metastore_min_backoff,
-            max_backoff=settings.metastore_max_backoff,
-            partition_batch_size=settings.metastore_partition_batch_size,
+            connection.uri,
+            timeout=connection.timeout,
+            max_retries=connection.max_retries,
+            min_backoff=connection.min_backoff,
+            max_backoff=connection.max_backoff,
+            partition_batch_size=connection.partition_batch_size,
         )
-    return open_metastore(settings, create=create, **kwargs)
+    return open_metastore(connection, create=create, **kwargs)

@@ -37,7 +37,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import urlparse
 
-from raptorx_py.config.settings import Settings
+from raptorx_py.config.tiers import MetastoreConnectionSettings
 from raptorx_py.errors import (
     AlreadyExistsError,
     MetastoreError,
@@ -750,20 +750,23 @@ class Metastore(MetastoreCatalog):
             )
 
 
-def open_metastore(settings: Settings, *, create: bool = False, **kwargs: Any) -> Metastore:
-    """The metastore database named by ``hive.metastore.url`` (transactions it opens expire
-    after ``hive.txn.timeout``); ``create``: a missing SQLite file may be created (only callers
+def open_metastore(
+    connection: MetastoreConnectionSettings, *, create: bool = False, **kwargs: Any
+) -> Metastore:
+    """The metastore database named by ``hive.metastore.url`` of ``connection``
+    (``Settings.metastore_connection``; transactions it opens expire after
+    ``hive.txn.timeout``); ``create``: a missing SQLite file may be created (only callers
     that create tables pass it); ``kwargs`` go to ``Metastore`` (e.g. ``clock``). Callers
     that also serve a Thrift metastore use ``configured.open_catalog``; with
     ``hive.metastore.uri`` set, what needs the database (transactions, locks, managed
     writes) is refused here, naming why, rather than run against the ``hive.metastore.url``
     the user did not mean."""
-    if settings.metastore_uri:
+    if connection.uri:
         raise MetastoreError(
-            f"hive.metastore.uri={settings.metastore_uri} makes a Hive Metastore over Thrift "
+            f"hive.metastore.uri={connection.uri} makes a Hive Metastore over Thrift "
             f"the metastore, and this operation needs transactions, write ids or locks, which "
             f"its API (Hive 2.3) does not have: managed (insert-only ACID) writes, table "
             f"cleaning and lock listings are not available through it; nothing was written"
         )
-    kwargs.setdefault("txn_timeout", settings.txn_timeout)
-    return Metastore(backend_for_url(settings.metastore_url, create=create), **kwargs)
+    kwargs.setdefault("txn_timeout", connection.txn_timeout)
+    return Metastore(backend_for_url(connection.url, create=create), **kwargs)

@@ -36,7 +36,7 @@ class TxnHeartbeat:
         if self.metastore is not None:
             self.metastore.heartbeat(txn_id=self.txn_id)
         else:
-            with open_metastore(self.settings) as ms:
+            with open_metastore(self.settings.metastore_connection) as ms:
                 ms.heartbeat(txn_id=self.txn_id)
         self._last = now
 

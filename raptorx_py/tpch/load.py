@@ -102,7 +102,7 @@ def load_tpch(
         _write_json(fs, f"{db_path}/{LOAD_MARKER}", db_url, wanted)
 
     urls = {t: f"{db_url}/{t}" for t in TABLES}
-    with open_catalog(settings, create=True) as metastore:
+    with open_catalog(settings.metastore_connection, create=True) as metastore:
         metastore.create_database(database, location=db_url)
         for table in TABLES:
             say(f"registering {database}.{table} at {urls[table]}")
@@ -118,7 +118,7 @@ def check_own_tables(settings: Settings, database: str, db_url: str) -> None:
     else's table and a load must not replace it."""
 
     try:
-        metastore = open_catalog(settings)
+        metastore = open_catalog(settings.metastore_connection)
     except MetastoreNotFoundError:
         return  # no metastore yet, so no one's table to replace; the load creates it
     with metastore:
@@ -163,7 +163,7 @@ def load_tpch_managed(
     say = _printer(progress)
     local_root = Path(work_dir or default_tpch_work_dir()).expanduser() / f"sf{format_scale(scale)}"
     generate_tpch(scale, str(local_root), progress=say)
-    with open_metastore(settings, create=True) as ms:
+    with open_metastore(settings.metastore_connection, create=True) as ms:
         if warehouse_url is not None and database not in ms.list_databases():
             ms.create_database(database, location=f"{as_url(warehouse_url)}/{database}.db")
         existing = ms.list_tables(database) if database in ms.list_databases() else []
@@ -178,7 +178,7 @@ def load_tpch_managed(
         if table in PARTITION_COLUMNS:
             writer = writer.option("partition_by", PARTITION_COLUMNS[table])
         writer.save(f"{database}.{table}")
-    with open_metastore(settings) as ms:
+    with open_metastore(settings.metastore_connection) as ms:
         return {t: ms.get_table(database, t).location for t in TABLES}
 
 

@@ -211,7 +211,9 @@ def test_tilde_is_the_clients_home_not_the_servers(client_run, server_home):
     # The server's processes wrote the table into the client's default metastore...
     assert not (server_home / ".raptorx").exists()
     mine = f"sqlite:///{home}/.raptorx/metastore.db"
-    with open_metastore(load_settings(overrides={"hive.metastore.url": mine})) as ms:
+    with open_metastore(
+        load_settings(overrides={"hive.metastore.url": mine}).metastore_connection
+    ) as ms:
         assert ms.get_table("tilde", "t").name == "t"
     # ...because the URL travelled absolute.
     assert client_run["tilde_metastore_url"] == mine

@@ -196,7 +196,9 @@ def missing_table_script(root: Path, home: Path) -> str:
 
     # The default metastore exists (a read never creates one) and holds no database.
     with open_metastore(
-        load_settings(overrides={"hive.metastore.url": f"sqlite:///{home}/.raptorx/metastore.db"}),
+        load_settings(
+            overrides={"hive.metastore.url": f"sqlite:///{home}/.raptorx/metastore.db"}
+        ).metastore_connection,
         create=True,
     ):
         pass
@@ -214,7 +216,10 @@ def unreachable_endpoint_script(root: Path, home: Path) -> str:
 
     metastore = root / "metastore.db"
     with open_metastore(
-        load_settings(overrides={"hive.metastore.url": f"sqlite:///{metastore}"}), create=True
+        load_settings(
+            overrides={"hive.metastore.url": f"sqlite:///{metastore}"}
+        ).metastore_connection,
+        create=True,
     ) as ms:
         ms.create_database("remote")
         ms.create_table(
@@ -247,7 +252,7 @@ def failed_task_script(root: Path, home: Path) -> str:
     pq.write_table(pa.table({"a": pa.array(range(100), pa.int64())}), data / "part-0.parquet")
     metastore = root / "metastore.db"
     settings = load_settings(overrides={"hive.metastore.url": f"sqlite:///{metastore}"})
-    with open_metastore(settings, create=True) as ms:
+    with open_metastore(settings.metastore_connection, create=True) as ms:
         register_external_table(ms, settings, "db.t", f"file://{data}")
     size = (data / "part-0.parquet").stat().st_size
     (data / "part-0.parquet").write_bytes(b"X" * size)  # same size: found by the read only

@@ -61,7 +61,7 @@ def hms_tpch(spark, hms_uri, tpch_sf001_dir):
     """SF 0.01's eight tables registered (EXTERNAL, sealed) in the Hive Metastore, and the
     TPC-H names as temp views over tiered_hive reads of them."""
     settings = load_settings(overrides=hms_options(hms_uri))
-    with open_catalog(settings) as ms:
+    with open_catalog(settings.metastore_connection) as ms:
         ms.create_database(DATABASE)
         for table in queries.TABLES:
             register_external_table(
@@ -173,7 +173,7 @@ def test_a_table_of_sparks_hive_catalog_reads_the_same_and_sees_new_partitions(
 
     # Another process (this one, a client of the server) adds a partition with a new file.
     settings = load_settings(overrides=hms_options(hms_uri))
-    with open_catalog(settings) as writer:
+    with open_catalog(settings.metastore_connection) as writer:
         table = writer.get_table("sparkdb", "events")
         part_dir = f"{table.location[len('file://') :]}/k=9"
         os.makedirs(part_dir)
@@ -199,13 +199,13 @@ def test_a_spark_write_through_the_hive_metastore_is_refused_before_anything_is_
     """HMS 2.3 has no write ids: tiered_hive's writes (managed, insert-only ACID) are refused
     at the write's start, and no metastore is written (not hive.metastore.url's either)."""
     settings = load_settings(overrides=hms_options(hms_uri))
-    with open_catalog(settings) as ms:
+    with open_catalog(settings.metastore_connection) as ms:
         ms.create_database("refused", f"file://{tmp_path}/refused.db")
     with pytest.raises(Exception, match=r"Hive Metastore over Thrift.*nothing was written"):
         spark.range(3).write.format("tiered_hive").options(**hms_options(hms_uri)).mode(
             "append"
         ).save("refused.t")
-    with open_catalog(settings) as ms:
+    with open_catalog(settings.metastore_connection) as ms:
         assert ms.list_tables("refused") == []
     # HMS made the database's directory at its creation; the write put nothing in it.
     assert list((tmp_path / "refused.db").rglob("*")) == []
@@ -226,7 +226,7 @@ def test_a_warm_query_through_spark_makes_only_the_notification_poll(
     for k in (1, 2):
         write_partition(root, k, [k * 10, k * 10 + 1])
     settings = load_settings(overrides=hms_options(hms_uri))
-    with open_catalog(settings) as ms:
+    with open_catalog(settings.metastore_connection) as ms:
         ms.create_database("counted_db")
         register_external_table(ms, settings, "counted_db.t", f"file://{root}")
     read = reader(spark, hms_uri)
@@ -245,7 +245,7 @@ def test_a_warm_query_through_spark_makes_only_the_notification_poll(
         assert warm["metastore.round_trips"] == 1, warm.delta
         assert warm["metastore_cache.partition_hits"] == 2
     write_partition(root, 3, [30])
-    with open_catalog(settings) as ms:
+    with open_catalog(settings.metastore_connection) as ms:
         table = ms.get_table("counted_db", "t")
         ms.add_partitions(table, [Partition(("3",), f"file://{root}/k=3")])
     with counted() as after:
@@ -271,7 +271,7 @@ def test_a_partition_gone_fails_by_load_and_by_name_over_the_hive_metastore(
     root = tmp_path / "t"
     write_partitions(root)
     settings = load_settings(overrides=hms_options(hms_uri))
-    with open_catalog(settings) as ms:
+    with open_catalog(settings.metastore_connection) as ms:
         ms.create_database("absent_hms")
         register_external_table(ms, settings, "absent_hms.t", f"file://{root}", sealed=True)
     warm = {**hms_options(hms_uri), "hive.file-status-cache-tables": "*"}

@@ -28,7 +28,7 @@ COLUMNS = [Column("id", "bigint")]
 
 
 def append(settings, database, ids):
-    with open_metastore(settings, create=True) as ms:
+    with open_metastore(settings.metastore_connection, create=True) as ms:
         job = begin_write(ms, settings, database, "t", COLUMNS, False)
         batch = pa.RecordBatch.from_pydict({"id": pa.array(ids, pa.int64())})
         files = write_task(

@@ -295,7 +295,7 @@ def test_a_catalog_over_a_hive_metastore_by_its_options(
         "hive.metastore-timeout": "120s",  # embedded Derby is slow
     }
     settings = load_settings(overrides=hms)
-    with open_catalog(settings) as ms:
+    with open_catalog(settings.metastore_connection) as ms:
         ms.create_database("catalog_hms")
         for table in ("nation", "region"):
             register_external_table(

@@ -184,19 +184,25 @@ def test_the_filters_run_a_column_at_a_time_where_they_can(spark):
         return vectorized.vectorized(read.toExpression(both, schema).get())
 
     decimal = jvm.java.math.BigDecimal
-    assert count(
-        sources.GreaterThan("d15", decimal("10.505")),
-        sources.LessThanOrEqual("id", jvm.java.lang.Long(5)),
-        sources.EqualTo("s", "v1"),
-        sources.IsNotNull("d38"),
-    ) == 4
+    assert (
+        count(
+            sources.GreaterThan("d15", decimal("10.505")),
+            sources.LessThanOrEqual("id", jvm.java.lang.Long(5)),
+            sources.EqualTo("s", "v1"),
+            sources.IsNotNull("d38"),
+        )
+        == 4
+    )
     # A double, a decimal of more than 18 digits, a disjunction: Spark's row predicate.
-    assert count(
-        sources.GreaterThan("x", jvm.java.lang.Double(1.5)),
-        sources.GreaterThan("d38", decimal("1")),
-        sources.Or(sources.EqualTo("s", "a"), sources.IsNull("s")),
-        sources.EqualTo("id", jvm.java.lang.Long(3)),
-    ) == 1
+    assert (
+        count(
+            sources.GreaterThan("x", jvm.java.lang.Double(1.5)),
+            sources.GreaterThan("d38", decimal("1")),
+            sources.Or(sources.EqualTo("s", "a"), sources.IsNull("s")),
+            sources.EqualTo("id", jvm.java.lang.Long(3)),
+        )
+        == 1
+    )
 
 
 def test_explain_names_the_reader(spark, table, tmp_path):

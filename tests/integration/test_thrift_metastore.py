@@ -92,7 +92,7 @@ def partitions(table: Table, n: int, start: int = 0) -> list[Partition]:
 
 @pytest.fixture
 def ms(hms_uri):
-    with open_catalog(settings_for(hms_uri)) as ms:
+    with open_catalog(settings_for(hms_uri).metastore_connection) as ms:
         assert isinstance(ms, ThriftMetastore)
         yield ms
 
@@ -201,7 +201,9 @@ def test_missing_objects_name_what_exists(ms):
 def test_many_partitions_are_read_in_batches_not_one_call_each(hms_uri, tmp_path):
     """250 partitions, batches of 100: names (1) + 3 batches x (partitions, statistics)."""
     with open_catalog(
-        settings_for(hms_uri, **{"hive.metastore.partition-batch-size.max": "100"})
+        settings_for(
+            hms_uri, **{"hive.metastore.partition-batch-size.max": "100"}
+        ).metastore_connection
     ) as ms:
         db = unique_db()
         ms.create_database(db)
@@ -248,13 +250,15 @@ def test_cache_warm_query_makes_only_the_notification_poll(hms_uri, tmp_path):
     """Cold: the poll, the table snapshot, the table (+ statistics), the partitions. Warm:
     the poll only. Another client's new partition: the next query's poll sees its event."""
     settings = settings_for(hms_uri)
-    writer = open_catalog(settings)
+    writer = open_catalog(settings.metastore_connection)
     db = unique_db()
     writer.create_database(db)
     spec = external(db, "t", tmp_path)
     table = writer.create_table(spec, partitions(spec, 2))
     name = table.qualified_name
-    with CachedMetastore(open_catalog(settings), settings, owns_metastore=True) as cache:
+    with CachedMetastore(
+        open_catalog(settings.metastore_connection), settings.metastore_cache, owns_metastore=True
+    ) as cache:
 
         def query() -> list[Partition]:
             snap = cache.snapshot([name])
@@ -352,7 +356,9 @@ def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
 def test_partitions_by_filter_are_hms_selection_then_batches_by_name(hms_uri, tmp_path):
     """HMS's filter language picks the partitions (one call), then they are read by name."""
     with open_catalog(
-        settings_for(hms_uri, **{"hive.metastore.partition-batch-size.max": "2"})
+        settings_for(
+            hms_uri, **{"hive.metastore.partition-batch-size.max": "2"}
+        ).metastore_connection
     ) as ms:
         db = unique_db()
         ms.create_database(db)
@@ -379,14 +385,18 @@ def test_a_server_without_listener_is_said_once_and_falls_back_to_the_ttl(
     (``pytestmark``), starts while the others run."""
     uri = hms_server_without_listener.uri
     settings = settings_for(uri)
-    with open_catalog(settings) as writer:
+    with open_catalog(settings.metastore_connection) as writer:
         db = unique_db()
         writer.create_database(db)
         writer.create_table(external(db, "t", tmp_path))
         assert writer.current_notification_id() == 0
     with caplog.at_level(logging.WARNING, logger="raptorx_py.metastore.cached_store"):
         with CounterDeltas() as c:
-            cache = CachedMetastore(open_catalog(settings), settings, owns_metastore=True)
+            cache = CachedMetastore(
+                open_catalog(settings.metastore_connection),
+                settings.metastore_cache,
+                owns_metastore=True,
+            )
             cache.close()
     assert not cache.log_filled and c["metastore_cache.empty_notification_log"] == 1
     warnings = [r.getMessage() for r in caplog.records if "notification log" in r.getMessage()]

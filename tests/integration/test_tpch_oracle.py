@@ -163,7 +163,7 @@ def _registered_rows(settings, database="tpch"):
     from raptorx_py.metastore import open_metastore
 
     rows = {}
-    with open_metastore(settings) as ms:
+    with open_metastore(settings.metastore_connection) as ms:
         assert sorted(ms.list_tables(database)) == sorted(queries.TABLES)
         for t in queries.TABLES:
             table = ms.get_table(database, t)

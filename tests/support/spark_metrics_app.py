@@ -81,7 +81,7 @@ def main(root: str, out_path: str) -> None:
     table_root = os.path.join(root, "t")
     write_table(table_root)
     settings = load_settings(overrides=properties)
-    with open_metastore(settings, create=True) as ms:
+    with open_metastore(settings.metastore_connection, create=True) as ms:
         register_external_table(ms, settings, "db.t", table_root)
     spark = tiered_session(
         master="local[2]",

@@ -43,7 +43,7 @@ READER = textwrap.dedent(
 
     settings = load_settings(overrides=dict(a.split("=", 1) for a in sys.argv[2:]))
     rounds = int(sys.argv[1])
-    cache = cached_metastore_for(settings, start=False)
+    cache = cached_metastore_for(settings.metastore_cache, start=False)
     for _ in range(rounds):
         sys.stdin.readline()  # the faults of this round are made
         snapshot = cache.snapshot(["shop.events"])

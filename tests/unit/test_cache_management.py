@@ -73,7 +73,7 @@ def make_table(tmp_path, settings, name="shop.events"):
                 root / f"day={day}" / f"part-{f}.parquet",
                 row_group_size=ROWS_PER_FILE // 4,
             )
-    with open_catalog(settings, create=True) as ms:
+    with open_catalog(settings.metastore_connection, create=True) as ms:
         register_external_table(ms, settings, name, f"file://{root}", sealed=True)
     return root
 
@@ -257,7 +257,7 @@ def test_invalidate_reaches_the_memory_tiers_of_this_process(tmp_path):
     settings = tier_settings(tmp_path, **{"hive.file-status-cache-expire-time": "17m"})
     root = make_table(tmp_path, settings)
     try:
-        cache = cached_metastore_for(settings, start=False)
+        cache = cached_metastore_for(settings.metastore_cache, start=False)
         table = cache.get_table("shop", "events")
         cache.list_partitions(table)
         listings = listing_cache_for(settings.listing_cache)
@@ -377,7 +377,7 @@ READER = textwrap.dedent(
 
     settings = load_settings(overrides=dict(a.split("=", 1) for a in sys.argv[2:]))
     rounds = int(sys.argv[1])
-    cache = cached_metastore_for(settings, start=False)
+    cache = cached_metastore_for(settings.metastore_cache, start=False)
     for _ in range(rounds):
         snapshot = cache.snapshot(["shop.events"])
         table = cache.get_table("shop", "events", snapshot=snapshot)

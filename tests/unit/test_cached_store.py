@@ -82,7 +82,9 @@ def make_cache(metastore_url, reader, clock):
     made = []
 
     def make(**props):
-        cache = CachedMetastore(reader, settings_for(metastore_url, **props), clock=clock)
+        cache = CachedMetastore(
+            reader, settings_for(metastore_url, **props).metastore_cache, clock=clock
+        )
         made.append(cache)
         return cache
 
@@ -580,10 +582,12 @@ def test_a_query_snapshot_holds_while_the_cache_keeps_a_version_for_it(writer, m
 # -- process-wide cache, background refresher ---------------------------------------------------
 def test_one_cache_per_process_per_metastore(metastore_url, tmp_path, writer):
     try:
-        a = cached_metastore_for(settings_for(metastore_url), start=False)
-        assert cached_metastore_for(settings_for(metastore_url), start=False) is a
+        a = cached_metastore_for(settings_for(metastore_url).metastore_cache, start=False)
+        assert cached_metastore_for(settings_for(metastore_url).metastore_cache, start=False) is a
         Metastore(SqliteBackend(f"{tmp_path}/other.db")).close()  # a read creates none
-        other = cached_metastore_for(settings_for(f"sqlite:///{tmp_path}/other.db"), start=False)
+        other = cached_metastore_for(
+            settings_for(f"sqlite:///{tmp_path}/other.db").metastore_cache, start=False
+        )
         assert other is not a
     finally:
         close_cached_metastores()
@@ -597,7 +601,7 @@ def test_prewarm_at_start_up_makes_the_first_query_warm(metastore_url, writer):
         for prewarm, first_query in (("false", 11), ("true", 1)):
             close_cached_metastores()
             settings = settings_for(metastore_url, **{"hive.metastore-cache-prewarm": prewarm})
-            cache = cached_metastore_for(settings, start=False)
+            cache = cached_metastore_for(settings.metastore_cache, start=False)
             with Trips() as t:
                 _, parts = query(cache)
             assert values_of(parts) == ["a", "b"]
@@ -627,12 +631,12 @@ def test_a_failed_connection_is_replaced_once_and_other_errors_are_not(metastore
         return query(cache)
 
     try:
-        cached_metastore_for(settings, start=False)
+        cached_metastore_for(settings.metastore_cache, start=False)
         reconnects = CounterDeltas()
-        _, parts = with_cached_metastore(settings, flaky)
+        _, parts = with_cached_metastore(settings.metastore_cache, flaky)
         assert values_of(parts) == ["a", "b"]
         assert len(caches) == 2 and caches[0] is not caches[1]
-        assert cached_metastore_for(settings) is caches[1]  # the new one is kept
+        assert cached_metastore_for(settings.metastore_cache) is caches[1]  # the new one is kept
         assert reconnects["metastore_cache.reconnects"] == 1
 
         def recreated(cache):
@@ -640,7 +644,7 @@ def test_a_failed_connection_is_replaced_once_and_other_errors_are_not(metastore
             raise MetastoreError("table db.t was dropped and recreated")
 
         with pytest.raises(MetastoreError, match="dropped and recreated"):
-            with_cached_metastore(settings, recreated)
+            with_cached_metastore(settings.metastore_cache, recreated)
         assert len(caches) == 3 and caches[2] is caches[1]  # not retried, not discarded
     finally:
         close_cached_metastores()
@@ -737,7 +741,7 @@ def run(rng, writer, cache, table, names):
 @pytest.fixture
 def catalog_writer(catalog_settings):
     """The other application, on ``catalog_settings``' backend, with an empty ``db``."""
-    with open_catalog(catalog_settings, create=True) as ms:
+    with open_catalog(catalog_settings.metastore_connection, create=True) as ms:
         ms.create_database("db")
         yield ms
 
@@ -745,7 +749,10 @@ def catalog_writer(catalog_settings):
 @pytest.fixture
 def catalog_cache(catalog_settings, catalog_writer, clock):
     with CachedMetastore(
-        open_catalog(catalog_settings), catalog_settings, clock=clock, owns_metastore=True
+        open_catalog(catalog_settings.metastore_connection),
+        catalog_settings.metastore_cache,
+        clock=clock,
+        owns_metastore=True,
     ) as cache:
         yield cache
 

@@ -21,7 +21,7 @@ from tests.support.counter_deltas import CounterDeltas
 
 @pytest.fixture
 def settings(catalog_settings):
-    with open_catalog(catalog_settings, create=True) as ms:
+    with open_catalog(catalog_settings.metastore_connection, create=True) as ms:
         for db in ("sales", "tpch"):
             ms.create_database(db)
         for name in ("orders", "lineitem"):
@@ -101,7 +101,7 @@ def test_tpch_queries_by_catalog_names_name_every_table_qualified():
 def test_flush_metadata_cache_forgets_a_table_a_schema_or_all(settings):
     from raptorx_py.metastore.cached_store import cached_metastore_for
 
-    cache = cached_metastore_for(settings)
+    cache = cached_metastore_for(settings.metastore_cache)
 
     def reload_counts() -> tuple[int, int]:
         with CounterDeltas() as c:

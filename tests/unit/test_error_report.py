@@ -140,7 +140,7 @@ def test_tpch_load_replaces_only_its_own_tables(tmp_path, tpch_sf001_dir):
     settings = load_settings(overrides={"hive.metastore.url": f"sqlite:///{tmp_path}/ms.db"})
     work = str(Path(tpch_sf001_dir).parent)
     warehouse = tmp_path / "warehouse"
-    with open_metastore(settings, create=True) as ms:
+    with open_metastore(settings.metastore_connection, create=True) as ms:
         ms.create_database("tpch")
         ms.create_table(
             Table(
@@ -157,7 +157,7 @@ def test_tpch_load_replaces_only_its_own_tables(tmp_path, tpch_sf001_dir):
         )
         == urls
     )
-    with open_metastore(settings) as ms:
+    with open_metastore(settings.metastore_connection) as ms:
         assert ms.get_table("tpch", "mine").location == "file:///elsewhere/mine"
         ms.create_table(
             Table(
@@ -177,7 +177,7 @@ def test_tpch_load_replaces_only_its_own_tables(tmp_path, tpch_sf001_dir):
         load_tpch(
             0.01, str(warehouse), settings, work_dir=work, progress=False, only_own_tables=True
         )
-    with open_metastore(settings) as ms:
+    with open_metastore(settings.metastore_connection) as ms:
         assert ms.get_table("tpch", "nation").location == "file:///elsewhere/nation"
         assert ms.get_table("tpch", "lineitem").location == urls["lineitem"]
 

@@ -307,7 +307,7 @@ def registered(tmp_path):
 
 
 def partitions(settings):
-    with open_metastore(settings) as ms:
+    with open_metastore(settings.metastore_connection) as ms:
         table = ms.get_table("db", "sales")
         return {p.values[0]: p for p in ms.list_partitions(table)}
 

@@ -22,7 +22,7 @@ def ms(metastore_url):
 @pytest.fixture
 def catalog(catalog_settings):
     """A fresh catalogue on every backend: SQLite, PostgreSQL and a Hive Metastore (Thrift)."""
-    with open_catalog(catalog_settings, create=True) as m:
+    with open_catalog(catalog_settings.metastore_connection, create=True) as m:
         yield m
 
 

@@ -100,16 +100,17 @@ def test_a_typo_in_the_metastore_path_fails_naming_it_and_creates_nothing(tmp_pa
         overrides={"hive.metastore.url": f"sqlite:///{typo}"}, env={}, cwd=tmp_path
     )
     with pytest.raises(MetastoreNotFoundError, match=f"no SQLite metastore at {typo}"):
-        open_metastore(settings)
+        open_metastore(settings.metastore_connection)
     try:
         with pytest.raises(MetastoreNotFoundError, match=str(typo)):
-            cached_metastore_for(settings, start=False)  # what a Spark read plans through
+            # What a Spark read plans through:
+            cached_metastore_for(settings.metastore_cache, start=False)
     finally:
         close_cached_metastores()
     for command in (["table", "list"], ["table", "show", "db.t"], ["locks", "show"]):
         assert main([*command, "-p", f"hive.metastore.url=sqlite:///{typo}"]) == 2
         assert f"no SQLite metastore at {typo}" in capsys.readouterr().err
     assert not typo.exists() and not os.path.exists(f"{typo}-wal")
-    with open_metastore(settings, create=True):  # a command that creates things may
+    with open_metastore(settings.metastore_connection, create=True):  # a creating command may
         pass
     assert typo.exists()

@@ -209,7 +209,7 @@ def test_setting_partition_parameters_appends_an_alter_partition_event(ms):
 @pytest.fixture
 def catalog(catalog_settings):
     """A fresh catalogue on every backend: SQLite, PostgreSQL and a Hive Metastore (Thrift)."""
-    with open_catalog(catalog_settings, create=True) as m:
+    with open_catalog(catalog_settings.metastore_connection, create=True) as m:
         yield m
 
 

@@ -107,7 +107,7 @@ def answer(settings: Settings, request: dict[str, str]) -> dict:
             return {"flushed": f"{database}.{table}"}
         return {"exists": True}
 
-    return with_cached_metastore(settings, ask)
+    return with_cached_metastore(settings.metastore_cache, ask)
 
 
 def _missing(kind: str, name: str, existing) -> dict:

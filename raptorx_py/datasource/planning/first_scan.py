@@ -38,7 +38,7 @@ def first_scan_state(
         # "run the query again"), in the cache's table-id check.
         return snapshot, cache.get_table(database, table_name, snapshot=snapshot)
 
-    snapshot, table = with_cached_metastore(settings, snapshot_and_table)
+    snapshot, table = with_cached_metastore(settings.metastore_cache, snapshot_and_table)
     if token is None:
         return snapshot, table
     key = table.qualified_name
@@ -56,6 +56,6 @@ def first_scan_state(
         return snapshot, table
     counters.add("source.query_snapshot_reused")
     return recorded, with_cached_metastore(
-        settings,
+        settings.metastore_cache,
         lambda cache: cache.get_table(table.database, table.name, snapshot=recorded),
     )
