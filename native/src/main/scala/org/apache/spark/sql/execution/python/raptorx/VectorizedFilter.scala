@@ -1,6 +1,7 @@
 package org.apache.spark.sql.execution.python.raptorx
 
 import org.apache.spark.sql.catalyst.expressions.{And, BasePredicate, BinaryComparison, BoundReference, EqualTo, Expression, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull, LessThan, LessThanOrEqual, Literal, Predicate}
+import org.apache.spark.sql.execution.vectorized.{Dictionary, WritableColumnVector}
 import org.apache.spark.sql.types._
 import org.apache.spark.sql.vectorized.{ColumnVector, ColumnarBatch}
 import org.apache.spark.unsafe.types.UTF8String
@@ -75,6 +76,10 @@ object VectorizedFilter {
     new VectorizedFilter(checks.toArray, remaining)
   }
 
+  /** How many batches of a column this JVM tested by its dictionary's entries (tests). */
+  def dictionaryBatches: Long = DictionaryBatches.get()
+  private val DictionaryBatches = new java.util.concurrent.atomic.AtomicLong()
+
   /** How many of `predicate`'s conjuncts run a column at a time (tests). */
   def vectorized(predicate: Expression): Int = conjuncts(predicate).count(compile(_).isDefined)
 
@@ -86,8 +91,8 @@ object VectorizedFilter {
   /** One conjunct, run over a batch's selected rows (`selection` null: rows `0 until
    * count`), writing the rows it keeps to `out` (which may be `selection`: a row is written
    * no later than it is read); returns how many. */
-  private[raptorx] abstract class Check(column: Int) {
-    final def keep(batch: ColumnarBatch, selection: Array[Int], count: Int, out: Array[Int]): Int = {
+  private[raptorx] abstract class Check(val column: Int) {
+    def keep(batch: ColumnarBatch, selection: Array[Int], count: Int, out: Array[Int]): Int = {
       val v = batch.column(column)
       val nulls = v.hasNull
       var kept = 0
@@ -105,35 +110,95 @@ object VectorizedFilter {
     def test(v: ColumnVector, row: Int, nulls: Boolean): Boolean
   }
 
-  private final class NullCheck(column: Int, wanted: Boolean) extends Check(column) {
+  private final class NullCheck(at: Int, wanted: Boolean) extends Check(at) {
     def test(v: ColumnVector, row: Int, nulls: Boolean): Boolean =
       (nulls && v.isNullAt(row)) == wanted
   }
 
-  /** `low <= value <= high` of a column read as longs (`Long.MinValue`/`MaxValue`: open). */
-  private final class LongRange(column: Int, read: (ColumnVector, Int) => Long,
-                                low: Long, high: Long) extends Check(column) {
-    def test(v: ColumnVector, row: Int, nulls: Boolean): Boolean = {
-      if (nulls && v.isNullAt(row)) false
-      else {
-        val x = read(v, row)
-        x >= low && x <= high
+  /** A column read as longs: `read` a row of it; `decode` an entry of its dictionary where
+   * Spark's reader left it dictionary-encoded (`read` then decodes the row's entry each time:
+   * a fixed-length decimal's bytes made a long anew, the most of a filter's time). */
+  private final case class LongColumn(read: (ColumnVector, Int) => Long,
+                                      decode: Option[(Dictionary, Int) => Long])
+
+  /** A test of a column's values as longs. Over a dictionary-encoded vector each entry is
+   * decoded and tested once (per dictionary, which changes with the row group), and a row
+   * is its entry's answer. */
+  private abstract class LongCheck(at: Int, values: LongColumn) extends Check(at) {
+    def accepts(x: Long): Boolean
+    private var dictionary: Dictionary = _
+    private var answers = new Array[Byte](0) // per entry: 0 not yet, 1 kept, 2 not
+
+    final def test(v: ColumnVector, row: Int, nulls: Boolean): Boolean =
+      !(nulls && v.isNullAt(row)) && accepts(values.read(v, row))
+
+    override def keep(batch: ColumnarBatch, selection: Array[Int], count: Int, out: Array[Int]): Int =
+      batch.column(column) match {
+        case w: WritableColumnVector if values.decode.isDefined && w.hasDictionary &&
+            dictionaryOf(w).isDefined =>
+          val dict = dictionaryOf(w).get
+          if (dict ne dictionary) {
+            dictionary = dict
+            answers = new Array[Byte](64)
+          }
+          val decode = values.decode.get
+          DictionaryBatches.incrementAndGet()
+          val ids = w.getDictionaryIds
+          val nulls = w.hasNull
+          var kept = 0
+          var i = 0
+          while (i < count) {
+            val row = if (selection == null) i else selection(i)
+            if (!(nulls && w.isNullAt(row))) {
+              val id = ids.getInt(row)
+              if (id >= answers.length) {
+                answers = java.util.Arrays.copyOf(answers, math.max(id + 1, answers.length * 2))
+              }
+              var answer = answers(id)
+              if (answer == 0) {
+                answer = if (accepts(decode(dict, id))) 1 else 2
+                answers(id) = answer
+              }
+              if (answer == 1) {
+                out(kept) = row
+                kept += 1
+              }
+            }
+            i += 1
+          }
+          kept
+        case _ => super.keep(batch, selection, count, out)
       }
-    }
   }
 
-  private final class LongSet(column: Int, read: (ColumnVector, Int) => Long,
-                              values: java.util.HashSet[java.lang.Long]) extends Check(column) {
-    def test(v: ColumnVector, row: Int, nulls: Boolean): Boolean =
-      !(nulls && v.isNullAt(row)) && values.contains(read(v, row))
+  /** `low <= value <= high` of a column read as longs (`Long.MinValue`/`MaxValue`: open). */
+  private final class LongRange(at: Int, values: LongColumn, low: Long, high: Long)
+      extends LongCheck(at, values) {
+    def accepts(x: Long): Boolean = x >= low && x <= high
   }
 
-  private final class Never(column: Int) extends Check(column) {
+  private final class LongSet(at: Int, values: LongColumn,
+                              set: java.util.HashSet[java.lang.Long]) extends LongCheck(at, values) {
+    def accepts(x: Long): Boolean = set.contains(x)
+  }
+
+  /** The dictionary Spark's reader left on `v` (a protected field: read by reflection, so
+   * that a Spark without it only loses the shortcut). */
+  private def dictionaryOf(v: WritableColumnVector): Option[Dictionary] =
+    DictionaryField.flatMap(f => Option(f.get(v).asInstanceOf[Dictionary]))
+
+  private val DictionaryField: Option[java.lang.reflect.Field] = scala.util.Try {
+    val f = classOf[WritableColumnVector].getDeclaredField("dictionary")
+    f.setAccessible(true)
+    f
+  }.toOption
+
+  private final class Never(at: Int) extends Check(at) {
     def test(v: ColumnVector, row: Int, nulls: Boolean): Boolean = false
   }
 
-  private final class StringCompare(column: Int, literal: UTF8String, op: Op)
-      extends Check(column) {
+  private final class StringCompare(at: Int, literal: UTF8String, op: Op)
+      extends Check(at) {
     def test(v: ColumnVector, row: Int, nulls: Boolean): Boolean =
       !(nulls && v.isNullAt(row)) && op.holds(v.getUTF8String(row).binaryCompare(literal))
   }
@@ -155,21 +220,26 @@ object VectorizedFilter {
     case _ => None
   }
 
-  private final class StringSet(column: Int, values: java.util.HashSet[UTF8String])
-      extends Check(column) {
+  private final class StringSet(at: Int, values: java.util.HashSet[UTF8String])
+      extends Check(at) {
     def test(v: ColumnVector, row: Int, nulls: Boolean): Boolean =
       !(nulls && v.isNullAt(row)) && values.contains(v.getUTF8String(row))
   }
 
-  /** The reader of a column of `t` as longs (unscaled for decimals), or None. */
-  private def longReader(t: DataType): Option[(ColumnVector, Int) => Long] = t match {
-    case ByteType => Some((v, i) => v.getByte(i).toLong)
-    case ShortType => Some((v, i) => v.getShort(i).toLong)
-    case IntegerType | DateType => Some((v, i) => v.getInt(i).toLong)
-    case LongType | TimestampType | TimestampNTZType => Some((v, i) => v.getLong(i))
-    case d: DecimalType if d.precision <= Decimal.MAX_INT_DIGITS => Some((v, i) => v.getInt(i).toLong)
-    case d: DecimalType if d.precision <= Decimal.MAX_LONG_DIGITS => Some((v, i) => v.getLong(i))
-    case _ => None
+  /** A column of `t` read as longs (unscaled for decimals), as Spark's vectors keep it (an
+   * int or a long; a dictionary's entry decoded as `getInt`/`getLong` decode it), or None. */
+  private def longReader(t: DataType): Option[LongColumn] = {
+    val ints = LongColumn((v, i) => v.getInt(i).toLong, Some((d, id) => d.decodeToInt(id).toLong))
+    val longs = LongColumn((v, i) => v.getLong(i), Some((d, id) => d.decodeToLong(id)))
+    t match {
+      case ByteType => Some(LongColumn((v, i) => v.getByte(i).toLong, None))
+      case ShortType => Some(LongColumn((v, i) => v.getShort(i).toLong, None))
+      case IntegerType | DateType => Some(ints)
+      case LongType | TimestampType | TimestampNTZType => Some(longs)
+      case d: DecimalType if d.precision <= Decimal.MAX_INT_DIGITS => Some(ints)
+      case d: DecimalType if d.precision <= Decimal.MAX_LONG_DIGITS => Some(longs)
+      case _ => None
+    }
   }
 
   /** A literal of a long-read column's comparison as an exact value at the column's scale
