@@ -132,43 +132,46 @@ object VectorizedFilter {
     final def test(v: ColumnVector, row: Int, nulls: Boolean): Boolean =
       !(nulls && v.isNullAt(row)) && accepts(values.read(v, row))
 
-    override def keep(batch: ColumnarBatch, selection: Array[Int], count: Int, out: Array[Int]): Int =
-      batch.column(column) match {
-        case w: WritableColumnVector if values.decode.isDefined && w.hasDictionary &&
-            dictionaryOf(w).isDefined =>
-          val dict = dictionaryOf(w).get
-          if (dict ne dictionary) {
-            dictionary = dict
-            answers = new Array[Byte](64)
-          }
-          val decode = values.decode.get
-          DictionaryBatches.incrementAndGet()
-          val ids = w.getDictionaryIds
-          val nulls = w.hasNull
-          var kept = 0
-          var i = 0
-          while (i < count) {
-            val row = if (selection == null) i else selection(i)
-            if (!(nulls && w.isNullAt(row))) {
-              val id = ids.getInt(row)
-              if (id >= answers.length) {
-                answers = java.util.Arrays.copyOf(answers, math.max(id + 1, answers.length * 2))
-              }
-              var answer = answers(id)
-              if (answer == 0) {
-                answer = if (accepts(decode(dict, id))) 1 else 2
-                answers(id) = answer
-              }
-              if (answer == 1) {
-                out(kept) = row
-                kept += 1
-              }
-            }
-            i += 1
-          }
-          kept
-        case _ => super.keep(batch, selection, count, out)
+    override def keep(batch: ColumnarBatch, selection: Array[Int], count: Int, out: Array[Int]): Int = {
+      val w = batch.column(column) match {
+        case w: WritableColumnVector if values.decode.isDefined && w.hasDictionary => w
+        case _ => null
       }
+      val dict = if (w == null) null else dictionaryOf(w).orNull
+      if (dict == null) super.keep(batch, selection, count, out)
+      else {
+        if (dict ne dictionary) {
+          dictionary = dict
+          answers = new Array[Byte](64)
+        }
+        val decode = values.decode.get
+        DictionaryBatches.incrementAndGet()
+        val ids = w.getDictionaryIds
+        val nulls = w.hasNull
+        var kept = 0
+        var i = 0
+        while (i < count) {
+          val row = if (selection == null) i else selection(i)
+          if (!(nulls && w.isNullAt(row))) {
+            val id = ids.getInt(row)
+            if (id >= answers.length) {
+              answers = java.util.Arrays.copyOf(answers, math.max(id + 1, answers.length * 2))
+            }
+            var answer = answers(id)
+            if (answer == 0) {
+              answer = if (accepts(decode(dict, id))) 1 else 2
+              answers(id) = answer
+            }
+            if (answer == 1) {
+              out(kept) = row
+              kept += 1
+            }
+          }
+          i += 1
+        }
+        kept
+      }
+    }
   }
 
   /** `low <= value <= high` of a column read as longs (`Long.MinValue`/`MaxValue`: open). */
