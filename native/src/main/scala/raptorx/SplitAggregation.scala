@@ -175,35 +175,29 @@ object SplitAggregation {
   })
 
   /** A column's values: integers, decimals, dates (days), timestamps (microseconds) and
-   * booleans (0, 1) as longs. */
+   * booleans (0, 1) as longs ([[ColumnLongs]]), decimals past 18 digits as `BigInteger`s. */
   private def read(v: ColumnVector, t: DataType, n: Int): Num = {
     val out = new Num(n, scaleOf(t))
     val nulls = v.hasNull
+    val wide = t match {
+      case d: DecimalType if d.precision > 18 => d
+      case _ => null
+    }
+    val longs = if (wide == null) longReader(t) else null
     var i = 0
     while (i < n) {
       if (nulls && v.isNullAt(i)) out.setNull(i)
-      else t match {
-        case d: DecimalType if d.precision > 18 =>
-          out.set(i, v.getDecimal(i, d.precision, d.scale).toJavaBigDecimal.unscaledValue())
-        case _ => out.longs(i) = longAt(v, t, i)
-      }
+      else if (wide != null) {
+        out.set(i, v.getDecimal(i, wide.precision, wide.scale).toJavaBigDecimal.unscaledValue())
+      } else out.longs(i) = longs(v, i)
       i += 1
     }
     out
   }
 
-  /** Row `i` of `v` as a long: integers, dates (days), timestamps (microseconds), booleans
-   * (0, 1), and decimals of up to 18 digits (unscaled, as Spark's vectors keep them). */
-  private def longAt(v: ColumnVector, t: DataType, i: Int): Long = t match {
-    case ByteType => v.getByte(i).toLong
-    case ShortType => v.getShort(i).toLong
-    case IntegerType | DateType => v.getInt(i).toLong
-    case LongType | TimestampType | TimestampNTZType => v.getLong(i)
-    case BooleanType => if (v.getBoolean(i)) 1L else 0L
-    case d: DecimalType if d.precision <= 9 => v.getInt(i).toLong
-    case d: DecimalType if d.precision <= 18 => v.getLong(i)
-    case other => throw new IllegalArgumentException(s"not a column of numbers: $other")
-  }
+  private def longReader(t: DataType): (ColumnVector, Int) => Long =
+    ColumnLongs.of(t).map(_.read).getOrElse(
+      throw new IllegalArgumentException(s"not a column of numbers: $t"))
 
   /** `in` at `scale` (not lower than its own: casts the provider pushes widen). */
   private def rescaled(in: Num, scale: Int, t: DataType, what: Input): Num = {
@@ -357,13 +351,17 @@ object SplitAggregation {
       val codes = keyCodes(c)
       val values = keyValues(c)
       val nulls = v.hasNull
+      val longs = t match {
+        case StringType | BinaryType | _: DecimalType => null
+        case _ => longReader(t)
+      }
       var i = 0
       while (i < n) {
         val key: AnyRef = if (nulls && v.isNullAt(i)) NullKey else t match {
           case StringType => v.getUTF8String(i)
           case BinaryType => java.nio.ByteBuffer.wrap(v.getBinary(i))
           case d: DecimalType => v.getDecimal(i, d.precision, d.scale)
-          case _ => java.lang.Long.valueOf(longAt(v, t, i))
+          case _ => java.lang.Long.valueOf(longs(v, i))
         }
         val code = codes.get(key)
         if (code != null) out(i) = code

@@ -6,6 +6,8 @@ import org.apache.spark.sql.types._
 import org.apache.spark.sql.vectorized.{ColumnVector, ColumnarBatch}
 import org.apache.spark.unsafe.types.UTF8String
 
+import raptorx.ColumnLongs
+
 /**
  * A scan's filters (one Catalyst predicate over the reader's columns, bound by position) kept
  * as a selection of a batch's rows, a column at a time where it can: each conjunct of the
@@ -115,16 +117,10 @@ object VectorizedFilter {
       (nulls && v.isNullAt(row)) == wanted
   }
 
-  /** A column read as longs: `read` a row of it; `decode` an entry of its dictionary where
-   * Spark's reader left it dictionary-encoded (`read` then decodes the row's entry each time:
-   * a fixed-length decimal's bytes made a long anew, the most of a filter's time). */
-  private final case class LongColumn(read: (ColumnVector, Int) => Long,
-                                      decode: Option[(Dictionary, Int) => Long])
-
   /** A test of a column's values as longs. Over a dictionary-encoded vector each entry is
    * decoded and tested once (per dictionary, which changes with the row group), and a row
    * is its entry's answer. */
-  private abstract class LongCheck(at: Int, values: LongColumn) extends Check(at) {
+  private abstract class LongCheck(at: Int, values: ColumnLongs.Reader) extends Check(at) {
     def accepts(x: Long): Boolean
     private var dictionary: Dictionary = _
     private var answers = new Array[Byte](0) // per entry: 0 not yet, 1 kept, 2 not
@@ -175,12 +171,12 @@ object VectorizedFilter {
   }
 
   /** `low <= value <= high` of a column read as longs (`Long.MinValue`/`MaxValue`: open). */
-  private final class LongRange(at: Int, values: LongColumn, low: Long, high: Long)
+  private final class LongRange(at: Int, values: ColumnLongs.Reader, low: Long, high: Long)
       extends LongCheck(at, values) {
     def accepts(x: Long): Boolean = x >= low && x <= high
   }
 
-  private final class LongSet(at: Int, values: LongColumn,
+  private final class LongSet(at: Int, values: ColumnLongs.Reader,
                               set: java.util.HashSet[java.lang.Long]) extends LongCheck(at, values) {
     def accepts(x: Long): Boolean = set.contains(x)
   }
@@ -229,21 +225,10 @@ object VectorizedFilter {
       !(nulls && v.isNullAt(row)) && values.contains(v.getUTF8String(row))
   }
 
-  /** A column of `t` read as longs (unscaled for decimals), as Spark's vectors keep it (an
-   * int or a long; a dictionary's entry decoded as `getInt`/`getLong` decode it), or None. */
-  private def longReader(t: DataType): Option[LongColumn] = {
-    val ints = LongColumn((v, i) => v.getInt(i).toLong, Some((d, id) => d.decodeToInt(id).toLong))
-    val longs = LongColumn((v, i) => v.getLong(i), Some((d, id) => d.decodeToLong(id)))
-    t match {
-      case ByteType => Some(LongColumn((v, i) => v.getByte(i).toLong, None))
-      case ShortType => Some(LongColumn((v, i) => v.getShort(i).toLong, None))
-      case IntegerType | DateType => Some(ints)
-      case LongType | TimestampType | TimestampNTZType => Some(longs)
-      case d: DecimalType if d.precision <= Decimal.MAX_INT_DIGITS => Some(ints)
-      case d: DecimalType if d.precision <= Decimal.MAX_LONG_DIGITS => Some(longs)
-      case _ => None
-    }
-  }
+  /** A column of `t` read as longs ([[raptorx.ColumnLongs]]; booleans are left to the
+   * row predicate), or None. */
+  private def longReader(t: DataType): Option[ColumnLongs.Reader] =
+    if (t == BooleanType) None else ColumnLongs.of(t)
 
   /** A literal of a long-read column's comparison as an exact value at the column's scale
    * (its unscaled value as a `BigDecimal` that may have a fraction), or None. */

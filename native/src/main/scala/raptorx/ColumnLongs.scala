@@ -1,0 +1,40 @@
+package raptorx
+
+import org.apache.spark.sql.execution.vectorized.Dictionary
+import org.apache.spark.sql.types._
+import org.apache.spark.sql.vectorized.ColumnVector
+
+/**
+ * A column of Spark's vectors read as longs, as Spark's vectorized Parquet reader keeps it:
+ * integers, dates (days), timestamps (microseconds), booleans (0, 1) and decimals of up to
+ * 18 digits (unscaled, in an int up to 9 digits, else a long). For the executor's filters
+ * ([[org.apache.spark.sql.execution.python.raptorx.VectorizedFilter]]) and the partial
+ * aggregation ([[SplitAggregation]]).
+ *
+ * Limits: the decimal layout is the `WritableColumnVector`s' of Spark's Parquet reader; other
+ * vectors (Spark's ORC reader's) keep decimals otherwise and must be read by `getDecimal`.
+ */
+object ColumnLongs {
+  /** `read` a row; `decode` an entry of the vector's dictionary as `read` would (`getInt`
+   * or `getLong` of a dictionary-encoded vector), where one is defined. */
+  final case class Reader(read: (ColumnVector, Int) => Long,
+                          decode: Option[(Dictionary, Int) => Long])
+
+  private val Ints = Reader((v, i) => v.getInt(i).toLong, Some((d, id) => d.decodeToInt(id).toLong))
+  private val Longs = Reader((v, i) => v.getLong(i), Some((d, id) => d.decodeToLong(id)))
+  private val Bytes = Reader((v, i) => v.getByte(i).toLong, None)
+  private val Shorts = Reader((v, i) => v.getShort(i).toLong, None)
+  private val Booleans = Reader((v, i) => if (v.getBoolean(i)) 1L else 0L, None)
+
+  /** The reader of a column of `t`, or None (not a column of numbers kept as longs). */
+  def of(t: DataType): Option[Reader] = t match {
+    case ByteType => Some(Bytes)
+    case ShortType => Some(Shorts)
+    case IntegerType | DateType => Some(Ints)
+    case LongType | TimestampType | TimestampNTZType => Some(Longs)
+    case BooleanType => Some(Booleans)
+    case d: DecimalType if d.precision <= Decimal.MAX_INT_DIGITS => Some(Ints)
+    case d: DecimalType if d.precision <= Decimal.MAX_LONG_DIGITS => Some(Longs)
+    case _ => None
+  }
+}
