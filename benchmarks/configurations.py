@@ -288,7 +288,12 @@ def cache_root(ctx: BenchContext, name: str) -> str:
 
 
 def tiered_cached_views(
-    name: str, *, fresh_per_run: bool, fragments: bool = False, storing: bool = False
+    name: str,
+    *,
+    fresh_per_run: bool,
+    fragments: bool = False,
+    storing: bool = False,
+    extra: Mapping[str, str] | None = None,
 ) -> Callable[[BenchContext], None]:
     """tiered_hive over the emulated S3 with every storage tier on, caching under
     ``cache_root(ctx, name)``.
@@ -303,12 +308,13 @@ def tiered_cached_views(
     ``fragments``: the fragment result cache too, under ``<cache root>/fragments``.
     ``storing``: every run stores its fragments anew (stored on first use, in a directory
     of the run's own), over storage tiers kept warm: the cost of the run that stores.
+    ``extra``: further properties (e.g. ``hive.parquet.reader``).
     """
 
     def register_cached(ctx: BenchContext) -> None:
         from raptorx_py.config import PROPERTIES_BY_NAME
 
-        options = {**ALL_TIERS, "cache.base-directory": cache_root(ctx, name)}
+        options = {**ALL_TIERS, **(extra or {}), "cache.base-directory": cache_root(ctx, name)}
         if fragments or storing:
             fragment_dir = os.path.join(cache_root(ctx, name), "fragments")
             if storing:
@@ -375,7 +381,13 @@ def remove_directory(path: str, attempts: int = 5) -> None:
 
 
 def tiered_cached_configuration(
-    name: str, description: str, *, cold: bool, fragments: bool = False, storing: bool = False
+    name: str,
+    description: str,
+    *,
+    cold: bool,
+    fragments: bool = False,
+    storing: bool = False,
+    extra: Mapping[str, str] | None = None,
 ) -> Configuration:
     """The configuration ``name``: tiered_hive over the emulated S3 with every storage tier
     (and with ``fragments``, the fragment result cache) caching under ``cache_root(ctx,
@@ -386,10 +398,10 @@ def tiered_cached_configuration(
         name=name,
         description=description,
         register_views=tiered_cached_views(
-            name, fresh_per_run=cold, fragments=fragments, storing=storing
+            name, fresh_per_run=cold, fragments=fragments, storing=storing, extra=extra
         ),
         prepare=empty_cache_root(name, every_run=cold),
-        details={"caches": caches, "state": "cold" if cold else "warm"},
+        details={"caches": caches, "state": "cold" if cold else "warm", **(extra or {})},
         spark_conf=s3a_jars_conf,
     )
 
@@ -498,6 +510,17 @@ register(
         "tiered_hive over the emulated S3, all three storage tiers and the metastore cache on, "
         "caches kept between runs (the warm-up run fills them)",
         cold=False,
+    )
+)
+
+register(
+    tiered_cached_configuration(
+        "tiered-hive-s3-warm-python",
+        "tiered-hive-s3-warm with the Python reader (hive.parquet.reader=PYTHON): every split "
+        "read, filtered and aggregated by pyarrow in a Python worker, the read path before "
+        "the JVM's; compare it with tiered-hive-s3-warm in the same run",
+        cold=False,
+        extra={"hive.parquet.reader": "PYTHON"},
     )
 )
 

@@ -560,6 +560,14 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         f"`spark.sql(query).collect()` (registering the views and a configuration's "
         f"preparation are not timed)."
     )
+    idle = results.get("idle_seconds")
+    if idle:
+        paused = results.get("idle_configs")
+        who = ", ".join(f"`{n}`" for n in paused) if paused else "every configuration"
+        lines.append(
+            f"- Pauses: {idle} s of no query before each timed run of {who} (pyspark stops a "
+            f"Python worker idle for 60 s); the other runs follow the query before them."
+        )
     seed = results.get("parameter_seed")
     if seed is not None:
         lines.append(

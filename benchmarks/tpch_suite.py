@@ -205,6 +205,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "(default 0: none)",
     )
     p.add_argument(
+        "--idle-configs",
+        type=_csv,
+        default=None,
+        metavar="NAMES",
+        help="with --idle-seconds: pause before these configurations' timed runs only "
+        "(comma-separated, each one of --configs; default: every configuration). The others "
+        "run right after the query before them, as without --idle-seconds; pausing one "
+        "configuration of three cuts the pauses to a third",
+    )
+    p.add_argument(
         "--list-configs", action="store_true", help="print the registered configurations and exit"
     )
     args = p.parse_args(argv)
@@ -219,6 +229,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.throughput_mbps < 0:
         p.error("--throughput-mbps must be >= 0")
     return args
+
+
+def check_idle_configs(names: Sequence[str] | None, configs: Sequence[Configuration]) -> None:
+    """ValueError when ``--idle-configs`` names a configuration the run does not have."""
+    known = [c.name for c in configs]
+    unknown = [n for n in names or () if n not in known]
+    if unknown:
+        raise ValueError(
+            f"--idle-configs: {', '.join(unknown)} not among this run's configurations "
+            f"({', '.join(known)})"
+        )
+
+
+def pauses_before(args: argparse.Namespace, config: str, phase: str) -> bool:
+    """Whether the run of ``config`` in ``phase`` waits ``--idle-seconds`` first: timed
+    runs only, of the ``--idle-configs`` (every configuration when none is named)."""
+    if phase != "timed" or not args.idle_seconds:
+        return False
+    return args.idle_configs is None or config in args.idle_configs
 
 
 def parse_properties(items: Sequence[str]) -> dict[str, str]:
@@ -420,6 +449,7 @@ class Bench:
             "warmup": args.warmup,
             "repetitions": args.repetitions,
             "idle_seconds": args.idle_seconds,
+            "idle_configs": args.idle_configs,
             "work_dir": self.work_dir,
             "configurations": [
                 {
@@ -726,7 +756,7 @@ class Bench:
                 )
                 progress.update(task, description=label)
                 if entry["error"] is None:
-                    if phase == "timed" and self.args.idle_seconds:
+                    if pauses_before(self.args, config.name, phase):
                         progress.update(
                             task, description=f"{label} (idle {self.args.idle_seconds} s)"
                         )
@@ -982,6 +1012,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         configs = get_configurations(args.configs)
         query_numbers = resolve_queries(args.queries)
+        check_idle_configs(args.idle_configs, configs)
     except ValueError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2

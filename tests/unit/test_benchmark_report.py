@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from benchmarks import report
+from benchmarks import configurations, report
 
 
 def _run(seconds, rows, requests=None, nbytes=0, metrics=None):
@@ -282,6 +282,26 @@ def test_property_overrides_are_checked_by_name(capsys):
             tpch_suite.parse_args(["--property", bad])
         assert exit_.value.code == 2
         assert said in capsys.readouterr().err
+
+
+def test_idle_pauses_only_the_named_configurations_timed_runs(results):
+    from benchmarks import tpch_suite
+
+    args = tpch_suite.parse_args(["--idle-seconds", "70", "--idle-configs", "remote"])
+    assert tpch_suite.pauses_before(args, "remote", "timed")
+    assert not tpch_suite.pauses_before(args, "remote", "warmup")
+    assert not tpch_suite.pauses_before(args, "local", "timed")
+    every = tpch_suite.parse_args(["--idle-seconds", "70"])
+    assert tpch_suite.pauses_before(every, "local", "timed")
+    assert not tpch_suite.pauses_before(tpch_suite.parse_args([]), "local", "timed")
+    configs = [configurations.Configuration(n, n, lambda ctx: None) for n in ("local", "remote")]
+    tpch_suite.check_idle_configs(["remote"], configs)
+    with pytest.raises(ValueError, match="--idle-configs: nowhere not among"):
+        tpch_suite.check_idle_configs(["nowhere"], configs)
+    # The report says which runs came after a pause.
+    md = report.render_markdown({**results, "idle_seconds": 70, "idle_configs": ["remote"]})
+    assert "- Pauses: 70 s of no query before each timed run of `remote`" in md
+    assert "Pauses" not in report.render_markdown(results)
 
 
 def test_cold_prepare_hook_empties_the_named_directory(tmp_path):

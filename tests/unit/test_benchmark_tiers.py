@@ -241,3 +241,19 @@ def test_the_a_a_configuration_registers_the_baselines_own_frames(monkeypatch):
     again.register_views(ctx)
     assert sorted(made) == sorted(queries.TABLES)  # read once, for both
     assert {n: id(f) for n, f in registered} == {n: id(f) for n, f in first.items()}
+
+
+def test_the_python_reader_configuration_is_the_warm_one_read_by_python(tmp_path, monkeypatch):
+    ctx = BenchContext(
+        spark=None, database="tpch", local_data_dir="", properties={}, work_dir=str(tmp_path)
+    )
+    warm, python = configurations.get_configurations(
+        ["tiered-hive-s3-warm", "tiered-hive-s3-warm-python"]
+    )
+    jvm = _registered_options(warm, ctx, monkeypatch)
+    pyarrow = _registered_options(python, ctx, monkeypatch)
+    assert "hive.parquet.reader" not in jvm  # AUTO, the default
+    assert pyarrow.pop("hive.parquet.reader") == "PYTHON"
+    # the same tiers and settings, each in its own cache directory
+    assert jvm.pop("cache.base-directory") != pyarrow.pop("cache.base-directory")
+    assert jvm == pyarrow
