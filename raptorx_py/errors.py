@@ -204,6 +204,12 @@ class SchemaError(RaptorxError, ValueError):
     """A requested column, filter column or user schema does not match the table."""
 
 
+class UnsupportedFormatError(RaptorxError, ValueError):
+    """A read that would need the Python reader for a table whose files it does not read
+    (ORC: Spark's ORC reader in the JVM reads them). Names the table and what made the read
+    need the Python reader."""
+
+
 class UnsupportedValueError(RaptorxError, ValueError):
     """A value in a file that tiered_hive cannot read as Spark's reader would (the message
     names the file and column)."""

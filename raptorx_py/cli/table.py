@@ -118,7 +118,8 @@ def cmd_table_register(args) -> int:
     keys = ", ".join(f"{k.name} {k.type}" for k in table.partition_keys) or "none"
     print(
         f"registered {table.qualified_name} (EXTERNAL) at {table.location}: "
-        f"{len(table.columns)} columns, partition keys: {keys}, {n} partitions"
+        f"{table.storage_format} files, {len(table.columns)} columns, partition keys: {keys}, "
+        f"{n} partitions"
     )
     return 0
 
@@ -174,7 +175,10 @@ def cmd_table_show(args) -> int:
             record["absent"] = len(absent)
         print_json(record)
         return 1 if absent else 0
-    print(f"{table.qualified_name} ({table.table_type}) at {table.location}")
+    print(
+        f"{table.qualified_name} ({table.table_type}) at {table.location}, "
+        f"{table.storage_format} files"
+    )
     for c in table.columns:
         print(f"  {c.name} {c.type}")
     for k in table.partition_keys:
@@ -221,6 +225,7 @@ def table_record(table, parts, *, with_partitions: bool) -> dict:
         "name": table.qualified_name,
         "type": table.table_type,
         "location": table.location,
+        "format": table.storage_format,
         "columns": [{"name": c.name, "type": c.type} for c in table.columns],
         "partition_keys": [{"name": k.name, "type": k.type} for k in table.partition_keys],
         "partitions": len(parts) if table.is_partitioned else None,

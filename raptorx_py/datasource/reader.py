@@ -40,9 +40,10 @@ from raptorx_py.datasource.planning.table_schema import (
 )
 from raptorx_py.datasource.reading.task_reader import TaskReader
 from raptorx_py.error_report import short_worker_errors
-from raptorx_py.errors import SchemaError
+from raptorx_py.errors import SchemaError, UnsupportedFormatError
 from raptorx_py.hive.column_types import arrow_schema_for_spark
 from raptorx_py.hive.model import Table
+from raptorx_py.hive.storage_formats import PARQUET
 from raptorx_py.jvm_contract import jvm_read_handoff, pushed_aggregation
 from raptorx_py.jvm_contract.fragment_handoff import handoff_mark, mark_partition
 from raptorx_py.jvm_contract.placement import PlacedPartition
@@ -212,6 +213,12 @@ class TieredHiveReader(TaskReader):
             else:
                 partitions = [InputPartition(t) for t in specs]
             spark_reads = self._spark_reads()
+            if self.table.storage_format != PARQUET and not spark_reads:
+                raise UnsupportedFormatError(
+                    f"{self.table.qualified_name} is stored as {self.table.storage_format}, "
+                    f"whose files Spark's reader in the JVM reads; this read needs the Python "
+                    f"reader, which reads Parquet only, because {self._why_python()}"
+                )
             # The JVM serves a fragment as it is cached, without the columns read as nulls.
             if self.settings.fragment_cache_enabled and not self.missing:
                 for partition, task in zip(partitions, specs):
@@ -252,6 +259,20 @@ class TieredHiveReader(TaskReader):
             and not self.filter_names
         )
 
+    def _why_python(self) -> str:
+        """What keeps Spark's reader from this scan's splits (``_spark_reads`` False)."""
+        if not self.pushdown:
+            return (
+                "the raptorx jar is not on Spark's classpath (`raptorx jar path`; "
+                "docs/howto/install.md)"
+            )
+        if self.settings.parquet_reader == "PYTHON":
+            return "hive.parquet.reader=PYTHON (set it to AUTO, the default)"
+        if self.missing:
+            names = ", ".join(name for _, name, _ in self.missing)
+            return f"the read's schema names columns the table does not have ({names})"
+        return "the read's schema spells the table's columns otherwise (use the table's names)"
+
     def _mark_jvm_reads(self, partitions, specs) -> None:
         """Attach to each task the splits the JVM reads (``jvm_read_handoff``). With the
         fragment result cache on, a split whose fragment key was planned before (admission
@@ -273,7 +294,9 @@ class TieredHiveReader(TaskReader):
                 for spec in task
             ]
             try:
-                mark = jvm_read_handoff.handoff_mark(self.settings, keys, task, store)
+                mark = jvm_read_handoff.handoff_mark(
+                    self.settings, keys, task, store, self.table.storage_format
+                )
             except TypeError:  # a partition value the JVM cannot be handed
                 counters.add("planning.jvm_read_refused")
                 continue

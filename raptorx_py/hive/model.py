@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from raptorx_py.hive.storage_formats import PARQUET
 from raptorx_py.hive.table_parameters import NUM_ROWS_PARAM
 
 MANAGED_TABLE = "MANAGED_TABLE"
@@ -84,6 +85,8 @@ class Table(TableShape):
     parameters: dict[str, str] = field(default_factory=dict)
     stats: dict[str, ColumnStats] = field(default_factory=dict)  # unpartitioned tables
     id: int | None = None
+    #: The format of its data files (``storage_formats``: PARQUET or ORC).
+    storage_format: str = PARQUET
 
     @property
     def is_partitioned(self) -> bool:

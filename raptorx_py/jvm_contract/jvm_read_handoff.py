@@ -3,7 +3,7 @@ splits (through this node's block cache), and what the JVM tells the Python read
 
 RaptorX's data cache sits under the engine's own reader. Here the planner (Python) keeps
 the decisions: which files, which byte ranges, which version of each file, which splits the
-fragment result cache should get; the JVM (``native/.../JvmParquetRead.scala``) reads the
+fragment result cache should get; the JVM (``native/.../JvmFileRead.scala``) reads the
 chosen splits with Spark's vectorized Parquet reader over a Hadoop file system that serves
 the node's block cache and fills it on a miss (``BlockCachingFileSystem.scala``), and
 applies the scan's pushed filters with Spark's own expressions.
@@ -13,7 +13,8 @@ as ``fragment_handoff``'s is)::
 
     raptorx-parquet|<the plan, JSON in UTF-8, in hex>|<one flag per split>|
 
-The plan: ``partition_keys`` (the table's keys, in order),
+The plan: ``format`` (the files' format, ``PARQUET`` or ``ORC``: Spark's Parquet or ORC
+reader reads them), ``partition_keys`` (the table's keys, in order),
 ``cache`` (the block cache's directory as the settings spell it, its block size, whether it
 is group-shared and its bound in bytes, which the JVM keeps to itself on a node where no
 Python store runs; null when the tier is off), ``fragments`` (what the JVM
@@ -128,13 +129,17 @@ def handoff_mark(
     partition_keys: Sequence[str],
     specs: Sequence[Any],
     store: Sequence[bool] | None = None,
+    storage_format: str = "PARQUET",
 ) -> str:
     """The mark of a task: ``specs`` holds, per split, the ``read_spec.ReadSpec`` of a split
     the JVM reads, or None for one the Python reader reads; ``store``, per split, whether
-    the JVM keeps its rows as its fragment entry (none by default)."""
+    the JVM keeps its rows as its fragment entry (none by default); ``storage_format``, the
+    format of the table's files (``hive.storage_formats``), which says which of Spark's
+    readers reads them."""
     stores = list(store) if store is not None else [False] * len(specs)
     plan = {
         "v": 1,
+        "format": storage_format,
         "partition_keys": list(partition_keys),
         "cache": (
             {

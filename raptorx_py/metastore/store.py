@@ -53,6 +53,7 @@ from raptorx_py.hive.model import (
     Table,
 )
 from raptorx_py.hive.partition_names import partition_name
+from raptorx_py.hive.storage_formats import FORMATS
 from raptorx_py.hive.write_ids import ValidWriteIdList
 from raptorx_py.metastore import schema, transactions
 from raptorx_py.metastore.catalog import (
@@ -392,7 +393,8 @@ class Metastore(MetastoreCatalog):
         with self.sql.lock:
             db = self.get_database(database)
             row = self.sql.execute(
-                "SELECT TBL_ID, TBL_TYPE, LOCATION FROM TBLS WHERE DB_ID = ? AND TBL_NAME = ?",
+                "SELECT TBL_ID, TBL_TYPE, LOCATION, INPUT_FORMAT FROM TBLS "
+                "WHERE DB_ID = ? AND TBL_NAME = ?",
                 (db.id, name),
             ).fetchone()
             if row is None:
@@ -401,7 +403,13 @@ class Metastore(MetastoreCatalog):
                     f"{database}.{name}",
                     (f"{database}.{t}" for t in self.list_tables(database)),
                 )
-            tbl_id, tbl_type, location = row
+            tbl_id, tbl_type, location, stored_format = row
+            storage_format = str(stored_format).upper()
+            if storage_format not in FORMATS:
+                raise MetastoreError(
+                    f"table {database}.{name} in {self.describe()} is stored as "
+                    f"{stored_format!r}: tiered_hive reads {' and '.join(FORMATS)} tables"
+                )
             columns = self._columns(
                 "SELECT COLUMN_NAME, TYPE_NAME FROM COLUMNS_V2 WHERE TBL_ID = ? "
                 "ORDER BY INTEGER_IDX",
@@ -430,7 +438,18 @@ class Metastore(MetastoreCatalog):
                     (tbl_id,),
                 )
             }
-            return Table(database, name, tbl_type, location, columns, keys, params, stats, tbl_id)
+            return Table(
+                database,
+                name,
+                tbl_type,
+                location,
+                columns,
+                keys,
+                params,
+                stats,
+                tbl_id,
+                storage_format,
+            )
 
     def _columns(self, query: str, tbl_id: int) -> tuple[Column, ...]:
         """The (name, type) rows of ``query`` for one table, in order, as columns."""
@@ -471,9 +490,16 @@ class Metastore(MetastoreCatalog):
                     )
                 self._drop_table(self.get_table(table.database, table.name))
             tbl_id = self.sql.insert(
-                "INSERT INTO TBLS (DB_ID, TBL_NAME, TBL_TYPE, LOCATION, CREATE_TIME) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (db.id, table.name, table.table_type, table.location, now),
+                "INSERT INTO TBLS (DB_ID, TBL_NAME, TBL_TYPE, LOCATION, INPUT_FORMAT, "
+                "CREATE_TIME) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    db.id,
+                    table.name,
+                    table.table_type,
+                    table.location,
+                    table.storage_format.lower(),
+                    now,
+                ),
                 "TBL_ID",
             )
             self.sql.executemany(

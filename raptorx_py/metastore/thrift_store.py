@@ -58,6 +58,7 @@ from raptorx_py.hive.model import (
     Table,
 )
 from raptorx_py.hive.partition_names import partition_name
+from raptorx_py.hive.storage_formats import FORMATS, format_of, hive_classes
 from raptorx_py.hive.write_ids import ValidWriteIdList
 from raptorx_py.metastore.catalog import (
     MetastoreCatalog,
@@ -90,9 +91,6 @@ __all__ = ["ThriftConnection", "ThriftMetastore", "merged_parameters", "parse_th
 
 #: What HMS answers for a table written by a Hive 3 ACID writer, and a Hive 2.3 ACID table.
 TRANSACTIONAL_PARAM = "transactional"
-PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
-PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
-PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 #: What Spark's Hive catalog records for a data source table (``USING parquet``); one it
 #: cannot store in Hive's form keeps its schema in table properties and a placeholder column
 #: ``col array<string>`` in the Hive schema.
@@ -513,6 +511,7 @@ class ThriftMetastore(MetastoreCatalog):
                 table.parameters,
                 {k: v for k, v in stats.items() if v is not None},
                 table.id,
+                table.storage_format,
             )
         return table
 
@@ -526,15 +525,13 @@ class ThriftMetastore(MetastoreCatalog):
             )
         sd = raw.sd
         provider = params.get(SPARK_PROVIDER_PARAM, "").lower()
-        if (
-            provider
-            and provider != "parquet"
-            or (not provider and sd.inputFormat and sd.inputFormat != PARQUET_INPUT)
-        ):
+        serde = sd.serdeInfo.serializationLib if sd.serdeInfo else None
+        storage_format = format_of(sd.inputFormat, serde, provider)
+        if storage_format is None:
             raise MetastoreError(
                 f"table {raw.dbName}.{raw.tableName} on the Hive Metastore {self.describe()} "
-                f"is not Parquet ({provider or sd.inputFormat}): tiered_hive reads Parquet "
-                f"tables only"
+                f"is stored as {provider or sd.inputFormat or serde}: tiered_hive reads "
+                f"{' and '.join(FORMATS)} tables only"
             )
         placeholder = [(c.name, c.type) for c in sd.cols or ()] == [("col", "array<string>")]
         if provider and placeholder:
@@ -553,6 +550,7 @@ class ThriftMetastore(MetastoreCatalog):
             params,
             {},
             int(raw.createTime),
+            storage_format,
         )
 
     def table_snapshots(
@@ -605,7 +603,7 @@ class ThriftMetastore(MetastoreCatalog):
             tableName=name,
             dbName=database,
             owner=None,
-            sd=self._storage(table.columns, table.location),
+            sd=self._storage(table.columns, table.location, table.storage_format),
             partitionKeys=[t.FieldSchema(c.name, c.type, None) for c in table.partition_keys],
             parameters=params,
             tableType=EXTERNAL_TABLE,
@@ -627,16 +625,17 @@ class ThriftMetastore(MetastoreCatalog):
             self.add_partitions(created, partitions)
         return self.get_table(database, name)
 
-    def _storage(self, columns: Sequence[Column], location: str) -> Any:
+    def _storage(self, columns: Sequence[Column], location: str, storage_format: str) -> Any:
         _, t = _hive()
+        classes = hive_classes(storage_format)
         return t.StorageDescriptor(
             cols=[t.FieldSchema(c.name, c.type, None) for c in columns],
             location=location,
-            inputFormat=PARQUET_INPUT,
-            outputFormat=PARQUET_OUTPUT,
+            inputFormat=classes.input_format,
+            outputFormat=classes.output_format,
             compressed=False,
             numBuckets=-1,
-            serdeInfo=t.SerDeInfo(serializationLib=PARQUET_SERDE, parameters={}),
+            serdeInfo=t.SerDeInfo(serializationLib=classes.serde, parameters={}),
             bucketCols=[],
             sortCols=[],
             parameters={},
@@ -699,7 +698,7 @@ class ThriftMetastore(MetastoreCatalog):
             values=[_value_out(v) for v in p.values],
             dbName=table.database,
             tableName=table.name,
-            sd=self._storage(table.columns, p.location),
+            sd=self._storage(table.columns, p.location, table.storage_format),
             parameters=dict(p.parameters),
         )
 

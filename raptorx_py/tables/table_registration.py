@@ -1,11 +1,12 @@
 """Register an existing Hive-layout directory as an EXTERNAL table.
 
 Steps: one recursive listing of the location, the partition keys read from the directory
-names, every file's footer read (in parallel: on remote storage each footer is a round
-trip), the schema checked to agree across files, and per-partition column statistics
-(row count, min, max, null count) aggregated from the row groups. Nothing is written to the
-metastore until all of that succeeded, and then in one transaction: a corrupt file or a
-directory that does not parse leaves the metastore unchanged.
+names, every file's format told by its first bytes and its footer read (in parallel: on
+remote storage each is a round trip), the schema and the format checked to agree across
+files, and per-partition column statistics (row count, min, max, null count) aggregated
+from the row groups (ORC files give their row counts only: ``storage.orc_files``). Nothing
+is written to the metastore until all of that succeeded, and then in one transaction: a
+corrupt file or a directory that does not parse leaves the metastore unchanged.
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ from raptorx_py.hive.model import (
     Partition,
     Table,
 )
+from raptorx_py.hive.storage_formats import ORC, PARQUET
 from raptorx_py.hive.table_parameters import SEALED_PARAM, STATS_FILES_PARAM
 from raptorx_py.metastore.catalog import MetastoreCatalog
 from raptorx_py.names import parse_table_name
 from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import DataFile, walk_table
+from raptorx_py.storage.orc_files import file_format, orc_column_type, read_orc_tail
 from raptorx_py.storage.parquet_files import footer_stats, physical_types, read_metadata
 from raptorx_py.tables.file_statistics import summarize
 
@@ -48,6 +51,7 @@ class _FileFacts:
     columns: tuple[Column, ...]
     num_rows: int
     stats: dict[str, ColumnStats]
+    storage_format: str = PARQUET
 
     @property
     def size(self) -> int:
@@ -55,9 +59,18 @@ class _FileFacts:
 
 
 def read_file_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
-    """One file's columns, rows and footer statistics (one footer read); a column type
-    raptorx_py cannot read is a SchemaError naming the file."""
+    """One file's format, columns, rows and footer statistics (its first bytes read, then its
+    footer); a column type raptorx_py cannot read is a SchemaError naming the file."""
     url = join_url(scheme, f.path)
+    if file_format(fs, f.path, f.size) == ORC:
+        tail = read_orc_tail(fs, f.path, url=url)
+        try:
+            orc_columns = tuple(
+                Column(field.name, orc_column_type(field.type, field.name)) for field in tail.schema
+            )
+        except SchemaError as e:
+            raise SchemaError(f"file {url}: {e}") from e
+        return _FileFacts(f, orc_columns, tail.num_rows, {}, ORC)
     md = read_metadata(fs, f.path, size=f.size, etag=f.etag, url=url)
     arrow_schema = md.schema.to_arrow_schema()
     physical = physical_types(md)
@@ -99,6 +112,12 @@ def scan_table_directory(
 
     reference = facts[all_files[0].path]
     for f in all_files[1:]:
+        if facts[f.path].storage_format != reference.storage_format:
+            raise LayoutError(
+                f"file {join_url(scheme, f.path)} is {facts[f.path].storage_format}, but "
+                f"{join_url(scheme, all_files[0].path)} is {reference.storage_format}: a "
+                f"table's files have one format"
+            )
         if facts[f.path].columns != reference.columns:
             raise SchemaError(
                 f"file {join_url(scheme, f.path)} has columns "
@@ -157,6 +176,7 @@ def scan_table_directory(
         key_columns,
         table_params,
         table_stats,
+        storage_format=reference.storage_format,
     )
     return table, partitions
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import LocationInUseError, NoSuchObjectError, SchemaError
 from raptorx_py.hive.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Table, TableShape
+from raptorx_py.hive.storage_formats import PARQUET
 from raptorx_py.metastore.store import Metastore
 from raptorx_py.storage.fs import as_url, filesystem_for
 from raptorx_py.tables.file_statistics import NO_ROWS_PARAMS
@@ -85,6 +86,11 @@ def resolve_target(
     except NoSuchObjectError:
         table = None
     if table is not None:
+        if table.storage_format != PARQUET:
+            raise SchemaError(
+                f"{qualified} is stored as {table.storage_format}: tiered_hive writes "
+                f"Parquet tables only"
+            )
         if table.table_type == EXTERNAL_TABLE:
             raise SchemaError(
                 f"{qualified} is an EXTERNAL table: tiered_hive writes MANAGED "

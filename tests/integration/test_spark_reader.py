@@ -178,7 +178,7 @@ def test_the_filters_run_a_column_at_a_time_where_they_can(spark):
     schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(
         "id bigint, d15 decimal(15,2), d38 decimal(38,10), s string, day date, x double"
     )
-    read = jvm.org.apache.spark.sql.execution.python.raptorx.JvmParquetRead
+    read = jvm.org.apache.spark.sql.execution.python.raptorx.JvmFileRead
     vectorized = jvm.org.apache.spark.sql.execution.python.raptorx.VectorizedFilter
 
     def count(*filters) -> int:
@@ -497,9 +497,9 @@ def test_a_rewritten_file_is_read_anew(spark, env, tmp_path, counted):
 
 
 def _reader_functions_built(spark) -> int:
-    """How many Spark reader functions the driver's JVM built (``JvmParquetRead.prepare``)."""
+    """How many Spark reader functions the driver's JVM built (``JvmFileRead.prepare``)."""
     holder = spark._jvm.java.lang.Class.forName(
-        "org.apache.spark.sql.execution.python.raptorx.JvmParquetRead$ReaderFunctions$"
+        "org.apache.spark.sql.execution.python.raptorx.JvmFileRead$ReaderFunctions$"
     )
     return int(holder.getField("MODULE$").get(None).built())
 

@@ -313,14 +313,17 @@ def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
     db = unique_db()
     ms.create_database(db)
 
-    def raw_table(name, cols, input_format, params):
+    def raw_table(name, cols, input_format, params, serde=None, output_format=None, buckets=()):
         sd = t.StorageDescriptor(
             cols=[t.FieldSchema(n, ty, None) for n, ty in cols],
             location=f"file:///tmp/{db}/{name}",
             inputFormat=input_format,
-            outputFormat="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+            outputFormat=output_format
+            or "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+            numBuckets=len(buckets) or -1,
+            bucketCols=list(buckets),
             serdeInfo=t.SerDeInfo(
-                serializationLib="org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe",
+                serializationLib=serde or "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe",
                 parameters={},
             ),
             parameters={},
@@ -338,7 +341,11 @@ def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
         "create_table",
         raw_table("txt", [("a", "int")], "org.apache.hadoop.mapred.TextInputFormat", {}),
     )
-    with pytest.raises(MetastoreError, match=rf"{db}.txt .* is not Parquet .*TextInputFormat"):
+    with pytest.raises(
+        MetastoreError,
+        match=rf"{db}.txt .* stored as .*TextInputFormat: tiered_hive reads "
+        "PARQUET and ORC tables only",
+    ):
         ms.get_table(db, "txt")
     ms.backend.call(
         "create_table",
@@ -351,6 +358,22 @@ def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
     )
     with pytest.raises(MetastoreError, match=rf"{db}.sparkonly .*in a form only Spark reads"):
         ms.get_table(db, "sparkonly")
+    # An ORC table as Hive creates it is read as ORC; a full-ACID one is refused, saying so.
+    orc_input = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"
+    orc_serde = "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
+    orc_output = "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat"
+    ms.backend.call(
+        "create_table", raw_table("o", [("a", "int")], orc_input, {}, orc_serde, orc_output)
+    )
+    assert ms.get_table(db, "o").storage_format == "ORC"
+    # (Hive 2.3 takes a full-ACID table only bucketed and stored as ORC.)
+    acid = {"transactional": "true"}
+    ms.backend.call(
+        "create_table",
+        raw_table("acid", [("a", "int")], orc_input, acid, orc_serde, orc_output, ["a"]),
+    )
+    with pytest.raises(MetastoreError, match=rf"{db}.acid .* is transactional \(ACID\)"):
+        ms.get_table(db, "acid")
 
 
 def test_partitions_by_filter_are_hms_selection_then_batches_by_name(hms_uri, tmp_path):

@@ -31,6 +31,7 @@ def test_register_list_show(env, table_dir, capsys):
     assert main(["table", "register", f"{db}.sales", f"file://{table_dir}", *_args(env)]) == 0
     out = capsys.readouterr().out
     assert f"registered {db}.sales (EXTERNAL)" in out and "partition keys: m string" in out
+    assert "PARQUET files" in out
     assert "2 partitions" in out
     assert main(["table", "list", db, *_args(env)]) == 0
     assert capsys.readouterr().out.split() == [f"{db}.sales"]
@@ -39,7 +40,7 @@ def test_register_list_show(env, table_dir, capsys):
     assert (
         "id bigint" in out and "m string (partition key)" in out and "2 partitions, 3 rows" in out
     )
-    assert "2024-02  rows=1" in out
+    assert "2024-02  rows=1" in out and f"{table_dir}, PARQUET files" in out
 
 
 def test_show_check_finds_a_partition_gone_and_partition_drop_drops_it(env, table_dir, capsys):
@@ -53,7 +54,7 @@ def test_show_check_finds_a_partition_gone_and_partition_drop_drops_it(env, tabl
     capsys.readouterr()
     assert main(["table", "show", name, "--check", "--json", *_args(env)]) == 1
     record = json.loads(capsys.readouterr().out)
-    assert record["absent"] == 1
+    assert record["absent"] == 1 and record["format"] == "PARQUET"
     assert [p["absent"] for p in record["partition_list"]] == [
         None,
         "does not exist, but the metastore records 1 file, 1 row",

@@ -104,6 +104,26 @@ def test_round_trip_of_table_partitions_and_typed_stats(catalog):
     assert p.stats["p"].high == Decimal("10.00") and p.stats["id"].low == 1
 
 
+def test_a_table_keeps_its_file_format_on_every_backend(catalog):
+    catalog.create_database("db")
+    assert catalog.create_table(_table(name="p")).storage_format == "PARQUET"
+    orc = dataclasses.replace(_table(name="o"), storage_format="ORC")
+    catalog.create_table(orc, [_partition("2024-01")])
+    got = catalog.get_table("db", "o")
+    assert got.storage_format == "ORC" and got.columns == orc.columns
+
+
+def test_a_table_stored_in_a_format_not_read_is_refused_naming_it(ms):
+    ms.create_database("db")
+    ms.create_table(_table())
+    with ms.sql.transaction():
+        ms.sql.execute("UPDATE TBLS SET INPUT_FORMAT = 'avro' WHERE TBL_NAME = 't'")
+    with pytest.raises(
+        MetastoreError, match="table db.t .* is stored as 'avro': tiered_hive reads"
+    ):
+        ms.get_table("db", "t")
+
+
 def test_unknown_names_list_what_exists(catalog):
     ms = catalog
     ms.create_database("db")

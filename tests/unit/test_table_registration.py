@@ -3,6 +3,7 @@ import os
 from decimal import Decimal
 
 import pyarrow as pa
+import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
 
@@ -98,6 +99,49 @@ def test_corrupt_file_names_the_file_and_changes_nothing(tmp_path, env, ms, dama
     before = ms.list_databases()
     with pytest.raises(CorruptFileError, match=f"{bad}"):
         register_external_table(ms, env.settings(), f"{db}.t", root)
+    assert ms.list_databases() == before
+
+
+def write_orc_partition(root, name, ids):
+    d = os.path.join(root, name)
+    os.makedirs(d, exist_ok=True)
+    t = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "price": pa.array([Decimal(i) / 4 for i in ids], pa.decimal128(15, 2)),
+            "at": pa.array([dt.datetime(2024, 1, 1, 0, 0, i % 60) for i in ids]),
+        }
+    )
+    orc.write_table(t, os.path.join(d, "000000_0"))
+    return os.path.join(d, "000000_0")
+
+
+def test_an_orc_directory_registers_as_orc_with_row_counts(tmp_path, env, ms):
+    root = str(tmp_path / "t")
+    write_orc_partition(root, "m=1", [1, 2, 3])
+    write_orc_partition(root, "m=2", list(range(10)))
+    db = env.unique_db()
+    t = register_external_table(ms, env.settings(), f"{db}.t", root)
+    assert t.storage_format == "ORC"
+    assert [(c.name, c.type) for c in t.columns] == [
+        ("id", "bigint"),
+        ("price", "decimal(15,2)"),
+        ("at", "timestamp"),
+    ]
+    parts = {p.values: p for p in ms.list_partitions(t)}
+    assert parts[("1",)].row_count == 3 and parts[("2",)].row_count == 10
+    assert parts[("1",)].stats == {}  # no statistics from ORC files yet: nothing is pruned
+
+
+def test_a_corrupt_orc_file_names_the_file_and_changes_nothing(tmp_path, env, ms):
+    root = str(tmp_path / "t")
+    write_orc_partition(root, "m=1", [1, 2])
+    bad = write_orc_partition(root, "m=2", list(range(100)))
+    data = open(bad, "rb").read()
+    open(bad, "wb").write(data[: len(data) // 2])
+    before = ms.list_databases()
+    with pytest.raises(CorruptFileError, match=f"{bad}: not readable ORC"):
+        register_external_table(ms, env.settings(), f"{env.unique_db()}.t", root)
     assert ms.list_databases() == before
 
 

@@ -19,6 +19,8 @@ from raptorx_py.config.settings import Settings
 from raptorx_py.datasource.reading import aggregation
 from raptorx_py.datasource.reading.scan import read_split
 from raptorx_py.error_report import short_worker_errors
+from raptorx_py.errors import UnsupportedFormatError
+from raptorx_py.hive.storage_formats import PARQUET
 from raptorx_py.jvm_contract import jvm_read_handoff
 from raptorx_py.jvm_contract.fragment_handoff import served_by_jvm
 from raptorx_py.jvm_contract.placement import FALLBACK, PREFERRED, PREFERRED_HOST
@@ -104,6 +106,12 @@ class TaskReader(DataSourceReader):
             if cached is not None and _same_schema(cached, spec.output_schema):
                 yield from cached
                 return
+        if spec.table.storage_format != PARQUET:
+            raise UnsupportedFormatError(
+                f"{spec.table.qualified_name} is stored as {spec.table.storage_format}: its "
+                f"split {spec.split.url} reached the Python reader, which reads Parquet only "
+                f"(Spark's reader in the JVM reads the table's files)"
+            )
         counters.add("reader.fragments_computed")
         batches = read_split(
             spec.split, spec.table, spec.columns, spec.predicates, self.settings, fill_caches=fill

@@ -1,6 +1,6 @@
 package raptorx
 
-import org.apache.spark.sql.execution.vectorized.Dictionary
+import org.apache.spark.sql.execution.vectorized.{Dictionary, WritableColumnVector}
 import org.apache.spark.sql.types._
 import org.apache.spark.sql.vectorized.ColumnVector
 
@@ -11,8 +11,10 @@ import org.apache.spark.sql.vectorized.ColumnVector
  * ([[org.apache.spark.sql.execution.python.raptorx.VectorizedFilter]]) and the partial
  * aggregation ([[SplitAggregation]]).
  *
- * Limits: the decimal layout is the `WritableColumnVector`s' of Spark's Parquet reader; other
- * vectors (Spark's ORC reader's) keep decimals otherwise and must be read by `getDecimal`.
+ * A decimal is read as an int or a long where the vector is a `WritableColumnVector` (Spark's
+ * Parquet reader's, and the partition values' of either reader), whose layout that is; from
+ * any other vector (Spark's ORC reader's `OrcColumnVector`, a selection over a vector) by
+ * `getDecimal`, which every vector answers.
  */
 object ColumnLongs {
   /** `read` a row; `decode` an entry of the vector's dictionary as `read` would (`getInt`
@@ -26,6 +28,13 @@ object ColumnLongs {
   private val Shorts = Reader((v, i) => v.getShort(i).toLong, None)
   private val Booleans = Reader((v, i) => if (v.getBoolean(i)) 1L else 0L, None)
 
+  private def decimals(d: DecimalType, layout: Reader): Reader = Reader((v, i) => v match {
+    case _: WritableColumnVector => layout.read(v, i)
+    case _ =>
+      val x = v.getDecimal(i, d.precision, d.scale)
+      if (x == null) 0L else x.toUnscaledLong // a null row: callers test isNullAt
+  }, layout.decode)
+
   /** The reader of a column of `t`, or None (not a column of numbers kept as longs). */
   def of(t: DataType): Option[Reader] = t match {
     case ByteType => Some(Bytes)
@@ -33,8 +42,8 @@ object ColumnLongs {
     case IntegerType | DateType => Some(Ints)
     case LongType | TimestampType | TimestampNTZType => Some(Longs)
     case BooleanType => Some(Booleans)
-    case d: DecimalType if d.precision <= Decimal.MAX_INT_DIGITS => Some(Ints)
-    case d: DecimalType if d.precision <= Decimal.MAX_LONG_DIGITS => Some(Longs)
+    case d: DecimalType if d.precision <= Decimal.MAX_INT_DIGITS => Some(decimals(d, Ints))
+    case d: DecimalType if d.precision <= Decimal.MAX_LONG_DIGITS => Some(decimals(d, Longs))
     case _ => None
   }
 }

@@ -9,7 +9,7 @@ import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 
 /**
  * The JVM's half of raptorx_py's `jvm_contract/jvm_read_handoff.py`: which splits of a task
- * Spark's own Parquet reader reads here (`JvmParquetRead`), and how (the mark's layout and
+ * Spark's own Parquet or ORC reader reads here (`JvmFileRead`), and how (the mark's layout and
  * the plan's fields are spelled there). The mark is
  * `raptorx-parquet|<plan JSON in hex>|<one flag per split>|` in the task's pickled
  * partition; the JVM stamps `J` on each split it read.
@@ -42,10 +42,16 @@ object JvmReadHandoff {
   final case class FragmentCache(maxEntryBytes: Long, ttlMillis: Long, maxBytes: Long,
                                  groupShared: Boolean)
 
+  /** `format`: the files' format ([[Parquet]] or [[Orc]]), which of Spark's readers reads
+   * them. */
   final case class Plan(partitionKeys: IndexedSeq[String], cache: Option[BlockCache],
                         fragments: Option[FragmentCache], metricsDir: String,
                         hadoop: Map[String, String],
-                        splits: IndexedSeq[Option[SplitPlan]], flagsAt: Int)
+                        splits: IndexedSeq[Option[SplitPlan]], flagsAt: Int,
+                        format: String = Parquet)
+
+  val Parquet = "PARQUET"
+  val Orc = "ORC"
 
   /** The plan in `bytes` (a pickled partition), or None without a well-formed mark. */
   def of(bytes: Array[Byte]): Option[Plan] = {
@@ -91,7 +97,9 @@ object JvmReadHandoff {
         Option(s.get("filter")).forall(_.asBoolean(true)),
         Option(s.get("store")).exists(_.asBoolean(false))))
     }.toIndexedSeq
+    val format = Option(str(node.get("format"))).getOrElse(Parquet)
+    require(format == Parquet || format == Orc, s"unknown file format $format")
     Plan(node.get("partition_keys").elements().asScala.map(_.asText()).toIndexedSeq, cache,
-      fragments, str(node.get("metrics")), hadoop, splits, flagsAt)
+      fragments, str(node.get("metrics")), hadoop, splits, flagsAt, format)
   }
 }

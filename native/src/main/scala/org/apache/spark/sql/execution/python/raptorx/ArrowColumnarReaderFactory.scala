@@ -10,7 +10,7 @@ import raptorx.contract.{FragmentHandoff, JvmReadHandoff}
 /** The reader factory of an [[ArrowColumnarScan]]: pyspark's row reader, and columnar reads by
  * the reader each task's hand-offs call for. */
 class ArrowColumnarReaderFactory(inner: PartitionReaderFactory,
-    sparkReader: Option[JvmParquetRead] = None) extends PartitionReaderFactory {
+    sparkReader: Option[JvmFileRead] = None) extends PartitionReaderFactory {
   override def createReader(partition: InputPartition): PartitionReader[InternalRow] =
     inner.createReader(Affinity.stamped(partition))
 

@@ -43,10 +43,10 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
   /** The partial aggregation the JVM computes over what Spark's reader reads, if any. */
   protected def jvmAggregation: Option[raptorx.SplitAggregation] = None
 
-  /** Spark's own Parquet reader for the splits the planner handed to the JVM
-   * ([[JvmReadHandoff]], [[JvmParquetRead]]), made once on the driver; or why the Python
+  /** Spark's own Parquet or ORC reader for the splits the planner handed to the JVM
+   * ([[JvmReadHandoff]], [[JvmFileRead]]), made once on the driver; or why the Python
    * reader reads every split. */
-  private lazy val sparkReader: Either[String, JvmParquetRead] = {
+  private lazy val sparkReader: Either[String, JvmFileRead] = {
     val marked = inner.toBatch.planInputPartitions().iterator.collect {
       case p: PythonInputPartition => JvmReadHandoff.of(p.pickedPartition)
     }.flatten
@@ -54,8 +54,16 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
     else {
       val plan = marked.next()
       val sample = plan.splits.flatten.headOption.map(_.path).getOrElse("file:///")
-      JvmParquetRead.prepare(jvmReadSchema, facts.map(_.pushedFilters).getOrElse(Seq.empty),
-        plan.partitionKeys, plan.hadoop, sample, jvmAggregation)
+      val prepared = JvmFileRead.prepare(jvmReadSchema,
+        facts.map(_.pushedFilters).getOrElse(Seq.empty), plan.partitionKeys, plan.hadoop, sample,
+        jvmAggregation, plan.format)
+      prepared.left.foreach { why =>
+        // The Python reader reads Parquet only: an ORC scan Spark's reader cannot take fails.
+        if (plan.format == JvmReadHandoff.Orc) throw new UnsupportedOperationException(
+          s"tiered_hive: this table's files are ORC, which only Spark's ORC reader in the JVM " +
+            s"reads here, and it cannot read this scan: $why")
+      }
+      prepared
     }
   }
 
@@ -67,7 +75,8 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
   override def getMetaData(): Map[String, String] =
     facts.map(ScanReport.metadata(_, readSchema(), plan)).getOrElse(Map.empty) ++
       Map("Reader" -> sparkReader.fold(why => s"Python ($why)",
-        _ => "Spark's Parquet reader in the JVM, through the block cache, for the splits the " +
+        read => s"Spark's ${if (read.format == JvmReadHandoff.Orc) "ORC" else "Parquet"} " +
+          "reader in the JVM, through the block cache, for the splits the " +
           "planner handed it" + (if (jvmAggregation.isDefined) ", aggregated in the JVM" else "") +
           "; Python for the rest"))
   override def description(): String =
@@ -90,7 +99,7 @@ object ArrowColumnarScan {
 
 /** The batch of an [[ArrowColumnarScan]]; equal to the batch of another scan of the same
  * [[ScanIdentity]] (Spark then reads one for both), else only to itself. */
-class ArrowColumnarBatch(inner: Batch, sparkReader: Option[JvmParquetRead] = None,
+class ArrowColumnarBatch(inner: Batch, sparkReader: Option[JvmFileRead] = None,
     private val identity: Option[ScanIdentity] = None) extends Batch {
   override def equals(other: Any): Boolean = other match {
     case that: ArrowColumnarBatch =>

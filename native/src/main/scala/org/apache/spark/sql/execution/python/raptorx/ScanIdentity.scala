@@ -49,7 +49,7 @@ object ScanIdentity {
    * `OR`s) as the set of its operands, `IN` as its column and the set of its values, `NOT`
    * around its operand's text, and any other filter by a digest of its serialized form. */
   def canonical(f: Filter): String = {
-    def leaf(g: Filter): String = JvmParquetRead.ReaderFunctions.digest(Seq(g))
+    def leaf(g: Filter): String = JvmFileRead.ReaderFunctions.digest(Seq(g))
     def operands(g: Filter, and: Boolean): Seq[Filter] = g match {
       case sources.And(l, r) if and => operands(l, and) ++ operands(r, and)
       case sources.Or(l, r) if !and => operands(l, and) ++ operands(r, and)

@@ -27,8 +27,8 @@ import raptorx.contract.{FragmentEntry, FragmentHandoff, JvmReadHandoff}
  * ([[FragmentHits]]), a JVM read hand-off ([[JvmReadHandoff]]) or both. Split by split, in
  * the task's order:
  *  1. the split's fragment result cache entry on this node, verified, as Arrow batches;
- *  2. else, when the planner chose the JVM for it, Spark's own Parquet reader through the
- *     node's block cache ([[JvmParquetRead]]); when the planner marked the split `store`
+ *  2. else, when the planner chose the JVM for it, Spark's own Parquet or ORC reader through
+ *     the node's block cache ([[JvmFileRead]]); when the planner marked the split `store`
  *     (its fragment key was planned before), the batches handed on are also copied into
  *     the split's fragment entry ([[FragmentEntryWriter]]), published once the split was
  *     read whole ([[FragmentStores]]): a split Spark stops reading early stores nothing;
@@ -42,7 +42,9 @@ import raptorx.contract.{FragmentEntry, FragmentHandoff, JvmReadHandoff}
  * that [[raptorx.cache.FileChangedException]] says the file changed after planning
  * (`reader.files_changed`). A file that changed after planning, found before the split's
  * first batch, is left to Python too (`reader.spark_files_changed`), which fails with the
- * documented `FileChangedError` as it would had it read the split itself.
+ * documented `FileChangedError` as it would had it read the split itself. An ORC split is
+ * never left to Python, which reads Parquet only: its failures fail the task, a file that
+ * does not read as ORC naming the file ("Corrupt or truncated ORC file").
  *
  * Counts: the tiers' counters (`block_cache.*`, `storage.*`, `fragment_cache.*`) as the
  * Python reader names them (a store the JVM made counts `fragment_cache.stores` and
@@ -55,7 +57,7 @@ class SplitServingReader(
     factory: PartitionReaderFactory,
     partition: PythonInputPartition,
     fragments: Option[FragmentHandoff.Handoff],
-    jvm: Option[(JvmReadHandoff.Plan, JvmParquetRead)],
+    jvm: Option[(JvmReadHandoff.Plan, JvmFileRead)],
     fillCaches: Boolean) extends PartitionReader[ColumnarBatch] {
   import raptorx.NativeCompatibility.ReaderFactory
 
@@ -204,8 +206,12 @@ class SplitServingReader(
     val chosen = jvm.flatMap { case (plan, read) => plan.splits(i).map(s => (plan, read, s)) }
     if (chosen.isEmpty) return null
     val (plan, read, split) = chosen.get
+    // The Python reader reads Parquet only: an ORC split's failures are the task's.
+    val orc = plan.format == JvmReadHandoff.Orc
     val parsed = read.partitionValues(split)
     if (parsed.isEmpty) {
+      if (orc) throw new IllegalStateException(s"tiered_hive: the partition values of " +
+        s"${split.path} (${split.partitionValues.mkString(", ")}) do not parse as its keys' types")
       counts("reader.spark_refused") += 1
       return null
     }
@@ -225,6 +231,12 @@ class SplitServingReader(
       it.buffered
     } catch {
       case e: raptorx.AggregateOverflowException => throw e // Spark's own answer: the query fails
+      case e: Throwable if orc && SplitServingReader.changedFile(e) =>
+        counts("reader.files_changed") += 1
+        throw e
+      case NonFatal(e) if orc =>
+        throw new java.io.IOException(
+          s"Corrupt or truncated ORC file ${split.path}: Spark's ORC reader failed: $e", e)
       case e: Throwable if SplitServingReader.changedFile(e) =>
         // Changed after planning: the Python reader reads the split instead and fails with
         // the documented FileChangedError (a sealed partition's advice, reader.files_changed),

@@ -14,6 +14,7 @@ import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{And, BoundReference, Contains, EndsWith, EqualNullSafe, EqualTo, Expression, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull, LessThan, LessThanOrEqual, Literal, Not, Or, StartsWith}
 import org.apache.spark.sql.execution.datasources.{FileFormat, PartitionedFile}
+import org.apache.spark.sql.execution.datasources.orc.OrcFileFormat
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat
 import org.apache.spark.sql.sources
 import org.apache.spark.sql.types._
@@ -25,12 +26,14 @@ import raptorx.cache.{CachedFile, CachedFiles}
 import raptorx.contract.JvmReadHandoff
 
 /**
- * Splits read by Spark's own vectorized Parquet reader (`ParquetFileFormat`, the reader
- * `spark.read.parquet` uses) in the executor's JVM, through the node's block cache
- * ([[raptorx.cache.BlockCachingFileSystem]]); the planning, the choice of splits and of the
- * file versions stay raptorx_py's ([[JvmReadHandoff]]).
+ * Splits read by Spark's own vectorized Parquet or ORC reader (`ParquetFileFormat`,
+ * `OrcFileFormat`: the readers `spark.read.parquet` and `spark.read.orc` use) in the
+ * executor's JVM, through the node's block cache ([[raptorx.cache.BlockCachingFileSystem]]);
+ * the planning, the choice of splits and of the file versions stay raptorx_py's
+ * ([[JvmReadHandoff]]). Both readers read a byte range as Spark cuts a file: Parquet's
+ * row groups, ORC's stripes whose start lies in it.
  *
- * Made on the driver, once per scan ([[JvmParquetRead.prepare]]): Spark's reader function
+ * Made on the driver, once per scan ([[JvmFileRead.prepare]]): Spark's reader function
  * for the scan's columns (data columns, then the partition keys it reads, whose values the
  * reader appends as constants), with the filters the provider reported to Spark as
  * evaluated by the source handed to it for row-group pruning, and the same filters as one
@@ -45,7 +48,8 @@ import raptorx.contract.JvmReadHandoff
  * reader off), a filter or a partition key's type has no translation, or no file system
  * serves the table's scheme in this JVM (s3a's jars missing).
  */
-final class JvmParquetRead private (
+final class JvmFileRead private (
+    val format: String,
     readerFunction: PartitionedFile => Iterator[InternalRow],
     partitionTypes: IndexedSeq[(Int, DataType)],
     outputOrder: Array[Int],
@@ -58,7 +62,7 @@ final class JvmParquetRead private (
   def partitionValues(split: JvmReadHandoff.SplitPlan): Option[InternalRow] = {
     val values = partitionTypes.map { case (keyIndex, dataType) =>
       if (keyIndex >= split.partitionValues.length) None
-      else JvmParquetRead.parseValue(split.partitionValues(keyIndex), dataType)
+      else JvmFileRead.parseValue(split.partitionValues(keyIndex), dataType)
     }
     if (values.forall(_.isDefined)) Some(InternalRow.fromSeq(values.map(_.get))) else None
   }
@@ -100,7 +104,7 @@ final class JvmParquetRead private (
     val partitioned = PartitionedFile(values, SparkPath.fromPath(path), split.start, split.length,
       Array.empty[String], 0L, split.size, Map.empty)
     val batches = try {
-      // Spark's reader returns its batches typed as rows (ParquetFileFormat's own cast).
+      // Spark's readers return their batches typed as rows (the file formats' own cast).
       readerFunction(partitioned).asInstanceOf[Iterator[Any]].map(_.asInstanceOf[ColumnarBatch])
     } catch {
       case NonFatal(e) =>
@@ -144,13 +148,22 @@ final class JvmParquetRead private (
   }
 }
 
-object JvmParquetRead {
-  /** The reader of a scan whose output is `readSchema`, filtered by `filters`, over a table
-   * partitioned by `partitionKeys` whose store takes `hadoop` settings; or why not. */
+object JvmFileRead {
+  /** Spark's reader of files of `format` ([[JvmReadHandoff.Parquet]] or
+   * [[JvmReadHandoff.Orc]]). */
+  def fileFormat(format: String): FileFormat = format match {
+    case JvmReadHandoff.Orc => new OrcFileFormat()
+    case _ => new ParquetFileFormat()
+  }
+
+  /** The reader of a scan of files of `format` whose output is `readSchema`, filtered by
+   * `filters`, over a table partitioned by `partitionKeys` whose store takes `hadoop`
+   * settings; or why not. */
   def prepare(readSchema: StructType, filters: Seq[sources.Filter],
               partitionKeys: IndexedSeq[String], hadoop: Map[String, String],
-              samplePath: String, aggregation: Option[raptorx.SplitAggregation] = None)
-      : Either[String, JvmParquetRead] = {
+              samplePath: String, aggregation: Option[raptorx.SplitAggregation] = None,
+              format: String = JvmReadHandoff.Parquet)
+      : Either[String, JvmFileRead] = {
     val session = SparkSession.getActiveSession.orElse(SparkSession.getDefaultSession)
     if (session.isEmpty) return Left("no active Spark session")
     val spark = session.get
@@ -164,10 +177,12 @@ object JvmParquetRead {
     val dataSchema = StructType(dataFields)
     val partitionSchema = StructType(partitionFields)
     val readerSchema = StructType(dataFields ++ partitionFields)
-    val format = new ParquetFileFormat()
-    if (!format.supportBatch(spark, readerSchema)) {
-      return Left("Spark's vectorized reader does not return batches of these columns " +
-        "(nested types, too many columns, or spark.sql.parquet.enableVectorizedReader false)")
+    val reader = fileFormat(format)
+    if (!reader.supportBatch(spark, readerSchema)) {
+      val setting = if (format == JvmReadHandoff.Orc) "spark.sql.orc.enableVectorizedReader"
+        else "spark.sql.parquet.enableVectorizedReader"
+      return Left(s"Spark's vectorized ${format.toLowerCase} reader does not return batches " +
+        s"of these columns (nested types, too many columns, or $setting false)")
     }
     val predicate = filters.map(toExpression(_, readerSchema)) match {
       case Seq() => None
@@ -186,14 +201,14 @@ object JvmParquetRead {
     }
     CachedFiles.configure(hadoopConf)
     val function = ReaderFunctions.get(
-      ReaderFunctions.Key(spark.sparkContext, dataSchema, partitionSchema,
+      ReaderFunctions.Key(spark.sparkContext, format, dataSchema, partitionSchema,
         ReaderFunctions.digest(filters), spark.sessionState.conf.getAllConfs,
         ReaderFunctions.digest(hadoopConf))) {
-      format.buildReaderWithPartitionValues(spark, dataSchema, partitionSchema,
+      reader.buildReaderWithPartitionValues(spark, dataSchema, partitionSchema,
         dataSchema, filters, Map(FileFormat.OPTION_RETURNING_BATCH -> "true"), hadoopConf)
     }
     val order = readSchema.fields.map(f => readerSchema.fieldNames.indexOf(f.name))
-    Right(new JvmParquetRead(function,
+    Right(new JvmFileRead(format, function,
       partitionFields.map(f => (keyIndex(f.name), f.dataType)).toIndexedSeq, order, predicate,
       readSchema, aggregation))
   }
@@ -214,7 +229,7 @@ object JvmParquetRead {
    */
   private[raptorx] object ReaderFunctions {
     val MaxKept = 64
-    final case class Key(context: SparkContext, dataSchema: StructType,
+    final case class Key(context: SparkContext, format: String, dataSchema: StructType,
                          partitionSchema: StructType, filtersDigest: String,
                          sqlConf: Map[String, String], hadoopDigest: String)
 

@@ -1,0 +1,193 @@
+"""ORC tables through ``tiered_hive``: a Hive-layout directory of ORC files (written by
+pyarrow and by Spark) registered in the metastore reads, in AUTO, through Spark's own ORC
+reader in the JVM, with the rows ``spark.read.orc`` gives, filters and pushed aggregations
+included, and no Python task. The Python reader, which reads Parquet only, is never handed
+an ORC split: a read that would need it fails naming why, and so does a corrupt ORC file.
+Counts, not timings."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.orc as orc
+import pyarrow.parquet as pq
+import pytest
+
+from raptorx_py.errors import LayoutError
+from raptorx_py.tables.table_registration import register_external_table
+from raptorx_py.tpch import oracle
+
+pytestmark = pytest.mark.spark
+
+ROWS = 2000
+KEYS = ("a", "b", "c")
+
+QUERIES = (
+    "SELECT * FROM {t}",
+    "SELECT id, s FROM {t} WHERE d15 > 10.5 AND day < date '2024-06-01'",
+    "SELECT id, k FROM {t} WHERE s LIKE 'v1%' OR s IS NULL",
+    "SELECT count(*), sum(x), sum(d15), min(d38), max(day) FROM {t} WHERE k = 'b' AND b",
+    "SELECT id FROM {t} WHERE id IN (1, 17, 2500, 5999, 8000) AND k <> 'c'",
+    "SELECT k, count(*), sum(d15), avg(id), min(ts), max(s) FROM {t} GROUP BY k",
+    "SELECT d38, day FROM {t} WHERE d38 IS NOT NULL AND d15 BETWEEN -5 AND 500.25",
+)
+
+
+def _arrow_table(n: int, rng: random.Random) -> pa.Table:
+    ids = list(range(n * ROWS, (n + 1) * ROWS))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "d15": pa.array(
+                [None if i % 17 == 0 else Decimal(rng.randint(-99999, 99999)) / 100 for i in ids],
+                pa.decimal128(15, 2),
+            ),
+            "d38": pa.array(
+                [None if i % 5 == 0 else Decimal(f"{rng.randint(0, 10**20)}E-10") for i in ids],
+                pa.decimal128(38, 10),
+            ),
+            "s": pa.array([None if i % 11 == 0 else f"v{i}" for i in ids], pa.string()),
+            "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 400) for i in ids]),
+            "ts": pa.array(
+                [dt.datetime(2024, 1, 1) + dt.timedelta(seconds=37 * i) for i in ids],
+                pa.timestamp("us"),
+            ),
+            "x": pa.array([None if i % 13 == 0 else i / 4 for i in ids], pa.float64()),
+            "b": pa.array([i % 3 == 0 for i in ids], pa.bool_()),
+        }
+    )
+
+
+def _write_pyarrow(root: str, seed: int = 11) -> None:
+    """Partitions ``k=a``..``k=c``, one ORC file each, written by pyarrow (small stripes)."""
+    rng = random.Random(seed)
+    for n, key in enumerate(KEYS):
+        d = os.path.join(root, f"k={key}")
+        os.makedirs(d, exist_ok=True)
+        orc.write_table(_arrow_table(n, rng), os.path.join(d, "000000_0"), stripe_size=64 * 1024)
+
+
+@pytest.fixture(scope="module")
+def orc_table(env, tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("orc") / "t")
+    _write_pyarrow(root)
+    name = f"{env.unique_db('orc')}.t"
+    with env.metastore() as ms:
+        table = register_external_table(ms, env.settings(), name, root)
+    assert table.storage_format == "ORC"
+    return name, root
+
+
+def _rows(spark, sql):
+    return oracle.spark_rows(spark.sql(sql))
+
+
+def _view(spark, name, view, cache_dir=None, **options):
+    r = spark.read.format("tiered_hive")
+    r = r.option("cache.enabled", str(cache_dir is not None).lower())
+    if cache_dir is not None:
+        r = r.option("cache.base-directory", cache_dir)
+    for k, v in options.items():
+        r = r.option(k, v)
+    r.load(name).createOrReplaceTempView(view)
+
+
+def test_orc_tables_read_as_sparks_orc_reader_reads_them(spark, orc_table, tmp_path, counted):
+    name, root = orc_table
+    spark.read.orc(root).createOrReplaceTempView("orc_spark")
+    _view(spark, name, "orc_ours", str(tmp_path / "cache"))
+    for sql in QUERIES:
+        with counted() as c:
+            got = _rows(spark, sql.format(t="orc_ours"))
+        expected = _rows(spark, sql.format(t="orc_spark"))
+        assert oracle.compare_results(expected, got, ordered=False) is None, sql
+        # Spark's ORC reader read every split in the JVM: no Python task, no Python split.
+        assert c["reader.spark_splits"] == c["reader.splits_read"] > 0, (sql, dict(c))
+        assert c.get("reader.python_tasks", 0) == 0, (sql, dict(c))
+    # The block cache sits under Spark's ORC reader as under its Parquet reader.
+    with counted() as c:
+        assert len(_rows(spark, "SELECT * FROM orc_ours")) == len(KEYS) * ROWS
+    assert c["block_cache.hits"] > 0 and c.get("block_cache.misses", 0) == 0, dict(c)
+
+
+def test_a_pushed_aggregation_over_orc_is_computed_in_the_jvm_and_kept_as_fragments(
+    spark, orc_table, tmp_path, counted
+):
+    name, root = orc_table
+    spark.read.orc(root).createOrReplaceTempView("orc_spark_agg")
+    _view(
+        spark,
+        name,
+        "orc_agg",
+        **{
+            "fragment-result-cache.enabled": "true",
+            "fragment-result-cache.base-directory": str(tmp_path / "fragments"),
+        },
+    )
+    sql = "SELECT count(*), sum(d15), min(d15), max(d15), sum(id) FROM {t} WHERE d15 > 0"
+    expected = _rows(spark, sql.format(t="orc_spark_agg"))
+    with counted() as first:
+        assert _rows(spark, sql.format(t="orc_agg")) == expected
+    assert first["aggregation.jvm_splits"] == len(KEYS), dict(first)
+    assert first["fragment_cache.jvm_stores"] == len(KEYS), dict(first)
+    # The repeat: every split's partial aggregation served from the fragment result cache.
+    with counted() as again:
+        assert _rows(spark, sql.format(t="orc_agg")) == expected
+    assert again["fragment_cache.jvm_hits"] == len(KEYS), dict(again)
+    for c in (first, again):
+        assert c.get("reader.python_tasks", 0) == 0, dict(c)
+    text = spark.sql(sql.format(t="orc_agg"))._jdf.queryExecution().toString()
+    assert "Reader: Spark's ORC reader in the JVM" in text
+
+
+def test_orc_files_written_by_spark_read_the_same(spark, env, tmp_path):
+    root = str(tmp_path / "spark_orc")
+    rng = random.Random(3)
+    df = spark.createDataFrame(_arrow_table(0, rng).to_pandas()).withColumnRenamed("id", "i")
+    df.write.partitionBy("b").orc(root)
+    name = f"{env.unique_db('orcspark')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, root)
+    spark.read.orc(root).createOrReplaceTempView("sorc_spark")
+    _view(spark, name, "sorc_ours")
+    for sql in ("SELECT * FROM {t}", "SELECT b, count(*), sum(d15) FROM {t} GROUP BY b"):
+        got = _rows(spark, sql.format(t="sorc_ours"))
+        expected = _rows(spark, sql.format(t="sorc_spark"))
+        assert oracle.compare_results(expected, got, ordered=False) is None, sql
+
+
+def test_a_read_that_needs_the_python_reader_fails_naming_why(spark, orc_table):
+    name, _ = orc_table
+    df = spark.read.format("tiered_hive").option("hive.parquet.reader", "PYTHON").load(name)
+    with pytest.raises(Exception) as e:
+        df.collect()
+    message = str(e.value)
+    assert "UnsupportedFormatError" in message and f"{name} is stored as ORC" in message
+    assert "hive.parquet.reader=PYTHON" in message
+
+
+def test_a_corrupt_orc_file_fails_naming_it(spark, env, tmp_path):
+    root = tmp_path / "corrupt"
+    _write_pyarrow(str(root))
+    name = f"{env.unique_db('orcbad')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, str(root))
+    victim = root / "k=b" / "000000_0"
+    data = victim.read_bytes()
+    victim.write_bytes(data[:3] + bytes(len(data) - 3))  # same size, ORC's magic, no ORC
+    df = spark.read.format("tiered_hive").load(name)
+    with pytest.raises(Exception) as e:
+        df.collect()
+    assert f"Corrupt or truncated ORC file file://{victim}" in str(e.value)
+
+
+def test_a_directory_mixing_orc_and_parquet_is_refused(env, tmp_path):
+    root = tmp_path / "mixed"
+    _write_pyarrow(str(root))
+    pq.write_table(_arrow_table(9, random.Random(1)), str(root / "k=a" / "x.parquet"))
+    with env.metastore() as ms, pytest.raises(LayoutError, match="a table's files have one format"):
+        register_external_table(ms, env.settings(), f"{env.unique_db('mixed')}.t", str(root))
