@@ -46,14 +46,24 @@ def read_orc_tail(fs, path: str, *, url: str) -> OrcTail:
         raise CorruptFileError(url, f"not readable ORC ({e})") from e
 
 
-def orc_column_type(arrow_type: pa.DataType, name: str) -> str:
-    """The Hive type of an ORC column pyarrow reads as ``arrow_type``, as Spark's ORC reader
-    types it: pyarrow reads every ORC timestamp (with or without local time zone) in
-    nanoseconds, which Spark reads as ``timestamp``; the rest maps as Parquet's columns do
+#: The ORC type attribute Spark's ORC writer gives a column (``OrcUtils``), which pyarrow
+#: reads into the field's metadata: ``timestamp_ntz`` marks a TIMESTAMP_NTZ column, stored as
+#: ORC's bigint.
+SPARK_TYPE_ATTRIBUTE = b"spark.sql.catalyst.type"
+
+
+def orc_column_type(field: pa.Field) -> str:
+    """The Hive type of an ORC column pyarrow reads as ``field``, as Spark's ORC reader types
+    it (``OrcUtils.toCatalystType``): a column Spark's writer marked ``timestamp_ntz`` is
+    ``timestamp_ntz``; every other ORC timestamp (with or without local time zone, which
+    pyarrow reads in nanoseconds) is ``timestamp``; the rest maps as Parquet's columns do
     (``hive.column_types.arrow_to_hive``)."""
-    if pa.types.is_timestamp(arrow_type):
+    marked = (field.metadata or {}).get(SPARK_TYPE_ATTRIBUTE)
+    if marked == b"timestamp_ntz" and pa.types.is_integer(field.type):
+        return "timestamp_ntz"
+    if pa.types.is_timestamp(field.type):
         return "timestamp"
-    return arrow_to_hive(arrow_type, name, None)
+    return arrow_to_hive(field.type, field.name, None)
 
 
 def file_format(fs, path: str, size: int) -> str:

@@ -65,9 +65,7 @@ def read_file_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
     if file_format(fs, f.path, f.size) == ORC:
         tail = read_orc_tail(fs, f.path, url=url)
         try:
-            orc_columns = tuple(
-                Column(field.name, orc_column_type(field.type, field.name)) for field in tail.schema
-            )
+            orc_columns = tuple(Column(f.name, orc_column_type(f)) for f in tail.schema)
         except SchemaError as e:
             raise SchemaError(f"file {url}: {e}") from e
         return _FileFacts(f, orc_columns, tail.num_rows, {}, ORC)

@@ -270,7 +270,8 @@ FOREIGN = frozenset(
     DefaultSource DriverPlugin ExecutorPlugin FileMetaData FileScan HashAggregate
     InputPartition InvalidRange MapInBatchEvaluator MapInBatchEvaluatorFactory MessageFactory
     MethodHandles NoCredentialsError NoSuchKey NoSuchMethodError NoSuchNamespaceException
-    NoSuchTableException OperationalError OrcFileFormat ParquetFileFormat PartitionFilters PartitioningUtils
+    NoSuchTableException OperationalError OrcFileFormat ParquetFileFormat
+    PartitionFilters PartitioningUtils
     PostgreSQL Py4J PluginContext PostScanFilters ProcedureCatalog PushedAggregates PushedFilters
     PushedGroupByExpressions Py4JException PythonClient PythonCustomMetric PythonDataSourceV2
     PythonException PythonInputPartition PythonPartitionReaderFactory PythonPlannerRunner
