@@ -32,6 +32,16 @@ class OrcTail:
     num_stripes: int
 
 
+#: The columns of a full-ACID ORC file (Hive's transactional tables): the event's fields, the
+#: table's own columns inside ``row``.
+ACID_COLUMNS = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
+
+
+def is_full_acid(schema: pa.Schema) -> bool:
+    """Whether ``schema`` is a full-ACID ORC file's (``ACID_COLUMNS``)."""
+    return tuple(schema.names) == ACID_COLUMNS
+
+
 def read_orc_tail(fs, path: str, *, url: str) -> OrcTail:
     """The tail of the ORC file ``path`` on ``fs``; ``CorruptFileError`` naming ``url`` when
     it is not readable ORC, the storage error (``translate_storage_error``) when the store

@@ -38,7 +38,12 @@ from raptorx_py.names import parse_table_name
 from raptorx_py.storage.file_sets import file_set_fingerprint
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
 from raptorx_py.storage.hive_layout import DataFile, walk_table
-from raptorx_py.storage.orc_files import file_format, orc_column_type, read_orc_tail
+from raptorx_py.storage.orc_files import (
+    file_format,
+    is_full_acid,
+    orc_column_type,
+    read_orc_tail,
+)
 from raptorx_py.storage.parquet_files import footer_stats, physical_types, read_metadata
 from raptorx_py.tables.file_statistics import summarize
 
@@ -64,6 +69,11 @@ def read_file_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
     url = join_url(scheme, f.path)
     if file_format(fs, f.path, f.size) == ORC:
         tail = read_orc_tail(fs, f.path, url=url)
+        if is_full_acid(tail.schema):
+            raise LayoutError(
+                f"file {url} is a full-ACID ORC file (a Hive transactional table's, its rows "
+                f"inside ACID columns): tiered_hive reads plain and insert-only tables only"
+            )
         try:
             orc_columns = tuple(Column(f.name, orc_column_type(f)) for f in tail.schema)
         except SchemaError as e:

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raptorx_py.errors import LayoutError
+from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.tables.table_registration import register_external_table
 from raptorx_py.tpch import oracle
 
@@ -160,6 +161,24 @@ def test_orc_files_written_by_spark_read_the_same(spark, env, tmp_path):
         assert oracle.compare_results(expected, got, ordered=False) is None, sql
 
 
+def test_every_compression_of_sparks_orc_writer_reads(spark, env, tmp_path):
+    root = tmp_path / "codecs"
+    for codec in ("none", "snappy", "zlib", "lz4", "zstd"):
+        spark.sql(TYPED_ROWS).repartition(1).write.option("compression", codec).orc(
+            str(root / f"codec={codec}")
+        )
+    name = f"{env.unique_db('orccodec')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, str(root))
+    spark.read.orc(str(root)).createOrReplaceTempView("codec_spark")
+    _view(spark, name, "codec_ours")
+    sql = "SELECT codec, count(*), sum(d18), max(s), min(day) FROM {t} GROUP BY codec"
+    got = _rows(spark, sql.format(t="codec_ours"))
+    assert len(got) == 5
+    expected = _rows(spark, sql.format(t="codec_spark"))
+    assert oracle.compare_results(expected, got, ordered=False) is None
+
+
 def test_a_read_that_needs_the_python_reader_fails_naming_why(spark, orc_table):
     name, _ = orc_table
     df = spark.read.format("tiered_hive").option("hive.parquet.reader", "PYTHON").load(name)
@@ -234,3 +253,33 @@ def test_every_type_reads_as_sparks_orc_reader_reads_it_in_any_time_zone(spark, 
                 assert oracle.compare_results(expected, got, ordered=False) is None, (tz, sql)
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+@pytest.mark.s3
+def test_an_orc_table_on_s3_is_served_by_the_block_cache_when_warm(
+    spark, env, s3_endpoint, s3_bucket, tmp_path, counted
+):
+    props = {**s3_endpoint.s3_properties(), "hive.file-status-cache-tables": "*"}
+    settings = env.settings(**props)
+    fs, _ = filesystem_for(f"s3://{s3_bucket}", settings)
+    local = tmp_path / "local"
+    _write_pyarrow(str(local))
+    for f in sorted(local.rglob("000000_0")):
+        fs.put_file(str(f), f"{s3_bucket}/orc/{f.relative_to(local)}")
+    name = f"{env.unique_db('orcs3')}.t"
+    with env.metastore(**props) as ms:
+        register_external_table(ms, settings, name, f"s3://{s3_bucket}/orc", sealed=True)
+    spark.read.orc(str(local)).createOrReplaceTempView("orcs3_spark")
+    _view(spark, name, "orcs3_ours", str(tmp_path / "cache"), **props)
+    sql = "SELECT k, count(*), sum(d15), max(s) FROM {t} WHERE day > date '2024-03-01' GROUP BY k"
+    expected = _rows(spark, sql.format(t="orcs3_spark"))
+    cold = _rows(spark, sql.format(t="orcs3_ours"))
+    assert oracle.compare_results(expected, cold, ordered=False) is None
+    s3_endpoint.reset_stats()
+    with counted() as c:
+        got = _rows(spark, sql.format(t="orcs3_ours"))
+    assert oracle.compare_results(expected, got, ordered=False) is None
+    requests = s3_endpoint.stats()["requests"]
+    # Warm: the listing, the blocks and the tails all served from the caches.
+    assert sum(requests.values()) == 0, requests
+    assert c["block_cache.hits"] > 0 and c.get("reader.python_tasks", 0) == 0, dict(c)

@@ -145,6 +145,25 @@ def test_a_corrupt_orc_file_names_the_file_and_changes_nothing(tmp_path, env, ms
     assert ms.list_databases() == before
 
 
+def test_a_full_acid_orc_file_is_refused_saying_so(tmp_path, env, ms):
+    d = tmp_path / "t"  # a bucket file of a delta directory, copied out of it
+    d.mkdir(parents=True)
+    row = pa.array([{"id": 1}, {"id": 2}], pa.struct([("id", pa.int64())]))
+    acid = pa.table(
+        {
+            "operation": pa.array([0, 0], pa.int32()),
+            "originalTransaction": pa.array([1, 1], pa.int64()),
+            "bucket": pa.array([536870912] * 2, pa.int32()),
+            "rowId": pa.array([0, 1], pa.int64()),
+            "currentTransaction": pa.array([1, 1], pa.int64()),
+            "row": row,
+        }
+    )
+    orc.write_table(acid, str(d / "bucket_00000"))
+    with pytest.raises(LayoutError, match="bucket_00000 is a full-ACID ORC file"):
+        register_external_table(ms, env.settings(), f"{env.unique_db()}.t", str(tmp_path / "t"))
+
+
 def test_files_disagreeing_on_schema(tmp_path, env, ms):
     root = str(tmp_path / "t")
     write_partition(root, "m=1", [1])
