@@ -26,6 +26,7 @@ from raptorx_py.hive.model import (
     Partition,
     Table,
 )
+from raptorx_py.hive.storage_formats import hive_classes
 from raptorx_py.metastore.cached_store import CachedMetastore, close_cached_metastores
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.metastore.thrift_store import ThriftMetastore, parse_thrift_uris
@@ -305,6 +306,9 @@ def test_cli_registers_lists_and_shows_through_the_hive_metastore(hms_uri, tmp_p
     assert "Hive Metastore over Thrift" in err and "nothing was written" in err
 
 
+PARQUET_CLASSES = hive_classes("PARQUET")
+
+
 def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
     """A text table, and a Spark data source table stored in Spark's own form (a placeholder
     Hive column, the schema in table properties): refused when read, saying why."""
@@ -366,6 +370,17 @@ def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
         "create_table", raw_table("o", [("a", "int")], orc_input, {}, orc_serde, orc_output)
     )
     assert ms.get_table(db, "o").storage_format == "ORC"
+    # A partition whose storage descriptor names another format than its table's is refused.
+    parted = raw_table("op", [("a", "int")], orc_input, {}, orc_serde, orc_output)
+    parted.partitionKeys = [t.FieldSchema("k", "string", None)]
+    ms.backend.call("create_table", parted)
+    part_sd = raw_table("x", [("a", "int")], PARQUET_CLASSES.input_format, {}).sd
+    part_sd.serdeInfo.serializationLib = PARQUET_CLASSES.serde
+    ms.backend.call(
+        "add_partition", t.Partition(values=["1"], dbName=db, tableName="op", sd=part_sd)
+    )
+    with pytest.raises(MetastoreError, match="partition k=1 of .*op .* stored as PARQUET, its "):
+        ms.list_partitions(ms.get_table(db, "op"))
     # (Hive 2.3 takes a full-ACID table only bucketed and stored as ORC.)
     acid = {"transactional": "true"}
     ms.backend.call(
