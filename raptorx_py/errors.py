@@ -193,10 +193,11 @@ class EmptyTableLocationError(RaptorxError, FileNotFoundError):
 
 
 class CorruptFileError(RaptorxError, OSError):
-    """A data file is not readable Parquet (bad magic, truncated, garbage). Names the file."""
+    """A data file is not readable Parquet or ORC (bad magic, truncated, garbage). Names the
+    file."""
 
-    def __init__(self, path: str, reason: str):
-        super().__init__(f"Corrupt or truncated Parquet file {path}: {reason}")
+    def __init__(self, path: str, reason: str, file_format: str = "Parquet"):
+        super().__init__(f"Corrupt or truncated {file_format} file {path}: {reason}")
         self.path, self.reason = path, reason
 
 

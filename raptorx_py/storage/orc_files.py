@@ -1,35 +1,81 @@
-"""An ORC file's tail as registration needs it: its schema and row count, with damage
-turned into an error that names the file.
+"""An ORC file's tail as registration needs it: its schema, row count and column statistics,
+with damage turned into an error that names the file.
 
 Only registration reads ORC in Python; the rows of an ORC table are read by Spark's own
-ORC reader in the JVM (``docs/design/reading-splits.md``). The tail is read through
-pyarrow's ORC reader, which reads the postscript, footer and metadata and no stripe.
-Limits: no column statistics are taken from ORC files yet, so an ORC table's partitions
-carry a row count and no min/max (statistics-based pruning skips them).
+ORC reader in the JVM (``docs/design/reading-splits.md``). The tail (postscript, footer,
+metadata; no stripe) is read through one open file by pyarrow's ORC reader (the schema as
+Arrow types, with Spark's type marks) and by ``pyorc`` (the file's column statistics).
+
+Statistics are taken only where ORC's are exact and ordered as Spark compares: null counts
+of every column, and bounds of integers, decimals and dates from 1582-10-15 on (earlier
+dates may be counted in Hive's hybrid calendar). Strings (ordered by UTF-16 code units by
+Java writers), floating point (NaN is left out of ORC's bounds, and Spark orders it above
+every number), timestamps (time zone handling differs between writers) and booleans get
+no bounds, so a predicate on them never prunes.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.orc as orc
+import pyorc
 
 from raptorx_py.errors import CorruptFileError, is_storage_failure, translate_storage_error
 from raptorx_py.hive.column_types import arrow_to_hive
+from raptorx_py.hive.model import ColumnStats
 from raptorx_py.hive.storage_formats import ORC_MAGIC, PARQUET, format_of_file
 
 #: Errors pyarrow raises for bytes that are not valid ORC.
-_ORC_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError, ValueError)
+_ORC_ERRORS = (
+    pa.ArrowInvalid,
+    pa.ArrowIOError,
+    OSError,
+    EOFError,
+    ValueError,
+    pyorc.ParseError,
+)
 
 
 @dataclass(frozen=True)
 class OrcTail:
-    """What an ORC file's tail says of its rows."""
+    """What an ORC file's tail says of its rows; ``stats`` by top-level column, one for each
+    (``ColumnStats``: bounds None where not exact)."""
 
     schema: pa.Schema
     num_rows: int
     num_stripes: int
+    stats: dict[str, ColumnStats]
+
+
+#: The first date ORC's readers count alike in every calendar (the Gregorian reform).
+GREGORIAN_START = dt.date(1582, 10, 15)
+_BOUNDED_KINDS = frozenset(
+    [
+        pyorc.TypeKind.BYTE,
+        pyorc.TypeKind.SHORT,
+        pyorc.TypeKind.INT,
+        pyorc.TypeKind.LONG,
+        pyorc.TypeKind.DECIMAL,
+        pyorc.TypeKind.DATE,
+    ]
+)
+
+
+def column_stats(statistics: dict, num_rows: int, marked_ntz: bool = False) -> ColumnStats:
+    """A top-level column's ``ColumnStats`` from pyorc's ``statistics`` of it, over a file
+    of ``num_rows`` rows (see the module docstring for which bounds are kept)."""
+    values = statistics.get("number_of_values")
+    nulls = None if values is None else num_rows - int(values)
+    kind = statistics.get("kind")
+    low, high = statistics.get("minimum"), statistics.get("maximum")
+    if kind not in _BOUNDED_KINDS or marked_ntz or low is None or high is None:
+        return ColumnStats(nulls, None, None)
+    if kind == pyorc.TypeKind.DATE and low < GREGORIAN_START:
+        return ColumnStats(nulls, None, None)
+    return ColumnStats(nulls, low, high)
 
 
 #: The columns of a full-ACID ORC file (Hive's transactional tables): the event's fields, the
@@ -42,6 +88,15 @@ def is_full_acid(schema: pa.Schema) -> bool:
     return tuple(schema.names) == ACID_COLUMNS
 
 
+def _statistics(reader: pyorc.Reader, column_id: int) -> dict:
+    """pyorc's statistics of a column, or none where it cannot convert them (a bound outside
+    Python's dates, ``OverflowError``): that column is then not pruned by."""
+    try:
+        return dict(reader[column_id].statistics)
+    except (OverflowError, ValueError):
+        return {}
+
+
 def read_orc_tail(fs, path: str, *, url: str) -> OrcTail:
     """The tail of the ORC file ``path`` on ``fs``; ``CorruptFileError`` naming ``url`` when
     it is not readable ORC, the storage error (``translate_storage_error``) when the store
@@ -49,11 +104,26 @@ def read_orc_tail(fs, path: str, *, url: str) -> OrcTail:
     try:
         with fs.open(path, "rb") as f:
             reader = orc.ORCFile(f)
-            return OrcTail(reader.schema, int(reader.nrows), int(reader.nstripes))
+            schema, rows, stripes = reader.schema, int(reader.nrows), int(reader.nstripes)
+            f.seek(0)
+            described = pyorc.Reader(f)
+            top = described.schema
+            if not isinstance(top, pyorc.Struct):
+                raise ValueError(f"its root type is {top}, not a struct of columns")
+            fields = top.fields
+            stats = {
+                field.name: column_stats(
+                    _statistics(described, fields[field.name].column_id),
+                    rows,
+                    marked_ntz=marked_ntz(field),
+                )
+                for field in schema
+            }
+            return OrcTail(schema, rows, stripes, stats)
     except _ORC_ERRORS as e:
         if is_storage_failure(e):
             raise translate_storage_error(e, url) from e
-        raise CorruptFileError(url, f"not readable ORC ({e})") from e
+        raise CorruptFileError(url, f"not readable ORC ({e})", file_format="ORC") from e
 
 
 #: The ORC type attribute Spark's ORC writer gives a column (``OrcUtils``), which pyarrow
@@ -62,14 +132,19 @@ def read_orc_tail(fs, path: str, *, url: str) -> OrcTail:
 SPARK_TYPE_ATTRIBUTE = b"spark.sql.catalyst.type"
 
 
+def marked_ntz(field: pa.Field) -> bool:
+    """Whether Spark's ORC writer stored ``field`` as a TIMESTAMP_NTZ (a marked bigint)."""
+    marked = (field.metadata or {}).get(SPARK_TYPE_ATTRIBUTE)
+    return marked == b"timestamp_ntz" and pa.types.is_integer(field.type)
+
+
 def orc_column_type(field: pa.Field) -> str:
     """The Hive type of an ORC column pyarrow reads as ``field``, as Spark's ORC reader types
     it (``OrcUtils.toCatalystType``): a column Spark's writer marked ``timestamp_ntz`` is
     ``timestamp_ntz``; every other ORC timestamp (with or without local time zone, which
     pyarrow reads in nanoseconds) is ``timestamp``; the rest maps as Parquet's columns do
     (``hive.column_types.arrow_to_hive``)."""
-    marked = (field.metadata or {}).get(SPARK_TYPE_ATTRIBUTE)
-    if marked == b"timestamp_ntz" and pa.types.is_integer(field.type):
+    if marked_ntz(field):
         return "timestamp_ntz"
     if pa.types.is_timestamp(field.type):
         return "timestamp"

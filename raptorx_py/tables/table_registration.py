@@ -78,7 +78,7 @@ def read_file_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
             orc_columns = tuple(Column(f.name, orc_column_type(f)) for f in tail.schema)
         except SchemaError as e:
             raise SchemaError(f"file {url}: {e}") from e
-        return _FileFacts(f, orc_columns, tail.num_rows, {}, ORC)
+        return _FileFacts(f, orc_columns, tail.num_rows, tail.stats, ORC)
     md = read_metadata(fs, f.path, size=f.size, etag=f.etag, url=url)
     arrow_schema = md.schema.to_arrow_schema()
     physical = physical_types(md)

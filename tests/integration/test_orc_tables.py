@@ -115,6 +115,21 @@ def test_orc_tables_read_as_sparks_orc_reader_reads_them(spark, orc_table, tmp_p
     assert c["block_cache.hits"] > 0 and c.get("block_cache.misses", 0) == 0, dict(c)
 
 
+def test_orc_statistics_prune_partitions_only_where_they_are_exact(spark, orc_table, counted):
+    name, root = orc_table
+    spark.read.orc(root).createOrReplaceTempView("orc_spark_stats")
+    _view(spark, name, "orc_stats")
+    for sql, pruned in (
+        ("SELECT count(*), sum(d15) FROM {t} WHERE id < 2000", 2),  # k=b, k=c by id's bounds
+        ("SELECT count(*) FROM {t} WHERE x > 1e9", 0),  # doubles: no bounds (NaN)
+        ("SELECT count(*) FROM {t} WHERE s > 'v9'", 0),  # strings: no bounds
+    ):
+        with counted() as c:
+            got = _rows(spark, sql.format(t="orc_stats"))
+        assert got == _rows(spark, sql.format(t="orc_spark_stats")), sql
+        assert c.get("planner.partitions_pruned_by_stats", 0) == pruned, (sql, dict(c))
+
+
 def test_a_pushed_aggregation_over_orc_is_computed_in_the_jvm_and_kept_as_fragments(
     spark, orc_table, tmp_path, counted
 ):

@@ -130,7 +130,36 @@ def test_an_orc_directory_registers_as_orc_with_row_counts(tmp_path, env, ms):
     ]
     parts = {p.values: p for p in ms.list_partitions(t)}
     assert parts[("1",)].row_count == 3 and parts[("2",)].row_count == 10
-    assert parts[("1",)].stats == {}  # no statistics from ORC files yet: nothing is pruned
+    # Bounds where ORC's are exact (integers, decimals); none for timestamps.
+    assert parts[("2",)].stats == {
+        "id": ColumnStats(0, 0, 9),
+        "price": ColumnStats(0, Decimal("0"), Decimal("2.25")),
+        "at": ColumnStats(0, None, None),
+    }
+
+
+def test_orc_bounds_are_kept_only_where_exact_and_ordered_as_spark_orders():
+    import pyorc
+
+    from raptorx_py.storage.orc_files import column_stats
+
+    def stats(kind, low, high, values=8):
+        return {"kind": kind, "number_of_values": values, "minimum": low, "maximum": high}
+
+    k = pyorc.TypeKind
+    assert column_stats(stats(k.LONG, -3, 7), 10) == ColumnStats(2, -3, 7)
+    assert column_stats(stats(k.DATE, dt.date(1582, 10, 15), dt.date(2024, 1, 1)), 8).low
+    # Dates another calendar may count otherwise, doubles whose NaN ORC leaves out, strings
+    # in UTF-16 order, timestamps, and a timestamp_ntz stored as bigint: null counts only.
+    for kind, low, high in (
+        (k.DATE, dt.date(1500, 1, 1), dt.date(2024, 1, 1)),
+        (k.DOUBLE, 1.0, 2.0),
+        (k.STRING, "a", "z"),
+        (k.TIMESTAMP, dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2)),
+    ):
+        assert column_stats(stats(kind, low, high), 9) == ColumnStats(1, None, None), kind
+    assert column_stats(stats(k.LONG, 1, 2), 8, marked_ntz=True) == ColumnStats(0, None, None)
+    assert column_stats({"kind": k.LONG, "number_of_values": 0}, 4) == ColumnStats(4, None, None)
 
 
 def test_a_corrupt_orc_file_names_the_file_and_changes_nothing(tmp_path, env, ms):
