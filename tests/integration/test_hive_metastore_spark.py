@@ -6,7 +6,8 @@
 - A table made by Spark's own Hive catalog (``enableHiveSupport()`` pointed at the same server,
   ``CREATE TABLE ... USING parquet PARTITIONED BY``, ``INSERT``), in another Spark application
   (a child process: a session's catalog implementation is fixed when its JVM starts), reads
-  through tiered_hive with the same rows as that application's ``spark.table``.
+  through tiered_hive with the same rows as that application's ``spark.table``; so does one
+  stored as Hive stores ORC (``STORED AS ORC``: ORC's SerDe and input format).
 - Another process's new partition is in the next query's answer, through HMS's notification
   log: the cache's TTL (1h) and background refresh (1h) would not show it.
 
@@ -123,6 +124,19 @@ HIVE_CATALOG_APP = textwrap.dedent(
         for r in spark.table("sparkdb.events").collect()
     ]
     print("ROWS " + json.dumps(sorted(rows, key=lambda r: r[0])), flush=True)
+    # The same rows in a table as Hive makes it: ORC's SerDe and input format, no provider.
+    spark.sql("SET hive.exec.dynamic.partition.mode=nonstrict")
+    spark.sql(
+        "CREATE TABLE sparkdb.events_orc (id BIGINT, name STRING, day DATE, "
+        "amount DECIMAL(10,2)) PARTITIONED BY (k INT) STORED AS ORC"
+    )
+    spark.sql("INSERT INTO sparkdb.events_orc SELECT * FROM sparkdb.events")
+    rows = [
+        [r.id, r.name, None if r.day is None else r.day.isoformat(),
+         None if r.amount is None else str(r.amount), r.k]
+        for r in spark.table("sparkdb.events_orc").collect()
+    ]
+    print("ORC " + json.dumps(sorted(rows, key=lambda r: r[0])), flush=True)
     spark.stop()
     """
 )
@@ -170,6 +184,14 @@ def test_a_table_of_sparks_hive_catalog_reads_the_same_and_sees_new_partitions(
     read = reader(spark, hms_uri)
     assert as_rows(read("sparkdb.events")) == expected
     assert read("sparkdb.events").where("k = 2").count() == 2
+    # Hive's ORC table: read by Spark's ORC reader, the same rows.
+    orc = [x for x in done.stdout.splitlines() if x.startswith("ORC ")]
+    assert orc and json.loads(orc[0][len("ORC ") :]) == expected
+    settings = load_settings(overrides=hms_options(hms_uri))
+    with open_catalog(settings.metastore_connection) as catalog:
+        assert catalog.get_table("sparkdb", "events_orc").storage_format == "ORC"
+    assert as_rows(read("sparkdb.events_orc")) == expected
+    assert read("sparkdb.events_orc").where("k = 2").count() == 2
 
     # Another process (this one, a client of the server) adds a partition with a new file.
     settings = load_settings(overrides=hms_options(hms_uri))
