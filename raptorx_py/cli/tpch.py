@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from raptorx_py.cli.common import command, command_group, settings_from_args
 
 
@@ -35,6 +37,13 @@ def add_parser(sub) -> None:
             help="register the partitions open (not sealed): their listings are then never cached",
         )
         load.add_argument(
+            "--format",
+            choices=["parquet", "orc"],
+            default="parquet",
+            help="the files' format (default: parquet; orc rewrites the generated files as "
+            "ORC in the same layout, for external tables only)",
+        )
+        load.add_argument(
             "--managed",
             action="store_true",
             help="write MANAGED tables through the Spark write path instead (starts "
@@ -48,6 +57,12 @@ def cmd_tpch_load(args) -> int:
     from raptorx_py.tpch.queries import TABLES
 
     settings = settings_from_args(args)
+    if args.managed and args.format != "parquet":
+        print(
+            "raptorx: error: --managed writes Parquet tables; leave out --format orc",
+            file=sys.stderr,
+        )
+        return 2
     if args.managed:
         from raptorx_py.session import tiered_session
 
@@ -75,6 +90,7 @@ def cmd_tpch_load(args) -> int:
             work_dir=args.work_dir,
             progress=not args.no_progress,
             seal=not args.no_seal,
+            storage_format=args.format.upper(),
         )
     print(
         f"loaded TPC-H SF {format_scale(args.scale)}: "

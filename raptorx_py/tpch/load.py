@@ -29,6 +29,7 @@ from raptorx_py.config.paths import default_tpch_work_dir
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import AlreadyExistsError, MetastoreNotFoundError, translate_storage_error
 from raptorx_py.hive.model import EXTERNAL_TABLE
+from raptorx_py.hive.storage_formats import ORC, PARQUET
 from raptorx_py.metastore import open_metastore
 from raptorx_py.metastore.configured import open_catalog
 from raptorx_py.storage.fs import as_url, filesystem_for, split_url
@@ -39,6 +40,7 @@ from raptorx_py.tpch.generate import (
     generate_tpch,
     read_marker,
 )
+from raptorx_py.tpch.orc_copy import orc_copy
 from raptorx_py.tpch.queries import PARTITION_COLUMNS, TABLES, parquet_reader
 
 LOAD_MARKER = "_tpch_load.json"
@@ -55,8 +57,12 @@ def load_tpch(
     progress: bool = True,
     seal: bool = True,
     only_own_tables: bool = False,
+    storage_format: str = PARQUET,
 ) -> dict[str, str]:
     """Generate TPC-H at ``scale``, copy it under ``warehouse_url``, register it; table -> URL.
+
+    - ``storage_format``: ``PARQUET``, or ``ORC`` (the generation rewritten as ORC files in
+      the same layout, ``orc_copy``, beside it in ``<work_dir>/sf<scale>-orc``).
 
     - ``work_dir``: where to generate (``<work_dir>/sf<scale>``); default
       ``config.paths.default_tpch_work_dir()``. A complete generation already there is reused.
@@ -88,12 +94,16 @@ def load_tpch(
     if only_own_tables:
         check_own_tables(settings, database, db_url)
     fs, db_path = filesystem_for(db_url, settings)
-    local_files = sorted(p for t in TABLES for p in (local_root / t).rglob("*.parquet"))
+    described = {k: generation[k] for k in ("scale", "layout_version", "generator")}
+    suffix = ".parquet"
+    if storage_format == ORC:
+        orc_root = local_root.with_name(f"{local_root.name}-orc")
+        orc_copy(str(local_root), str(orc_root), described, progress=say)
+        local_root, suffix = orc_root, ".orc"
+        described = {**described, "format": ORC}
+    local_files = sorted(p for t in TABLES for p in (local_root / t).rglob(f"*{suffix}"))
     files = {p.relative_to(local_root).as_posix(): p.stat().st_size for p in local_files}
-    wanted = {
-        "generation": {k: generation[k] for k in ("scale", "layout_version", "generator")},
-        "files": files,
-    }
+    wanted = {"generation": described, "files": files}
 
     if _already_loaded(fs, db_path, db_url, wanted):
         say(f"TPC-H SF {format_scale(scale)} already in {db_url}; not copying")

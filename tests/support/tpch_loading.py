@@ -9,10 +9,17 @@ from tests.support.tpch_fixtures import tpch_work_dir
 
 
 def load_cached_tpch(
-    request, scale: float, warehouse_url: str, settings, *, database: str = "tpch"
+    request,
+    scale: float,
+    warehouse_url: str,
+    settings,
+    *,
+    database: str = "tpch",
+    storage_format: str = "PARQUET",
 ) -> dict[str, str]:
     """``load_tpch`` of ``scale`` into ``warehouse_url``, registered in ``settings``'
-    metastore as ``<database>.*`` (sealed, the loader's default); table -> URL."""
+    metastore as ``<database>.*`` (sealed, the loader's default) in ``storage_format``;
+    table -> URL."""
     return load_tpch(
         scale,
         warehouse_url,
@@ -20,6 +27,7 @@ def load_cached_tpch(
         database=database,
         work_dir=str(tpch_work_dir(request)),
         progress=False,
+        storage_format=storage_format,
     )
 
 

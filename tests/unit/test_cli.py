@@ -340,3 +340,9 @@ def test_a_missing_partitions_error_lists_a_bounded_readable_set(env, capsys):
     small = _many_partitions(env, 3)
     assert main(["partition", "seal", small, "k=9", *_args(env)]) == 2
     assert "Existing partitions: k=00000, k=00001, k=00002" in capsys.readouterr().err
+
+
+def test_tpch_load_managed_refuses_orc(env, tmp_path, capsys):
+    argv = ["tpch", "load", "--scale", "0.01", "--warehouse", str(tmp_path), "--managed"]
+    assert main([*argv, "--format", "orc", *_args(env)]) == 2
+    assert "--managed writes Parquet tables" in capsys.readouterr().err
