@@ -58,6 +58,9 @@ class BenchContext:
     work_dir: str
     endpoint: Any = None
     warehouse_url: str = ""
+    #: The format of every table's files (``--format``): Spark's readers read it (``parquet``
+    #: or ``orc``); tiered_hive reads what the metastore says.
+    file_format: str = "parquet"
     #: Scratch space a configuration may keep between its runs (keyed by its own names).
     state: dict[str, Any] = field(default_factory=dict)
 
@@ -142,7 +145,7 @@ def spark_parquet_views(ctx: BenchContext) -> None:
     key = ("spark-parquet-local", ctx.local_data_dir)
     frames = ctx.state.get(key)
     if frames is None:
-        read = queries.parquet_reader(ctx.spark, ctx.local_data_dir)
+        read = queries.parquet_reader(ctx.spark, ctx.local_data_dir, file_format=ctx.file_format)
         frames = ctx.state[key] = {t: read(t) for t in queries.TABLES}
     queries.register_views(ctx.spark, frames.__getitem__)
 
@@ -166,7 +169,7 @@ def spark_parquet_s3_views(ctx: BenchContext) -> None:
     key = ("spark-parquet-s3", ctx.warehouse_url)
     frames = ctx.state.get(key)
     if frames is None:
-        read = queries.parquet_reader(ctx.spark, s3a_location(ctx))
+        read = queries.parquet_reader(ctx.spark, s3a_location(ctx), file_format=ctx.file_format)
         frames = ctx.state[key] = {t: read(t) for t in queries.TABLES}
     queries.register_views(ctx.spark, frames.__getitem__)
 
@@ -565,7 +568,9 @@ def spark_cache_table_views(ctx: BenchContext) -> None:
     key = ("spark-cache-table", ctx.local_data_dir)
     frames = ctx.state.get(key)
     if frames is None:
-        read = queries.parquet_reader(ctx.spark, ctx.local_data_dir, CACHE_TABLE_READ_OPTIONS)
+        read = queries.parquet_reader(
+            ctx.spark, ctx.local_data_dir, CACHE_TABLE_READ_OPTIONS, ctx.file_format
+        )
         frames = {t: read(t).cache() for t in queries.TABLES}
         for df in frames.values():
             df.count()  # materialise now, not in the first query's time

@@ -560,6 +560,12 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         f"`spark.sql(query).collect()` (registering the views and a configuration's "
         f"preparation are not timed)."
     )
+    if results.get("format", "parquet") != "parquet":
+        lines.append(
+            f"- Format: {results['format'].upper()}. Every table's files are "
+            f"{results['format'].upper()}; Spark's own configurations read them with its "
+            f"{results['format'].upper()} reader, whatever their names and descriptions say."
+        )
     idle = results.get("idle_seconds")
     if idle:
         paused = results.get("idle_configs")

@@ -170,7 +170,10 @@ def register_views(spark: SparkSession, reader: Callable[[str], DataFrame]) -> N
 
 
 def parquet_reader(
-    spark: SparkSession, data_dir: str, options: Mapping[str, str] | None = None
+    spark: SparkSession,
+    data_dir: str,
+    options: Mapping[str, str] | None = None,
+    file_format: str = "parquet",
 ) -> Callable[[str], DataFrame]:
     """A ``reader`` for ``register_views`` over Hive-layout directories ``data_dir/<table>``.
 
@@ -180,6 +183,7 @@ def parquet_reader(
     appear. ``options`` are given to the reader too: an option Parquet ignores still makes
     the scan another relation to Spark's cache, which substitutes a cached DataFrame into
     any later plan that reads the same files with the same options (``CacheManager``).
+    ``file_format``: Spark's reader of the files (``parquet``, or ``orc`` for the ORC copy).
     """
     key = "spark.sql.sources.partitionColumnTypeInference.enabled"
     base = str(data_dir).rstrip("/")
@@ -189,7 +193,8 @@ def parquet_reader(
         previous = spark.conf.get(key, None)
         spark.conf.set(key, "false")
         try:
-            return spark.read.options(**(options or {})).option("basePath", path).parquet(path)
+            reader = spark.read.format(file_format).options(**(options or {}))
+            return reader.option("basePath", path).load(path)
         finally:
             if previous is None:
                 spark.conf.unset(key)

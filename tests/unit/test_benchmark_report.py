@@ -298,6 +298,10 @@ def test_idle_pauses_only_the_named_configurations_timed_runs(results):
     tpch_suite.check_idle_configs(["remote"], configs)
     with pytest.raises(ValueError, match="--idle-configs: nowhere not among"):
         tpch_suite.check_idle_configs(["nowhere"], configs)
+    # ... and which format the tables were in, when not Parquet.
+    assert tpch_suite.parse_args(["--format", "orc"]).format == "orc"
+    assert "- Format: ORC." in report.render_markdown({**results, "format": "orc"})
+    assert "Format" not in report.render_markdown({**results, "format": "parquet"})
     # The report says which runs came after a pause.
     md = report.render_markdown({**results, "idle_seconds": 70, "idle_configs": ["remote"]})
     assert "- Pauses: 70 s of no query before each timed run of `remote`" in md

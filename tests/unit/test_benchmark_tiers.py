@@ -228,7 +228,9 @@ def test_the_a_a_configuration_registers_the_baselines_own_frames(monkeypatch):
             registered.append((name, self))
 
     monkeypatch.setattr(
-        queries, "parquet_reader", lambda spark, d: lambda t: made.append(t) or Frame(t)
+        queries,
+        "parquet_reader",
+        lambda spark, d, file_format="parquet": lambda t: made.append(t) or Frame(t),
     )
     ctx = BenchContext(spark=None, database="tpch", local_data_dir="/d", properties={}, work_dir="")
     baseline, again = configurations.get_configurations(
