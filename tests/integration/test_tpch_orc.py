@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from raptorx_py.tpch import oracle, queries
-from tests.support.tpch_fixtures import tpch_query_params
+from tests.support.tpch_fixtures import query_difference, tpch_query_params
 from tests.support.tpch_loading import load_cached_tpch
 
 pytestmark = pytest.mark.spark
@@ -48,12 +48,7 @@ def test_tpch_over_orc_matches_duckdb(n, spark, orc_views, duckdb_expected, tpch
     for run in ("first", "repeat"):
         with counted() as c:
             actual = oracle.spark_rows(spark.sql(queries.query_text(n, tpch_scale, "spark")))
-        diff = oracle.compare_results(
-            duckdb_expected[n],
-            actual,
-            ordered=queries.ordered(n),
-            sort_key=queries.ORDER_BY_COLUMNS[n],
-        )
+        diff = query_difference(n, duckdb_expected[n], actual)
         assert diff is None, f"Q{n} {run}: {diff}"
         assert c.get("reader.python_tasks", 0) == 0, (n, run, dict(c))
     assert c.get("block_cache.misses", 0) == 0, (n, dict(c))  # the repeat: from the caches
