@@ -1,10 +1,10 @@
-"""What a task's input partition tells the JVM so that Spark's own Parquet reader reads its
-splits (through this node's block cache), and what the JVM tells the Python reader back.
+"""What a task's input partition tells the JVM so that Spark's own Parquet or ORC reader reads
+its splits (through this node's block cache), and what the JVM tells the Python reader back.
 
 RaptorX's data cache sits under the engine's own reader. Here the planner (Python) keeps
 the decisions: which files, which byte ranges, which version of each file, which splits the
 fragment result cache should get; the JVM (``native/.../JvmFileRead.scala``) reads the
-chosen splits with Spark's vectorized Parquet reader over a Hadoop file system that serves
+chosen splits with Spark's vectorized Parquet or ORC reader over a Hadoop file system that serves
 the node's block cache and fills it on a miss (``BlockCachingFileSystem.scala``), and
 applies the scan's pushed filters with Spark's own expressions.
 
@@ -49,6 +49,7 @@ from typing import Any
 
 from raptorx_py.cache.block_cache import block_key
 from raptorx_py.config.settings import Settings
+from raptorx_py.hive.storage_formats import PARQUET
 from raptorx_py.jvm_contract.fragment_handoff import served_flags
 from raptorx_py.storage.fs import split_url
 
@@ -129,7 +130,7 @@ def handoff_mark(
     partition_keys: Sequence[str],
     specs: Sequence[Any],
     store: Sequence[bool] | None = None,
-    storage_format: str = "PARQUET",
+    storage_format: str = PARQUET,
 ) -> str:
     """The mark of a task: ``specs`` holds, per split, the ``read_spec.ReadSpec`` of a split
     the JVM reads, or None for one the Python reader reads; ``store``, per split, whether
