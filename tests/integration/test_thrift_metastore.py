@@ -317,7 +317,9 @@ def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
     db = unique_db()
     ms.create_database(db)
 
-    def raw_table(name, cols, input_format, params, serde=None, output_format=None, buckets=()):
+    def raw_table(
+        name, cols, input_format, params, serde=None, output_format=None, buckets=(), kind=None
+    ):
         sd = t.StorageDescriptor(
             cols=[t.FieldSchema(n, ty, None) for n, ty in cols],
             location=f"file:///tmp/{db}/{name}",
@@ -338,7 +340,7 @@ def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
             sd=sd,
             partitionKeys=[],
             parameters=params,
-            tableType="EXTERNAL_TABLE",
+            tableType=kind or "EXTERNAL_TABLE",
         )
 
     ms.backend.call(
@@ -385,7 +387,9 @@ def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
     acid = {"transactional": "true"}
     ms.backend.call(
         "create_table",
-        raw_table("acid", [("a", "int")], orc_input, acid, orc_serde, orc_output, ["a"]),
+        raw_table(
+            "acid", [("a", "int")], orc_input, acid, orc_serde, orc_output, ["a"], "MANAGED_TABLE"
+        ),
     )
     with pytest.raises(MetastoreError, match=rf"{db}.acid .* is transactional \(ACID\)"):
         ms.get_table(db, "acid")
