@@ -163,7 +163,9 @@ def test_flush_without_directory_keeps_counts():
     counters.drain()
     counters.add("x.y")
     flush("")
-    assert counters.snapshot() == {"x.y": 1}
+    # Only this test's key: a Spark session of an earlier test in this process keeps its
+    # planner's metastore refresher counting (hive.metastore-refresh-interval, 1s).
+    assert counters.snapshot()["x.y"] == 1
     counters.drain()
 
 
@@ -202,7 +204,7 @@ def test_unwritable_sink_never_raises_and_keeps_counts(tmp_path):
     counters.drain()
     counters.add("x.y", 2)
     flush(str(blocker / "sub"))  # a file where the directory should be
-    assert counters.snapshot() == {"x.y": 2}
+    assert counters.snapshot()["x.y"] == 2  # (another test's refresher may count beside it)
     counters.drain()
 
 
