@@ -11,7 +11,11 @@ import sys
 
 PAUSED = json.load(open(sys.argv[1]))
 UNPAUSED = json.load(open(sys.argv[2]))
-BASE, TWIN, OURS = "spark-parquet-local", "spark-parquet-local-again", "tiered-hive-s3-warm-fragments"
+BASE, TWIN, OURS = (
+    "spark-parquet-local",
+    "spark-parquet-local-again",
+    "tiered-hive-s3-warm-fragments",
+)
 
 
 def geomean(values):
@@ -37,13 +41,16 @@ for name, results in (("after a 70 s pause", PAUSED), ("without a pause", UNPAUS
     aa, lo, hi = band(results)
     above = sorted(((v, q) for q, v in ours.items() if v > hi), reverse=True)
     top = sorted(((v, q) for q, v in ours.items()), reverse=True)[:4]
-    print(f"{name}: warm + fragments / local {geomean(ours.values()):.2f}x; A/A {aa:.2f}x, "
-          f"band {lo:.2f}x-{hi:.2f}x; above the band: "
-          + (", ".join(f"Q{q} {v:.2f}x" for v, q in above) or "none")
-          + "; highest " + ", ".join(f"Q{q} {v:.2f}x" for v, q in top))
+    print(
+        f"{name}: warm + fragments / local {geomean(ours.values()):.2f}x; A/A {aa:.2f}x, "
+        f"band {lo:.2f}x-{hi:.2f}x; above the band: "
+        + (", ".join(f"Q{q} {v:.2f}x" for v, q in above) or "none")
+        + "; highest "
+        + ", ".join(f"Q{q} {v:.2f}x" for v, q in top)
+    )
     starts = tasks = 0
     for q in qs:
-        for config, entry in results["queries"][q]["configs"].items():
+        for entry in results["queries"][q]["configs"].values():
             for run in entry["runs"]:
                 tasks += run.get("python_tasks", 0)
                 starts += run.get("python_worker_starts", 0)
@@ -54,5 +61,7 @@ _, lo, hi = band(PAUSED)
 for config in (BASE, TWIN, OURS):
     by_query = {q: median(PAUSED, q, config) / median(UNPAUSED, q, config) for q in qs}
     above = sorted(((v, q) for q, v in by_query.items() if v > hi), reverse=True)
-    print(f"{config}: paused / not paused {geomean(by_query.values()):.2f}x; above the band "
-          f"{hi:.2f}x: " + (", ".join(f"Q{q} {v:.2f}x" for v, q in above) or "none"))
+    print(
+        f"{config}: paused / not paused {geomean(by_query.values()):.2f}x; above the band "
+        f"{hi:.2f}x: " + (", ".join(f"Q{q} {v:.2f}x" for v, q in above) or "none")
+    )
