@@ -212,12 +212,13 @@ class TieredHiveReader(TaskReader):
                 partitions = [PlacedPartition(t, loc) for t, loc in zip(specs, plan.locations)]
             else:
                 partitions = [InputPartition(t) for t in specs]
-            spark_reads = self._spark_reads()
-            if self.table.storage_format != PARQUET and not spark_reads:
+            why_python = self._why_python()
+            spark_reads = why_python is None
+            if self.table.storage_format != PARQUET and why_python is not None:
                 raise UnsupportedFormatError(
                     f"{self.table.qualified_name} is stored as {self.table.storage_format}, "
                     f"whose files Spark's reader in the JVM reads; this read needs the Python "
-                    f"reader, which reads Parquet only, because {self._why_python()}"
+                    f"reader, which reads Parquet only, because {why_python}"
                 )
             # The JVM serves a fragment as it is cached, without the columns read as nulls.
             if self.settings.fragment_cache_enabled and not self.missing:
@@ -246,21 +247,12 @@ class TieredHiveReader(TaskReader):
             close_planning_scope(getattr(self, "_planning", None))
             metrics.flush(self.settings.metrics_directory, self.settings.metrics_spark_directory)
 
-    def _spark_reads(self) -> bool:
-        """Whether Spark's own Parquet reader in the JVM may read this scan's splits
-        (``hive.parquet.reader``): behind the native provider, every column present in the
-        table, read under the table's names. A pushed partial aggregation is then computed
-        in the JVM too, over Spark's reader's batches (``SplitAggregation.scala``)."""
-        return (
-            self.pushdown
-            and self.settings.parquet_reader != "PYTHON"
-            and not self.missing
-            and self.output_names is None
-            and not self.filter_names
-        )
-
-    def _why_python(self) -> str:
-        """What keeps Spark's reader from this scan's splits (``_spark_reads`` False)."""
+    def _why_python(self) -> str | None:
+        """Why the Python reader must read this scan's splits, or None: Spark's own reader in
+        the JVM may (``hive.parquet.reader``), behind the native provider, every column
+        present in the table, read under the table's names. A pushed partial aggregation is
+        then computed in the JVM too, over Spark's reader's batches
+        (``SplitAggregation.scala``)."""
         if not self.pushdown:
             return (
                 "the raptorx jar is not on Spark's classpath (`raptorx jar path`; "
@@ -271,7 +263,9 @@ class TieredHiveReader(TaskReader):
         if self.missing:
             names = ", ".join(name for _, name, _ in self.missing)
             return f"the read's schema names columns the table does not have ({names})"
-        return "the read's schema spells the table's columns otherwise (use the table's names)"
+        if self.output_names is not None or self.filter_names:
+            return "the read's schema spells the table's columns otherwise (use the table's names)"
+        return None
 
     def _mark_jvm_reads(self, partitions, specs) -> None:
         """Attach to each task the splits the JVM reads (``jvm_read_handoff``). With the
