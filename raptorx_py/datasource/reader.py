@@ -278,7 +278,6 @@ class TieredHiveReader(TaskReader):
         # A split's partial aggregation is a few rows, and computing it read the whole split:
         # stored on first use, as the Python reader always has.
         first_use = self.settings.fragment_cache_store_on_first_use or self.aggregation is not None
-        keys = [k.name for k in self.table.partition_keys]
         marked = False
         for partition, task in zip(partitions, specs):
             store = [
@@ -288,10 +287,8 @@ class TieredHiveReader(TaskReader):
                 for spec in task
             ]
             try:
-                mark = jvm_read_handoff.handoff_mark(
-                    self.settings, keys, task, store, self.table.storage_format
-                )
-            except TypeError:  # a partition value the JVM cannot be handed
+                mark = jvm_read_handoff.handoff_mark(self.settings, self.table, task, store)
+            except (TypeError, ValueError):  # a partition value the JVM cannot be handed
                 counters.add("planning.jvm_read_refused")
                 continue
             jvm_read_handoff.mark_partition(partition, mark)

@@ -27,7 +27,11 @@ reads it) or its Hadoop path, size, version, ETag, block key (``block_cache.bloc
 null: never cached), byte range, partition values (canonical text, below) and whether any
 data predicate is left for it (``filter``: statistics may have made them all true there)
 and whether the JVM stores its rows as the split's fragment entry (``store``; the entry's
-key is the fragment mark's, ``fragment_handoff``).
+key is the fragment mark's, ``fragment_handoff``) and its partition's name (``partition``,
+``k=v/...``; null for an unpartitioned table). ``changed_advice`` is what to do about a
+file that changed after planning (``storage.changed_files``), with ``{partition}`` where a
+split's partition name goes: the JVM appends it to the ``FileChangedException`` it raises,
+so that Spark's reader fails with the Python reader's words.
 
 Flags: ``-`` not served; the JVM stamps ``J`` on each split it read, and the Python reader
 skips those (``served_by_jvm``, with the fragment mark's flags).
@@ -51,6 +55,7 @@ from raptorx_py.cache.block_cache import block_key
 from raptorx_py.config.settings import Settings
 from raptorx_py.hive.storage_formats import PARQUET
 from raptorx_py.jvm_contract.fragment_handoff import served_flags
+from raptorx_py.storage.changed_files import PARTITION, changed_file_advice, partition_spec
 from raptorx_py.storage.fs import split_url
 
 MARKER = "raptorx-parquet|"
@@ -127,21 +132,25 @@ def split_plan(split, settings: Settings, filtered: bool = True) -> dict[str, An
 
 def handoff_mark(
     settings: Settings,
-    partition_keys: Sequence[str],
+    table,
     specs: Sequence[Any],
     store: Sequence[bool] | None = None,
-    storage_format: str = PARQUET,
 ) -> str:
-    """The mark of a task: ``specs`` holds, per split, the ``read_spec.ReadSpec`` of a split
-    the JVM reads, or None for one the Python reader reads; ``store``, per split, whether
-    the JVM keeps its rows as its fragment entry (none by default); ``storage_format``, the
-    format of the table's files (``hive.storage_formats``), which says which of Spark's
-    readers reads them."""
+    """The mark of a task reading ``table`` (a ``hive.model.Table``; its format says which of
+    Spark's readers reads its files): ``specs`` holds, per split, the ``read_spec.ReadSpec``
+    of a split the JVM reads, or None for one the Python reader reads; ``store``, per split,
+    whether the JVM keeps its rows as its fragment entry (none by default)."""
     stores = list(store) if store is not None else [False] * len(specs)
+    partitioned = bool(table.partition_keys)
     plan = {
         "v": 1,
-        "format": storage_format,
-        "partition_keys": list(partition_keys),
+        "format": getattr(table, "storage_format", PARQUET),
+        "partition_keys": [k.name for k in table.partition_keys],
+        "changed_advice": changed_file_advice(
+            table.qualified_name,
+            PARTITION if partitioned else None,
+            settings.file_status_cache_expire_time,
+        ),
         "cache": (
             {
                 "dir": settings.cache_base_directory,
@@ -170,6 +179,9 @@ def handoff_mark(
             else {
                 **split_plan(s.split, settings, bool(s.predicates)),
                 "store": bool(keep and s.key is not None),
+                "partition": (
+                    partition_spec(table, s.split.partition_values) if partitioned else None
+                ),
             }
             for s, keep in zip(specs, stores)
         ],

@@ -28,6 +28,19 @@ ROWS = 10  # per partition
 READERS = ("AUTO", "SPARK", "PYTHON")
 
 
+def tier_options(tiers: str, cache_dir) -> dict[str, str]:
+    """Every data tier on (block, footer, fragment caches) or off; the listing cache, which
+    keeps the sealed partitions' listings, is set by each test."""
+    on = tiers == "on"
+    return {
+        "cache.enabled": str(on).lower(),
+        "cache.base-directory": str(cache_dir / "blocks"),
+        "hive.parquet.metadata-cache-enabled": str(on).lower(),
+        "fragment-result-cache.enabled": str(on).lower(),
+        "fragment-result-cache.base-directory": str(cache_dir / "fragments"),
+    }
+
+
 def write_partitions(root, keys=(1, 2, 3)) -> None:
     for k in keys:
         part = root / f"k={k}"
@@ -94,21 +107,25 @@ def test_a_partition_gone_fails_cold_by_load_and_by_name_unless_ignored(
     assert spark.read.format("tiered_hive").load(name).count() == 2 * ROWS
 
 
+@pytest.mark.parametrize("tiers", ["on", "off"])
 @pytest.mark.parametrize("reader", READERS)
 def test_a_partition_gone_under_a_warm_listing_is_a_changed_file(
-    spark, env, sealed_table, counted, reader
+    spark, env, sealed_table, counted, reader, tiers, tmp_path
 ):
     """The sealed partition's listing is cached by the first query; its directory deleted,
     the next query plans with the cached files and fails reading them: FileChangedError with
-    the sealed partition's advice, from either reader, never fewer rows."""
+    the sealed partition's advice, from either reader, never fewer rows. Spark's reader says
+    so in the JVM: no Python task runs."""
     name, root = sealed_table
     df = (
         spark.read.format("tiered_hive")
+        .options(**tier_options(tiers, tmp_path / "cache"))
         .option("hive.file-status-cache-tables", "*")
         .option("hive.parquet.reader", reader)
         .load(name)
     )
-    assert len(df.collect()) == 3 * ROWS
+    # Statistics rule every file out: the listing is cached, none of the files' bytes are.
+    assert df.filter("id < 0").count() == 0
     shutil.rmtree(root / "k=2")
     with counted() as c:
         message = failure(df.collect)
@@ -119,20 +136,48 @@ def test_a_partition_gone_under_a_warm_listing_is_a_changed_file(
     assert c["reader.files_changed"] == 1
     assert c["planner.partitions_absent"] == 0
     assert c["reader.spark_files_changed"] == (0 if reader == "PYTHON" else 1)
+    assert (c["reader.python_tasks"] == 0) == (reader != "PYTHON"), dict(c)
+
+
+@pytest.mark.parametrize("reader", ["AUTO", "PYTHON"])
+def test_a_partition_gone_is_read_whole_from_caches_that_hold_it(
+    spark, env, sealed_table, counted, reader, tmp_path
+):
+    """The other half of the cached listing's rule: what the caches hold of a sealed
+    partition's listed files is read whole, the rows the metastore says, never fewer."""
+    name, root = sealed_table
+    df = (
+        spark.read.format("tiered_hive")
+        .options(**tier_options("on", tmp_path / "cache"))
+        .option("hive.file-status-cache-tables", "*")
+        .option("hive.parquet.reader", reader)
+        .load(name)
+    )
+    expected = sorted(r.id for r in df.collect())
+    assert len(expected) == 3 * ROWS
+    shutil.rmtree(root / "k=2")
+    with counted() as c:
+        assert sorted(r.id for r in df.collect()) == expected
+    assert c["reader.files_changed"] == 0
+    # from the block cache, or the fragment cache where the first read stored the splits
+    assert c["block_cache.hits"] + c["fragment_cache.hits"] > 0, dict(c)
+    assert c["block_cache.misses"] == 0, dict(c)
 
 
 @pytest.mark.s3
+@pytest.mark.parametrize("tiers", ["on", "off"])
 @pytest.mark.parametrize("change", ["grown", "shrunk", "deleted"])
 def test_spark_reader_on_a_sealed_s3_file_changed_gives_the_python_readers_error(
-    spark, env, s3_endpoint, s3_bucket, counted, tmp_path, change
+    spark, env, s3_endpoint, s3_bucket, counted, tmp_path, change, tiers
 ):
     """A sealed partition's file on S3 replaced by a larger or smaller one, or deleted,
     without `partition unseal`, read by Spark's reader where the caches lack its bytes: the
-    documented FileChangedError, its advice, counted, as the Python reader gives."""
+    documented FileChangedError, its advice, counted, as the Python reader gives, raised in
+    the JVM (no Python task)."""
     props = {**s3_endpoint.s3_properties(), "hive.file-status-cache-tables": "*"}
     settings = env.settings(**props)
     fs, _ = filesystem_for(f"s3://{s3_bucket}", settings)
-    path = f"{s3_bucket}/absent-{change}/k=1/part-0.parquet"
+    path = f"{s3_bucket}/absent-{change}-{tiers}/k=1/part-0.parquet"
 
     def put(n: int) -> None:
         with fs.open(path, "wb") as f:
@@ -142,14 +187,13 @@ def test_spark_reader_on_a_sealed_s3_file_changed_gives_the_python_readers_error
     name = f"{env.unique_db('changed')}.t"
     with env.metastore(**props) as ms:
         register_external_table(
-            ms, settings, name, f"s3://{s3_bucket}/absent-{change}", sealed=True
+            ms, settings, name, f"s3://{s3_bucket}/absent-{change}-{tiers}", sealed=True
         )
     df = (
         spark.read.format("tiered_hive")
         .options(**props)
+        .options(**tier_options(tiers, tmp_path / "cache"))
         .option("hive.parquet.reader", "SPARK")
-        .option("cache.enabled", "true")
-        .option("cache.base-directory", str(tmp_path / "cache"))
         .load(name)
     )
     # Statistics prune the file: its listing is cached, none of its bytes are.
@@ -165,3 +209,4 @@ def test_spark_reader_on_a_sealed_s3_file_changed_gives_the_python_readers_error
     assert f"`raptorx partition unseal {name} k=1`" in message
     assert c["reader.files_changed"] == 1
     assert c["reader.spark_files_changed"] == 1
+    assert c["reader.python_tasks"] == 0

@@ -32,10 +32,11 @@ from raptorx_py.errors import (
     UnsupportedValueError,
     translate_storage_error,
 )
-from raptorx_py.hive.column_types import arrow_schema_for_spark, arrow_type_for_spark, encode_value
+from raptorx_py.hive.column_types import arrow_schema_for_spark, arrow_type_for_spark
 from raptorx_py.hive.model import Column
-from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.metrics import counters
+from raptorx_py.storage.changed_files import changed_file_advice as changed_file_advice_for
+from raptorx_py.storage.changed_files import partition_spec
 from raptorx_py.storage.file_versions import current_identity, is_another_version
 from raptorx_py.storage.fs import filesystem_for
 from raptorx_py.storage.parquet_files import (
@@ -149,37 +150,11 @@ def raw_batches(
 
 
 def changed_file_advice(split, table, settings) -> str:
-    """What to do about a file of ``split`` that changed after the plan listed it. A plan
-    reads the versions it listed, or fails: re-reading another version would
-    mix it with the listing's other files and with statistics (pruning, dropped predicates)
-    taken for the listed one. The listing is taken again by the next plan, unless the file-
-    listing cache keeps a sealed partition's, which it does until the partition's metastore
-    entry changes or the listing expires."""
-    qualified = table.qualified_name
-    if table.partition_keys:
-        values = [
-            None if v is None else encode_value(v, k.type)
-            for k, v in zip(table.partition_keys, split.partition_values)
-        ]
-        spec = partition_name(table.partition_keys, values)
-        where = f"partition {spec} of {qualified}"
-        commands = (
-            f"`raptorx partition unseal {qualified} {spec}`, change its files, then "
-            f"`raptorx partition seal {qualified} {spec}` (which also recomputes its statistics)"
-        )
-    else:
-        where = qualified
-        commands = (
-            f"register it again (`raptorx table register {qualified} <url> --replace`) "
-            f"after changing them"
-        )
-    expire = settings.file_status_cache_expire_time
-    return (
-        f"Run the query again: an unsealed {where} is listed again by the next query. If "
-        f"it is sealed and hive.file-status-cache-tables names {qualified}, its cached "
-        f"listing names the old version until it expires (hive.file-status-cache-expire-time,"
-        f" {expire:g}s) or its metastore entry changes: a sealed partition's files must not "
-        f"change; to change them: {commands}"
+    """What to do about a file of ``split`` that changed after the plan listed it
+    (``storage.changed_files``: the text both readers give)."""
+    spec = partition_spec(table, split.partition_values) if table.partition_keys else None
+    return changed_file_advice_for(
+        table.qualified_name, spec, settings.file_status_cache_expire_time
     )
 
 

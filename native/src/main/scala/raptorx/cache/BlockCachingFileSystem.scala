@@ -49,7 +49,8 @@ final class TaskCounts {
 }
 
 /** A file's blocks changed under a reader: the version planning listed is gone. */
-class FileChangedException(message: String) extends IOException(message)
+class FileChangedException(message: String, cause: Throwable = null)
+    extends IOException(message, cause)
 
 /**
  * The files the file system below serves, by the path a task registered them under
@@ -312,13 +313,10 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   }
 
   private def changed(why: String): FileChangedException =
+    // The facts only: the reader that planned the file adds what to do (SplitServingReader).
     new FileChangedException(s"${file.remote}: planned as version ${file.version} (size " +
-      s"${file.size}), but $why; the file changed after it was listed, and nothing read was " +
-      "cached. Run the query again: an unsealed partition is listed again by the next query. " +
-      "If it is sealed, its cached listing names the old version until it expires " +
-      "(hive.file-status-cache-expire-time) or its metastore entry changes: a sealed " +
-      "partition's files must not change; to change them: `raptorx partition unseal`, " +
-      "change its files, then `raptorx partition seal`")
+      s"${file.size}), but $why; the file changed after it was listed, and nothing read of " +
+      "it was cached")
 
   private def checkIdentity(st: FileStatus): Unit = {
     if (st.getLen != file.size) throw changed(s"its size is now ${st.getLen}")

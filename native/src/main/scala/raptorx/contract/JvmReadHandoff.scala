@@ -27,11 +27,12 @@ object JvmReadHandoff {
    * never cached), byte range, partition values (canonical text, null for null), and
    * whether its rows need the scan's filters (false: no data predicate is left for it, and
    * its partition passed the partition filters at planning), and whether its rows are
-   * stored as its fragment entry (`FragmentStores`). */
+   * stored as its fragment entry (`FragmentStores`), and its partition's name (`k=v/...`;
+   * null for an unpartitioned table). */
   final case class SplitPlan(path: String, size: Long, version: String, etag: String,
                              key: String, start: Long, length: Long,
                              partitionValues: IndexedSeq[String], filtered: Boolean,
-                             store: Boolean)
+                             store: Boolean, partition: String = null)
 
   /** The block cache as the settings spell its base directory (null: the tier is off). */
   final case class BlockCache(baseDir: String, blockSize: Int, groupShared: Boolean,
@@ -43,15 +44,33 @@ object JvmReadHandoff {
                                  groupShared: Boolean)
 
   /** `format`: the files' format ([[Parquet]] or [[Orc]]), which of Spark's readers reads
-   * them. */
+   * them; `changedAdvice`: what to do about a file that changed after planning, with
+   * [[PartitionPlaceholder]] where a split's partition name goes (null: none handed). */
   final case class Plan(partitionKeys: IndexedSeq[String], cache: Option[BlockCache],
                         fragments: Option[FragmentCache], metricsDir: String,
                         hadoop: Map[String, String],
                         splits: IndexedSeq[Option[SplitPlan]], flagsAt: Int,
-                        format: String = Parquet)
+                        format: String = Parquet, changedAdvice: String = null) {
+    /** The changed-file advice for `split`, as the Python reader words it. */
+    def adviceFor(split: SplitPlan): String =
+      if (changedAdvice == null) DefaultAdvice
+      else changedAdvice.replace(PartitionPlaceholder,
+        Option(split.partition).getOrElse("<its partition>"))
+  }
 
   val Parquet = "PARQUET"
   val Orc = "ORC"
+  val PartitionPlaceholder = "{partition}"
+  private val DefaultAdvice = "Run the query again: an unsealed partition is listed again by " +
+    "the next query. If it is sealed, its cached listing names the old version until it " +
+    "expires (hive.file-status-cache-expire-time) or its metastore entry changes: a sealed " +
+    "partition's files must not change; to change them: `raptorx partition unseal`, change " +
+    "its files, then `raptorx partition seal`"
+
+  /** A plan's Hadoop path as the user's URL names it: `s3a://b/k` -> `s3://b/k` (the inverse
+   * of the Python half's `hadoop_path`). */
+  def userUrl(path: String): String =
+    if (path.startsWith("s3a://")) "s3://" + path.substring("s3a://".length) else path
 
   /** The plan in `bytes` (a pickled partition), or None without a well-formed mark. */
   def of(bytes: Array[Byte]): Option[Plan] = {
@@ -95,11 +114,12 @@ object JvmReadHandoff {
         str(s.get("etag")), str(s.get("key")), s.get("start").asLong(), s.get("length").asLong(),
         s.get("pv").elements().asScala.map(str).toIndexedSeq,
         Option(s.get("filter")).forall(_.asBoolean(true)),
-        Option(s.get("store")).exists(_.asBoolean(false))))
+        Option(s.get("store")).exists(_.asBoolean(false)), str(s.get("partition"))))
     }.toIndexedSeq
     val format = Option(str(node.get("format"))).getOrElse(Parquet)
     require(format == Parquet || format == Orc, s"unknown file format $format")
     Plan(node.get("partition_keys").elements().asScala.map(_.asText()).toIndexedSeq, cache,
-      fragments, str(node.get("metrics")), hadoop, splits, flagsAt, format)
+      fragments, str(node.get("metrics")), hadoop, splits, flagsAt, format,
+      str(node.get("changed_advice")))
   }
 }

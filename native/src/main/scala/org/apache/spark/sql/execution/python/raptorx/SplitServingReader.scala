@@ -38,13 +38,15 @@ import raptorx.contract.{FragmentEntry, FragmentHandoff, JvmReadHandoff}
  *
  * A split Spark's reader fails on before its first batch (a file whose types it does not
  * convert, which the Python reader may) is left to Python too (`reader.spark_fallbacks`);
- * a failure after batches were handed on fails the task, as Spark's own scan would, except
- * that [[raptorx.cache.FileChangedException]] says the file changed after planning
- * (`reader.files_changed`). A file that changed after planning, found before the split's
- * first batch, is left to Python too (`reader.spark_files_changed`), which fails with the
- * documented `FileChangedError` as it would had it read the split itself. An ORC split is
- * never left to Python, which reads Parquet only: its failures fail the task, a file that
- * does not read as ORC naming the file ("Corrupt or truncated ORC file").
+ * a failure after batches were handed on fails the task, as Spark's own scan would. A file
+ * that changed after planning (the block cache's identity check, or the store's "not
+ * found"), before the split's first batch or after, fails the task here with
+ * [[raptorx.cache.FileChangedException]] worded as the Python reader's `FileChangedError`:
+ * the file, what changed and the plan's advice for its partition (`changedAdvice`),
+ * counted in `reader.files_changed` (and `reader.spark_files_changed`); no Python worker is
+ * needed to say so. An ORC split is never left to Python, which reads Parquet only: its
+ * failures fail the task, a file that does not read as ORC naming the file ("Corrupt or
+ * truncated ORC file").
  *
  * Counts: the tiers' counters (`block_cache.*`, `storage.*`, `fragment_cache.*`) as the
  * Python reader names them (a store the JVM made counts `fragment_cache.stores` and
@@ -144,14 +146,35 @@ class SplitServingReader(
     false
   }
 
-  /** `more`, counting in `reader.files_changed` a file that changed after batches of it were
-   * handed on (the split can no longer go to the Python reader): the task fails. */
+  /** `more`; a file that changed after batches of it were handed on fails the task with
+   * the documented error ([[changedError]]). */
   private def changedMidSplit(more: => Boolean): Boolean =
     try more catch {
-      case e: Throwable if SplitServingReader.changedFile(e) =>
-        counts("reader.files_changed") += 1
-        throw e
+      case e: Throwable if reading != null && SplitServingReader.changedFile(e) =>
+        throw changedError(reading._1, reading._2, e)
     }
+
+  /** The plan and split Spark's reader is reading (null before the first). */
+  private var reading: (JvmReadHandoff.Plan, JvmReadHandoff.SplitPlan) = _
+
+  /** The error of `split`, whose file changed after `plan` listed it (`cause`): what
+   * changed, then the plan's advice for its partition, as the Python reader words its
+   * `FileChangedError` (`error_report` shows it by that name); counted. */
+  private def changedError(plan: JvmReadHandoff.Plan, split: JvmReadHandoff.SplitPlan,
+                           cause: Throwable): raptorx.cache.FileChangedException = {
+    counts("reader.files_changed") += 1
+    counts("reader.spark_files_changed") += 1
+    val url = JvmReadHandoff.userUrl(split.path)
+    // The block cache's own exception is replaced, not chained: a task failure's text ends
+    // with its causes, and the error hook shows the last of ours it finds.
+    val (what, under) = SplitServingReader.changeOf(cause) match {
+      case Some(c: raptorx.cache.FileChangedException) =>
+        (c.getMessage.replace(split.path, url), c.getCause)
+      case other => (s"$url was listed but the store no longer has it; the file changed " +
+        s"after it was listed (${other.getOrElse(cause).getMessage})", cause)
+    }
+    new raptorx.cache.FileChangedException(s"$what. ${plan.adviceFor(split)}", under)
+  }
 
   private def pythonReader(): ArrowColumnarReader = {
     var bytes = partition.pickedPartition
@@ -225,27 +248,20 @@ class SplitServingReader(
       cache.map(c => FragmentHits.resolve(c.baseDir).resolve("blocks")).orNull,
       plan.cache.map(_.blockSize).getOrElse(1 << 20), plan.cache.exists(_.groupShared),
       fill = fillCaches, splitCounts, plan.cache.map(_.maxBytes).getOrElse(0L))
+    reading = (plan, split)
     val batches = try {
       val it = read.read(split, values, file, if (split.filtered) filter else None)
       it.hasNext // the first batch: a file Spark's reader cannot convert fails here
       it.buffered
     } catch {
       case e: raptorx.AggregateOverflowException => throw e // Spark's own answer: the query fails
-      case e: Throwable if orc && SplitServingReader.changedFile(e) =>
-        counts("reader.files_changed") += 1
-        throw e
+      case e: Throwable if SplitServingReader.changedFile(e) =>
+        // Changed after planning: the Python reader would fail the same way (what the caches
+        // lack must come from the store, which holds another version now).
+        throw changedError(plan, split, e)
       case NonFatal(e) if orc =>
         throw new java.io.IOException(
           s"Corrupt or truncated ORC file ${split.path}: Spark's ORC reader failed: $e", e)
-      case e: Throwable if SplitServingReader.changedFile(e) =>
-        // Changed after planning: the Python reader reads the split instead and fails with
-        // the documented FileChangedError (a sealed partition's advice, reader.files_changed),
-        // the error the Python reader gives for the same change, or reads the listed
-        // version whole from the caches.
-        counts("reader.spark_files_changed") += 1
-        SplitServingReader.log(s"${split.path} changed after planning; the Python reader " +
-          s"reads it: ${e.getMessage}")
-        return null
       case NonFatal(e) =>
         counts("reader.spark_fallbacks") += 1
         SplitServingReader.log(s"Spark's reader failed on ${split.path}; the Python reader " +
@@ -416,12 +432,19 @@ class SplitServingReader(
 object SplitServingReader extends org.apache.spark.internal.Logging {
   def log(message: String): Unit = logWarning(message)
 
-  /** Whether `e` says a planned file changed: the block cache's check of its identity, or
-   * the store's "not found" for the file the plan listed (a local file's fetch finds it
-   * before any check), among its causes. */
-  def changedFile(e: Throwable): Boolean =
-    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).take(16).exists {
+  /** Whether `e` says a planned file changed: the block cache's check of its identity, the
+   * store's "not found" for the file the plan listed (a local file's fetch finds it before
+   * any check), or s3a's refusal of a ranged GET whose `If-Match` ETag is no longer the
+   * object's (HTTP 412), among its causes. */
+  def changedFile(e: Throwable): Boolean = changeOf(e).isDefined
+
+  /** The cause of `e` that says a planned file changed ([[changedFile]]), if any. */
+  def changeOf(e: Throwable): Option[Throwable] =
+    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).take(16).find {
       case _: raptorx.cache.FileChangedException | _: java.io.FileNotFoundException => true
-      case _ => false
+      case e => e.getClass.getName == RemoteFileChanged
     }
+
+  /** hadoop-aws's exception for a 412 (not on the compile-time class path). */
+  private val RemoteFileChanged = "org.apache.hadoop.fs.s3a.RemoteFileChangedException"
 }
