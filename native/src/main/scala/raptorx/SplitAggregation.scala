@@ -183,7 +183,7 @@ object SplitAggregation {
       case d: DecimalType if d.precision > 18 => d
       case _ => null
     }
-    val longs = if (wide == null) longReader(t) else null
+    val longs = if (wide == null) longReader(t).readerOf(v) else null
     var i = 0
     while (i < n) {
       if (nulls && v.isNullAt(i)) out.setNull(i)
@@ -195,8 +195,8 @@ object SplitAggregation {
     out
   }
 
-  private def longReader(t: DataType): (ColumnVector, Int) => Long =
-    ColumnLongs.of(t).map(_.read).getOrElse(
+  private def longReader(t: DataType): ColumnLongs.Reader =
+    ColumnLongs.of(t).getOrElse(
       throw new IllegalArgumentException(s"not a column of numbers: $t"))
 
   /** `in` at `scale` (not lower than its own: casts the provider pushes widen). */
@@ -353,7 +353,7 @@ object SplitAggregation {
       val nulls = v.hasNull
       val longs = t match {
         case StringType | BinaryType | _: DecimalType => null
-        case _ => longReader(t)
+        case _ => longReader(t).readerOf(v)
       }
       var i = 0
       while (i < n) {

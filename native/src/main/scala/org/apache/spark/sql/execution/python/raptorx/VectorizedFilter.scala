@@ -126,7 +126,7 @@ object VectorizedFilter {
     private var answers = new Array[Byte](0) // per entry: 0 not yet, 1 kept, 2 not
 
     final def test(v: ColumnVector, row: Int, nulls: Boolean): Boolean =
-      !(nulls && v.isNullAt(row)) && accepts(values.read(v, row))
+      !(nulls && v.isNullAt(row)) && accepts(values.readerOf(v)(v, row))
 
     override def keep(batch: ColumnarBatch, selection: Array[Int], count: Int, out: Array[Int]): Int = {
       val w = batch.column(column) match {
@@ -134,8 +134,23 @@ object VectorizedFilter {
         case _ => null
       }
       val dict = if (w == null) null else dictionaryOf(w).orNull
-      if (dict == null) super.keep(batch, selection, count, out)
-      else {
+      if (dict == null) {
+        // Rows read one by one, with the vector's read chosen once for the batch.
+        val v = batch.column(column)
+        val read = values.readerOf(v)
+        val nulls = v.hasNull
+        var kept = 0
+        var i = 0
+        while (i < count) {
+          val row = if (selection == null) i else selection(i)
+          if (!(nulls && v.isNullAt(row)) && accepts(read(v, row))) {
+            out(kept) = row
+            kept += 1
+          }
+          i += 1
+        }
+        kept
+      } else {
         if (dict ne dictionary) {
           dictionary = dict
           answers = new Array[Byte](64)
