@@ -84,6 +84,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("hive.file-status-cache", "File-listing cache"),
     ("hive.partition-versioning", "Metastore"),
     ("hive.parquet.metadata-cache", "Parquet footer cache"),
+    ("hive.orc.file-tail-cache", "ORC file tail cache"),
     ("cache.", "Block (data) cache"),
     ("fragment-result-cache.", "Fragment result cache"),
     ("hive.partition-statistics", "Statistics-based pruning"),

@@ -527,6 +527,35 @@ PROPERTIES: tuple[Property, ...] = (
         file="hive",
         doc="A footer not read for this long is dropped from memory.",
     ),
+    # --- ORC file tail cache (the executors' JVM) ---------------------------------------
+    Property(
+        name="hive.orc.file-tail-cache-enabled",
+        field="orc_file_tail_cache_enabled",
+        default="true",
+        kind="bool",
+        file="hive",
+        doc=(
+            "Cache ORC files' tails (postscript, footer, stripe statistics) in each "
+            "executor's memory, per file version, for Spark's ORC reader; false turns the "
+            "tier off."
+        ),
+    ),
+    Property(
+        name="hive.orc.file-tail-cache-size",
+        field="orc_file_tail_cache_size",
+        default="100MB",
+        kind="size",
+        file="hive",
+        doc="Bytes of ORC tails kept per executor JVM (least recently read dropped first).",
+    ),
+    Property(
+        name="hive.orc.file-tail-cache-ttl-since-last-access",
+        field="orc_file_tail_cache_ttl",
+        default="6h",
+        kind="duration",
+        file="hive",
+        doc="An ORC tail not read for this long is dropped.",
+    ),
     # --- block cache --------------------------------------------------------------------
     Property(
         name="cache.enabled",
@@ -691,12 +720,14 @@ PROPERTIES: tuple[Property, ...] = (
 PROPERTIES_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
 
 #: The property values that turn every cache tier off (each tier is on by default): the
-#: metastore cache, the listing cache, the footer cache, the block cache and the fragment
-#: result cache. For comparisons with and without caching, and for tests that assume no cache.
+#: metastore cache, the listing cache, the footer cache, the ORC tail cache, the block cache
+#: and the fragment result cache. For comparisons with and without caching, and for tests
+#: that assume no cache.
 TIERS_OFF: dict[str, str] = {
     "hive.metastore-cache-ttl": "0s",
     "hive.file-status-cache-tables": "",
     "hive.parquet.metadata-cache-enabled": "false",
+    "hive.orc.file-tail-cache-enabled": "false",
     "cache.enabled": "false",
     "fragment-result-cache.enabled": "false",
 }
@@ -747,6 +778,9 @@ class Settings:
     parquet_metadata_cache_enabled: bool
     parquet_metadata_cache_size: int  # bytes
     parquet_metadata_cache_ttl: float  # seconds
+    orc_file_tail_cache_enabled: bool
+    orc_file_tail_cache_size: int  # bytes
+    orc_file_tail_cache_ttl: float  # seconds
     cache_enabled: bool
     cache_type: str  # "LOCAL"
     cache_base_directory: str

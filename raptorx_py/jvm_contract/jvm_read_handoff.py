@@ -20,7 +20,10 @@ is group-shared and its bound in bytes, which the JVM keeps to itself on a node 
 Python store runs; null when the tier is off), ``fragments`` (what the JVM
 needs to store a split's fragment result cache entry, ``FragmentStores.scala``: the
 largest entry, the time to live in milliseconds (0: none), the cache's size bound and
-whether it is group-shared; null when the tier is off), ``metrics`` (the metrics
+whether it is group-shared; null when the tier is off), ``orc_tail_cache`` (the bound in
+bytes and the time to live since last access, in milliseconds, of the executor JVM's
+cache of ORC file tails, ``OrcTailCache.scala``; null when the tier is off; Parquet files
+ignore it), ``metrics`` (the metrics
 directory), ``hadoop`` (settings the JVM's file system for the table's store needs:
 ``fs.s3a.*`` from ``hive.s3.*``) and ``splits``: per split either null (the Python reader
 reads it) or its Hadoop path, size, version, ETag, block key (``block_cache.block_key``;
@@ -169,6 +172,14 @@ def handoff_mark(
                 "group_shared": bool(settings.cache_group_shared),
             }
             if settings.fragment_cache_enabled
+            else None
+        ),
+        "orc_tail_cache": (
+            {
+                "max_bytes": settings.orc_file_tail_cache_size,
+                "ttl_ms": int(settings.orc_file_tail_cache_ttl * 1000),
+            }
+            if settings.orc_file_tail_cache_enabled
             else None
         ),
         "metrics": settings.metrics_directory or "",

@@ -160,6 +160,59 @@ def test_a_pushed_aggregation_over_orc_is_computed_in_the_jvm_and_kept_as_fragme
     assert "Reader: Spark's ORC reader in the JVM" in text
 
 
+def _write_sorted(path: str, rows: int, first: int = 0) -> None:
+    """One ORC file of ``rows`` ids from ``first`` on, in order, in several small stripes:
+    a filter on ``id`` rules most stripes out by their statistics."""
+    ids = pa.array(range(first, first + rows), pa.int64())
+    payload = pa.array([f"row {i:09d} " * 4 for i in range(first, first + rows)])
+    orc.write_table(pa.table({"id": ids, "p": payload}), path, stripe_size=64 * 1024)
+
+
+def test_the_orc_tail_cache_reads_each_tail_once_per_file_version(spark, env, tmp_path, counted):
+    """Each file's tail is read from the file once per version and served from the JVM's
+    tail cache after, with its stripe statistics (stripes are skipped alike, hit or miss);
+    a file rewritten is another version, read anew."""
+    root = tmp_path / "tails"
+    for n, key in enumerate(KEYS):
+        (root / f"k={key}").mkdir(parents=True)
+        _write_sorted(str(root / f"k={key}" / "000000_0"), 30_000, first=n * 100_000)
+    name = f"{env.unique_db('orctail')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, str(root))
+    spark.read.orc(str(root)).createOrReplaceTempView("tails_spark")
+    on = {"hive.orc.file-tail-cache-enabled": "true"}
+    _view(spark, name, "tails_on", **on)
+    _view(spark, name, "tails_off", **{"hive.orc.file-tail-cache-enabled": "false"})
+    # Each partition holds two of the ids; their stripes' statistics rule the others out.
+    wanted = ", ".join(str(n * 100_000 + i) for n in range(len(KEYS)) for i in (1200, 21000))
+    sql = f"SELECT k, count(*), max(p) FROM {{t}} WHERE id IN ({wanted}) GROUP BY k"
+    expected = _rows(spark, sql.format(t="tails_spark"))
+    runs = []
+    for view in ("tails_on", "tails_on", "tails_off"):
+        with counted() as c:
+            got = _rows(spark, sql.format(t=view))
+        assert oracle.compare_results(expected, got, ordered=False) is None, view
+        runs.append(c)
+    first, again, off = runs
+    files = len(KEYS)
+    assert first["orc_tail_cache.misses"] == first["orc_tail_cache.stores"] == files, dict(first)
+    assert again["orc_tail_cache.hits"] == files, dict(again)
+    assert again["orc_tail_cache.misses"] == 0, dict(again)
+    assert off["orc_tail_cache.hits"] + off["orc_tail_cache.misses"] == 0, dict(off)
+    # The cached tail carries the stripe statistics: the same stripes are read.
+    assert first["reader.rows_read"] == again["reader.rows_read"] == off["reader.rows_read"]
+    assert again["reader.rows_read"] < files * 30_000, dict(again)
+    # A file rewritten is another version: its tail is read anew, the others hit.
+    _write_sorted(str(root / "k=b" / "000000_0"), 20_000, first=100_000)
+    spark.read.orc(str(root)).createOrReplaceTempView("tails_spark")
+    _view(spark, name, "tails_on", **on)
+    with counted() as c:
+        got = _rows(spark, sql.format(t="tails_on"))
+    fresh = _rows(spark, sql.format(t="tails_spark"))
+    assert oracle.compare_results(fresh, got, ordered=False) is None
+    assert c["orc_tail_cache.misses"] == 1 and c["orc_tail_cache.hits"] == files - 1, dict(c)
+
+
 def test_orc_files_written_by_spark_read_the_same(spark, env, tmp_path):
     root = str(tmp_path / "spark_orc")
     rng = random.Random(3)

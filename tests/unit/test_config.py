@@ -67,6 +67,9 @@ EXPECTED_DEFAULTS = {
     "parquet_metadata_cache_enabled": True,
     "parquet_metadata_cache_size": 100 * 2**20,
     "parquet_metadata_cache_ttl": 7200.0,
+    "orc_file_tail_cache_enabled": True,
+    "orc_file_tail_cache_size": 100 * 2**20,
+    "orc_file_tail_cache_ttl": 6 * 3600.0,
     "cache_enabled": True,
     "cache_type": "LOCAL",
     "cache_base_directory": "~/.raptorx/cache",
@@ -166,6 +169,19 @@ NON_DEFAULTS = {
         "30m",
         "parquet_metadata_cache_ttl",
         1800.0,
+    ),
+    "hive.orc.file-tail-cache-enabled": (
+        "hive",
+        "false",
+        "orc_file_tail_cache_enabled",
+        False,
+    ),
+    "hive.orc.file-tail-cache-size": ("hive", "16MB", "orc_file_tail_cache_size", 16 * 2**20),
+    "hive.orc.file-tail-cache-ttl-since-last-access": (
+        "hive",
+        "1h",
+        "orc_file_tail_cache_ttl",
+        3600.0,
     ),
     "cache.enabled": ("hive", "false", "cache_enabled", False),
     "cache.type": ("hive", "ALLUXIO", "cache_type", "LOCAL"),
@@ -282,6 +298,9 @@ EXPECTED_NAMES = {
     "hive.parquet.metadata-cache-enabled",
     "hive.parquet.metadata-cache-size",
     "hive.parquet.metadata-cache-ttl-since-last-access",
+    "hive.orc.file-tail-cache-enabled",
+    "hive.orc.file-tail-cache-size",
+    "hive.orc.file-tail-cache-ttl-since-last-access",
     "cache.enabled",
     "cache.type",
     "cache.base-directory",
@@ -696,6 +715,9 @@ hive.partition-statistics-based-optimization-enabled=true
 hive.parquet.metadata-cache-enabled=true
 hive.parquet.metadata-cache-size=100MB
 hive.parquet.metadata-cache-ttl-since-last-access=6h
+hive.orc.file-tail-cache-enabled=true
+hive.orc.file-tail-cache-size=100MB
+hive.orc.file-tail-cache-ttl-since-last-access=6h
 """
 
 

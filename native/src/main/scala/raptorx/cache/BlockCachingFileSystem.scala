@@ -38,7 +38,8 @@ final case class CachedFile(
     groupShared: Boolean,
     fill: Boolean,
     counts: TaskCounts,
-    capacity: Long = 0L)
+    capacity: Long = 0L,
+    orcTails: OrcTailCache = null)
 
 /** Counts of one task, added to by its reading thread and the block fetchers. */
 final class TaskCounts {
@@ -71,6 +72,10 @@ object CachedFiles {
   }
 
   def forget(path: Path): Unit = files.remove(path.toUri.getAuthority)
+
+  /** The file registered under `path`, or None (not a `rxcache://` path, or forgotten). */
+  def find(path: Path): Option[CachedFile] =
+    if (path.toUri.getScheme != Scheme) None else Option(files.get(path.toUri.getAuthority))
 
   def get(path: Path): CachedFile = {
     val file = files.get(path.toUri.getAuthority)

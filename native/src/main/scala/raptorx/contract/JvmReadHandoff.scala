@@ -43,6 +43,10 @@ object JvmReadHandoff {
   final case class FragmentCache(maxEntryBytes: Long, ttlMillis: Long, maxBytes: Long,
                                  groupShared: Boolean)
 
+  /** The executor JVM's ORC file tail cache: its bound in bytes and the time an entry lives
+   * since it was last read (0: until evicted). */
+  final case class OrcTailCache(maxBytes: Long, ttlMillis: Long)
+
   /** `format`: the files' format ([[Parquet]] or [[Orc]]), which of Spark's readers reads
    * them; `changedAdvice`: what to do about a file that changed after planning, with
    * [[PartitionPlaceholder]] where a split's partition name goes (null: none handed). */
@@ -50,7 +54,8 @@ object JvmReadHandoff {
                         fragments: Option[FragmentCache], metricsDir: String,
                         hadoop: Map[String, String],
                         splits: IndexedSeq[Option[SplitPlan]], flagsAt: Int,
-                        format: String = Parquet, changedAdvice: String = null) {
+                        format: String = Parquet, changedAdvice: String = null,
+                        orcTails: Option[OrcTailCache] = None) {
     /** The changed-file advice for `split`, as the Python reader words it. */
     def adviceFor(split: SplitPlan): String =
       if (changedAdvice == null) DefaultAdvice
@@ -116,10 +121,13 @@ object JvmReadHandoff {
         Option(s.get("filter")).forall(_.asBoolean(true)),
         Option(s.get("store")).exists(_.asBoolean(false)), str(s.get("partition"))))
     }.toIndexedSeq
+    val orcTails = Option(node.get("orc_tail_cache")).filterNot(_.isNull).map { t =>
+      OrcTailCache(t.get("max_bytes").asLong(), t.get("ttl_ms").asLong())
+    }
     val format = Option(str(node.get("format"))).getOrElse(Parquet)
     require(format == Parquet || format == Orc, s"unknown file format $format")
     Plan(node.get("partition_keys").elements().asScala.map(_.asText()).toIndexedSeq, cache,
       fragments, str(node.get("metrics")), hadoop, splits, flagsAt, format,
-      str(node.get("changed_advice")))
+      str(node.get("changed_advice")), orcTails)
   }
 }

@@ -204,7 +204,10 @@ object JvmFileRead {
       ReaderFunctions.Key(spark.sparkContext, format, dataSchema, partitionSchema,
         ReaderFunctions.digest(filters), spark.sessionState.conf.getAllConfs,
         ReaderFunctions.digest(hadoopConf))) {
-      reader.buildReaderWithPartitionValues(spark, dataSchema, partitionSchema,
+      if (format == JvmReadHandoff.Orc) {
+        // Spark's ORC reader with the JVM's tail cache in front of its tail read.
+        OrcSplitReader.build(spark, dataSchema, partitionSchema, filters, hadoopConf)
+      } else reader.buildReaderWithPartitionValues(spark, dataSchema, partitionSchema,
         dataSchema, filters, Map(FileFormat.OPTION_RETURNING_BATCH -> "true"), hadoopConf)
     }
     val order = readSchema.fields.map(f => readerSchema.fieldNames.indexOf(f.name))

@@ -247,7 +247,9 @@ class SplitServingReader(
       cache.map(_ => split.key).orNull,
       cache.map(c => FragmentHits.resolve(c.baseDir).resolve("blocks")).orNull,
       plan.cache.map(_.blockSize).getOrElse(1 << 20), plan.cache.exists(_.groupShared),
-      fill = fillCaches, splitCounts, plan.cache.map(_.maxBytes).getOrElse(0L))
+      fill = fillCaches, splitCounts, plan.cache.map(_.maxBytes).getOrElse(0L),
+      plan.orcTails.filter(_ => orc && fillCaches)
+        .map(t => raptorx.cache.OrcTailCache.shared(t.maxBytes, t.ttlMillis)).orNull)
     reading = (plan, split)
     val batches = try {
       val it = read.read(split, values, file, if (split.filtered) filter else None)
