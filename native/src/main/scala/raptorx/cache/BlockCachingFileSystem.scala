@@ -221,6 +221,30 @@ object BlockCachingFileSystem {
     status
   }
 
+  /** The status of an S3 object as planning listed it (its size and ETag, quoted as s3a
+   * keeps it), for s3a to open it with no HEAD and check each GET against the ETag: only
+   * where the read fetches cached blocks (s3a's classic stream, whose change detection is
+   * known) and s3a's change detection compares ETags on the server or the client (its
+   * defaults). None elsewhere: the store is asked (a HEAD) and the answer checked. Made by
+   * reflection: hadoop-aws is on the executors' class path only with s3a. */
+  def listedStatus(file: CachedFile, path: Path, caching: Boolean, conf: Configuration,
+                   loader: ClassLoader): Option[FileStatus] = {
+    val s3a = Option(path.toUri.getScheme).exists(_.equalsIgnoreCase("s3a"))
+    val mode = conf.getTrimmed("fs.s3a.change.detection.mode", "server").toLowerCase
+    val source = conf.getTrimmed("fs.s3a.change.detection.source", "etag").toLowerCase
+    val etag = Option(file.etag).map(_.stripPrefix("\"").stripSuffix("\"")).filter(_.nonEmpty)
+    if (!caching || !s3a || etag.isEmpty || source != "etag" ||
+        !(mode == "server" || mode == "client")) return None
+    scala.util.Try {
+      Class.forName("org.apache.hadoop.fs.s3a.S3AFileStatus", true, loader)
+        .getConstructor(classOf[Long], classOf[Long], classOf[Path], classOf[Long],
+          classOf[String], classOf[String], classOf[String])
+        .newInstance(Long.box(file.size), Long.box(0L), path, Long.box(file.blockSize.toLong),
+          "", "\"" + etag.get + "\"", null)
+        .asInstanceOf[FileStatus]
+    }.toOption
+  }
+
   /** Forget every checked status (tests: the next read of each file asks the store again). */
   def forgetChecked(): Unit = checked.clear()
 
@@ -306,15 +330,27 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
       classic.set(BlockCachingFileSystem.S3aInputStream, "classic")
       classic
     })
-  /** The store's status of the file, checked against planning's identity (once). */
+  /** The store's status of the file, checked against planning's identity (once per file
+   * version and JVM), or, for an object a cached read fetches through s3a with its change
+   * detection on, the status the listing gave (size and ETag: no HEAD). s3a sends that
+   * ETag with every ranged GET (`If-Match`), so a file changed since it was listed fails
+   * its first fetch (HTTP 412, or 404 for one deleted) as the HEAD's check would have. */
   private lazy val remoteStatus: FileStatus = checkedStatus(file) {
-    val st = try store.getFileStatus(remotePath) catch {
-      case e: FileNotFoundException =>
-        throw changed(s"it no longer exists (${e.getMessage})")
+    BlockCachingFileSystem.listedStatus(file, remotePath, caching, conf,
+        store.getClass.getClassLoader) match {
+      case Some(st) =>
+        file.counts.add("storage.status_from_listing")
+        st
+      case None =>
+        val st = try store.getFileStatus(remotePath) catch {
+          case e: FileNotFoundException =>
+            throw changed(s"it no longer exists (${e.getMessage})")
+        }
+        file.counts.add("storage.remote_requests")
+        file.counts.add("storage.status_requests")
+        checkIdentity(st)
+        st
     }
-    file.counts.add("storage.remote_requests")
-    checkIdentity(st)
-    st
   }
 
   private def changed(why: String): FileChangedException =

@@ -170,6 +170,9 @@ class SplitServingReader(
     val (what, under) = SplitServingReader.changeOf(cause) match {
       case Some(c: raptorx.cache.FileChangedException) =>
         (c.getMessage.replace(split.path, url), c.getCause)
+      case Some(c) if c.getClass.getName == SplitServingReader.RemoteFileChanged =>
+        (s"$url is another version than the one listed (the store refused a read of the " +
+          s"listed ETag); the file changed after it was listed (${c.getMessage})", cause)
       case other => (s"$url was listed but the store no longer has it; the file changed " +
         s"after it was listed (${other.getOrElse(cause).getMessage})", cause)
     }
@@ -448,5 +451,5 @@ object SplitServingReader extends org.apache.spark.internal.Logging {
     }
 
   /** hadoop-aws's exception for a 412 (not on the compile-time class path). */
-  private val RemoteFileChanged = "org.apache.hadoop.fs.s3a.RemoteFileChangedException"
+  val RemoteFileChanged = "org.apache.hadoop.fs.s3a.RemoteFileChangedException"
 }
