@@ -68,6 +68,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "node_selection": units.choice("NO_PREFERENCE", "SOFT_AFFINITY"),
     # Which reader reads a split that misses the fragment result cache.
     "parquet_reader": units.choice("AUTO", "SPARK", "PYTHON"),
+    # The file format of a table a write creates.
+    "storage_format": units.choice("PARQUET", "ORC"),
     # A Presto catalog file names its connector; the Hive connector is the one implemented.
     "connector": _connector,
     # hive.metastore.uri: empty, or thrift://host:port[,thrift://host:port...].
@@ -527,6 +529,18 @@ PROPERTIES: tuple[Property, ...] = (
         file="hive",
         doc="A footer not read for this long is dropped from memory.",
     ),
+    Property(
+        name="hive.storage-format",
+        field="storage_format",
+        default="PARQUET",
+        kind="storage_format",
+        file="hive",
+        doc=(
+            "The format of the data files of a table a write creates, PARQUET or ORC "
+            "(Presto's name; Presto's default is ORC). Writes to an existing table keep its "
+            "format."
+        ),
+    ),
     # --- ORC file tail cache (the executors' JVM) ---------------------------------------
     Property(
         name="hive.orc.file-tail-cache-enabled",
@@ -778,6 +792,7 @@ class Settings:
     parquet_metadata_cache_enabled: bool
     parquet_metadata_cache_size: int  # bytes
     parquet_metadata_cache_ttl: float  # seconds
+    storage_format: str
     orc_file_tail_cache_enabled: bool
     orc_file_tail_cache_size: int  # bytes
     orc_file_tail_cache_ttl: float  # seconds

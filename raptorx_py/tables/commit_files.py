@@ -18,8 +18,8 @@ same instant can both pass); one metastore's write ids never collide.
 
 Object stores: a "move" is ``fs.mv``: a rename on local disks, a server-side copy + delete on
 S3. It need not be atomic: nothing under an open write id is read. An overwrite gives a
-partition it writes no row to a ``base_<wid>/`` holding one Parquet file of no rows
-(``EMPTY_BASE_FILE``): a directory needs a file to exist on an object store, and the file
+partition it writes no row to a ``base_<wid>/`` holding one file of no rows in the table's format
+(``EMPTY_BASE_NAME``): a directory needs a file to exist on an object store, and the file
 must be a visible one for listings, which skip hidden names, to see the base.
 """
 
@@ -28,20 +28,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, partial
 
-import pyarrow.parquet as pq
-
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import LocationInUseError
 from raptorx_py.hive.column_types import arrow_schema_for_spark
 from raptorx_py.metastore.store import Metastore
 from raptorx_py.metastore.write_paths import DIRECTORY, FILE, record_write_paths
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
+from raptorx_py.tables.data_files import suffix, write_empty_file
 from raptorx_py.tables.heartbeat import TxnHeartbeat
 from raptorx_py.tables.partition_records import WrittenPartitions
 from raptorx_py.tables.staging import best_effort
 
-#: The Parquet file of no rows that makes an empty ``base_<wid>/`` exist and be listed.
-EMPTY_BASE_FILE = "empty-base.parquet"
+#: The file of no rows that makes an empty ``base_<wid>/`` exist and be listed (its suffix:
+#: the table's format's).
+EMPTY_BASE_NAME = "empty-base"
+#: A Parquet table's.
+EMPTY_BASE_FILE = f"{EMPTY_BASE_NAME}.parquet"
 
 
 @dataclass(frozen=True)
@@ -92,15 +94,16 @@ class CommitFiles:
                 self.placed_files.append(placed)
 
     def write_empty_bases(self, partitions: WrittenPartitions, acid_dir: str) -> None:
-        """An overwrite: an empty base (one file of no rows) in each untouched partition."""
-        empty = arrow_schema_for_spark(partitions.table.columns).empty_table()
+        """An overwrite: an empty base (one file of no rows, in the table's format) in each
+        untouched partition."""
+        table = partitions.table
+        schema = arrow_schema_for_spark(table.columns)
         for values in partitions.untouched:
             dest = self._create_own_dir(f"{partitions.location_of(values)}/{acid_dir}", partitions)
-            path = f"{dest}/{EMPTY_BASE_FILE}"
+            path = f"{dest}/{EMPTY_BASE_NAME}{suffix(table.storage_format)}"
             self._record(FILE, [path])
             self.placed_files.append(path)
-            with self.fs.open(path, "wb") as f:
-                pq.write_table(empty, f)
+            write_empty_file(self.fs, join_url(self.scheme, path), schema, table.storage_format)
 
     def remove(self) -> None:
         """Remove the placed files, then the created directories if empty (best effort)."""

@@ -1,7 +1,8 @@
-"""One write task's output: its rows, grouped by partition, as Parquet files in staging.
+"""One write task's output: its rows, grouped by partition, as data files in staging.
 
 ``write_task`` runs in the executors, once per task: rows grouped by the partition keys, one
-Parquet file per partition per task under the write's staging directory; it returns each
+data file (in the table's format: ``tables.data_files``) per partition per task under the
+write's staging directory; it returns each
 file's URL, size, row count and footer statistics (``WrittenFile``), which the driver's
 commit receives. The task heartbeats the transaction, so a long job does not time out; a task
 whose transaction has gone (aborted, expired) fails.
@@ -17,7 +18,6 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import SchemaError
@@ -26,7 +26,7 @@ from raptorx_py.hive.model import ColumnStats
 from raptorx_py.hive.partition_names import partition_name
 from raptorx_py.metrics import counters
 from raptorx_py.storage.fs import filesystem_for, join_url, split_url
-from raptorx_py.storage.parquet_files import footer_stats, read_metadata
+from raptorx_py.tables.data_files import DataFileWriter, suffix
 from raptorx_py.tables.heartbeat import TxnHeartbeat
 from raptorx_py.tables.staging import best_effort
 from raptorx_py.tables.write_job import WriteJob
@@ -60,7 +60,7 @@ def write_task(
     scheme, _ = split_url(job.staging_url)
     schema = arrow_schema_for_spark(target.columns)
     task_token = uuid.uuid4().hex[:16]
-    open_files: dict[tuple, _OpenFile] = {}
+    open_files: dict[tuple, DataFileWriter] = {}
     try:
         for batch in batches:
             heartbeat.beat()
@@ -72,18 +72,15 @@ def write_task(
                         if target.partition_keys
                         else ""
                     )
-                    path = f"{staging}/{rel}part-{task_token}-{len(open_files):05d}.parquet"
+                    name = f"part-{task_token}-{len(open_files):05d}"
+                    path = f"{staging}/{rel}{name}{suffix(target.storage_format)}"
                     fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-                    f = open_files[values] = _OpenFile(fs, path, schema)
+                    f = open_files[values] = DataFileWriter(fs, path, schema, target.storage_format)
                 f.write(rows)
         out = []
         for values, f in open_files.items():
-            size, metadata = f.close()
-            if metadata is None:
-                metadata = read_metadata(fs, f.path, size=size, url=join_url(scheme, f.path))
-            out.append(
-                WrittenFile(join_url(scheme, f.path), values, size, f.rows, footer_stats(metadata))
-            )
+            size, stats = f.close(scheme)
+            out.append(WrittenFile(join_url(scheme, f.path), values, size, f.rows, stats))
         counters.add("writer.files_written", len(out))
         counters.add("writer.rows_written", sum(f.num_rows for f in out))
         return tuple(out)
@@ -149,24 +146,3 @@ def _partition_text(value, hive_type: str) -> str | None:
         return None
     text = encode_value(value, hive_type)
     return text if text != "" else None  # Hive writes an empty value as the null partition
-
-
-class _OpenFile:
-    """One Parquet file a task is writing, with the rows written so far."""
-
-    def __init__(self, fs, path: str, schema: pa.Schema):
-        self.fs, self.path = fs, path
-        self.handle = fs.open(path, "wb")
-        self.writer = pq.ParquetWriter(self.handle, schema)
-        self.rows = 0
-
-    def write(self, table: pa.Table) -> None:
-        self.writer.write_table(table)
-        self.rows += table.num_rows
-
-    def close(self) -> tuple[int, pq.FileMetaData | None]:
-        self.writer.close()
-        metadata = getattr(getattr(self.writer, "writer", None), "metadata", None)
-        size = self.handle.tell()
-        self.handle.close()
-        return size, metadata

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import LocationInUseError, NoSuchObjectError, SchemaError
 from raptorx_py.hive.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Table, TableShape
-from raptorx_py.hive.storage_formats import PARQUET
+from raptorx_py.hive.storage_formats import ORC, PARQUET
 from raptorx_py.metastore.store import Metastore
 from raptorx_py.storage.fs import as_url, filesystem_for
 from raptorx_py.tables.file_statistics import NO_ROWS_PARAMS
@@ -35,6 +35,8 @@ class WriteTarget(TableShape):
     columns: tuple[Column, ...]
     partition_keys: tuple[Column, ...]
     table_id: int | None
+    #: The format its data files are written in (``hive.storage_formats``).
+    storage_format: str = PARQUET
 
     def as_table(self) -> Table:
         empty = {} if self.partition_keys else NO_ROWS_PARAMS
@@ -46,6 +48,7 @@ class WriteTarget(TableShape):
             self.columns,
             self.partition_keys,
             {**MANAGED_PARAMETERS, **empty},
+            storage_format=self.storage_format,
         )
 
 
@@ -86,17 +89,13 @@ def resolve_target(
     except NoSuchObjectError:
         table = None
     if table is not None:
-        if table.storage_format != PARQUET:
-            raise SchemaError(
-                f"{qualified} is stored as {table.storage_format}: tiered_hive writes "
-                f"Parquet tables only"
-            )
         if table.table_type == EXTERNAL_TABLE:
             raise SchemaError(
                 f"{qualified} is an EXTERNAL table: tiered_hive writes MANAGED "
                 f"tables only (an external table's files belong to its owner)"
             )
         check_columns(table, columns)
+        check_writable(qualified, table.all_columns, table.storage_format)
         keys = tuple(k.name for k in table.partition_keys)
         if partition_by is not None and tuple(partition_by) != keys:
             raise SchemaError(
@@ -110,6 +109,7 @@ def resolve_target(
             table.columns,
             table.partition_keys,
             table.id,
+            table.storage_format,
         )
     keys = tuple(partition_by or ())
     missing = [k for k in keys if k.lower() not in by_name]
@@ -131,8 +131,9 @@ def resolve_target(
         db_location = None
     base = db_location.rstrip("/") if db_location else f"{warehouse_url(settings)}/{database}.db"
     location = f"{base}/{name}"
+    check_writable(qualified, columns, settings.storage_format)
     check_location_free(settings, qualified, location)
-    return WriteTarget(database, name, location, data, key_cols, None)
+    return WriteTarget(database, name, location, data, key_cols, None, settings.storage_format)
 
 
 def check_location_free(settings: Settings, qualified: str, location: str) -> None:
@@ -153,6 +154,23 @@ def check_location_free(settings: Settings, qualified: str, location: str) -> No
             f"already holds {shown} (the files of another table, or of a table of another "
             f"metastore); a new table never adopts existing files. Remove them, or give the "
             f"database another location"
+        )
+
+
+def check_writable(qualified: str, columns: Sequence[Column], storage_format: str) -> None:
+    """A SchemaError for a column the table's format cannot hold as Spark reads it back: an
+    ORC file written here marks no timestamp as Spark's ``timestamp_ntz`` (pyarrow's ORC
+    writer sets no type attributes), and Spark's ORC reader reads an unmarked one only as
+    ``timestamp``."""
+    if storage_format != ORC:
+        return
+    ntz = [c.name for c in columns if c.type.strip().lower() == "timestamp_ntz"]
+    if ntz:
+        raise SchemaError(
+            f"{qualified} is an ORC table, and tiered_hive cannot write its timestamp_ntz "
+            f"column(s) {', '.join(ntz)} so that Spark's ORC reader reads them back as "
+            f"timestamp_ntz: cast them to timestamp, or write the table as Parquet "
+            f"(hive.storage-format=PARQUET)"
         )
 
 

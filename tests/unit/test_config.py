@@ -67,6 +67,7 @@ EXPECTED_DEFAULTS = {
     "parquet_metadata_cache_enabled": True,
     "parquet_metadata_cache_size": 100 * 2**20,
     "parquet_metadata_cache_ttl": 7200.0,
+    "storage_format": "PARQUET",
     "orc_file_tail_cache_enabled": True,
     "orc_file_tail_cache_size": 100 * 2**20,
     "orc_file_tail_cache_ttl": 6 * 3600.0,
@@ -170,6 +171,7 @@ NON_DEFAULTS = {
         "parquet_metadata_cache_ttl",
         1800.0,
     ),
+    "hive.storage-format": ("hive", "ORC", "storage_format", "ORC"),
     "hive.orc.file-tail-cache-enabled": (
         "hive",
         "false",
@@ -298,6 +300,7 @@ EXPECTED_NAMES = {
     "hive.parquet.metadata-cache-enabled",
     "hive.parquet.metadata-cache-size",
     "hive.parquet.metadata-cache-ttl-since-last-access",
+    "hive.storage-format",
     "hive.orc.file-tail-cache-enabled",
     "hive.orc.file-tail-cache-size",
     "hive.orc.file-tail-cache-ttl-since-last-access",
