@@ -272,6 +272,22 @@ def test_a_corrupt_orc_file_fails_naming_it(spark, env, tmp_path):
     assert f"Corrupt or truncated ORC file file://{victim}" in str(e.value)
 
 
+def test_an_orc_file_of_other_types_than_its_tables_fails_naming_it(spark, env, tmp_path):
+    """A file replaced by one whose column has another type: the error says so, not that
+    the file is corrupt."""
+    root = tmp_path / "retyped"
+    _write_pyarrow(str(root))
+    name = f"{env.unique_db('orctype')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, str(root))
+    victim = root / "k=b" / "000000_0"
+    orc.write_table(pa.table({"day": pa.array([True, False])}), str(victim))
+    df = spark.read.format("tiered_hive").load(name).select("day")
+    with pytest.raises(Exception) as e:
+        df.collect()
+    assert f"ORC file holding other types than its table's file://{victim}" in str(e.value)
+
+
 def test_a_directory_mixing_orc_and_parquet_is_refused(env, tmp_path):
     root = tmp_path / "mixed"
     _write_pyarrow(str(root))

@@ -265,8 +265,14 @@ class SplitServingReader(
         // lack must come from the store, which holds another version now).
         throw changedError(plan, split, e)
       case NonFatal(e) if orc =>
+        // ORC's schema evolution, or Spark's conversion, refusing the table's types.
+        val wrongTypes = Iterator.iterate(e)(_.getCause).takeWhile(_ != null).take(16)
+          .exists(c => c.getClass.getName.endsWith("IllegalEvolutionException") ||
+            Option(c.getMessage).exists(_.contains("ORC_TYPE_CAST")))
+        val what = if (wrongTypes) "ORC file holding other types than its table's" else
+          "Corrupt or truncated ORC file"
         throw new java.io.IOException(
-          s"Corrupt or truncated ORC file ${split.path}: Spark's ORC reader failed: $e", e)
+          s"$what ${split.path}: Spark's ORC reader failed: $e", e)
       case NonFatal(e) =>
         counts("reader.spark_fallbacks") += 1
         SplitServingReader.log(s"Spark's reader failed on ${split.path}; the Python reader " +
