@@ -78,9 +78,11 @@ stress: $(STAMP) $(JAR)
 	$(PY) -m pytest tests -m stress
 
 # Also leaves tpch.* in the default metastore for your own queries (README, "Your own
-# queries"); BENCH_ARGS passes more options, e.g. BENCH_ARGS=--no-publish.
+# queries"); BENCH_ARGS passes more options, e.g. BENCH_ARGS=--no-publish. FORMAT=orc runs
+# every configuration over an ORC copy of the data, against Spark's own ORC reader.
+FORMAT ?= parquet
 bench: $(STAMP) $(JAR) $(S3A_JARS)
-	$(PY) -m benchmarks.tpch_suite --scale $(SCALE) --out $(BENCH_OUT) $(BENCH_ARGS)
+	$(PY) -m benchmarks.tpch_suite --scale $(SCALE) --format $(FORMAT) --out $(BENCH_OUT) $(BENCH_ARGS)
 
 # Soft affinity on a standalone cluster of 2 workers on loopback (benchmarks/cluster_affinity.py):
 # SOFT_AFFINITY against NO_PREFERENCE, warm, per executor, over local files and the emulated S3
