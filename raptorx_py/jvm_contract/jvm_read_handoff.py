@@ -56,7 +56,6 @@ from typing import Any
 
 from raptorx_py.cache.block_cache import block_key
 from raptorx_py.config.settings import Settings
-from raptorx_py.hive.storage_formats import PARQUET
 from raptorx_py.jvm_contract.fragment_handoff import served_flags
 from raptorx_py.storage.changed_files import PARTITION, changed_file_advice, partition_spec
 from raptorx_py.storage.fs import split_url
@@ -147,7 +146,7 @@ def handoff_mark(
     partitioned = bool(table.partition_keys)
     plan = {
         "v": 1,
-        "format": getattr(table, "storage_format", PARQUET),
+        "format": table.storage_format,
         "partition_keys": [k.name for k in table.partition_keys],
         "changed_advice": changed_file_advice(
             table.qualified_name,

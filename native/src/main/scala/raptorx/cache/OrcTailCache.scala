@@ -18,7 +18,7 @@ import org.apache.orc.impl.{OrcTail, ReaderImpl}
  * - Keyed by the file's URL, its size and its version as planning listed them (an ETag, a
  *   local file's inode and times): another version of the file is another key, so a tail
  *   is never served for bytes it does not describe. Files without a comparable version are
- *   not cached (the caller decides: [[cacheable]]).
+ *   not cached: the reader hands no cache for them (`SplitServingReader`).
  * - The tail is kept as its serialized bytes and parsed again for each use: an `OrcTail`
  *   holds the reader that made it, which its split closes.
  * - Bounded by the bytes kept (`maxBytes`, least recently read dropped first) and by the
@@ -104,12 +104,6 @@ final class OrcTailCache(val maxBytes: Long, val ttlMillis: Long, clock: () => L
     counts.add("orc_tail_cache.stores")
   }
 
-  /** Bytes of tails kept (tests). */
-  def bytesHeld: Long = entries.synchronized(held)
-
-  /** How many tails are kept (tests). */
-  def size: Int = entries.synchronized(entries.size())
-
   private def remove(key: String, e: Entry): Unit = {
     entries.remove(key)
     held -= e.bytes.length
@@ -129,11 +123,6 @@ object OrcTailCache {
       shared
     }
   }
-
-  /** Whether a file of `version` may be cached: versions the JVM compares (an ETag, a local
-   * file's stat); a modification time alone is not trusted. */
-  def cacheable(version: String): Boolean =
-    version != null && (version.startsWith("etag:") || version.startsWith("posix:"))
 
   /** The key of a file version. */
   def key(url: String, size: Long, version: String): String = s"$url|$size|$version"

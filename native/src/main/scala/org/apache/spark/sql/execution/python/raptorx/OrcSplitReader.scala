@@ -51,7 +51,7 @@ private[raptorx] object OrcSplitReader {
       val fs = filePath.getFileSystem(conf)
       val readerOptions = OrcFile.readerOptions(conf).filesystem(fs)
       val cached = CachedFiles.find(filePath)
-      val tails = cached.flatMap(f => Option(f.orcTails).filter(_ => OrcTailCache.cacheable(f.version)))
+      val tails = cached.flatMap(f => Option(f.orcTails))
       val tailKey = cached.map(f => OrcTailCache.key(f.remote, f.size, f.version)).orNull
       for (c <- tails; f <- cached; tail <- c.get(tailKey, f.counts)) readerOptions.orcTail(tail)
       val fromCache = readerOptions.getOrcTail != null

@@ -242,7 +242,8 @@ class SplitServingReader(
       return null
     }
     val values = parsed.get
-    // Versions the JVM compares (an ETag, a local file's stat); an mtime alone is not cached.
+    // Versions the JVM compares (an ETag, a local file's stat); an mtime alone is not cached,
+    // in the block cache or the ORC tail cache.
     val comparable = split.version != null &&
       (split.version.startsWith("etag:") || split.version.startsWith("posix:"))
     val cache = plan.cache.filter(_ => fillCaches && split.key != null && comparable)
@@ -251,7 +252,7 @@ class SplitServingReader(
       cache.map(c => FragmentHits.resolve(c.baseDir).resolve("blocks")).orNull,
       plan.cache.map(_.blockSize).getOrElse(1 << 20), plan.cache.exists(_.groupShared),
       fill = fillCaches, splitCounts, plan.cache.map(_.maxBytes).getOrElse(0L),
-      plan.orcTails.filter(_ => orc && fillCaches)
+      plan.orcTails.filter(_ => orc && fillCaches && comparable)
         .map(t => raptorx.cache.OrcTailCache.shared(t.maxBytes, t.ttlMillis)).orNull)
     reading = (plan, split)
     val batches = try {
@@ -266,9 +267,10 @@ class SplitServingReader(
         throw changedError(plan, split, e)
       case NonFatal(e) if orc =>
         // ORC's schema evolution, or Spark's conversion, refusing the table's types.
-        val wrongTypes = Iterator.iterate(e)(_.getCause).takeWhile(_ != null).take(16)
-          .exists(c => c.getClass.getName.endsWith("IllegalEvolutionException") ||
-            Option(c.getMessage).exists(_.contains("ORC_TYPE_CAST")))
+        val wrongTypes = SplitServingReader.causes(e).exists { c =>
+          c.getClass.getName.endsWith("IllegalEvolutionException") ||
+            Option(c.getMessage).exists(_.contains("ORC_TYPE_CAST"))
+        }
         val what = if (wrongTypes) "ORC file holding other types than its table's" else
           "Corrupt or truncated ORC file"
         throw new java.io.IOException(
@@ -451,10 +453,14 @@ object SplitServingReader extends org.apache.spark.internal.Logging {
 
   /** The cause of `e` that says a planned file changed ([[changedFile]]), if any. */
   def changeOf(e: Throwable): Option[Throwable] =
-    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).take(16).find {
+    causes(e).find {
       case _: raptorx.cache.FileChangedException | _: java.io.FileNotFoundException => true
       case e => e.getClass.getName == RemoteFileChanged
     }
+
+  /** `e` and its causes, outermost first (at most 16: a cycle ends there). */
+  def causes(e: Throwable): Iterator[Throwable] =
+    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).take(16)
 
   /** hadoop-aws's exception for a 412 (not on the compile-time class path). */
   val RemoteFileChanged = "org.apache.hadoop.fs.s3a.RemoteFileChangedException"
