@@ -72,13 +72,19 @@ def _write_pyarrow(root: str, seed: int = 11) -> None:
         orc.write_table(_arrow_table(n, rng), os.path.join(d, "000000_0"), stripe_size=64 * 1024)
 
 
+def _registered(env, root, db_prefix: str):
+    """``_write_pyarrow``'s partitions under ``root``, registered as ``<db>.t``: its name and
+    the table."""
+    _write_pyarrow(str(root))
+    name = f"{env.unique_db(db_prefix)}.t"
+    with env.metastore() as ms:
+        return name, register_external_table(ms, env.settings(), name, str(root))
+
+
 @pytest.fixture(scope="module")
 def orc_table(env, tmp_path_factory):
     root = str(tmp_path_factory.mktemp("orc") / "t")
-    _write_pyarrow(root)
-    name = f"{env.unique_db('orc')}.t"
-    with env.metastore() as ms:
-        table = register_external_table(ms, env.settings(), name, root)
+    name, table = _registered(env, root, "orc")
     assert table.storage_format == "ORC"
     return name, root
 
@@ -259,10 +265,7 @@ def test_a_read_that_needs_the_python_reader_fails_naming_why(spark, orc_table):
 
 def test_a_corrupt_orc_file_fails_naming_it(spark, env, tmp_path):
     root = tmp_path / "corrupt"
-    _write_pyarrow(str(root))
-    name = f"{env.unique_db('orcbad')}.t"
-    with env.metastore() as ms:
-        register_external_table(ms, env.settings(), name, str(root))
+    name, _ = _registered(env, root, "orcbad")
     victim = root / "k=b" / "000000_0"
     data = victim.read_bytes()
     victim.write_bytes(data[:3] + bytes(len(data) - 3))  # same size, ORC's magic, no ORC
@@ -276,10 +279,7 @@ def test_an_orc_file_of_other_types_than_its_tables_fails_naming_it(spark, env, 
     """A file replaced by one whose column has another type: the error says so, not that
     the file is corrupt."""
     root = tmp_path / "retyped"
-    _write_pyarrow(str(root))
-    name = f"{env.unique_db('orctype')}.t"
-    with env.metastore() as ms:
-        register_external_table(ms, env.settings(), name, str(root))
+    name, _ = _registered(env, root, "orctype")
     victim = root / "k=b" / "000000_0"
     orc.write_table(pa.table({"day": pa.array([True, False])}), str(victim))
     df = spark.read.format("tiered_hive").load(name).select("day")
