@@ -570,6 +570,38 @@ PROPERTIES: tuple[Property, ...] = (
         file="hive",
         doc="An ORC tail not read for this long is dropped.",
     ),
+    # --- file handle cache (the executors' JVM) -----------------------------------------
+    Property(
+        name="hive.file-handle-cache-enabled",
+        field="file_handle_cache_enabled",
+        default="true",
+        kind="bool",
+        file="hive",
+        doc=(
+            "Keep the store's files open in each executor between reads, so that the splits "
+            "of a file, in one query or the next, open it once; false opens a file for each "
+            "read."
+        ),
+    ),
+    Property(
+        name="hive.file-handle-cache-size",
+        field="file_handle_cache_size",
+        default="256",
+        kind="count",
+        file="hive",
+        doc=(
+            "Most open files each executor JVM keeps between reads (least recently used "
+            "closed first)."
+        ),
+    ),
+    Property(
+        name="hive.file-handle-cache-ttl-since-last-access",
+        field="file_handle_cache_ttl",
+        default="10m",
+        kind="duration",
+        file="hive",
+        doc="A kept file not read for this long is closed.",
+    ),
     # --- block cache --------------------------------------------------------------------
     Property(
         name="cache.enabled",
@@ -734,14 +766,15 @@ PROPERTIES: tuple[Property, ...] = (
 PROPERTIES_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
 
 #: The property values that turn every cache tier off (each tier is on by default): the
-#: metastore cache, the listing cache, the footer cache, the ORC tail cache, the block cache
-#: and the fragment result cache. For comparisons with and without caching, and for tests
-#: that assume no cache.
+#: metastore cache, the listing cache, the footer cache, the ORC tail cache, the file handle
+#: cache, the block cache and the fragment result cache. For comparisons with and without
+#: caching, and for tests that assume no cache.
 TIERS_OFF: dict[str, str] = {
     "hive.metastore-cache-ttl": "0s",
     "hive.file-status-cache-tables": "",
     "hive.parquet.metadata-cache-enabled": "false",
     "hive.orc.file-tail-cache-enabled": "false",
+    "hive.file-handle-cache-enabled": "false",
     "cache.enabled": "false",
     "fragment-result-cache.enabled": "false",
 }
@@ -796,6 +829,9 @@ class Settings:
     orc_file_tail_cache_enabled: bool
     orc_file_tail_cache_size: int  # bytes
     orc_file_tail_cache_ttl: float  # seconds
+    file_handle_cache_enabled: bool
+    file_handle_cache_size: int
+    file_handle_cache_ttl: float  # seconds
     cache_enabled: bool
     cache_type: str  # "LOCAL"
     cache_base_directory: str

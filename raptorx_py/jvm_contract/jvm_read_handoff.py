@@ -23,7 +23,9 @@ largest entry, the time to live in milliseconds (0: none), the cache's size boun
 whether it is group-shared; null when the tier is off), ``orc_tail_cache`` (the bound in
 bytes and the time to live since last access, in milliseconds, of the executor JVM's
 cache of ORC file tails, ``OrcTailCache.scala``; null when the tier is off; Parquet files
-ignore it), ``metrics`` (the metrics
+ignore it), ``file_handles`` (the most open files the executor JVM keeps idle and the
+time one stays idle, in milliseconds, ``FileHandles.scala``; null when the tier is off),
+``metrics`` (the metrics
 directory), ``hadoop`` (settings the JVM's file system for the table's store needs:
 ``fs.s3a.*`` from ``hive.s3.*``) and ``splits``: per split either null (the Python reader
 reads it) or its Hadoop path, size, version, ETag, block key (``block_cache.block_key``;
@@ -179,6 +181,14 @@ def handoff_mark(
                 "ttl_ms": int(settings.orc_file_tail_cache_ttl * 1000),
             }
             if settings.orc_file_tail_cache_enabled
+            else None
+        ),
+        "file_handles": (
+            {
+                "max_idle": settings.file_handle_cache_size,
+                "ttl_ms": int(settings.file_handle_cache_ttl * 1000),
+            }
+            if settings.file_handle_cache_enabled
             else None
         ),
         "metrics": settings.metrics_directory or "",

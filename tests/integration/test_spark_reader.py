@@ -540,3 +540,50 @@ def test_a_repeated_scan_reuses_sparks_reader_function(spark, table, tmp_path):
         assert _reader_functions_built(spark) == built + 4
     finally:
         hadoop.unset("raptorx.test.reader-function")
+
+
+def test_the_file_handle_cache_opens_each_file_once(spark, env, tmp_path, counted):
+    """Uncached reads of 3 files of 5 row groups: with the handle cache off every read opens
+    its file; on, each file is opened once and kept (a repeat opens none), closed after its
+    idle time (a manual clock), closed and opened anew when the file changes, and no more
+    kept than the bound."""
+    root = str(tmp_path / "t")
+    _write(root, seed=3)
+    name = f"{env.unique_db('handles')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, root)
+    sql = "SELECT sum(d15), count(s) FROM {t} WHERE id >= 0"
+    jvm = spark._jvm.raptorx.cache
+    clock = jvm.ManualClock(0)
+    jvm.FileHandles.useClock(clock)
+
+    def run(**options):
+        _view(spark, name, "handles", "SPARK", **options)
+        spark.read.parquet(root).createOrReplaceTempView("handles_parquet")
+        with counted() as c:
+            assert _rows(spark, sql.format(t="handles")) == _rows(
+                spark, sql.format(t="handles_parquet")
+            )
+        return c
+
+    off = run(**{"hive.file-handle-cache-enabled": "false"})
+    reads = off["storage.file_opens"]
+    assert reads > 3 and off["file_handles.hits"] == 0, off.delta
+    kept = {
+        "hive.file-handle-cache-enabled": "true",
+        "hive.file-handle-cache-size": "7",
+        "hive.file-handle-cache-ttl-since-last-access": "1m",
+    }
+    first = run(**kept)
+    assert (first["storage.file_opens"], first["file_handles.hits"]) == (3, reads - 3)
+    repeat = run(**kept)
+    assert (repeat["storage.file_opens"], repeat["file_handles.hits"]) == (0, reads)
+    clock.advance(61_000)
+    idle = run(**kept)
+    assert idle["file_handles.evictions"] == 3 and idle["storage.file_opens"] == 3, idle.delta
+    _write(root, seed=4)  # same files, other values: new versions
+    changed = run(**kept)
+    assert changed["file_handles.invalidated"] == 3 and changed["storage.file_opens"] == 3
+    bounded = run(**{**kept, "hive.file-handle-cache-size": "1"})
+    assert jvm.FileHandles.shared(1, 60_000).idleCount() == 1
+    assert bounded["storage.file_opens"] == bounded["file_handles.evictions"] + 1, bounded.delta

@@ -44,6 +44,7 @@ def tier_options(base: Path, **extra: str) -> dict[str, str]:
         "hive.parquet.metadata-cache-enabled": "true",
         "cache.enabled": "true",
         "cache.base-directory": str(base),
+        "hive.file-handle-cache-enabled": "true",
         **extra,
     }
 
@@ -119,6 +120,8 @@ def test_cold_run_fetches_each_block_once_and_warm_run_makes_no_request(
     assert c["block_cache.misses"] == c["block_cache.remote_requests"] == opened
     assert c["storage.status_from_listing"] == spark_files, c.delta
     assert c["storage.status_requests"] == 0, c.delta
+    # Each fetch opened the file or took a kept handle (an earlier query's files are kept).
+    assert c["storage.file_opens"] + c["file_handles.hits"] == opened, c.delta
     assert c["footer_cache.misses"] == opened - spark_files
     # A table's partitions (lineitem's 80-odd months) are listed by one listing of its
     # location (planner.TableRoot), the others one by one.
@@ -137,6 +140,7 @@ def test_cold_run_fetches_each_block_once_and_warm_run_makes_no_request(
     assert store["total_requests"] == 0, store["requests"]
     assert c["listing_cache.hits"] == listed and c["listing_cache.misses"] == 0
     assert c["reader.files_opened"] == opened
+    assert c["storage.file_opens"] == c["file_handles.hits"] == 0  # nothing fetched
     assert c["footer_cache.hits_memory"] + c["footer_cache.hits_disk"] == opened - spark_files
     assert c["block_cache.misses"] == 0 and c["block_cache.hits"] >= opened
     assert c["block_cache.bytes_from_remote"] == 0 and c["block_cache.bytes_from_cache"] > 0

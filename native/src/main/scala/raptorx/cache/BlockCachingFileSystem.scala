@@ -39,7 +39,8 @@ final case class CachedFile(
     fill: Boolean,
     counts: TaskCounts,
     capacity: Long = 0L,
-    orcTails: OrcTailCache = null)
+    orcTails: OrcTailCache = null,
+    handles: FileHandles = null)
 
 /** Counts of one task, added to by its reading thread and the block fetchers. */
 final class TaskCounts {
@@ -447,9 +448,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
     remoteStatus // the identity check comes before any read
     val read = fetchPool(conf).submit(new Callable[Unit] {
       override def call(): Unit = {
-        val in = store.openFile(remotePath).withFileStatus(remoteStatus)
-          .opt("fs.option.openfile.read.policy", "random").build().get()
-        try {
+        withHandle { in =>
           if (ranges.size == 1 && ranges.head._2.hasArray) {
             val (at, buffer) = ranges.head // a positioned read, straight into the caller's array
             in.readFully(at, buffer.array(), buffer.arrayOffset() + buffer.position(),
@@ -463,7 +462,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
               buffer.duplicate().put(r.getData.get())
             }
           }
-        } finally in.close()
+        }
       }
     })
     awaited(read)
@@ -549,7 +548,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
     val fetched: Seq[(Long, Array[Byte])] = futures.map { case (i, f) => i -> awaited(f) }
     if (file.version != null && file.version.startsWith("posix:")) checkLocalVersion()
     fetched.foreach { case (i, b) =>
-      store(i, b)
+      publishBlock(i, b)
       remember(i, b)
     }
     fetched.toMap
@@ -574,9 +573,7 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
   private def fetch(i: Long): Array[Byte] = {
     val len = blockLength(i)
     val out = new Array[Byte](len)
-    val in = store.openFile(remotePath).withFileStatus(remoteStatus)
-      .opt("fs.option.openfile.read.policy", "random").build().get()
-    try in.readFully(i * blockSize, out, 0, len) finally in.close()
+    withHandle(_.readFully(i * blockSize, out, 0, len))
     file.counts.add("block_cache.misses")
     file.counts.add("block_cache.remote_requests")
     file.counts.add("block_cache.bytes_from_remote", len.toLong)
@@ -585,7 +582,22 @@ class BlockCachingInputStream(file: CachedFile, conf: Configuration) extends FSI
     out
   }
 
-  private def store(i: Long, b: Array[Byte]): Unit = {
+  /** `read` given an open stream of the file: one of the JVM's kept handles when the split
+   * has a handle cache ([[FileHandles]]), else one opened for it and closed after. */
+  private def withHandle[T](read: FSDataInputStream => T): T = {
+    def open(): FSDataInputStream = store.openFile(remotePath).withFileStatus(remoteStatus)
+      .opt("fs.option.openfile.read.policy", "random").build().get()
+    if (file.handles != null) {
+      file.handles.use(FileHandles.key(store, file.remote, file.size, file.version),
+        file.remote, file.counts)(open())(read)
+    } else {
+      val in = open()
+      file.counts.add("storage.file_opens")
+      try read(in) finally in.close()
+    }
+  }
+
+  private def publishBlock(i: Long, b: Array[Byte]): Unit = {
     if (!file.fill) return
     secret.foreach { s =>
       val size = b.length + BlockEntry.TrailerBytes

@@ -47,6 +47,10 @@ object JvmReadHandoff {
    * since it was last read (0: until evicted). */
   final case class OrcTailCache(maxBytes: Long, ttlMillis: Long)
 
+  /** The executor JVM's file handle cache: the most handles it keeps idle and the time one
+   * stays idle (0: until evicted). */
+  final case class FileHandleCache(maxIdle: Int, ttlMillis: Long)
+
   /** `format`: the files' format ([[Parquet]] or [[Orc]]), which of Spark's readers reads
    * them; `changedAdvice`: what to do about a file that changed after planning, with
    * [[PartitionPlaceholder]] where a split's partition name goes (null: none handed). */
@@ -55,7 +59,8 @@ object JvmReadHandoff {
                         hadoop: Map[String, String],
                         splits: IndexedSeq[Option[SplitPlan]], flagsAt: Int,
                         format: String = Parquet, changedAdvice: String = null,
-                        orcTails: Option[OrcTailCache] = None) {
+                        orcTails: Option[OrcTailCache] = None,
+                        fileHandles: Option[FileHandleCache] = None) {
     /** The changed-file advice for `split`, as the Python reader words it. */
     def adviceFor(split: SplitPlan): String =
       if (changedAdvice == null) DefaultAdvice
@@ -124,10 +129,13 @@ object JvmReadHandoff {
     val orcTails = Option(node.get("orc_tail_cache")).filterNot(_.isNull).map { t =>
       OrcTailCache(t.get("max_bytes").asLong(), t.get("ttl_ms").asLong())
     }
+    val fileHandles = Option(node.get("file_handles")).filterNot(_.isNull).map { h =>
+      FileHandleCache(h.get("max_idle").asInt(), h.get("ttl_ms").asLong())
+    }
     val format = Option(str(node.get("format"))).getOrElse(Parquet)
     require(format == Parquet || format == Orc, s"unknown file format $format")
     Plan(node.get("partition_keys").elements().asScala.map(_.asText()).toIndexedSeq, cache,
       fragments, str(node.get("metrics")), hadoop, splits, flagsAt, format,
-      str(node.get("changed_advice")), orcTails)
+      str(node.get("changed_advice")), orcTails, fileHandles)
   }
 }

@@ -79,6 +79,12 @@ object ScanReport {
     Metric("raptorxRemoteRequests", "remote requests", "count", Seq("storage.remote_requests")),
     Metric("raptorxRemoteBytes", "remote bytes read", "bytes", Seq("storage.remote_bytes")),
     Metric("raptorxFilesOpened", "files opened", "count", Seq("reader.files_opened")),
+    // Opens of the store's files by the JVM (block fetches, uncached reads); a kept handle
+    // served is not an open.
+    Metric("raptorxStoreOpens", "store file opens", "count", Seq("storage.file_opens")),
+    Metric("raptorxHandleHits", "file handle cache hits", "count", Seq("file_handles.hits")),
+    Metric("raptorxStatusRequests", "store status requests (HEAD)", "count",
+      Seq("storage.status_requests")),
     Metric("raptorxRowsOut", "rows out of the source", "count", Seq("reader.rows_to_spark")))
 
   val PlanningTime: Metric = Metric("raptorxPlanningTime", "planning time", "millis", Seq.empty)

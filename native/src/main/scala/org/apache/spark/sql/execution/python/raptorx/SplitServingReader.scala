@@ -243,7 +243,7 @@ class SplitServingReader(
     }
     val values = parsed.get
     // Versions the JVM compares (an ETag, a local file's stat); an mtime alone is not cached,
-    // in the block cache or the ORC tail cache.
+    // in the block cache, the ORC tail cache or the file handle cache.
     val comparable = split.version != null &&
       (split.version.startsWith("etag:") || split.version.startsWith("posix:"))
     val cache = plan.cache.filter(_ => fillCaches && split.key != null && comparable)
@@ -253,7 +253,9 @@ class SplitServingReader(
       plan.cache.map(_.blockSize).getOrElse(1 << 20), plan.cache.exists(_.groupShared),
       fill = fillCaches, splitCounts, plan.cache.map(_.maxBytes).getOrElse(0L),
       plan.orcTails.filter(_ => orc && fillCaches && comparable)
-        .map(t => raptorx.cache.OrcTailCache.shared(t.maxBytes, t.ttlMillis)).orNull)
+        .map(t => raptorx.cache.OrcTailCache.shared(t.maxBytes, t.ttlMillis)).orNull,
+      plan.fileHandles.filter(_ => comparable)
+        .map(h => raptorx.cache.FileHandles.shared(h.maxIdle, h.ttlMillis)).orNull)
     reading = (plan, split)
     val batches = try {
       val it = read.read(split, values, file, if (split.filtered) filter else None)
