@@ -95,8 +95,8 @@ def _words(name: str) -> set[str]:
 def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
     """The candidate an unknown ``name`` most likely meant, or None when none is close: a
     near spelling (a typo), else the candidate sharing what the name is about (a size, a
-    TTL, a directory ...: ``MEANING_WORDS``) and most of its words, within the same prefix
-    first; else a looser spelling match."""
+    TTL, a directory ...: ``MEANING_WORDS``) and most of its words (then the fewest words of
+    its own), within the same prefix first; else a looser spelling match."""
     names = list(candidates)
     typo = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     ratio = difflib.SequenceMatcher(None, name, typo[0]).ratio() if typo else 0.0
@@ -107,11 +107,12 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
     if meanings:
         prefix = name.lower().split(".", 1)[0]
 
-        def rank(candidate: str) -> tuple[int, int, bool, float]:
+        def rank(candidate: str) -> tuple[int, int, int, bool, float]:
             theirs = _words(candidate)
             return (
                 len(meanings & theirs),
                 len(words & theirs),
+                -len(theirs - words),  # of two as close, the one adding fewer words
                 candidate.lower().split(".", 1)[0] == prefix,
                 difflib.SequenceMatcher(None, name, candidate).ratio(),
             )

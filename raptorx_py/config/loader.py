@@ -85,6 +85,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("hive.partition-versioning", "Metastore"),
     ("hive.parquet.metadata-cache", "Parquet footer cache"),
     ("hive.orc.file-tail-cache", "ORC file tail cache"),
+    ("hive.orc.stripe-", "ORC stripe metadata cache"),
     ("hive.file-handle-cache", "File handle cache"),
     ("cache.", "Block (data) cache"),
     ("fragment-result-cache.", "Fragment result cache"),

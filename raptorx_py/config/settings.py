@@ -570,6 +570,55 @@ PROPERTIES: tuple[Property, ...] = (
         file="hive",
         doc="An ORC tail not read for this long is dropped.",
     ),
+    # --- ORC stripe metadata cache (the executors' JVM) --------------------------------
+    Property(
+        name="hive.orc.stripe-metadata-cache-enabled",
+        field="orc_stripe_metadata_cache_enabled",
+        default="true",
+        kind="bool",
+        file="hive",
+        doc=(
+            "Cache ORC stripes' footers and index streams (row indexes, bloom filters) in "
+            "each executor's memory, per file version, for Spark's ORC reader; false turns "
+            "the tier off."
+        ),
+    ),
+    Property(
+        name="hive.orc.stripe-footer-cache-size",
+        field="orc_stripe_footer_cache_size",
+        default="100MB",
+        kind="size",
+        file="hive",
+        doc=(
+            "Bytes of ORC stripe footers kept per executor JVM (least recently read dropped first)."
+        ),
+    ),
+    Property(
+        name="hive.orc.stripe-footer-cache-ttl-since-last-access",
+        field="orc_stripe_footer_cache_ttl",
+        default="6h",
+        kind="duration",
+        file="hive",
+        doc="An ORC stripe footer not read for this long is dropped.",
+    ),
+    Property(
+        name="hive.orc.stripe-stream-cache-size",
+        field="orc_stripe_stream_cache_size",
+        default="300MB",
+        kind="size",
+        file="hive",
+        doc=(
+            "Bytes of ORC index streams kept per executor JVM (least recently read dropped first)."
+        ),
+    ),
+    Property(
+        name="hive.orc.stripe-stream-cache-ttl-since-last-access",
+        field="orc_stripe_stream_cache_ttl",
+        default="6h",
+        kind="duration",
+        file="hive",
+        doc="An ORC index stream not read for this long is dropped.",
+    ),
     # --- file handle cache (the executors' JVM) -----------------------------------------
     Property(
         name="hive.file-handle-cache-enabled",
@@ -766,14 +815,15 @@ PROPERTIES: tuple[Property, ...] = (
 PROPERTIES_BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
 
 #: The property values that turn every cache tier off (each tier is on by default): the
-#: metastore cache, the listing cache, the footer cache, the ORC tail cache, the file handle
-#: cache, the block cache and the fragment result cache. For comparisons with and without
-#: caching, and for tests that assume no cache.
+#: metastore cache, the listing cache, the footer cache, the ORC tail and stripe caches, the
+#: file handle cache, the block cache and the fragment result cache. For comparisons with and
+#: without caching, and for tests that assume no cache.
 TIERS_OFF: dict[str, str] = {
     "hive.metastore-cache-ttl": "0s",
     "hive.file-status-cache-tables": "",
     "hive.parquet.metadata-cache-enabled": "false",
     "hive.orc.file-tail-cache-enabled": "false",
+    "hive.orc.stripe-metadata-cache-enabled": "false",
     "hive.file-handle-cache-enabled": "false",
     "cache.enabled": "false",
     "fragment-result-cache.enabled": "false",
@@ -829,6 +879,11 @@ class Settings:
     orc_file_tail_cache_enabled: bool
     orc_file_tail_cache_size: int  # bytes
     orc_file_tail_cache_ttl: float  # seconds
+    orc_stripe_metadata_cache_enabled: bool
+    orc_stripe_footer_cache_size: int  # bytes
+    orc_stripe_footer_cache_ttl: float  # seconds
+    orc_stripe_stream_cache_size: int  # bytes
+    orc_stripe_stream_cache_ttl: float  # seconds
     file_handle_cache_enabled: bool
     file_handle_cache_size: int
     file_handle_cache_ttl: float  # seconds

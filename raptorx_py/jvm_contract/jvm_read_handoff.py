@@ -23,9 +23,11 @@ largest entry, the time to live in milliseconds (0: none), the cache's size boun
 whether it is group-shared; null when the tier is off), ``orc_tail_cache`` (the bound in
 bytes and the time to live since last access, in milliseconds, of the executor JVM's
 cache of ORC file tails, ``OrcTailCache.scala``; null when the tier is off; Parquet files
-ignore it), ``file_handles`` (the most open files the executor JVM keeps idle and the
-time one stays idle, in milliseconds, ``FileHandles.scala``; null when the tier is off),
-``metrics`` (the metrics
+ignore it), ``orc_stripe_cache`` (the bounds in bytes and times to live since last
+access, in milliseconds, of the executor JVM's ORC stripe footers and index streams,
+``OrcStripeCache.scala``; null when the tier is off), ``file_handles`` (the most open
+files the executor JVM keeps idle and the time one stays idle, in milliseconds,
+``FileHandles.scala``; null when the tier is off), ``metrics`` (the metrics
 directory), ``hadoop`` (settings the JVM's file system for the table's store needs:
 ``fs.s3a.*`` from ``hive.s3.*``) and ``splits``: per split either null (the Python reader
 reads it) or its Hadoop path, size, version, ETag, block key (``block_cache.block_key``;
@@ -181,6 +183,16 @@ def handoff_mark(
                 "ttl_ms": int(settings.orc_file_tail_cache_ttl * 1000),
             }
             if settings.orc_file_tail_cache_enabled
+            else None
+        ),
+        "orc_stripe_cache": (
+            {
+                "footer_max_bytes": settings.orc_stripe_footer_cache_size,
+                "footer_ttl_ms": int(settings.orc_stripe_footer_cache_ttl * 1000),
+                "stream_max_bytes": settings.orc_stripe_stream_cache_size,
+                "stream_ttl_ms": int(settings.orc_stripe_stream_cache_ttl * 1000),
+            }
+            if settings.orc_stripe_metadata_cache_enabled
             else None
         ),
         "file_handles": (

@@ -177,7 +177,8 @@ def _write_sorted(path: str, rows: int, first: int = 0) -> None:
 def test_the_orc_tail_cache_reads_each_tail_once_per_file_version(spark, env, tmp_path, counted):
     """Each file's tail is read from the file once per version and served from the JVM's
     tail cache after, with its stripe statistics (stripes are skipped alike, hit or miss);
-    a file rewritten is another version, read anew."""
+    so are the footers and index streams of the stripes read (the stripe metadata cache);
+    a file rewritten is another version, read anew; a damaged entry is a counted miss."""
     root = tmp_path / "tails"
     for n, key in enumerate(KEYS):
         (root / f"k={key}").mkdir(parents=True)
@@ -186,9 +187,12 @@ def test_the_orc_tail_cache_reads_each_tail_once_per_file_version(spark, env, tm
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), name, str(root))
     spark.read.orc(str(root)).createOrReplaceTempView("tails_spark")
-    on = {"hive.orc.file-tail-cache-enabled": "true"}
+    on = {
+        "hive.orc.file-tail-cache-enabled": "true",
+        "hive.orc.stripe-metadata-cache-enabled": "true",
+    }
     _view(spark, name, "tails_on", **on)
-    _view(spark, name, "tails_off", **{"hive.orc.file-tail-cache-enabled": "false"})
+    _view(spark, name, "tails_off", **{k: "false" for k in on})
     # Each partition holds two of the ids; their stripes' statistics rule the others out.
     wanted = ", ".join(str(n * 100_000 + i) for n in range(len(KEYS)) for i in (1200, 21000))
     sql = f"SELECT k, count(*), max(p) FROM {{t}} WHERE id IN ({wanted}) GROUP BY k"
@@ -205,6 +209,15 @@ def test_the_orc_tail_cache_reads_each_tail_once_per_file_version(spark, env, tm
     assert again["orc_tail_cache.hits"] == files, dict(again)
     assert again["orc_tail_cache.misses"] == 0, dict(again)
     assert off["orc_tail_cache.hits"] + off["orc_tail_cache.misses"] == 0, dict(off)
+    # The stripes read: their footers and index streams (the filter reads row indexes) read
+    # from the files once, then served from the stripe cache.
+    for kind in ("footer", "stream"):
+        read = first[f"orc_stripe_{kind}_cache.misses"]
+        assert read > 0 and first[f"orc_stripe_{kind}_cache.stores"] == read, dict(first)
+        asked = read + first[f"orc_stripe_{kind}_cache.hits"]  # a stripe's may be asked twice
+        assert again[f"orc_stripe_{kind}_cache.hits"] == asked, dict(again)
+        assert again[f"orc_stripe_{kind}_cache.misses"] == 0, dict(again)
+        assert off[f"orc_stripe_{kind}_cache.hits"] + off[f"orc_stripe_{kind}_cache.misses"] == 0
     # The cached tail carries the stripe statistics: the same stripes are read.
     assert first["reader.rows_read"] == again["reader.rows_read"] == off["reader.rows_read"]
     assert again["reader.rows_read"] < files * 30_000, dict(again)
@@ -217,6 +230,18 @@ def test_the_orc_tail_cache_reads_each_tail_once_per_file_version(spark, env, tm
     fresh = _rows(spark, sql.format(t="tails_spark"))
     assert oracle.compare_results(fresh, got, ordered=False) is None
     assert c["orc_tail_cache.misses"] == 1 and c["orc_tail_cache.hits"] == files - 1, dict(c)
+    # Kept tails, footers and index streams damaged in memory: each a counted miss, read
+    # again, the same rows.
+    jvm = spark._jvm.raptorx.cache
+    assert jvm.OrcTailCache.current().damageAll() >= files
+    assert jvm.OrcStripeCache.current().damageAll() > 0
+    with counted() as c:
+        got = _rows(spark, sql.format(t="tails_on"))
+    assert oracle.compare_results(fresh, got, ordered=False) is None
+    assert c["orc_tail_cache.errors"] == c["orc_tail_cache.misses"] == files, dict(c)
+    assert c["orc_tail_cache.hits"] == 0 and c["orc_tail_cache.stores"] == files, dict(c)
+    for kind in ("footer", "stream"):  # each damaged entry found once, then kept again
+        assert c[f"orc_stripe_{kind}_cache.errors"] == c[f"orc_stripe_{kind}_cache.misses"] > 0
 
 
 def test_orc_files_written_by_spark_read_the_same(spark, env, tmp_path):

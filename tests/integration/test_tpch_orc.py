@@ -37,6 +37,9 @@ def orc_views(request, spark, env, tmp_path_factory, tpch_scale):
         "cache.base-directory": str(caches / "blocks"),
         "fragment-result-cache.enabled": "true",
         "fragment-result-cache.base-directory": str(caches / "fragments"),
+        "hive.orc.file-tail-cache-enabled": "true",
+        "hive.orc.stripe-metadata-cache-enabled": "true",
+        "hive.file-handle-cache-enabled": "true",
     }
     queries.register_views(
         spark, lambda t: spark.read.format("tiered_hive").options(**options).load(f"{DATABASE}.{t}")

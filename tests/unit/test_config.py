@@ -71,6 +71,11 @@ EXPECTED_DEFAULTS = {
     "orc_file_tail_cache_enabled": True,
     "orc_file_tail_cache_size": 100 * 2**20,
     "orc_file_tail_cache_ttl": 6 * 3600.0,
+    "orc_stripe_metadata_cache_enabled": True,
+    "orc_stripe_footer_cache_size": 100 * 2**20,
+    "orc_stripe_footer_cache_ttl": 6 * 3600.0,
+    "orc_stripe_stream_cache_size": 300 * 2**20,
+    "orc_stripe_stream_cache_ttl": 6 * 3600.0,
     "file_handle_cache_enabled": True,
     "file_handle_cache_size": 256,
     "file_handle_cache_ttl": 600.0,
@@ -187,6 +192,36 @@ NON_DEFAULTS = {
         "1h",
         "orc_file_tail_cache_ttl",
         3600.0,
+    ),
+    "hive.orc.stripe-metadata-cache-enabled": (
+        "hive",
+        "false",
+        "orc_stripe_metadata_cache_enabled",
+        False,
+    ),
+    "hive.orc.stripe-footer-cache-size": (
+        "hive",
+        "8MB",
+        "orc_stripe_footer_cache_size",
+        8 * 2**20,
+    ),
+    "hive.orc.stripe-footer-cache-ttl-since-last-access": (
+        "hive",
+        "2h",
+        "orc_stripe_footer_cache_ttl",
+        7200.0,
+    ),
+    "hive.orc.stripe-stream-cache-size": (
+        "hive",
+        "32MB",
+        "orc_stripe_stream_cache_size",
+        32 * 2**20,
+    ),
+    "hive.orc.stripe-stream-cache-ttl-since-last-access": (
+        "hive",
+        "3h",
+        "orc_stripe_stream_cache_ttl",
+        3 * 3600.0,
     ),
     "hive.file-handle-cache-enabled": ("hive", "false", "file_handle_cache_enabled", False),
     "hive.file-handle-cache-size": ("hive", "16", "file_handle_cache_size", 16),
@@ -315,6 +350,11 @@ EXPECTED_NAMES = {
     "hive.orc.file-tail-cache-enabled",
     "hive.orc.file-tail-cache-size",
     "hive.orc.file-tail-cache-ttl-since-last-access",
+    "hive.orc.stripe-metadata-cache-enabled",
+    "hive.orc.stripe-footer-cache-size",
+    "hive.orc.stripe-footer-cache-ttl-since-last-access",
+    "hive.orc.stripe-stream-cache-size",
+    "hive.orc.stripe-stream-cache-ttl-since-last-access",
     "hive.file-handle-cache-enabled",
     "hive.file-handle-cache-size",
     "hive.file-handle-cache-ttl-since-last-access",
@@ -735,6 +775,11 @@ hive.parquet.metadata-cache-ttl-since-last-access=6h
 hive.orc.file-tail-cache-enabled=true
 hive.orc.file-tail-cache-size=100MB
 hive.orc.file-tail-cache-ttl-since-last-access=6h
+hive.orc.stripe-metadata-cache-enabled=true
+hive.orc.stripe-footer-cache-size=100MB
+hive.orc.stripe-footer-cache-ttl-since-last-access=6h
+hive.orc.stripe-stream-cache-size=300MB
+hive.orc.stripe-stream-cache-ttl-since-last-access=6h
 """
 
 

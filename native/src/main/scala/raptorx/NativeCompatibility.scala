@@ -77,6 +77,15 @@ final case class ReflectedField(owner: String, name: String, fieldType: String)
     f.setAccessible(true)
     f.get(instance).asInstanceOf[T]
   }
+
+  /** Set this field in `instance` (an instance of `owner`, or of a class extending it). */
+  def set(instance: AnyRef, value: AnyRef): Unit = {
+    val f = SparkInternal.load(owner, instance.getClass.getClassLoader).toOption.flatMap(find)
+      .getOrElse(throw new IllegalStateException(s"raptorx native: $owner has no field " +
+        s"'$name'; " + NativeCompatibility.RebuildHint))
+    f.setAccessible(true)
+    f.set(instance, value)
+  }
 }
 
 /**
@@ -195,6 +204,32 @@ object NativeCompatibility {
       sessionLocalTimeZone, largeVarTypes, pythonRunnerConf, jobArtifactUUID, sessionUUID)
   }
 
+  /** Spark's vectorized ORC reader, as `OrcSplitReader` builds it and
+   * `StripeCachingOrcReader` extends it. */
+  object OrcReader {
+    private val Orc = "org.apache.spark.sql.execution.datasources.orc."
+    val Owner: String = Orc + "OrcColumnarBatchReader"
+    val recordReader: ReflectedField = ReflectedField(Owner, "recordReader", "org.apache.orc.RecordReader")
+    private val Hadoop = "org.apache.hadoop.conf.Configuration"
+    lazy val Linked: Seq[SparkInternal] = Seq(
+      recordReader,
+      LinkedMethod(Owner, "<init>", Seq("int", "org.apache.spark.memory.MemoryMode")),
+      LinkedMethod(Owner, "initialize", Seq("org.apache.hadoop.mapreduce.InputSplit",
+        "org.apache.hadoop.mapreduce.TaskAttemptContext", "org.apache.orc.impl.OrcTail",
+        "org.apache.hadoop.hive.ql.io.sarg.SearchArgument")),
+      LinkedMethod(Owner, "initBatch", Seq("org.apache.orc.TypeDescription",
+        "org.apache.spark.sql.types.StructField[]", "int[]", "int[]",
+        "org.apache.spark.sql.catalyst.InternalRow")),
+      LinkedMethod(Orc + "OrcUtils$", "requestedColumnIds", Seq("boolean", StructType,
+        StructType, "org.apache.orc.TypeDescription", Hadoop), OptionType),
+      LinkedMethod(Orc + "OrcUtils$", "orcResultSchemaString", Seq("boolean", StructType,
+        StructType, StructType, Hadoop), StringType),
+      LinkedMethod(Orc + "OrcUtils$", "toCatalystSchema", Seq("org.apache.orc.TypeDescription"),
+        StructType),
+      LinkedMethod(Orc + "OrcFilters$", "createFilter", Seq(StructType, SeqType, OptionType),
+        OptionType))
+  }
+
   // `Linked` and `Expected` are lazy: an executor's first touch of this object may come from
   // `ReaderFactory` (the columnar reader), whose initializer reads the prefixes above and so
   // initializes this object; eager, `Expected` would read `ReaderFactory.All` while it is
@@ -302,7 +337,8 @@ object NativeCompatibility {
   }
 
   /** Everything the jar expects of Spark's internals. */
-  lazy val Expected: Seq[SparkInternal] = ReaderFactory.All ++ EvaluatorFactory.All ++ Linked
+  lazy val Expected: Seq[SparkInternal] =
+    ReaderFactory.All ++ EvaluatorFactory.All ++ Linked ++ OrcReader.Linked
 
   /** The pyspark the jar was built against ("unknown" for a jar built without build.sh). */
   lazy val builtAgainst: String = Try {

@@ -40,7 +40,8 @@ final case class CachedFile(
     counts: TaskCounts,
     capacity: Long = 0L,
     orcTails: OrcTailCache = null,
-    handles: FileHandles = null)
+    handles: FileHandles = null,
+    orcStripes: OrcStripeCache = null)
 
 /** Counts of one task, added to by its reading thread and the block fetchers. */
 final class TaskCounts {

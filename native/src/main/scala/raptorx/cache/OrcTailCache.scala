@@ -19,64 +19,44 @@ import org.apache.orc.impl.{OrcTail, ReaderImpl}
  *   local file's inode and times): another version of the file is another key, so a tail
  *   is never served for bytes it does not describe. Files without a comparable version are
  *   not cached: the reader hands no cache for them (`SplitServingReader`).
- * - The tail is kept as its serialized bytes and parsed again for each use: an `OrcTail`
- *   holds the reader that made it, which its split closes.
+ * - The tail is kept as its serialized bytes ([[KeptBytes]]) and parsed again for each use:
+ *   an `OrcTail` holds the reader that made it, which its split closes.
  * - Bounded by the bytes kept (`maxBytes`, least recently read dropped first) and by the
  *   time since an entry was last read (`ttlMillis`; 0: until evicted). A tail larger than
  *   the bound is not kept.
- * - A fault is a miss: bytes that no longer parse are dropped and the tail read again from
- *   the file (`orc_tail_cache.errors`).
+ * - A fault is a miss: bytes that changed since they were kept (their CRC-32) or no longer
+ *   parse are dropped and the tail read again from the file (`orc_tail_cache.errors`).
  *
  * Counts (per task, in its [[TaskCounts]]): `orc_tail_cache.hits`, `.misses`, `.stores`,
  * `.evictions`, `.errors`.
  */
 final class OrcTailCache(val maxBytes: Long, val ttlMillis: Long, clock: () => Long) {
-  private final class Entry(val bytes: Array[Byte], val fileLength: Long, val modified: Long,
-                            var lastRead: Long)
+  private val kept = new KeptBytes(maxBytes, ttlMillis, OrcTailCache.Counter, clock)
 
-  private val entries = new java.util.LinkedHashMap[String, Entry](16, 0.75f, true)
-  private var held = 0L
-
-  /** The cached tail of the file version `key`, parsed, or None (counted as a miss). */
-  def get(key: String, counts: TaskCounts): Option[OrcTail] = {
-    val now = clock()
-    val entry = entries.synchronized {
-      val e = entries.get(key)
-      if (e != null && ttlMillis > 0 && now - e.lastRead > ttlMillis) {
-        remove(key, e)
-        counts.add("orc_tail_cache.evictions")
-        null
-      } else {
-        if (e != null) e.lastRead = now
-        e
+  /** The cached tail of the file version `key` of `fileLength` bytes, parsed, or None
+   * (counted as a miss). */
+  def get(key: String, fileLength: Long, counts: TaskCounts): Option[OrcTail] = {
+    val tail = kept.get(key, counts).flatMap { case (bytes, modified) =>
+      try Some(parse(bytes, fileLength, modified)) catch {
+        case NonFatal(_) =>
+          kept.drop(key, bytes)
+          counts.add("orc_tail_cache.errors")
+          None
       }
     }
-    if (entry == null) {
-      counts.add("orc_tail_cache.misses")
-      return None
-    }
-    try {
-      val tail = parse(entry)
-      counts.add("orc_tail_cache.hits")
-      Some(tail)
-    } catch {
-      case NonFatal(_) =>
-        entries.synchronized(if (entries.get(key) eq entry) remove(key, entry))
-        counts.add("orc_tail_cache.errors")
-        counts.add("orc_tail_cache.misses")
-        None
-    }
+    counts.add(if (tail.isDefined) "orc_tail_cache.hits" else "orc_tail_cache.misses")
+    tail
   }
 
-  /** The tail in `entry`'s bytes. ORC deprecates this parse for its readers, which read a
-   * tail from the file; it is the one that takes a tail's serialized bytes (what LLAP's and
-   * Presto's tail caches keep), the form a tail outlives the reader that read it in. */
+  /** The tail in `bytes`. ORC deprecates this parse for its readers, which read a tail from
+   * the file; it is the one that takes a tail's serialized bytes (what LLAP's and Presto's
+   * tail caches keep), the form a tail outlives the reader that read it in. */
   @nowarn("cat=deprecation")
-  private def parse(entry: Entry): OrcTail =
-    ReaderImpl.extractFileTail(ByteBuffer.wrap(entry.bytes), entry.fileLength, entry.modified)
+  private def parse(bytes: Array[Byte], fileLength: Long, modified: Long): OrcTail =
+    ReaderImpl.extractFileTail(ByteBuffer.wrap(bytes), fileLength, modified)
 
-  /** Keep `tail`, read from the file version `key` of `fileLength` bytes. */
-  def put(key: String, tail: OrcTail, fileLength: Long, counts: TaskCounts): Unit = {
+  /** Keep `tail`, read from the file version `key`. */
+  def put(key: String, tail: OrcTail, counts: TaskCounts): Unit = {
     val bytes = try {
       val b = tail.getSerializedTail.duplicate()
       val out = new Array[Byte](b.remaining())
@@ -87,30 +67,15 @@ final class OrcTailCache(val maxBytes: Long, val ttlMillis: Long, clock: () => L
         counts.add("orc_tail_cache.errors")
         return
     }
-    if (bytes.length > maxBytes) return
-    entries.synchronized {
-      val old = entries.get(key)
-      if (old != null) remove(key, old)
-      entries.put(key, new Entry(bytes, fileLength, tail.getFileModificationTime, clock()))
-      held += bytes.length
-      val it = entries.entrySet().iterator()
-      while (held > maxBytes && it.hasNext) {
-        val eldest = it.next()
-        it.remove()
-        held -= eldest.getValue.bytes.length
-        counts.add("orc_tail_cache.evictions")
-      }
-    }
-    counts.add("orc_tail_cache.stores")
+    kept.put(key, bytes, tail.getFileModificationTime, counts)
   }
 
-  private def remove(key: String, e: Entry): Unit = {
-    entries.remove(key)
-    held -= e.bytes.length
-  }
+  /** Flip a byte of every kept tail (tests: a damaged entry is a counted miss); how many. */
+  def damageAll(): Int = kept.damageAll()
 }
 
 object OrcTailCache {
+  val Counter = "orc_tail_cache"
   @volatile private var shared: OrcTailCache = _
 
   /** This JVM's cache, with the latest plan's bounds (a plan with other bounds starts an
@@ -123,6 +88,9 @@ object OrcTailCache {
       shared
     }
   }
+
+  /** This JVM's cache as it is (tests), or null before any plan made one. */
+  def current: OrcTailCache = shared
 
   /** The key of a file version. */
   def key(url: String, size: Long, version: String): String = s"$url|$size|$version"

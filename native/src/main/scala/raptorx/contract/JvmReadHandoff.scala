@@ -51,6 +51,11 @@ object JvmReadHandoff {
    * stays idle (0: until evicted). */
   final case class FileHandleCache(maxIdle: Int, ttlMillis: Long)
 
+  /** The executor JVM's ORC stripe metadata cache: the bound in bytes and the time since
+   * last read (0: until evicted) of its stripe footers and of its index streams. */
+  final case class OrcStripeCache(footerBytes: Long, footerTtlMillis: Long, streamBytes: Long,
+                                  streamTtlMillis: Long)
+
   /** `format`: the files' format ([[Parquet]] or [[Orc]]), which of Spark's readers reads
    * them; `changedAdvice`: what to do about a file that changed after planning, with
    * [[PartitionPlaceholder]] where a split's partition name goes (null: none handed). */
@@ -60,7 +65,8 @@ object JvmReadHandoff {
                         splits: IndexedSeq[Option[SplitPlan]], flagsAt: Int,
                         format: String = Parquet, changedAdvice: String = null,
                         orcTails: Option[OrcTailCache] = None,
-                        fileHandles: Option[FileHandleCache] = None) {
+                        fileHandles: Option[FileHandleCache] = None,
+                        orcStripes: Option[OrcStripeCache] = None) {
     /** The changed-file advice for `split`, as the Python reader words it. */
     def adviceFor(split: SplitPlan): String =
       if (changedAdvice == null) DefaultAdvice
@@ -132,10 +138,14 @@ object JvmReadHandoff {
     val fileHandles = Option(node.get("file_handles")).filterNot(_.isNull).map { h =>
       FileHandleCache(h.get("max_idle").asInt(), h.get("ttl_ms").asLong())
     }
+    val orcStripes = Option(node.get("orc_stripe_cache")).filterNot(_.isNull).map { c =>
+      OrcStripeCache(c.get("footer_max_bytes").asLong(), c.get("footer_ttl_ms").asLong(),
+        c.get("stream_max_bytes").asLong(), c.get("stream_ttl_ms").asLong())
+    }
     val format = Option(str(node.get("format"))).getOrElse(Parquet)
     require(format == Parquet || format == Orc, s"unknown file format $format")
     Plan(node.get("partition_keys").elements().asScala.map(_.asText()).toIndexedSeq, cache,
       fragments, str(node.get("metrics")), hadoop, splits, flagsAt, format,
-      str(node.get("changed_advice")), orcTails, fileHandles)
+      str(node.get("changed_advice")), orcTails, fileHandles, orcStripes)
   }
 }

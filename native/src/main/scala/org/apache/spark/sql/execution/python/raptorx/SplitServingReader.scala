@@ -243,7 +243,7 @@ class SplitServingReader(
     }
     val values = parsed.get
     // Versions the JVM compares (an ETag, a local file's stat); an mtime alone is not cached,
-    // in the block cache, the ORC tail cache or the file handle cache.
+    // in the block cache, the ORC tail and stripe caches or the file handle cache.
     val comparable = split.version != null &&
       (split.version.startsWith("etag:") || split.version.startsWith("posix:"))
     val cache = plan.cache.filter(_ => fillCaches && split.key != null && comparable)
@@ -255,7 +255,10 @@ class SplitServingReader(
       plan.orcTails.filter(_ => orc && fillCaches && comparable)
         .map(t => raptorx.cache.OrcTailCache.shared(t.maxBytes, t.ttlMillis)).orNull,
       plan.fileHandles.filter(_ => comparable)
-        .map(h => raptorx.cache.FileHandles.shared(h.maxIdle, h.ttlMillis)).orNull)
+        .map(h => raptorx.cache.FileHandles.shared(h.maxIdle, h.ttlMillis)).orNull,
+      plan.orcStripes.filter(_ => orc && fillCaches && comparable)
+        .map(c => raptorx.cache.OrcStripeCache.shared(c.footerBytes, c.footerTtlMillis,
+          c.streamBytes, c.streamTtlMillis)).orNull)
     reading = (plan, split)
     val batches = try {
       val it = read.read(split, values, file, if (split.filtered) filter else None)
