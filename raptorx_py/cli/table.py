@@ -175,9 +175,11 @@ def cmd_table_show(args) -> int:
             record["absent"] = len(absent)
         print_json(record)
         return 1 if absent else 0
+    others = sorted({p.storage_format for p in parts if p.storage_format})
     print(
         f"{table.qualified_name} ({table.table_type}) at {table.location}, "
         f"{table.storage_format} files"
+        + (f" ({' and '.join(others)} in some partitions)" if others else "")
     )
     for c in table.columns:
         print(f"  {c.name} {c.type}")
@@ -189,9 +191,10 @@ def cmd_table_show(args) -> int:
         if args.partitions:
             for p in parts:
                 mark = f"  ABSENT: {absent[p.location]}" if p.location in absent else ""
+                own = f"  {p.storage_format}" if p.storage_format else ""
                 print(
                     f"  {'/'.join(str(v) for v in p.values)}  rows={p.row_count}  "
-                    f"{p.location}{mark}"
+                    f"{p.location}{own}{mark}"
                 )
     else:
         print(f"{table.parameters.get(NUM_ROWS_PARAM, '?')} rows")
@@ -242,6 +245,7 @@ def table_record(table, parts, *, with_partitions: bool) -> dict:
                 "values": list(p.values),
                 "rows": p.row_count,
                 "location": p.location,
+                "format": table.format_of(p),
             }
             for p in parts
         ]

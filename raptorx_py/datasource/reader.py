@@ -214,9 +214,12 @@ class TieredHiveReader(TaskReader):
                 partitions = [InputPartition(t) for t in specs]
             why_python = self._why_python()
             spark_reads = why_python is None
-            if self.table.storage_format != PARQUET and why_python is not None:
+            formats = {s.storage_format or self.table.storage_format for t in plan.tasks for s in t}
+            if formats - {PARQUET} and why_python is not None:
+                stored = " and ".join(sorted(formats - {PARQUET}))
                 raise UnsupportedFormatError(
-                    f"{self.table.qualified_name} is stored as {self.table.storage_format}, "
+                    f"{self.table.qualified_name} is stored as {stored}"
+                    f"{'' if formats == {self.table.storage_format} else ' in some partitions'}, "
                     f"whose files Spark's reader in the JVM reads; this read needs the Python "
                     f"reader, which reads Parquet only, because {why_python}"
                 )
@@ -279,6 +282,11 @@ class TieredHiveReader(TaskReader):
         # stored on first use, as the Python reader always has.
         first_use = self.settings.fragment_cache_store_on_first_use or self.aggregation is not None
         marked = False
+        # Every task's plan names every format of the scan: the JVM prepares its readers from
+        # the first task's.
+        formats = sorted(
+            {spec.split.storage_format or self.table.storage_format for t in specs for spec in t}
+        )
         for partition, task in zip(partitions, specs):
             store = [
                 fill
@@ -287,7 +295,9 @@ class TieredHiveReader(TaskReader):
                 for spec in task
             ]
             try:
-                mark = jvm_read_handoff.handoff_mark(self.settings, self.table, task, store)
+                mark = jvm_read_handoff.handoff_mark(
+                    self.settings, self.table, task, store, formats
+                )
             except (TypeError, ValueError):  # a partition value the JVM cannot be handed
                 counters.add("planning.jvm_read_refused")
                 continue

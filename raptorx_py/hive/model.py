@@ -48,6 +48,9 @@ class Partition:
     parameters: dict[str, str] = field(default_factory=dict)
     stats: dict[str, ColumnStats] = field(default_factory=dict)
     id: int | None = None
+    #: The format of its data files when it is not its table's (Hive keeps a storage
+    #: descriptor per partition): PARQUET or ORC; None: the table's.
+    storage_format: str | None = None
 
     @property
     def row_count(self) -> int | None:
@@ -91,6 +94,13 @@ class Table(TableShape):
     @property
     def is_partitioned(self) -> bool:
         return bool(self.partition_keys)
+
+    def format_of(self, partition: Partition | None) -> str:
+        """The format of the data files of ``partition`` of this table (None: the table's
+        own files, unpartitioned)."""
+        if partition is None or partition.storage_format is None:
+            return self.storage_format
+        return partition.storage_format
 
     def column(self, name: str) -> Column | None:
         for c in self.all_columns:

@@ -13,8 +13,10 @@ as ``fragment_handoff``'s is)::
 
     raptorx-parquet|<the plan, JSON in UTF-8, in hex>|<one flag per split>|
 
-The plan: ``format`` (the files' format, ``PARQUET`` or ``ORC``: Spark's Parquet or ORC
-reader reads them), ``partition_keys`` (the table's keys, in order),
+The plan: ``format`` (the table's files' format, ``PARQUET`` or ``ORC``: Spark's Parquet or
+ORC reader reads them), ``formats`` (every format the scan's splits are in: a table whose
+partitions mix formats needs both readers; each split in another format than the table's
+says its own, ``format``), ``partition_keys`` (the table's keys, in order),
 ``cache`` (the block cache's directory as the settings spell it, its block size, whether it
 is group-shared and its bound in bytes, which the JVM keeps to itself on a node where no
 Python store runs; null when the tier is off), ``fragments`` (what the JVM
@@ -133,6 +135,7 @@ def split_plan(split, settings: Settings, filtered: bool = True) -> dict[str, An
         "length": split.size - split.offset if split.length is None else split.length,
         "pv": [canonical_value(v) for v in split.partition_values],
         "filter": bool(filtered),
+        **({"format": split.storage_format} if split.storage_format else {}),
     }
 
 
@@ -141,16 +144,19 @@ def handoff_mark(
     table,
     specs: Sequence[Any],
     store: Sequence[bool] | None = None,
+    formats: Sequence[str] | None = None,
 ) -> str:
     """The mark of a task reading ``table`` (a ``hive.model.Table``; its format says which of
     Spark's readers reads its files): ``specs`` holds, per split, the ``read_spec.ReadSpec``
     of a split the JVM reads, or None for one the Python reader reads; ``store``, per split,
-    whether the JVM keeps its rows as its fragment entry (none by default)."""
+    whether the JVM keeps its rows as its fragment entry (none by default); ``formats``, every
+    format the scan's splits are in (default: the table's)."""
     stores = list(store) if store is not None else [False] * len(specs)
     partitioned = bool(table.partition_keys)
     plan = {
         "v": 1,
         "format": table.storage_format,
+        "formats": sorted(formats or [table.storage_format]),
         "partition_keys": [k.name for k in table.partition_keys],
         "changed_advice": changed_file_advice(
             table.qualified_name,

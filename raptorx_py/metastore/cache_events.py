@@ -113,6 +113,7 @@ def _same_write(held: Partition | None, pm: dict) -> bool:
         held is not None
         and held.id == pm.get("partId")
         and held.location == pm.get("location")
+        and held.storage_format == pm.get("format")
         and held.parameters.get(WRITE_ID_PARAM) == (None if write_id is None else str(write_id))
     )
 
@@ -120,4 +121,6 @@ def _same_write(held: Partition | None, pm: dict) -> bool:
 def _partition_from_message(pm: dict) -> Partition:
     write_id = pm.get("writeId")
     params = {} if write_id is None else {WRITE_ID_PARAM: str(write_id)}
-    return Partition(tuple(pm["values"]), pm["location"], params, {}, pm.get("partId"))
+    return Partition(
+        tuple(pm["values"]), pm["location"], params, {}, pm.get("partId"), pm.get("format")
+    )

@@ -40,8 +40,8 @@ EVENT_TYPES = {
     "CREATE_TABLE": "tableId, tableType, location",
     "ALTER_TABLE": "tableId, tableType, location, parameters (the keys set; null = removed)",
     "DROP_TABLE": "tableId, tableType, location",
-    "ADD_PARTITION": "tableId, partitions: [{partId, values, location, writeId}]",
-    "ALTER_PARTITION": "tableId, partitions: [{partId, values, location, writeId}]; when "
+    "ADD_PARTITION": "tableId, partitions: [{partId, values, location, writeId, format?}]",
+    "ALTER_PARTITION": "tableId, partitions: [{partId, values, location, writeId, format?}]; when "
     "only parameters changed, location is null and parameters holds the "
     "keys set (null = removed)",
     "DROP_PARTITION": "tableId, partitions: [{partId, values, location}]",
@@ -158,5 +158,11 @@ def partition_message(
     values: Sequence[str | None],
     location: str | None,
     write_id: int | None = None,
+    storage_format: str | None = None,
 ) -> dict[str, Any]:
-    return {"partId": part_id, "values": list(values), "location": location, "writeId": write_id}
+    """A partition in an event's message; ``format`` only for a partition whose files are
+    not in its table's format."""
+    message = {"partId": part_id, "values": list(values), "location": location, "writeId": write_id}
+    if storage_format is not None:
+        message["format"] = storage_format
+    return message

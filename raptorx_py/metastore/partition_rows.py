@@ -116,9 +116,16 @@ def insert_partitions(
             stored_parameters(p, write_id),
             dict(p.stats),
             part_id,
+            own_format(table, p),
         )
         for part_id, p in rows
     ]
+
+
+def own_format(table: Table, partition: Partition) -> str | None:
+    """The format ``partition`` keeps of its own: None when it is its table's."""
+    fmt = partition.storage_format
+    return None if fmt is None or fmt == table.storage_format else fmt
 
 
 def stored_parameters(partition: Partition, write_id: int | None) -> dict[str, str]:
@@ -137,7 +144,8 @@ def insert_partition_details(
     write_id: int | None = None,
 ) -> None:
     """Inside a write transaction: the parameters (plus ``writeId``) and statistics of the
-    partitions ``(part_id, partition)``, in at most two statements."""
+    partitions ``(part_id, partition)``, and the format of each partition whose files are
+    not in the table's (PARTITION_FORMATS), in at most three statements."""
     params = [
         (part_id, k, v) for part_id, p in rows for k, v in stored_parameters(p, write_id).items()
     ]
@@ -145,6 +153,11 @@ def insert_partition_details(
         sql.executemany(
             "INSERT INTO PARTITION_PARAMS (PART_ID, PARAM_KEY, PARAM_VALUE) VALUES (?, ?, ?)",
             params,
+        )
+    formats = [(part_id, fmt.lower()) for part_id, p in rows if (fmt := own_format(table, p))]
+    if formats:
+        sql.executemany(
+            "INSERT INTO PARTITION_FORMATS (PART_ID, INPUT_FORMAT) VALUES (?, ?)", formats
         )
     stats = [row for part_id, p in rows for row in stats_rows(part_id, table, p.stats, now)]
     if stats:

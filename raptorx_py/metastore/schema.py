@@ -13,13 +13,15 @@ expires after the expiring client's timeout, as before). 4 adds LOCK_TIMEOUTS (`
 the same for each lock request taken outside a transaction (one taken before the upgrade
 expires after the expiring client's timeout), and TXN_WRITE_PATHS, what each managed write
 created on storage (a write from before the upgrade recorded nothing: the cleaner leaves its
-directories). Partitions of managed tables record
+directories). 5 adds PARTITION_FORMATS (``DDL_V5``): the format of each partition whose files
+are not in its table's format. Partitions of managed tables record
 the write id that
 last wrote them as the partition parameter ``writeId`` (no column change: version 1 databases
 need no ALTER).
 
 Differences from HMS, on purpose: the storage descriptor is folded into TBLS/PARTITIONS
-(location and format only: every table here is Parquet), and column statistics keep one
+(location and format only: a table's format in TBLS, a partition's own in PARTITION_FORMATS),
+and column statistics keep one
 LOW_VALUE/HIGH_VALUE text pair in a canonical per-type form (see
 ``hive.column_types.encode_value``) instead of one column per value type.
 
@@ -28,7 +30,7 @@ type, substituted per backend. Times in the version 2 tables are milliseconds si
 (Hive's), except NOTIFICATION_LOG.EVENT_TIME, which is seconds (Hive's too).
 """
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 DDL_V1 = [
     """CREATE TABLE IF NOT EXISTS VERSION (
@@ -204,7 +206,16 @@ DDL_V4 = [
     "CREATE INDEX IF NOT EXISTS TXN_WRITE_PATHS_TABLE ON TXN_WRITE_PATHS (TWP_DATABASE, TWP_TABLE)",
 ]
 
-DDL = DDL_V1 + DDL_V2 + DDL_V3 + DDL_V4
+#: The format of each partition whose data files are not in its table's (Hive keeps a storage
+#: descriptor per partition; a table may hold ORC and Parquet partitions): one row per such
+#: partition, none for those in the table's format. Removed with the partition.
+DDL_V5 = [
+    """CREATE TABLE IF NOT EXISTS PARTITION_FORMATS (
+        PART_ID BIGINT PRIMARY KEY REFERENCES PARTITIONS (PART_ID) ON DELETE CASCADE,
+        INPUT_FORMAT TEXT NOT NULL)""",
+]
+
+DDL = DDL_V1 + DDL_V2 + DDL_V3 + DDL_V4 + DDL_V5
 
 #: Rows the version 2 tables need, inserted only where missing (portable: no upsert).
 SEED = [

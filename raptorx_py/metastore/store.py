@@ -75,6 +75,7 @@ from raptorx_py.metastore.partition_rows import (
     check_partition_values,
     insert_partition_details,
     insert_partitions,
+    own_format,
     stats_rows,
 )
 from raptorx_py.metastore.postgres import PostgresBackend
@@ -89,6 +90,17 @@ __all__ = [
     "backend_for_url",
     "open_metastore",
 ]
+
+
+def stored_format_of(stored: object, what: str) -> str:
+    """The format a stored INPUT_FORMAT names (PARQUET or ORC); ``MetastoreError`` naming
+    ``what`` for another."""
+    storage_format = str(stored).upper()
+    if storage_format not in FORMATS:
+        raise MetastoreError(
+            f"{what} is stored as {stored!r}: tiered_hive reads {' and '.join(FORMATS)} tables"
+        )
+    return storage_format
 
 
 class SqliteBackend:
@@ -404,12 +416,9 @@ class Metastore(MetastoreCatalog):
                     (f"{database}.{t}" for t in self.list_tables(database)),
                 )
             tbl_id, tbl_type, location, stored_format = row
-            storage_format = str(stored_format).upper()
-            if storage_format not in FORMATS:
-                raise MetastoreError(
-                    f"table {database}.{name} in {self.describe()} is stored as "
-                    f"{stored_format!r}: tiered_hive reads {' and '.join(FORMATS)} tables"
-                )
+            storage_format = stored_format_of(
+                stored_format, f"table {database}.{name} in {self.describe()}"
+            )
             columns = self._columns(
                 "SELECT COLUMN_NAME, TYPE_NAME FROM COLUMNS_V2 WHERE TBL_ID = ? "
                 "ORDER BY INTEGER_IDX",
@@ -615,12 +624,21 @@ class Metastore(MetastoreCatalog):
             )
             self.sql.execute("DELETE FROM PARTITION_PARAMS WHERE PART_ID = ?", (part_id,))
             self.sql.execute("DELETE FROM PART_COL_STATS WHERE PART_ID = ?", (part_id,))
+            self.sql.execute("DELETE FROM PARTITION_FORMATS WHERE PART_ID = ?", (part_id,))
             insert_partition_details(self.sql, current, [(part_id, partition)], now, write_id)
             append_partition_event(
                 self,
                 "ALTER_PARTITION",
                 current,
-                [partition_message(part_id, partition.values, partition.location, write_id)],
+                [
+                    partition_message(
+                        part_id,
+                        partition.values,
+                        partition.location,
+                        write_id,
+                        own_format(current, partition),
+                    )
+                ],
                 txn_id=txn_id,
                 write_id=write_id,
             )
@@ -682,7 +700,10 @@ class Metastore(MetastoreCatalog):
             self,
             "ADD_PARTITION",
             table,
-            [partition_message(p.id, p.values, p.location, write_id) for p in added],
+            [
+                partition_message(p.id, p.values, p.location, write_id, p.storage_format)
+                for p in added
+            ],
             txn_id=txn_id,
             write_id=write_id,
         )
@@ -698,10 +719,19 @@ class Metastore(MetastoreCatalog):
         checks that ``table`` is the table the snapshot was taken of (same id)."""
         check_snapshot_table(table, snapshot)
         with self.sql.lock:
-            parts = {
-                pid: loc
-                for pid, loc in self.sql.execute(
-                    "SELECT PART_ID, LOCATION FROM PARTITIONS WHERE TBL_ID = ? ORDER BY PART_NAME",
+            # Each partition's own format (PARTITION_FORMATS) in the same query: null for
+            # one in its table's format.
+            parts: dict[int, tuple[str, str | None]] = {
+                pid: (
+                    loc,
+                    None
+                    if fmt is None
+                    else stored_format_of(fmt, f"a partition of {table.qualified_name}"),
+                )
+                for pid, loc, fmt in self.sql.execute(
+                    "SELECT p.PART_ID, p.LOCATION, f.INPUT_FORMAT FROM PARTITIONS p "
+                    "LEFT JOIN PARTITION_FORMATS f ON f.PART_ID = p.PART_ID "
+                    "WHERE p.TBL_ID = ? ORDER BY p.PART_NAME",
                     (table.id,),
                 )
             }
@@ -731,8 +761,8 @@ class Metastore(MetastoreCatalog):
                     nulls, decode_value(lo, ctype), decode_value(hi, ctype)
                 )
             return [
-                Partition(tuple(values[pid]), loc, params[pid], stats[pid], pid)
-                for pid, loc in parts.items()
+                Partition(tuple(values[pid]), loc, params[pid], stats[pid], pid, fmt)
+                for pid, (loc, fmt) in parts.items()
             ]
 
     def set_partition_parameters(

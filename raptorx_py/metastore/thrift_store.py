@@ -698,7 +698,7 @@ class ThriftMetastore(MetastoreCatalog):
             values=[_value_out(v) for v in p.values],
             dbName=table.database,
             tableName=table.name,
-            sd=self._storage(table.columns, p.location, table.storage_format),
+            sd=self._storage(table.columns, p.location, table.format_of(p)),
             parameters=dict(p.parameters),
         )
 
@@ -803,7 +803,7 @@ class ThriftMetastore(MetastoreCatalog):
             for raw in raws:
                 values = tuple(_value_in(v) for v in raw.values)
                 pname = partition_name(table.partition_keys, values)
-                self._check_partition_format(table, pname, raw.sd)
+                own_format = self._partition_format(table, pname, raw.sd)
                 part_stats = {
                     o.colName: s
                     for o in stats.get(pname, ())
@@ -815,25 +815,27 @@ class ThriftMetastore(MetastoreCatalog):
                     dict(raw.parameters or {}),
                     part_stats,
                     int(raw.createTime),
+                    own_format,
                 )
             out.extend(by_name[n] for n in batch if n in by_name)
         return out
 
-    def _check_partition_format(self, table: Table, pname: str, sd: Any) -> None:
-        """A MetastoreError when partition ``pname``'s storage descriptor names another format
-        than its table's: each reader reads one format, and a partition read by the wrong
-        one would fail on every file (a table whose partitions mix formats is not read)."""
+    def _partition_format(self, table: Table, pname: str, sd: Any) -> str | None:
+        """The format partition ``pname``'s storage descriptor names when it is not its
+        table's (Hive keeps one per partition: a table may mix ORC and Parquet partitions),
+        else None; a MetastoreError naming the partition for a format tiered_hive does not
+        read."""
         serde = sd.serdeInfo.serializationLib if sd.serdeInfo else None
         if not sd.inputFormat and not serde:
-            return  # nothing recorded: the table's
+            return None  # nothing recorded: the table's
         own = format_of(sd.inputFormat, serde, None)
-        if own != table.storage_format:
+        if own is None:
             raise MetastoreError(
                 f"partition {pname} of {table.qualified_name} on the Hive Metastore "
-                f"{self.describe()} is stored as {own or sd.inputFormat or serde}, its table as "
-                f"{table.storage_format}: tiered_hive reads tables whose partitions share "
-                f"their table's format"
+                f"{self.describe()} is stored as {sd.inputFormat or serde}: tiered_hive reads "
+                f"{' and '.join(FORMATS)} files"
             )
+        return None if own == table.storage_format else own
 
     def get_partitions_by_filter(self, table: Table, filter_text: str) -> list[Partition]:
         """The partitions HMS selects with its filter language (``ds > "2024-01-01"``): one

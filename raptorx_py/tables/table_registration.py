@@ -119,13 +119,17 @@ def scan_table_directory(
         )
 
     reference = facts[all_files[0].path]
+    for d in dirs:
+        # Hive keeps a format per partition (its storage descriptor), not per file.
+        first = facts[d.files[0].path]
+        for f in d.files[1:]:
+            if facts[f.path].storage_format != first.storage_format:
+                raise LayoutError(
+                    f"file {join_url(scheme, f.path)} is {facts[f.path].storage_format}, but "
+                    f"{join_url(scheme, d.files[0].path)} is {first.storage_format}: a "
+                    f"partition's files have one format"
+                )
     for f in all_files[1:]:
-        if facts[f.path].storage_format != reference.storage_format:
-            raise LayoutError(
-                f"file {join_url(scheme, f.path)} is {facts[f.path].storage_format}, but "
-                f"{join_url(scheme, all_files[0].path)} is {reference.storage_format}: a "
-                f"table's files have one format"
-            )
         if facts[f.path].columns != reference.columns:
             raise SchemaError(
                 f"file {join_url(scheme, f.path)} has columns "
@@ -171,7 +175,11 @@ def scan_table_directory(
         stats, params = summarize(facts[f.path] for f in d.files)
         params[STATS_FILES_PARAM] = file_set_fingerprint(d.path, d.files)
         if keys:
-            partitions.append(Partition(d.values, join_url(scheme, d.path), params, stats))
+            fmt = facts[d.files[0].path].storage_format
+            own = None if fmt == reference.storage_format else fmt
+            partitions.append(
+                Partition(d.values, join_url(scheme, d.path), params, stats, None, own)
+            )
         else:
             table_stats = stats
             table_params.update(params)

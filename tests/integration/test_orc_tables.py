@@ -313,12 +313,55 @@ def test_an_orc_file_of_other_types_than_its_tables_fails_naming_it(spark, env, 
     assert f"ORC file holding other types than its table's file://{victim}" in str(e.value)
 
 
-def test_a_directory_mixing_orc_and_parquet_is_refused(env, tmp_path):
+def test_a_partition_mixing_orc_and_parquet_is_refused(env, tmp_path):
     root = tmp_path / "mixed"
     _write_pyarrow(str(root))
     pq.write_table(_arrow_table(9, random.Random(1)), str(root / "k=a" / "x.parquet"))
-    with env.metastore() as ms, pytest.raises(LayoutError, match="a table's files have one format"):
+    with env.metastore() as ms, pytest.raises(LayoutError, match="a partition's files have one"):
         register_external_table(ms, env.settings(), f"{env.unique_db('mixed')}.t", str(root))
+
+
+def test_a_table_whose_partitions_mix_orc_and_parquet_reads_each_with_its_reader(
+    spark, env, tmp_path, counted
+):
+    """Partition k=b in Parquet, k=a and k=c in ORC: registered with k=b's own format (Hive
+    keeps one per partition), every query equals Spark's own readers of each partition, in
+    Spark's Parquet and ORC readers in the JVM (no Python task), filters, pushed
+    aggregations and the caches included."""
+    root = tmp_path / "mixedparts"
+    rng = random.Random(5)
+    for n, key in enumerate(KEYS):
+        (root / f"k={key}").mkdir(parents=True)
+        rows = _arrow_table(n, rng).drop_columns(["ts"])  # one timestamp type in both
+        if key == "b":
+            pq.write_table(rows, str(root / f"k={key}" / "part-0.parquet"), row_group_size=700)
+        else:
+            orc.write_table(rows, str(root / f"k={key}" / "000000_0"), stripe_size=64 * 1024)
+    name = f"{env.unique_db('mixedparts')}.t"
+    with env.metastore() as ms:
+        table = register_external_table(ms, env.settings(), name, str(root))
+        own = {
+            p.values: p.storage_format for p in ms.list_partitions(ms.get_table(*name.split(".")))
+        }
+    assert table.storage_format == "ORC" and own == {("a",): None, ("b",): "PARQUET", ("c",): None}
+    base = spark.read.option("basePath", str(root))
+    base.orc([str(root / "k=a"), str(root / "k=c")]).unionByName(
+        base.parquet(str(root / "k=b"))
+    ).createOrReplaceTempView("mixed_spark")
+    tiers = {
+        "hive.orc.file-tail-cache-enabled": "true",
+        "hive.orc.stripe-metadata-cache-enabled": "true",
+        "hive.file-handle-cache-enabled": "true",
+        "fragment-result-cache.enabled": "true",
+        "fragment-result-cache.base-directory": str(tmp_path / "fragments"),
+    }
+    _view(spark, name, "mixed_ours", str(tmp_path / "cache"), **tiers)
+    for sql in (*(q for q in QUERIES if "ts" not in q), "SELECT id FROM {t} WHERE k = 'b'"):
+        with counted() as c:
+            got = _rows(spark, sql.format(t="mixed_ours"))
+        expected = _rows(spark, sql.format(t="mixed_spark"))
+        assert oracle.compare_results(expected, got, ordered=False) is None, sql
+        assert c.get("reader.python_tasks", 0) == 0, (sql, dict(c))
 
 
 #: Spark's types as Spark's ORC writer stores them, with values at their edges (nested types

@@ -293,7 +293,13 @@ def test_fed_events_publish_only_on_commit(writer, make_cache):
                 wid=wid,
                 tableId=table.id,
                 partitions=[
-                    {"partId": 999, "values": ["c"], "location": "file:///c", "writeId": wid}
+                    {
+                        "partId": 999,
+                        "values": ["c"],
+                        "location": "file:///c",
+                        "writeId": wid,
+                        "format": "ORC",  # a partition in another format than its table's
+                    }
                 ],
             ),
         ]
@@ -318,6 +324,7 @@ def test_fed_events_publish_only_on_commit(writer, make_cache):
         parts = cache.list_partitions(table, snapshot=after)
     assert t.n == 0 and values_of(parts) == ["a", "b", "c"]  # published, never read from the db
     assert parts[2].location == "file:///c" and parts[2].id == 999
+    assert parts[2].storage_format == "ORC" and parts[0].storage_format is None
 
 
 def test_a_duplicate_event_is_ignored(writer, make_cache):

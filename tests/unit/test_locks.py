@@ -457,7 +457,7 @@ def test_a_lock_taken_before_the_upgrade_expires_after_the_expiring_clients_time
         old.sql.execute("UPDATE VERSION SET SCHEMA_VERSION = 3")
     with open_ms(metastore_url, clock=clock, txn_timeout=TIMEOUT) as new:
         (version,) = new.sql.execute("SELECT SCHEMA_VERSION FROM VERSION").fetchone()
-        assert version == schema.SCHEMA_VERSION == 4
+        assert version == schema.SCHEMA_VERSION == 5
         assert not take(new, C(SR, "db.t")).acquired
         clock.advance(TIMEOUT + 1)
         assert take(new, C(SR, "db.t")).acquired

@@ -113,6 +113,42 @@ def test_a_table_keeps_its_file_format_on_every_backend(catalog):
     assert got.storage_format == "ORC" and got.columns == orc.columns
 
 
+def test_a_partition_keeps_its_own_file_format_on_every_backend(catalog, tmp_path):
+    """Hive keeps a format per partition: a Parquet partition of an ORC table reads back
+    as Parquet (added, listed, altered to ORC and back, and in the events), the others as
+    the table's (None)."""
+    catalog.create_database("db")
+    root = tmp_path.as_uri()
+    table = catalog.create_table(
+        dataclasses.replace(_table(), location=root, storage_format="ORC"),
+        [dataclasses.replace(_partition("a"), location=f"{root}/m=a", storage_format="PARQUET")],
+    )
+    added = catalog.add_partitions(
+        table,
+        [
+            Partition(("b",), f"{root}/m=b", {"numRows": "1"}, storage_format="PARQUET"),
+            Partition(("c",), f"{root}/m=c", {"numRows": "1"}, storage_format="ORC"),
+        ],
+    )
+    assert [p.storage_format for p in added] == ["PARQUET", None]
+
+    def formats():
+        return {p.values: p.storage_format for p in catalog.list_partitions(table)}
+
+    assert formats() == {("a",): "PARQUET", ("b",): "PARQUET", ("c",): None}
+    catalog.alter_partition(table, Partition(("a",), f"{root}/m=a", {"numRows": "2"}))
+    catalog.alter_partition(
+        table, Partition(("c",), f"{root}/m=c", {"numRows": "2"}, storage_format="PARQUET")
+    )
+    assert formats() == {("a",): None, ("b",): "PARQUET", ("c",): "PARQUET"}
+    assert table.format_of(None) == "ORC"
+    assert [table.format_of(p) for p in catalog.list_partitions(table)] == [
+        "ORC",
+        "PARQUET",
+        "PARQUET",
+    ]
+
+
 def test_a_table_stored_in_a_format_not_read_is_refused_naming_it(ms):
     ms.create_database("db")
     ms.create_table(_table())

@@ -80,11 +80,15 @@ def test_partition_changes_append_events(ms):
     ms.create_database("db")
     table = ms.create_table(managed_table())
     ms.add_partitions(table, [partition("a"), partition("b")])
-    ms.alter_partition(table, Partition(("a",), "file:///elsewhere", {"numRows": "5"}))
+    ms.alter_partition(
+        table, Partition(("a",), "file:///elsewhere", {"numRows": "5"}, storage_format="ORC")
+    )
     ms.drop_partitions(table, [("a",), ("b",)])
     events = get_notifications(ms, after_event_id=2)
     assert _types(events) == ["ADD_PARTITION", "ALTER_PARTITION", "DROP_PARTITION"]
+    assert "format" not in events[0].message["partitions"][0]  # the table's format
     assert events[1].message["partitions"][0]["location"] == "file:///elsewhere"
+    assert events[1].message["partitions"][0]["format"] == "ORC"
     assert [p["values"] for p in events[2].message["partitions"]] == [["a"], ["b"]]
     assert ms.list_partitions(table) == []
 

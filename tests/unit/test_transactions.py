@@ -316,7 +316,8 @@ def test_a_version_1_database_upgrades_in_place(metastore_url):
     with open_ms(metastore_url) as ms:
         assert ms.list_databases() == ["old"]
         (version,) = ms.sql.execute("SELECT SCHEMA_VERSION FROM VERSION").fetchone()
-        assert version == schema.SCHEMA_VERSION == 4
+        assert version == schema.SCHEMA_VERSION == 5
+        assert ms.sql.execute("SELECT COUNT(*) FROM PARTITION_FORMATS").fetchone()[0] == 0
         ms.create_table(managed_table(db="old"))
         txn = ms.open_transaction()
         assert ms.allocate_write_id(txn, "old", "t") == 1

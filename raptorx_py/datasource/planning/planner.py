@@ -141,6 +141,8 @@ class Split:
     #: some of the scan's always true there (``predicates.residual``: canonical order);
     #: None: the scan's data predicates.
     predicates: tuple | None = None
+    #: The format of its file when its partition's is not its table's (None: the table's).
+    storage_format: str | None = None
 
     @property
     def bytes(self) -> int:
@@ -222,6 +224,7 @@ def plan_scan(
                 row_count=p.row_count,
                 keys=table.partition_keys,
                 raw_values=p.values,
+                storage_format=p.storage_format,
             )
             for p in kept
         ]
@@ -459,6 +462,8 @@ class _Location:
     #: (empty: an unpartitioned table's location), for its Hive name (``name``).
     keys: tuple[Column, ...] = ()
     raw_values: tuple[str | None, ...] = ()
+    #: The partition's own format when it is not its table's (``Partition.storage_format``).
+    storage_format: str | None = None
 
     @property
     def name(self) -> str | None:
@@ -538,6 +543,7 @@ def _splits_of(
                 f.etag,
                 loc.values,
                 predicates=rest,
+                storage_format=loc.storage_format,
             )
             for f in files
         )

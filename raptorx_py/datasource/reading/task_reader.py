@@ -106,11 +106,12 @@ class TaskReader(DataSourceReader):
             if cached is not None and _same_schema(cached, spec.output_schema):
                 yield from cached
                 return
-        if spec.table.storage_format != PARQUET:
+        stored = spec.split.storage_format or spec.table.storage_format
+        if stored != PARQUET:
             raise UnsupportedFormatError(
-                f"{spec.table.qualified_name} is stored as {spec.table.storage_format}: its "
-                f"split {spec.split.url} reached the Python reader, which reads Parquet only "
-                f"(Spark's reader in the JVM reads the table's files)"
+                f"{spec.table.qualified_name} is stored as {stored} (the partition of "
+                f"{spec.split.url}): the split reached the Python reader, which reads Parquet "
+                f"only (Spark's reader in the JVM reads these files)"
             )
         counters.add("reader.fragments_computed")
         batches = read_split(

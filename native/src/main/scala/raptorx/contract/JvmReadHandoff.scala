@@ -27,12 +27,14 @@ object JvmReadHandoff {
    * never cached), byte range, partition values (canonical text, null for null), and
    * whether its rows need the scan's filters (false: no data predicate is left for it, and
    * its partition passed the partition filters at planning), and whether its rows are
-   * stored as its fragment entry (`FragmentStores`), and its partition's name (`k=v/...`;
-   * null for an unpartitioned table). */
+   * stored as its fragment entry (`FragmentStores`), its partition's name (`k=v/...`;
+   * null for an unpartitioned table), and its file's format ([[Parquet]] or [[Orc]]: its
+   * partition's, the table's unless the metastore gives the partition its own). */
   final case class SplitPlan(path: String, size: Long, version: String, etag: String,
                              key: String, start: Long, length: Long,
                              partitionValues: IndexedSeq[String], filtered: Boolean,
-                             store: Boolean, partition: String = null)
+                             store: Boolean, partition: String = null,
+                             format: String = Parquet)
 
   /** The block cache as the settings spell its base directory (null: the tier is off). */
   final case class BlockCache(baseDir: String, blockSize: Int, groupShared: Boolean,
@@ -56,8 +58,10 @@ object JvmReadHandoff {
   final case class OrcStripeCache(footerBytes: Long, footerTtlMillis: Long, streamBytes: Long,
                                   streamTtlMillis: Long)
 
-  /** `format`: the files' format ([[Parquet]] or [[Orc]]), which of Spark's readers reads
-   * them; `changedAdvice`: what to do about a file that changed after planning, with
+  /** `format`: the table's files' format ([[Parquet]] or [[Orc]]), which of Spark's readers
+   * reads them; `formats`: every format of the scan's splits (a table whose partitions mix
+   * formats needs both readers; a split says its own); `changedAdvice`: what to do about a
+   * file that changed after planning, with
    * [[PartitionPlaceholder]] where a split's partition name goes (null: none handed). */
   final case class Plan(partitionKeys: IndexedSeq[String], cache: Option[BlockCache],
                         fragments: Option[FragmentCache], metricsDir: String,
@@ -66,7 +70,8 @@ object JvmReadHandoff {
                         format: String = Parquet, changedAdvice: String = null,
                         orcTails: Option[OrcTailCache] = None,
                         fileHandles: Option[FileHandleCache] = None,
-                        orcStripes: Option[OrcStripeCache] = None) {
+                        orcStripes: Option[OrcStripeCache] = None,
+                        formats: Seq[String] = Seq(Parquet)) {
     /** The changed-file advice for `split`, as the Python reader words it. */
     def adviceFor(split: SplitPlan): String =
       if (changedAdvice == null) DefaultAdvice
@@ -124,14 +129,24 @@ object JvmReadHandoff {
     val hadoop = Option(node.get("hadoop")).map(_.properties().asScala.map { e =>
       e.getKey -> e.getValue.asText()
     }.toMap).getOrElse(Map.empty)
+    def known(f: String): String = {
+      require(f == Parquet || f == Orc, s"unknown file format $f")
+      f
+    }
+    val format = known(Option(str(node.get("format"))).getOrElse(Parquet))
+    val formats = Option(node.get("formats")).filterNot(_.isNull)
+      .map(_.elements().asScala.map(f => known(f.asText())).toSeq).getOrElse(Seq(format))
     val splits = node.get("splits").elements().asScala.map { s =>
       if (s.isNull) None
       else Some(SplitPlan(s.get("path").asText(), s.get("size").asLong(), str(s.get("version")),
         str(s.get("etag")), str(s.get("key")), s.get("start").asLong(), s.get("length").asLong(),
         s.get("pv").elements().asScala.map(str).toIndexedSeq,
         Option(s.get("filter")).forall(_.asBoolean(true)),
-        Option(s.get("store")).exists(_.asBoolean(false)), str(s.get("partition"))))
+        Option(s.get("store")).exists(_.asBoolean(false)), str(s.get("partition")),
+        Option(str(s.get("format"))).map(known).getOrElse(format)))
     }.toIndexedSeq
+    require(splits.flatten.forall(s => formats.contains(s.format)),
+      "a split's format is not among the plan's formats")
     val orcTails = Option(node.get("orc_tail_cache")).filterNot(_.isNull).map { t =>
       OrcTailCache(t.get("max_bytes").asLong(), t.get("ttl_ms").asLong())
     }
@@ -142,10 +157,8 @@ object JvmReadHandoff {
       OrcStripeCache(c.get("footer_max_bytes").asLong(), c.get("footer_ttl_ms").asLong(),
         c.get("stream_max_bytes").asLong(), c.get("stream_ttl_ms").asLong())
     }
-    val format = Option(str(node.get("format"))).getOrElse(Parquet)
-    require(format == Parquet || format == Orc, s"unknown file format $format")
     Plan(node.get("partition_keys").elements().asScala.map(_.asText()).toIndexedSeq, cache,
       fragments, str(node.get("metrics")), hadoop, splits, flagsAt, format,
-      str(node.get("changed_advice")), orcTails, fileHandles, orcStripes)
+      str(node.get("changed_advice")), orcTails, fileHandles, orcStripes, formats)
   }
 }

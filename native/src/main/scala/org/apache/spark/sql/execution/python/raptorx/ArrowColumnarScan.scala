@@ -56,12 +56,13 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
       val sample = plan.splits.flatten.headOption.map(_.path).getOrElse("file:///")
       val prepared = JvmFileRead.prepare(jvmReadSchema,
         facts.map(_.pushedFilters).getOrElse(Seq.empty), plan.partitionKeys, plan.hadoop, sample,
-        jvmAggregation, plan.format)
+        jvmAggregation, plan.formats)
       prepared.left.foreach { why =>
         // The Python reader reads Parquet only: an ORC scan Spark's reader cannot take fails.
-        if (plan.format == JvmReadHandoff.Orc) throw new UnsupportedOperationException(
-          s"tiered_hive: this table's files are ORC, which only Spark's ORC reader in the JVM " +
-            s"reads here, and it cannot read this scan: $why")
+        if (plan.formats.contains(JvmReadHandoff.Orc)) throw new UnsupportedOperationException(
+          s"tiered_hive: this table's files are ORC${if (plan.formats.size > 1) " in some " +
+            "partitions" else ""}, which only Spark's ORC reader in the JVM reads here, and it " +
+            s"cannot read this scan: $why")
       }
       prepared
     }
@@ -75,8 +76,8 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
   override def getMetaData(): Map[String, String] =
     facts.map(ScanReport.metadata(_, readSchema(), plan)).getOrElse(Map.empty) ++
       Map("Reader" -> sparkReader.fold(why => s"Python ($why)",
-        read => s"Spark's ${if (read.format == JvmReadHandoff.Orc) "ORC" else "Parquet"} " +
-          "reader in the JVM, through the block cache, for the splits the " +
+        read => s"Spark's ${read.formats.map(f => if (f == JvmReadHandoff.Orc) "ORC" else
+          "Parquet").mkString(" and ")} reader in the JVM, through the block cache, for the splits the " +
           "planner handed it" + (if (jvmAggregation.isDefined) ", aggregated in the JVM" else "") +
           "; Python for the rest"))
   override def description(): String =

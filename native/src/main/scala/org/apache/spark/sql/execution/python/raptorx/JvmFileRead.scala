@@ -49,8 +49,8 @@ import raptorx.contract.JvmReadHandoff
  * serves the table's scheme in this JVM (s3a's jars missing).
  */
 final class JvmFileRead private (
-    val format: String,
-    readerFunction: PartitionedFile => Iterator[InternalRow],
+    val formats: Seq[String],
+    readerFunctions: Map[String, PartitionedFile => Iterator[InternalRow]],
     partitionTypes: IndexedSeq[(Int, DataType)],
     outputOrder: Array[Int],
     predicate: Option[Expression],
@@ -105,7 +105,7 @@ final class JvmFileRead private (
       Array.empty[String], 0L, split.size, Map.empty)
     val batches = try {
       // Spark's readers return their batches typed as rows (the file formats' own cast).
-      readerFunction(partitioned).asInstanceOf[Iterator[Any]].map(_.asInstanceOf[ColumnarBatch])
+      readerFunctions(split.format)(partitioned).asInstanceOf[Iterator[Any]].map(_.asInstanceOf[ColumnarBatch])
     } catch {
       case NonFatal(e) =>
         CachedFiles.forget(path)
@@ -156,13 +156,13 @@ object JvmFileRead {
     case _ => new ParquetFileFormat()
   }
 
-  /** The reader of a scan of files of `format` whose output is `readSchema`, filtered by
-   * `filters`, over a table partitioned by `partitionKeys` whose store takes `hadoop`
-   * settings; or why not. */
+  /** The reader of a scan of files of `formats` (one reader function per format: a table's
+   * partitions may mix them) whose output is `readSchema`, filtered by `filters`, over a
+   * table partitioned by `partitionKeys` whose store takes `hadoop` settings; or why not. */
   def prepare(readSchema: StructType, filters: Seq[sources.Filter],
               partitionKeys: IndexedSeq[String], hadoop: Map[String, String],
               samplePath: String, aggregation: Option[raptorx.SplitAggregation] = None,
-              format: String = JvmReadHandoff.Parquet)
+              formats: Seq[String] = Seq(JvmReadHandoff.Parquet))
       : Either[String, JvmFileRead] = {
     val session = SparkSession.getActiveSession.orElse(SparkSession.getDefaultSession)
     if (session.isEmpty) return Left("no active Spark session")
@@ -177,8 +177,9 @@ object JvmFileRead {
     val dataSchema = StructType(dataFields)
     val partitionSchema = StructType(partitionFields)
     val readerSchema = StructType(dataFields ++ partitionFields)
-    val reader = fileFormat(format)
-    if (!reader.supportBatch(spark, readerSchema)) {
+    val unbatched = formats.find(f => !fileFormat(f).supportBatch(spark, readerSchema))
+    if (unbatched.isDefined) {
+      val format = unbatched.get
       val setting = if (format == JvmReadHandoff.Orc) "spark.sql.orc.enableVectorizedReader"
         else "spark.sql.parquet.enableVectorizedReader"
       return Left(s"Spark's vectorized ${format.toLowerCase} reader does not return batches " +
@@ -200,18 +201,21 @@ object JvmFileRead {
           "tables put hadoop-aws and the AWS SDK on Spark's classpath")
     }
     CachedFiles.configure(hadoopConf)
-    val function = ReaderFunctions.get(
-      ReaderFunctions.Key(spark.sparkContext, format, dataSchema, partitionSchema,
-        ReaderFunctions.digest(filters), spark.sessionState.conf.getAllConfs,
-        ReaderFunctions.digest(hadoopConf))) {
-      if (format == JvmReadHandoff.Orc) {
-        // Spark's ORC reader with the JVM's tail cache in front of its tail read.
-        OrcSplitReader.build(spark, dataSchema, partitionSchema, filters, hadoopConf)
-      } else reader.buildReaderWithPartitionValues(spark, dataSchema, partitionSchema,
-        dataSchema, filters, Map(FileFormat.OPTION_RETURNING_BATCH -> "true"), hadoopConf)
-    }
+    val functions = formats.distinct.map { format =>
+      format -> ReaderFunctions.get(
+        ReaderFunctions.Key(spark.sparkContext, format, dataSchema, partitionSchema,
+          ReaderFunctions.digest(filters), spark.sessionState.conf.getAllConfs,
+          ReaderFunctions.digest(hadoopConf))) {
+        if (format == JvmReadHandoff.Orc) {
+          // Spark's ORC reader with the JVM's tail and stripe caches in front of its reads.
+          OrcSplitReader.build(spark, dataSchema, partitionSchema, filters, hadoopConf)
+        } else fileFormat(format).buildReaderWithPartitionValues(spark, dataSchema,
+          partitionSchema, dataSchema, filters, Map(FileFormat.OPTION_RETURNING_BATCH -> "true"),
+          hadoopConf)
+      }
+    }.toMap
     val order = readSchema.fields.map(f => readerSchema.fieldNames.indexOf(f.name))
-    Right(new JvmFileRead(format, function,
+    Right(new JvmFileRead(formats.distinct, functions,
       partitionFields.map(f => (keyIndex(f.name), f.dataType)).toIndexedSeq, order, predicate,
       readSchema, aggregation))
   }

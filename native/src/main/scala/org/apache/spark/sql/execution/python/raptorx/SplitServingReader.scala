@@ -233,7 +233,7 @@ class SplitServingReader(
     if (chosen.isEmpty) return null
     val (plan, read, split) = chosen.get
     // The Python reader reads Parquet only: an ORC split's failures are the task's.
-    val orc = plan.format == JvmReadHandoff.Orc
+    val orc = split.format == JvmReadHandoff.Orc
     val parsed = read.partitionValues(split)
     if (parsed.isEmpty) {
       if (orc) throw new IllegalStateException(s"tiered_hive: the partition values of " +
