@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 
 _INTEGER_TYPES = {"tinyint", "smallint", "int", "bigint"}
 _DECIMAL_RE = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+_CHAR_VARCHAR_RE = re.compile(r"^(char|varchar)\(\s*(\d+)\s*\)$")
+
+#: The field metadata key by which Spark marks a string column declared ``char(n)`` or
+#: ``varchar(n)`` (``CharVarcharUtils.CHAR_VARCHAR_TYPE_STRING_METADATA_KEY``); its value is
+#: the declared type. Spark's analyzer pads a ``char(n)`` column's values to ``n`` when it
+#: reads them (``spark.sql.readSideCharPadding``) and pads literals compared with it.
+CHAR_VARCHAR_METADATA_KEY = "__CHAR_VARCHAR_TYPE_STRING"
 
 
 #: The widest decimal Spark has (and Arrow's decimal128).
@@ -80,6 +87,13 @@ def arrow_to_hive(t: pa.DataType, column: str = "?", physical_type: str | None =
     raise SchemaError(f"column '{column}' has Arrow type {t}, which tiered_hive does not support")
 
 
+def char_varchar(hive_type: str) -> str | None:
+    """``hive_type`` normalized (``char(5)``, ``varchar(4)``) when it is a char or varchar
+    type, else None. Spark reads both as strings, marked by ``CHAR_VARCHAR_METADATA_KEY``."""
+    m = _CHAR_VARCHAR_RE.match(hive_type.strip().lower())
+    return None if m is None else f"{m.group(1)}({int(m.group(2))})"
+
+
 def base_type(hive_type: str) -> str:
     return hive_type.split("(", 1)[0].strip().lower()
 
@@ -93,12 +107,16 @@ def is_exactly_comparable(hive_type: str) -> bool:
 
     Floating point is excluded (Spark orders NaN above everything and NaN = NaN is true;
     Arrow does neither), and so is timestamp (session time zone semantics); timestamp_ntz
-    has none, and compares as Spark does.
+    has none, and compares as Spark does. A char or varchar column's filters reach the
+    reader on its values as stored (Spark pads a char column above the scan, and compares
+    a padded value in its own filter, which is never pushed), compared as strings.
     """
     return base_type(hive_type) in _INTEGER_TYPES | {
         "decimal",
         "date",
         "string",
+        "char",
+        "varchar",
         "boolean",
         "timestamp_ntz",
     }
@@ -264,7 +282,9 @@ def check_partition_key_type(hive_type: str, key: str) -> str:
 
 
 def spark_type(hive_type: str):
-    """The Spark type of a Hive type string (no JVM needed, unlike Spark's DDL parser)."""
+    """The Spark type of a Hive type string (no JVM needed, unlike Spark's DDL parser):
+    ``char(n)`` and ``varchar(n)`` are strings, as Spark reads them (``spark_struct`` marks
+    their fields)."""
     from pyspark.sql import types as T
 
     simple = {
@@ -285,17 +305,31 @@ def spark_type(hive_type: str):
     t = hive_type.strip().lower()
     if t in simple:
         return simple[t]()
+    if char_varchar(t) is not None:
+        return T.StringType()
     m = _DECIMAL_RE.match(t)
     if m:
         return T.DecimalType(int(m.group(1)), int(m.group(2)))
     raise SchemaError(f"Hive type '{hive_type}' is not supported by tiered_hive")
 
 
-def spark_struct(columns) -> StructType:
-    """Spark schema (every field nullable) for ``(name, hive_type)`` columns."""
-    from pyspark.sql.types import StructField, StructType
+def spark_field(name: str, hive_type: str):
+    """The Spark field (nullable) of a column: a ``char(n)``/``varchar(n)`` column is a
+    string field whose metadata says its declared type, as Spark's own readers give it
+    (``CharVarcharUtils.replaceCharVarcharWithStringInSchema``)."""
+    from pyspark.sql.types import StructField
 
-    return StructType([StructField(c.name, spark_type(c.type), True) for c in columns])
+    declared = char_varchar(hive_type)
+    metadata = {CHAR_VARCHAR_METADATA_KEY: declared} if declared else None
+    return StructField(name, spark_type(hive_type), True, metadata)
+
+
+def spark_struct(columns) -> StructType:
+    """Spark schema (every field nullable) for ``(name, hive_type)`` columns
+    (``spark_field``)."""
+    from pyspark.sql.types import StructType
+
+    return StructType([spark_field(c.name, c.type) for c in columns])
 
 
 def arrow_type_for_spark(hive_type: str) -> pa.DataType:

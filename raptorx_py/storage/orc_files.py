@@ -17,14 +17,19 @@ no bounds, so a predicate on them never prunes.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.orc as orc
 import pyorc
 
-from raptorx_py.errors import CorruptFileError, is_storage_failure, translate_storage_error
-from raptorx_py.hive.column_types import arrow_to_hive
+from raptorx_py.errors import (
+    CorruptFileError,
+    SchemaError,
+    is_storage_failure,
+    translate_storage_error,
+)
+from raptorx_py.hive.column_types import arrow_to_hive, char_varchar
 from raptorx_py.hive.model import ColumnStats
 from raptorx_py.hive.storage_formats import ORC_MAGIC, PARQUET, format_of_file
 
@@ -42,12 +47,15 @@ _ORC_ERRORS = (
 @dataclass(frozen=True)
 class OrcTail:
     """What an ORC file's tail says of its rows; ``stats`` by top-level column, one for each
-    (``ColumnStats``: bounds None where not exact)."""
+    (``ColumnStats``: bounds None where not exact); ``orc_types`` ORC's own type of each
+    top-level column (``orc_type_text``), which says what Arrow's does not (``char(5)``,
+    ``varchar(4)``, ``uniontype<...>``)."""
 
     schema: pa.Schema
     num_rows: int
     num_stripes: int
     stats: dict[str, ColumnStats]
+    orc_types: dict[str, str] = field(default_factory=dict)
 
 
 #: The first date ORC's readers count alike in every calendar (the Gregorian reform).
@@ -97,6 +105,16 @@ def _statistics(reader: pyorc.Reader, column_id: int) -> dict:
         return {}
 
 
+def orc_type_text(t) -> str:
+    """ORC's text of the type pyorc describes as ``t``: ``char(5)``, ``varchar(4)``,
+    ``uniontype<int,string>``, ``decimal(10,3)``, ..."""
+    if t.kind == pyorc.TypeKind.CHAR:
+        return f"char({t.max_length})"
+    if t.kind == pyorc.TypeKind.VARCHAR:
+        return f"varchar({t.max_length})"
+    return str(t)
+
+
 def read_orc_tail(fs, path: str, *, url: str) -> OrcTail:
     """The tail of the ORC file ``path`` on ``fs``; ``CorruptFileError`` naming ``url`` when
     it is not readable ORC, the storage error (``translate_storage_error``) when the store
@@ -119,7 +137,8 @@ def read_orc_tail(fs, path: str, *, url: str) -> OrcTail:
                 )
                 for field in schema
             }
-            return OrcTail(schema, rows, stripes, stats)
+            orc_types = {name: orc_type_text(t) for name, t in fields.items()}
+            return OrcTail(schema, rows, stripes, stats, orc_types)
     except _ORC_ERRORS as e:
         if is_storage_failure(e):
             raise translate_storage_error(e, url) from e
@@ -138,12 +157,24 @@ def marked_ntz(field: pa.Field) -> bool:
     return marked == b"timestamp_ntz" and pa.types.is_integer(field.type)
 
 
-def orc_column_type(field: pa.Field) -> str:
-    """The Hive type of an ORC column pyarrow reads as ``field``, as Spark's ORC reader types
-    it (``OrcUtils.toCatalystType``): a column Spark's writer marked ``timestamp_ntz`` is
-    ``timestamp_ntz``; every other ORC timestamp (with or without local time zone, which
-    pyarrow reads in nanoseconds) is ``timestamp``; the rest maps as Parquet's columns do
-    (``hive.column_types.arrow_to_hive``)."""
+def orc_column_type(field: pa.Field, orc_type: str | None = None) -> str:
+    """The Hive type of an ORC column pyarrow reads as ``field`` and whose ORC type is
+    ``orc_type`` (``OrcTail.orc_types``), as Spark's ORC reader types it
+    (``OrcUtils.toCatalystSchema``): ``char(n)`` and ``varchar(n)`` keep their declared type
+    (pyarrow reads both as ``string``; Spark reads them as strings it marks with it); a
+    union is refused, since Spark's ORC reader does not read one; a column Spark's writer
+    marked ``timestamp_ntz`` is ``timestamp_ntz``; every other ORC timestamp (with or
+    without local time zone, which pyarrow reads in nanoseconds) is ``timestamp``; the rest
+    maps as Parquet's columns do (``hive.column_types.arrow_to_hive``)."""
+    declared = None if orc_type is None else char_varchar(orc_type)
+    if declared is not None:
+        return declared
+    if orc_type is not None and orc_type.startswith("uniontype<"):
+        raise SchemaError(
+            f"column '{field.name}' has ORC type {orc_type}: Spark's ORC reader does not "
+            f"read union types (spark.read.orc fails on them), and tiered_hive does not "
+            f"either; rewrite the column as one type, or as a struct of its alternatives"
+        )
     if marked_ntz(field):
         return "timestamp_ntz"
     if pa.types.is_timestamp(field.type):

@@ -75,7 +75,9 @@ def read_file_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
                 f"inside ACID columns): tiered_hive reads plain and insert-only tables only"
             )
         try:
-            orc_columns = tuple(Column(f.name, orc_column_type(f)) for f in tail.schema)
+            orc_columns = tuple(
+                Column(f.name, orc_column_type(f, tail.orc_types.get(f.name))) for f in tail.schema
+            )
         except SchemaError as e:
             raise SchemaError(f"file {url}: {e}") from e
         return _FileFacts(f, orc_columns, tail.num_rows, tail.stats, ORC)

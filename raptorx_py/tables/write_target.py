@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import LocationInUseError, NoSuchObjectError, SchemaError
+from raptorx_py.hive.column_types import char_varchar
 from raptorx_py.hive.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Table, TableShape
 from raptorx_py.hive.storage_formats import ORC, PARQUET
 from raptorx_py.metastore.store import Metastore
@@ -94,8 +95,8 @@ def resolve_target(
                 f"{qualified} is an EXTERNAL table: tiered_hive writes MANAGED "
                 f"tables only (an external table's files belong to its owner)"
             )
-        check_columns(table, columns)
         check_writable(qualified, table.all_columns, table.storage_format)
+        check_columns(table, columns)
         keys = tuple(k.name for k in table.partition_keys)
         if partition_by is not None and tuple(partition_by) != keys:
             raise SchemaError(
@@ -158,10 +159,20 @@ def check_location_free(settings: Settings, qualified: str, location: str) -> No
 
 
 def check_writable(qualified: str, columns: Sequence[Column], storage_format: str) -> None:
-    """A SchemaError for a column the table's format cannot hold as Spark reads it back: an
-    ORC file written here marks no timestamp as Spark's ``timestamp_ntz`` (pyarrow's ORC
-    writer sets no type attributes), and Spark's ORC reader reads an unmarked one only as
-    ``timestamp``."""
+    """A SchemaError for a column this write path does not write as Spark would: a
+    ``char(n)`` or ``varchar(n)`` column (Spark pads a char value to ``n`` and refuses a
+    longer value of either; here neither is done, so such a table is not written), and, in
+    an ORC table, a ``timestamp_ntz`` one (an ORC file written here marks no timestamp as
+    Spark's ``timestamp_ntz``: pyarrow's ORC writer sets no type attributes, and Spark's
+    ORC reader reads an unmarked one only as ``timestamp``)."""
+    declared = [f"{c.name} {c.type}" for c in columns if char_varchar(c.type) is not None]
+    if declared:
+        raise SchemaError(
+            f"{qualified} has char/varchar column(s) {', '.join(declared)}: tiered_hive does "
+            f"not write them (Spark pads a char value to its length and refuses a longer "
+            f"value of either; this write path does neither); write to a table whose "
+            f"columns are string"
+        )
     if storage_format != ORC:
         return
     ntz = [c.name for c in columns if c.type.strip().lower() == "timestamp_ntz"]

@@ -7,7 +7,8 @@
   ``CREATE TABLE ... USING parquet PARTITIONED BY``, ``INSERT``), in another Spark application
   (a child process: a session's catalog implementation is fixed when its JVM starts), reads
   through tiered_hive with the same rows as that application's ``spark.table``; so does one
-  stored as Hive stores ORC (``STORED AS ORC``: ORC's SerDe and input format).
+  stored as Hive stores ORC (``STORED AS ORC``: ORC's SerDe and input format), and a Hive
+  Parquet table's ``CHAR(5)`` column, padded on read as Spark pads it.
 - Another process's new partition is in the next query's answer, through HMS's notification
   log: the cache's TTL (1h) and background refresh (1h) would not show it.
 
@@ -137,6 +138,13 @@ HIVE_CATALOG_APP = textwrap.dedent(
         for r in spark.table("sparkdb.events_orc").collect()
     ]
     print("ORC " + json.dumps(sorted(rows, key=lambda r: r[0])), flush=True)
+    # Hive's char and varchar over a Parquet file holding them unpadded: Spark pads on read.
+    spark.sql(
+        "CREATE EXTERNAL TABLE sparkdb.chars (id INT, c CHAR(5), v VARCHAR(4)) "
+        f"STORED AS PARQUET LOCATION '{sys.argv[4]}'"
+    )
+    rows = [list(r) for r in spark.sql("SELECT id, c, v, c = 'ab' FROM sparkdb.chars").collect()]
+    print("CHARS " + json.dumps(sorted(rows, key=lambda r: r[0])), flush=True)
     spark.stop()
     """
 )
@@ -161,6 +169,18 @@ def as_rows(df) -> list[list]:
 def test_a_table_of_sparks_hive_catalog_reads_the_same_and_sees_new_partitions(
     spark, hms_uri, tmp_path
 ):
+    chars = tmp_path / "chars"
+    chars.mkdir()
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array([1, 2, 3, 4], pa.int32()),
+                "c": pa.array(["ab", "abcde", "", None]),
+                "v": pa.array(["abc", None, "ab  ", "abcd"]),
+            }
+        ),
+        chars / "part-0.parquet",
+    )
     done = subprocess.run(
         [
             sys.executable,
@@ -169,6 +189,7 @@ def test_a_table_of_sparks_hive_catalog_reads_the_same_and_sees_new_partitions(
             hms_uri,
             f"file://{tmp_path}/warehouse",
             spark_java_options(),
+            f"file://{chars}",
         ],
         capture_output=True,
         text=True,
@@ -192,6 +213,12 @@ def test_a_table_of_sparks_hive_catalog_reads_the_same_and_sees_new_partitions(
         assert catalog.get_table("sparkdb", "events_orc").storage_format == "ORC"
     assert as_rows(read("sparkdb.events_orc")) == expected
     assert read("sparkdb.events_orc").where("k = 2").count() == 2
+    # Hive's char(5) reads padded, as Spark's Hive catalog reads it, compared padded too.
+    padded = [x for x in done.stdout.splitlines() if x.startswith("CHARS ")]
+    assert json.loads(padded[0][len("CHARS ") :])[0] == [1, "ab   ", "abc", True]
+    read("sparkdb.chars").createOrReplaceTempView("hms_chars")
+    got = spark.sql("SELECT id, c, v, c = 'ab' FROM hms_chars").collect()
+    assert sorted(list(r) for r in got) == json.loads(padded[0][len("CHARS ") :])
 
     # Another process (this one, a client of the server) adds a partition with a new file.
     settings = load_settings(overrides=hms_options(hms_uri))

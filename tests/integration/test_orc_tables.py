@@ -383,28 +383,140 @@ AS t(id, i8, i16, i32, i64, f, d, d5, d18, d38, s, bin, b, day, ts, ntz)
 """
 
 
-def test_every_type_reads_as_sparks_orc_reader_reads_it_in_any_time_zone(spark, env, tmp_path):
+#: Every type ORC's C++ writer (pyorc) writes that Spark's ORC reader reads, by partition:
+#: ``k=old`` holds the dates before the Gregorian switch (no bounds: Spark's calendar may
+#: count them otherwise), ``k=new`` later ones (bounds kept, so statistics may prune).
+PYORC_SCHEMA = (
+    "struct<id:int,i8:tinyint,i16:smallint,i64:bigint,f:float,d:double,s:string,c:char(5),"
+    "v:varchar(4),bin:binary,b:boolean,day:date,ts:timestamp,"
+    "tl:timestamp with local time zone,d10:decimal(10,3),d38:decimal(38,6)>"
+)
+
+
+def _pyorc_rows(old: bool) -> list[tuple]:
+    """Four rows in ``PYORC_SCHEMA``'s order: edges, nulls, a short and a full char."""
+    utc = dt.UTC
+    base = 10 if old else 20
+    if old:
+        days = [dt.date(1, 1, 1), dt.date(1500, 3, 1), dt.date(1582, 10, 4), None]
+        times = [dt.datetime(1, 1, 1), dt.datetime(1500, 3, 1, 12), None, None]
+    else:
+        days = [dt.date(1582, 10, 15), dt.date(2024, 2, 29), dt.date(9999, 12, 31), None]
+        times = [dt.datetime(1900, 1, 1), dt.datetime(2024, 3, 10, 2, 30), None, None]
+    times = [t and t.replace(tzinfo=utc) for t in times]  # pyorc takes instants
+    columns = {
+        "id": [base, base + 1, base + 2, base + 3],
+        "i8": [-128, 127, None, 0],
+        "i16": [-32768, 32767, None, 0],
+        "i64": [-(2**63), 2**63 - 1, None, 0],
+        "f": [1.5, -0.0, None, float("inf")],
+        "d": [float("nan"), float("-inf"), None, 0.1],
+        "s": ["héllo", "", None, "x"],
+        "c": ["ab", "abcde", "", None],
+        "v": ["abc", "abcd", None, "ab  "],
+        "bin": [b"\x00\xff", b"", None, b"z"],
+        "b": [True, False, None, True],
+        "day": days,
+        "ts": times,
+        "tl": times,
+        "d10": [Decimal("9999999.999"), Decimal("-0.001"), None, Decimal(0)],
+        "d38": [Decimal("9" * 32 + ".999999"), Decimal("-0.000001"), None, Decimal(0)],
+    }
+    return list(zip(*columns.values(), strict=True))
+
+
+def _write_pyorc(root) -> None:
+    import pyorc
+
+    for key in ("old", "new"):
+        (root / f"k={key}").mkdir(parents=True)
+        with open(root / f"k={key}" / "000000_0", "wb") as f:
+            with pyorc.Writer(f, PYORC_SCHEMA, struct_repr=pyorc.StructRepr.TUPLE) as w:
+                w.writerows(_pyorc_rows(key == "old"))
+
+
+def _compare(spark, sqls, ours: str, theirs: str, why="") -> None:
+    for sql in sqls:
+        got = _rows(spark, sql.format(t=ours))
+        expected = _rows(spark, sql.format(t=theirs))
+        assert oracle.compare_results(expected, got, ordered=False) is None, (why, sql)
+
+
+def test_every_type_reads_as_sparks_orc_reader_reads_it_in_any_time_zone(
+    spark, env, tmp_path, counted
+):
+    """Spark's ORC writer's files, and ORC's C++ writer's (pyorc: char and varchar, a
+    timestamp with local time zone, dates before 1582), read as ``spark.read.orc`` reads
+    them in three session time zones; char values padded as Spark pads them, in filters
+    and pushed aggregations too, with the fragment result cache cold and warm."""
     root = str(tmp_path / "typed")
     spark.sql(TYPED_ROWS).repartition(1).write.orc(root)
-    name = f"{env.unique_db('orctypes')}.t"
+    cpp = tmp_path / "pyorc"
+    _write_pyorc(cpp)
+    name, cpp_name = f"{env.unique_db('orctypes')}.t", f"{env.unique_db('orccpp')}.t"
     with env.metastore() as ms:
         register_external_table(ms, env.settings(), name, root)
+        cpp_table = register_external_table(ms, env.settings(), cpp_name, str(cpp))
+    assert {c.name: c.type for c in cpp_table.columns}.items() >= {
+        ("c", "char(5)"),
+        ("v", "varchar(4)"),
+        ("tl", "timestamp"),
+    }
     zone = spark.conf.get("spark.sql.session.timeZone")
     try:
         for tz in ("UTC", "America/New_York", "Asia/Kolkata"):
             spark.conf.set("spark.sql.session.timeZone", tz)
             spark.read.orc(root).createOrReplaceTempView("typed_spark")
             _view(spark, name, "typed_ours")
-            for sql in (
-                "SELECT * FROM {t}",
-                "SELECT id, CAST(ts AS STRING), CAST(ntz AS STRING) FROM {t}",
+            typed = (
+                "SELECT *, CAST(ts AS STRING), CAST(ntz AS STRING) FROM {t}",
                 "SELECT id FROM {t} WHERE d18 > 0 OR i32 < 0 OR day < DATE '1582-10-15'",
-            ):
-                got = _rows(spark, sql.format(t="typed_ours"))
-                expected = _rows(spark, sql.format(t="typed_spark"))
-                assert oracle.compare_results(expected, got, ordered=False) is None, (tz, sql)
+            )
+            _compare(spark, typed, "typed_ours", "typed_spark", tz)
+            spark.read.orc(str(cpp)).createOrReplaceTempView("cpp_spark")
+            _view(spark, cpp_name, "cpp_ours")
+            cpp_sqls = ["SELECT *, CAST(ts AS STRING), CAST(tl AS STRING) FROM {t}"]
+            if tz == "UTC":  # old dates: statistics prune k=new only, by its bounds
+                cpp_sqls.append("SELECT id, day FROM {t} WHERE day < DATE '1582-10-15' OR d38 < 0")
+            _compare(spark, cpp_sqls, "cpp_ours", "cpp_spark", tz)
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
+    # char(5) as Spark reads it: padded above the scan (spark.sql.readSideCharPadding), and
+    # compared padded; pushed filters and aggregations see the values as stored, in both.
+    shown, matched, grouped = (
+        "SELECT id, c, length(c), c = 'ab', c > 'ab', v FROM {t} WHERE c = 'ab   ' OR c = ''",
+        "SELECT id, c FROM {t} WHERE v = 'abc' AND c = 'ab'",
+        "SELECT c, count(*), max(v) FROM {t} GROUP BY c",
+    )
+    fragments = {
+        "fragment-result-cache.enabled": "true",
+        "fragment-result-cache.base-directory": str(tmp_path / "fragments"),
+    }
+    runs, expected = [], {}
+    # Padding off, Spark groups by c as stored: the aggregation is pushed; then warm.
+    for padding, sqls in (
+        ("true", (shown, matched, grouped)),
+        ("false", (shown, grouped)),
+        ("false", (grouped,)),
+    ):
+        spark.conf.set("spark.sql.readSideCharPadding", padding)
+        try:  # a view keeps the plan analyzed when it is made: made anew
+            spark.read.orc(str(cpp)).createOrReplaceTempView("cpp_spark")
+            _view(spark, cpp_name, "cpp_ours", **fragments)
+            with counted() as c:
+                for sql in sqls:
+                    got = _rows(spark, sql.format(t="cpp_ours"))
+                    if (padding, sql) not in expected:
+                        expected[padding, sql] = _rows(spark, sql.format(t="cpp_spark"))
+                    diff = oracle.compare_results(expected[padding, sql], got, ordered=False)
+                    assert diff is None, (padding, sql)
+            runs.append(c)
+        finally:
+            spark.conf.unset("spark.sql.readSideCharPadding")
+    _, cold, warm = runs
+    assert cold["aggregation.jvm_splits"] > 0 and cold["fragment_cache.jvm_stores"] > 0, dict(cold)
+    assert warm["fragment_cache.jvm_hits"] == cold["fragment_cache.jvm_stores"], dict(warm)
+    assert all(c.get("reader.python_tasks", 0) == 0 for c in runs), runs
 
 
 @pytest.mark.s3

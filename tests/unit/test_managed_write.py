@@ -14,7 +14,7 @@ import pytest
 from raptorx_py.config import load_settings
 from raptorx_py.datasource.planning.planner import plan_scan
 from raptorx_py.errors import SchemaError
-from raptorx_py.hive.model import Column
+from raptorx_py.hive.model import MANAGED_TABLE, Column, Table
 from raptorx_py.metastore import transactions
 from raptorx_py.metastore.locks import (
     LockManager,
@@ -36,6 +36,7 @@ from raptorx_py.tables.rollback import abort_write
 from raptorx_py.tables.staging import staging_dir_name, staging_txn_id
 from raptorx_py.tables.task_files import write_task
 from raptorx_py.tables.write_job import begin_write
+from raptorx_py.tables.write_target import MANAGED_PARAMETERS
 from tests.support.counter_deltas import CounterDeltas
 from tests.support.fake_clock import FakeClock
 
@@ -359,6 +360,16 @@ def test_schema_and_table_kind_are_checked(setup):
         begin_write(ms, settings, "db", "t", COLUMNS[:2], False)
     with pytest.raises(SchemaError, match="not columns of the data"):
         begin_write(ms, settings, "db", "new", COLUMNS, False, ("nope",))
+    # A char/varchar column (a Hive Metastore's table, say): Spark would pad and check
+    # lengths, this path does neither, so it refuses the table, naming the columns.
+    chars = (Column("id", "bigint"), Column("c", "char(5)"), Column("v", "varchar(4)"))
+    location = f"file://{tmp}/warehouse/db.db/chars"
+    ms.create_table(Table("db", "chars", MANAGED_TABLE, location, chars, (), MANAGED_PARAMETERS))
+    for given in (chars, [Column(c.name, "string") for c in chars]):
+        with pytest.raises(
+            SchemaError, match=r"db.chars has char/varchar column\(s\) c char\(5\), v"
+        ):
+            begin_write(ms, settings, "db", "chars", given, False)
 
 
 def test_staging_names():

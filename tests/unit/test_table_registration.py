@@ -162,6 +162,57 @@ def test_orc_bounds_are_kept_only_where_exact_and_ordered_as_spark_orders():
     assert column_stats({"kind": k.LONG, "number_of_values": 0}, 4) == ColumnStats(4, None, None)
 
 
+def write_pyorc(path, schema: str, rows) -> str:
+    """One ORC file written by pyorc (ORC's C++ writer), whose ORC types pyarrow reads
+    partly (char/varchar as string, a union as Arrow's union)."""
+    import pyorc
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f, pyorc.Writer(f, schema) as w:
+        for row in rows:
+            w.write(row)
+    return path
+
+
+def test_orc_char_and_varchar_register_as_declared_and_read_as_marked_strings(tmp_path, env, ms):
+    from pyspark.sql.types import StringType
+
+    from raptorx_py.hive.column_types import CHAR_VARCHAR_METADATA_KEY, spark_struct
+
+    root = tmp_path / "t"
+    write_pyorc(
+        str(root / "000000_0"),
+        "struct<id:int,c:char(5),v:varchar(4),s:string>",
+        [(1, "ab", "abc", "x"), (2, None, None, None)],
+    )
+    t = register_external_table(ms, env.settings(), f"{env.unique_db()}.t", str(root))
+    assert [(c.name, c.type) for c in t.columns] == [
+        ("id", "int"),
+        ("c", "char(5)"),
+        ("v", "varchar(4)"),
+        ("s", "string"),
+    ]
+    # Strings, marked as Spark's own readers mark them (its analyzer pads char on read).
+    fields = {f.name: f for f in spark_struct(t.columns).fields}
+    assert all(fields[n].dataType == StringType() for n in "cvs")
+    assert fields["c"].metadata == {CHAR_VARCHAR_METADATA_KEY: "char(5)"}
+    assert fields["v"].metadata == {CHAR_VARCHAR_METADATA_KEY: "varchar(4)"}
+    assert fields["s"].metadata == {} and fields["id"].metadata == {}
+
+
+def test_an_orc_union_column_is_refused_naming_it_and_why(tmp_path, env, ms):
+    root = tmp_path / "t"
+    bad = write_pyorc(
+        str(root / "000000_0"), "struct<id:int,u:uniontype<int,string>>", [(1, 7), (2, "x")]
+    )
+    with pytest.raises(
+        SchemaError,
+        match=rf"file file://{bad}: column 'u' has ORC type uniontype<int,string>: Spark's "
+        r"ORC reader does not read union types",
+    ):
+        register_external_table(ms, env.settings(), f"{env.unique_db()}.t", str(root))
+
+
 def test_a_corrupt_orc_file_names_the_file_and_changes_nothing(tmp_path, env, ms):
     root = str(tmp_path / "t")
     write_orc_partition(root, "m=1", [1, 2])

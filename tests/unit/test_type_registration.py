@@ -236,6 +236,11 @@ def test_which_partition_key_and_column_filters_are_evaluated_here():
     # No time zone is involved in timestamp_ntz: compared exactly, here as in Spark.
     assert preds.is_exact(preds.Comparison("<", "n", dt.datetime(2020, 1, 1)), types, keys)
     assert not preds.is_exact(preds.Comparison("<", "t", dt.datetime(2020, 1, 1)), types, keys)
+    # char/varchar: their filters reach the reader on the values as stored (Spark pads a
+    # char above the scan, and never pushes its padded comparisons), compared as strings.
+    chars = {"c": "char(5)", "v": "varchar(4)"}
+    assert preds.is_exact(preds.Comparison("=", "c", "ab"), chars, set())
+    assert preds.is_exact(preds.StringMatch("starts", "v", "a"), chars, set())
     batch = pa.record_batch(
         {
             "n": pa.array(
