@@ -372,7 +372,8 @@ def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
         "create_table", raw_table("o", [("a", "int")], orc_input, {}, orc_serde, orc_output)
     )
     assert ms.get_table(db, "o").storage_format == "ORC"
-    # A partition whose storage descriptor names another format than its table's is refused.
+    # A partition whose storage descriptor names another format than its table's keeps it;
+    # one in a format tiered_hive does not read is refused, naming it.
     parted = raw_table("op", [("a", "int")], orc_input, {}, orc_serde, orc_output)
     parted.partitionKeys = [t.FieldSchema("k", "string", None)]
     ms.backend.call("create_table", parted)
@@ -381,8 +382,15 @@ def test_tables_tiered_hive_cannot_read_are_refused_naming_why(ms):
     ms.backend.call(
         "add_partition", t.Partition(values=["1"], dbName=db, tableName="op", sd=part_sd)
     )
-    with pytest.raises(MetastoreError, match="partition k=1 of .*op .* stored as PARQUET, its "):
-        ms.list_partitions(ms.get_table(db, "op"))
+    text_sd = raw_table("y", [("a", "int")], "org.apache.hadoop.mapred.TextInputFormat", {}).sd
+    ms.backend.call(
+        "add_partition", t.Partition(values=["2"], dbName=db, tableName="op", sd=text_sd)
+    )
+    op = ms.get_table(db, "op")
+    got = ms.get_partitions_by_names(op, ["k=1"])
+    assert [(p.values, p.storage_format) for p in got] == [(("1",), "PARQUET")]
+    with pytest.raises(MetastoreError, match="partition k=2 of .*op .* stored as .*TextInput"):
+        ms.list_partitions(op)
     # (Hive 2.3 takes a full-ACID table only bucketed and stored as ORC.)
     acid = {"transactional": "true"}
     ms.backend.call(
