@@ -16,21 +16,22 @@ as ``fragment_handoff``'s is)::
 The plan: ``format`` (the table's files' format, ``PARQUET`` or ``ORC``: Spark's Parquet or
 ORC reader reads them), ``formats`` (every format the scan's splits are in: a table whose
 partitions mix formats needs both readers; each split in another format than the table's
-says its own, ``format``), ``partition_keys`` (the table's keys, in order),
-``cache`` (the block cache's directory as the settings spell it, its block size, whether it
-is group-shared and its bound in bytes, which the JVM keeps to itself on a node where no
-Python store runs; null when the tier is off), ``fragments`` (what the JVM
-needs to store a split's fragment result cache entry, ``FragmentStores.scala``: the
-largest entry, the time to live in milliseconds (0: none), the cache's size bound and
-whether it is group-shared; null when the tier is off), ``orc_tail_cache`` (the bound in
-bytes and the time to live since last access, in milliseconds, of the executor JVM's
-cache of ORC file tails, ``OrcTailCache.scala``; null when the tier is off; Parquet files
-ignore it), ``orc_stripe_cache`` (the bounds in bytes and times to live since last
-access, in milliseconds, of the executor JVM's ORC stripe footers and index streams,
-``OrcStripeCache.scala``; null when the tier is off), ``file_handles`` (the most open
-files the executor JVM keeps idle and the time one stays idle, in milliseconds,
-``FileHandles.scala``; null when the tier is off), ``metrics`` (the metrics
-directory), ``hadoop`` (settings the JVM's file system for the table's store needs:
+says its own, ``format``), ``data_schema`` (the table's data columns as Spark's DDL:
+Spark's ORC reader reads a file of old Hive by position in them), ``partition_keys`` (the
+table's keys, in order), ``cache`` (the block cache's directory as the settings spell it,
+its block size, whether it is group-shared and its bound in bytes, which the JVM keeps to
+itself on a node where no Python store runs; null when the tier is off), ``fragments``
+(what the JVM needs to store a split's fragment result cache entry,
+``FragmentStores.scala``: the largest entry, the time to live in milliseconds (0: none),
+the cache's size bound and whether it is group-shared; null when the tier is off),
+``orc_tail_cache`` (the bound in bytes and the time to live since last access, in
+milliseconds, of the executor JVM's cache of ORC file tails, ``OrcTailCache.scala``; null
+when the tier is off; Parquet files ignore it), ``orc_stripe_cache`` (the bounds in bytes
+and times to live since last access, in milliseconds, of the executor JVM's ORC stripe
+footers and index streams, ``OrcStripeCache.scala``; null when the tier is off),
+``file_handles`` (the most open files the executor JVM keeps idle and the time one stays
+idle, in milliseconds, ``FileHandles.scala``; null when the tier is off), ``metrics`` (the
+metrics directory), ``hadoop`` (settings the JVM's file system for the table's store needs:
 ``fs.s3a.*`` from ``hive.s3.*``) and ``splits``: per split either null (the Python reader
 reads it) or its Hadoop path, size, version, ETag, block key (``block_cache.block_key``;
 null: never cached), byte range, partition values (canonical text, below) and whether any
@@ -139,6 +140,12 @@ def split_plan(split, settings: Settings, filtered: bool = True) -> dict[str, An
     }
 
 
+def data_schema_ddl(table) -> str:
+    """The table's data columns as Spark's DDL (Hive's type names are Spark's): ORC files
+    of old Hive, whose columns are ``_col0``, ``_col1``..., are read by position in it."""
+    return ", ".join(f"`{c.name.replace('`', '``')}` {c.type}" for c in table.columns)
+
+
 def handoff_mark(
     settings: Settings,
     table,
@@ -157,6 +164,7 @@ def handoff_mark(
         "v": 1,
         "format": table.storage_format,
         "formats": sorted(formats or [table.storage_format]),
+        "data_schema": data_schema_ddl(table),
         "partition_keys": [k.name for k in table.partition_keys],
         "changed_advice": changed_file_advice(
             table.qualified_name,

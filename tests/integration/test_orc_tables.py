@@ -444,6 +444,35 @@ def _compare(spark, sqls, ours: str, theirs: str, why="") -> None:
         assert oracle.compare_results(expected, got, ordered=False) is None, (why, sql)
 
 
+def test_an_orc_file_of_old_hive_is_read_by_column_position(spark, env, tmp_path):
+    """Old Hive wrote ORC columns as ``_col0``, ``_col1``...: Spark's ORC reader reads them by
+    position in the table's data columns, so any subset of them, in any order, reads as
+    ``spark.read.orc`` reads it (given the pruned columns alone, it refused)."""
+    import pyorc
+
+    root = tmp_path / "oldhive"
+    root.mkdir()
+    with (
+        open(root / "000000_0", "wb") as f,
+        pyorc.Writer(f, "struct<_col0:bigint,_col1:string,_col2:double>") as w,
+    ):
+        for i in range(50):
+            w.write((i, f"v{i}", i / 4))
+    name = f"{env.unique_db('oldhive')}.t"
+    with env.metastore() as ms:
+        register_external_table(ms, env.settings(), name, str(root))
+    spark.read.orc(str(root)).createOrReplaceTempView("oldhive_spark")
+    _view(spark, name, "oldhive_ours")
+    for sql in (
+        "SELECT _col2 FROM {t}",
+        "SELECT _col1, _col0 FROM {t} WHERE _col0 > 40",
+        "SELECT count(*), sum(_col2) FROM {t}",
+    ):
+        got = _rows(spark, sql.format(t="oldhive_ours"))
+        expected = _rows(spark, sql.format(t="oldhive_spark"))
+        assert oracle.compare_results(expected, got, ordered=False) is None, sql
+
+
 def test_every_type_reads_as_sparks_orc_reader_reads_it_in_any_time_zone(
     spark, env, tmp_path, counted
 ):

@@ -60,7 +60,8 @@ object JvmReadHandoff {
 
   /** `format`: the table's files' format ([[Parquet]] or [[Orc]]), which of Spark's readers
    * reads them; `formats`: every format of the scan's splits (a table whose partitions mix
-   * formats needs both readers; a split says its own); `changedAdvice`: what to do about a
+   * formats needs both readers; a split says its own); `dataSchemaDdl`: the table's data
+   * columns as Spark's DDL (null: not handed); `changedAdvice`: what to do about a
    * file that changed after planning, with
    * [[PartitionPlaceholder]] where a split's partition name goes (null: none handed). */
   final case class Plan(partitionKeys: IndexedSeq[String], cache: Option[BlockCache],
@@ -71,7 +72,8 @@ object JvmReadHandoff {
                         orcTails: Option[OrcTailCache] = None,
                         fileHandles: Option[FileHandleCache] = None,
                         orcStripes: Option[OrcStripeCache] = None,
-                        formats: Seq[String] = Seq(Parquet)) {
+                        formats: Seq[String] = Seq(Parquet),
+                        dataSchemaDdl: String = null) {
     /** The changed-file advice for `split`, as the Python reader words it. */
     def adviceFor(split: SplitPlan): String =
       if (changedAdvice == null) DefaultAdvice
@@ -159,6 +161,7 @@ object JvmReadHandoff {
     }
     Plan(node.get("partition_keys").elements().asScala.map(_.asText()).toIndexedSeq, cache,
       fragments, str(node.get("metrics")), hadoop, splits, flagsAt, format,
-      str(node.get("changed_advice")), orcTails, fileHandles, orcStripes, formats)
+      str(node.get("changed_advice")), orcTails, fileHandles, orcStripes, formats,
+      str(node.get("data_schema")))
   }
 }

@@ -56,7 +56,7 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
       val sample = plan.splits.flatten.headOption.map(_.path).getOrElse("file:///")
       val prepared = JvmFileRead.prepare(jvmReadSchema,
         facts.map(_.pushedFilters).getOrElse(Seq.empty), plan.partitionKeys, plan.hadoop, sample,
-        jvmAggregation, plan.formats)
+        jvmAggregation, plan.formats, ArrowColumnarScan.dataSchema(plan.dataSchemaDdl))
       prepared.left.foreach { why =>
         // The Python reader reads Parquet only: an ORC scan Spark's reader cannot take fails.
         if (plan.formats.contains(JvmReadHandoff.Orc)) throw new UnsupportedOperationException(
@@ -92,6 +92,14 @@ class ArrowColumnarScan(inner: Scan, statistics: Option[Statistics] = None,
 }
 
 object ArrowColumnarScan {
+  /** The table's data columns from the plan's DDL (char and varchar as Spark reads them:
+   * strings), or None when the plan has none or it does not parse. */
+  def dataSchema(ddl: String): Option[StructType] =
+    Option(ddl).filter(_.nonEmpty).flatMap { text =>
+      scala.util.Try(org.apache.spark.sql.catalyst.util.CharVarcharUtils
+        .replaceCharVarcharWithStringInSchema(StructType.fromDDL(text))).toOption
+    }
+
   private val Unknown: Statistics = new Statistics {
     override def sizeInBytes(): java.util.OptionalLong = java.util.OptionalLong.empty()
     override def numRows(): java.util.OptionalLong = java.util.OptionalLong.empty()

@@ -162,7 +162,8 @@ object JvmFileRead {
   def prepare(readSchema: StructType, filters: Seq[sources.Filter],
               partitionKeys: IndexedSeq[String], hadoop: Map[String, String],
               samplePath: String, aggregation: Option[raptorx.SplitAggregation] = None,
-              formats: Seq[String] = Seq(JvmReadHandoff.Parquet))
+              formats: Seq[String] = Seq(JvmReadHandoff.Parquet),
+              tableDataSchema: Option[StructType] = None)
       : Either[String, JvmFileRead] = {
     val session = SparkSession.getActiveSession.orElse(SparkSession.getDefaultSession)
     if (session.isEmpty) return Left("no active Spark session")
@@ -201,14 +202,19 @@ object JvmFileRead {
           "tables put hadoop-aws and the AWS SDK on Spark's classpath")
     }
     CachedFiles.configure(hadoopConf)
+    // ORC files of old Hive (columns `_col0`...) are read by position in the table's data
+    // columns, which Spark's ORC reader is then given whole, as its own scans give it.
+    val fullData = tableDataSchema.filter(t => dataFields.forall(f => t.fieldNames.contains(f.name)))
+      .getOrElse(dataSchema)
     val functions = formats.distinct.map { format =>
+      val whole = if (format == JvmReadHandoff.Orc) fullData else dataSchema
       format -> ReaderFunctions.get(
         ReaderFunctions.Key(spark.sparkContext, format, dataSchema, partitionSchema,
           ReaderFunctions.digest(filters), spark.sessionState.conf.getAllConfs,
-          ReaderFunctions.digest(hadoopConf))) {
+          ReaderFunctions.digest(hadoopConf), whole)) {
         if (format == JvmReadHandoff.Orc) {
           // Spark's ORC reader with the JVM's tail and stripe caches in front of its reads.
-          OrcSplitReader.build(spark, dataSchema, partitionSchema, filters, hadoopConf)
+          OrcSplitReader.build(spark, whole, dataSchema, partitionSchema, filters, hadoopConf)
         } else fileFormat(format).buildReaderWithPartitionValues(spark, dataSchema,
           partitionSchema, dataSchema, filters, Map(FileFormat.OPTION_RETURNING_BATCH -> "true"),
           hadoopConf)
@@ -238,7 +244,8 @@ object JvmFileRead {
     val MaxKept = 64
     final case class Key(context: SparkContext, format: String, dataSchema: StructType,
                          partitionSchema: StructType, filtersDigest: String,
-                         sqlConf: Map[String, String], hadoopDigest: String)
+                         sqlConf: Map[String, String], hadoopDigest: String,
+                         tableDataSchema: StructType)
 
     private val kept = new java.util.LinkedHashMap[Key, PartitionedFile => Iterator[InternalRow]](
       16, 0.75f, true) {

@@ -36,14 +36,18 @@ import raptorx.cache.{CachedFiles, OrcStripeCache, OrcTailCache, StripeCachingDa
  * evolution by name or position) is Spark's, given the tail as Spark gives it the one it
  * read (`initialize(split, context, tail, sarg)`).
  *
+ * `dataSchema` is the table's data columns, `requiredSchema` those the scan reads: a file
+ * written by old Hive names its columns `_col0`, `_col1`... and is read by position in the
+ * whole data schema, as Spark does.
+ *
  * Only the batch path: [[JvmFileRead.prepare]] builds this only where Spark's reader returns
  * batches for the scan's columns (`supportBatch`).
  */
 private[raptorx] object OrcSplitReader {
-  def build(spark: SparkSession, dataSchema: StructType, partitionSchema: StructType,
+  def build(spark: SparkSession, dataSchema: StructType, requiredSchema: StructType,
+            partitionSchema: StructType,
             filters: Seq[sources.Filter], hadoopConf: Configuration)
       : PartitionedFile => Iterator[InternalRow] = {
-    val requiredSchema = dataSchema
     val resultSchema = StructType(requiredSchema.fields ++ partitionSchema.fields)
     val sqlConf = spark.sessionState.conf
     val capacity = sqlConf.orcVectorizedReaderBatchSize
