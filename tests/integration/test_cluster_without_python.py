@@ -32,9 +32,11 @@ NO_PYTHON = "/nonexistent/raptorx-no-python/python3"
 CACHE_BOUND_MB = 1
 
 
-#: The queries the default suite runs (pushed global and grouped aggregations, joins, the
-#: empty-result shapes); ``make stress`` runs all 22.
-QUERIES = (1, 3, 6, 12, 14, 19)
+#: The queries the default suite runs (a pushed grouped aggregation, Q1; a global one, Q6;
+#: joins, Q3 and Q19, whose OR of ANDs keeps few rows); ``make stress`` runs all 22. Q12
+#: and Q14 (joins with conditional aggregates) left for the stress run on 2026-12-02: the
+#: suite ran over its 15 minutes.
+QUERIES = (1, 3, 6, 19)
 
 
 @pytest.mark.parametrize(

@@ -156,7 +156,7 @@ def test_vectorized_filters_keep_the_rows_sparks_reader_keeps(spark, table, tmp_
     dictionary_batches = filters.dictionaryBatches()
     rng = random.Random(11)
     wheres = list(CONJUNCTS) + [
-        " AND ".join(rng.sample(CONJUNCTS, rng.randint(2, 4))) for _ in range(40)
+        " AND ".join(rng.sample(CONJUNCTS, rng.randint(2, 4))) for _ in range(25)
     ]
     # Spark's answer to every WHERE from one query: each row with each predicate's value (a
     # row is kept where it is true), rather than a query per predicate.
