@@ -214,7 +214,7 @@ class TieredHiveReader(TaskReader):
                 partitions = [InputPartition(t) for t in specs]
             why_python = self._why_python()
             spark_reads = why_python is None
-            formats = {s.storage_format or self.table.storage_format for t in plan.tasks for s in t}
+            formats = {s.file_format(self.table) for t in plan.tasks for s in t}
             if formats - {PARQUET} and why_python is not None:
                 stored = " and ".join(sorted(formats - {PARQUET}))
                 raise UnsupportedFormatError(
@@ -238,12 +238,12 @@ class TieredHiveReader(TaskReader):
                         ),
                     )
             if spark_reads:
-                self._mark_jvm_reads(partitions, specs)
+                self._mark_jvm_reads(partitions, specs, formats)
             if self.pushdown:  # behind the native provider, which reads the plan's mark
                 if not partitions:  # pyspark's own placeholder would carry no mark
                     partitions = [InputPartition(None)]
                     if spark_reads:  # the JVM answers it (no rows, or an empty aggregate)
-                        self._mark_jvm_reads(partitions, [[]])
+                        self._mark_jvm_reads(partitions, [[]], formats)
                 mark_plan(partitions[0], self._plan_mark())
             return partitions
         finally:
@@ -270,7 +270,7 @@ class TieredHiveReader(TaskReader):
             return "the read's schema spells the table's columns otherwise (use the table's names)"
         return None
 
-    def _mark_jvm_reads(self, partitions, specs) -> None:
+    def _mark_jvm_reads(self, partitions, specs, formats: set[str]) -> None:
         """Attach to each task the splits the JVM reads (``jvm_read_handoff``). With the
         fragment result cache on, a split whose fragment key was planned before (admission
         on second use: a one-off query fills no disk; on first use with
@@ -282,11 +282,6 @@ class TieredHiveReader(TaskReader):
         # stored on first use, as the Python reader always has.
         first_use = self.settings.fragment_cache_store_on_first_use or self.aggregation is not None
         marked = False
-        # Every task's plan names every format of the scan: the JVM prepares its readers from
-        # the first task's.
-        formats = sorted(
-            {spec.split.storage_format or self.table.storage_format for t in specs for spec in t}
-        )
         for partition, task in zip(partitions, specs):
             store = [
                 fill
@@ -295,8 +290,10 @@ class TieredHiveReader(TaskReader):
                 for spec in task
             ]
             try:
+                # Every task's plan names every format of the scan (``formats``, its splits'
+                # formats): the JVM prepares its readers from the first task's.
                 mark = jvm_read_handoff.handoff_mark(
-                    self.settings, self.table, task, store, formats
+                    self.settings, self.table, task, store, sorted(formats)
                 )
             except (TypeError, ValueError):  # a partition value the JVM cannot be handed
                 counters.add("planning.jvm_read_refused")

@@ -144,6 +144,10 @@ class Split:
     #: The format of its file when its partition's is not its table's (None: the table's).
     storage_format: str | None = None
 
+    def file_format(self, table: Table) -> str:
+        """The format of its file: its partition's own, else ``table``'s."""
+        return self.storage_format or table.storage_format
+
     @property
     def bytes(self) -> int:
         """The bytes this split covers: what a task packing it takes on."""

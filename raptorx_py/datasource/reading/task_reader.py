@@ -106,7 +106,7 @@ class TaskReader(DataSourceReader):
             if cached is not None and _same_schema(cached, spec.output_schema):
                 yield from cached
                 return
-        stored = spec.split.storage_format or spec.table.storage_format
+        stored = spec.split.file_format(spec.table)
         if stored != PARQUET:
             raise UnsupportedFormatError(
                 f"{spec.table.qualified_name} is stored as {stored} (the partition of "
