@@ -124,23 +124,17 @@ final class FileHandles(val maxIdle: Int, val ttlMillis: Long, clock: () => Long
 }
 
 object FileHandles {
-  @volatile private var shared: FileHandles = _
   @volatile private var clock: () => Long = () => System.currentTimeMillis()
 
   /** The clock of the caches made after this call (tests: a [[ManualClock]]). */
   def useClock(c: () => Long): Unit = clock = c
 
-  /** This JVM's handle cache, with the latest plan's bounds (a plan with other bounds starts
-   * an empty one and closes the old one's idle handles). */
-  def shared(maxIdle: Int, ttlMillis: Long): FileHandles = synchronized {
-    val c = shared
-    if (c != null && c.maxIdle == maxIdle && c.ttlMillis == ttlMillis) c
-    else {
-      if (c != null) c.close()
-      shared = new FileHandles(maxIdle, ttlMillis, clock)
-      shared
-    }
-  }
+  private val instances = new PerJvm[(Int, Long), FileHandles](
+    { case (maxIdle, ttl) => new FileHandles(maxIdle, ttl, clock) }, _.close())
+
+  /** This JVM's handle cache, with the latest plan's bounds ([[PerJvm]]; the one it replaces
+   * closes its idle handles). */
+  def shared(maxIdle: Int, ttlMillis: Long): FileHandles = instances((maxIdle, ttlMillis))
 
   /** The key of a file version read through `store` (one of the stores' file systems). */
   def key(store: AnyRef, url: String, size: Long, version: String): String =

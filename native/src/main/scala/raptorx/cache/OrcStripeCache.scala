@@ -101,24 +101,19 @@ object OrcStripeCache {
   val FooterCounter = "orc_stripe_footer_cache"
   val StreamCounter = "orc_stripe_stream_cache"
 
-  @volatile private var shared: OrcStripeCache = _
-  private var bounds: (Long, Long, Long, Long) = _
-
-  /** This JVM's cache, with the latest plan's bounds (other bounds start an empty one). */
-  def shared(footerBytes: Long, footerTtl: Long, streamBytes: Long, streamTtl: Long)
-      : OrcStripeCache = synchronized {
-    val wanted = (footerBytes, footerTtl, streamBytes, streamTtl)
-    if (shared == null || bounds != wanted) {
+  private val instances = new PerJvm[(Long, Long, Long, Long), OrcStripeCache]({
+    case (footerBytes, footerTtl, streamBytes, streamTtl) =>
       val clock = () => System.currentTimeMillis()
-      shared = new OrcStripeCache(new KeptBytes(footerBytes, footerTtl, FooterCounter, clock),
+      new OrcStripeCache(new KeptBytes(footerBytes, footerTtl, FooterCounter, clock),
         new KeptBytes(streamBytes, streamTtl, StreamCounter, clock))
-      bounds = wanted
-    }
-    shared
-  }
+  })
+
+  /** This JVM's cache, with the latest plan's bounds ([[PerJvm]]). */
+  def shared(footerBytes: Long, footerTtl: Long, streamBytes: Long, streamTtl: Long)
+      : OrcStripeCache = instances((footerBytes, footerTtl, streamBytes, streamTtl))
 
   /** This JVM's cache as it is (tests), or null before any plan made one. */
-  def current: OrcStripeCache = shared
+  def current: OrcStripeCache = instances.current
 }
 
 /**

@@ -76,21 +76,15 @@ final class OrcTailCache(val maxBytes: Long, val ttlMillis: Long, clock: () => L
 
 object OrcTailCache {
   val Counter = "orc_tail_cache"
-  @volatile private var shared: OrcTailCache = _
+  private val instances = new PerJvm[(Long, Long), OrcTailCache]({ case (bytes, ttl) =>
+    new OrcTailCache(bytes, ttl, () => System.currentTimeMillis())
+  })
 
-  /** This JVM's cache, with the latest plan's bounds (a plan with other bounds starts an
-   * empty one: the tails kept are only an optimization). */
-  def shared(maxBytes: Long, ttlMillis: Long): OrcTailCache = synchronized {
-    val c = shared
-    if (c != null && c.maxBytes == maxBytes && c.ttlMillis == ttlMillis) c
-    else {
-      shared = new OrcTailCache(maxBytes, ttlMillis, () => System.currentTimeMillis())
-      shared
-    }
-  }
+  /** This JVM's cache, with the latest plan's bounds ([[PerJvm]]). */
+  def shared(maxBytes: Long, ttlMillis: Long): OrcTailCache = instances((maxBytes, ttlMillis))
 
   /** This JVM's cache as it is (tests), or null before any plan made one. */
-  def current: OrcTailCache = shared
+  def current: OrcTailCache = instances.current
 
   /** The key of a file version. */
   def key(url: String, size: Long, version: String): String = s"$url|$size|$version"
