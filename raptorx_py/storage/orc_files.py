@@ -29,7 +29,13 @@ from raptorx_py.errors import (
     is_storage_failure,
     translate_storage_error,
 )
-from raptorx_py.hive.column_types import arrow_to_hive, char_varchar
+from raptorx_py.hive.column_types import (
+    arrow_to_hive,
+    char_varchar,
+    is_nested,
+    normalized_type,
+    quote_field_name,
+)
 from raptorx_py.hive.model import ColumnStats
 from raptorx_py.hive.storage_formats import ORC_MAGIC, PARQUET, format_of_file
 
@@ -47,9 +53,10 @@ _ORC_ERRORS = (
 @dataclass(frozen=True)
 class OrcTail:
     """What an ORC file's tail says of its rows; ``stats`` by top-level column, one for each
-    (``ColumnStats``: bounds None where not exact); ``orc_types`` ORC's own type of each
-    top-level column (``orc_type_text``), which says what Arrow's does not (``char(5)``,
-    ``varchar(4)``, ``uniontype<...>``)."""
+    flat column (``ColumnStats``: bounds None where not exact), none for a nested one;
+    ``orc_types`` ORC's own type of each top-level column (``orc_type_text``), which says
+    what Arrow's does not (``char(5)``, ``varchar(4)``, ``uniontype<...>``, a char inside a
+    struct)."""
 
     schema: pa.Schema
     num_rows: int
@@ -107,12 +114,41 @@ def _statistics(reader: pyorc.Reader, column_id: int) -> dict:
 
 def orc_type_text(t) -> str:
     """ORC's text of the type pyorc describes as ``t``: ``char(5)``, ``varchar(4)``,
-    ``uniontype<int,string>``, ``decimal(10,3)``, ..."""
+    ``uniontype<int,string>``, ``decimal(10,3)``, ...; a struct, list or map in Hive's form
+    as Spark's ORC reader types it (``_nested_orc_text``)."""
+    if t.kind in _NESTED_KINDS:
+        return _nested_orc_text(t)
     if t.kind == pyorc.TypeKind.CHAR:
         return f"char({t.max_length})"
     if t.kind == pyorc.TypeKind.VARCHAR:
         return f"varchar({t.max_length})"
     return str(t)
+
+
+_NESTED_KINDS = frozenset([pyorc.TypeKind.STRUCT, pyorc.TypeKind.LIST, pyorc.TypeKind.MAP])
+
+
+def _nested_orc_text(t) -> str:
+    """The Hive type of a part of a nested ORC column as Spark's ORC reader types it
+    (``OrcUtils.toCatalystSchema``): a struct's, list's or map's parts in Hive's syntax,
+    field names quoted as Spark's DDL quotes them; both ORC timestamps are ``timestamp``,
+    a bigint Spark's writer marked ``timestamp_ntz`` (an ORC type attribute) is that. A union
+    stays ``uniontype<...>``, for ``orc_column_type`` to refuse."""
+    if t.kind == pyorc.TypeKind.STRUCT:
+        fields = ",".join(
+            f"{quote_field_name(name)}:{_nested_orc_text(f)}" for name, f in t.fields.items()
+        )
+        return f"struct<{fields}>"
+    if t.kind == pyorc.TypeKind.LIST:
+        return f"array<{_nested_orc_text(t.type)}>"
+    if t.kind == pyorc.TypeKind.MAP:
+        return f"map<{_nested_orc_text(t.key)},{_nested_orc_text(t.value)}>"
+    if t.kind == pyorc.TypeKind.TIMESTAMP_INSTANT:
+        return "timestamp"
+    marked = (t.attributes or {}).get(SPARK_TYPE_ATTRIBUTE.decode())
+    if marked == "timestamp_ntz" and t.kind == pyorc.TypeKind.LONG:
+        return "timestamp_ntz"
+    return orc_type_text(t)
 
 
 def read_orc_tail(fs, path: str, *, url: str) -> OrcTail:
@@ -129,6 +165,7 @@ def read_orc_tail(fs, path: str, *, url: str) -> OrcTail:
             if not isinstance(top, pyorc.Struct):
                 raise ValueError(f"its root type is {top}, not a struct of columns")
             fields = top.fields
+            # A nested column has no statistics: its bounds order nothing a filter names.
             stats = {
                 field.name: column_stats(
                     _statistics(described, fields[field.name].column_id),
@@ -136,6 +173,7 @@ def read_orc_tail(fs, path: str, *, url: str) -> OrcTail:
                     marked_ntz=marked_ntz(field),
                 )
                 for field in schema
+                if fields[field.name].kind not in _NESTED_KINDS
             }
             orc_types = {name: orc_type_text(t) for name, t in fields.items()}
             return OrcTail(schema, rows, stripes, stats, orc_types)
@@ -164,17 +202,21 @@ def orc_column_type(field: pa.Field, orc_type: str | None = None) -> str:
     (pyarrow reads both as ``string``; Spark reads them as strings it marks with it); a
     union is refused, since Spark's ORC reader does not read one; a column Spark's writer
     marked ``timestamp_ntz`` is ``timestamp_ntz``; every other ORC timestamp (with or
-    without local time zone, which pyarrow reads in nanoseconds) is ``timestamp``; the rest
-    maps as Parquet's columns do (``hive.column_types.arrow_to_hive``)."""
+    without local time zone, which pyarrow reads in nanoseconds) is ``timestamp``; a
+    struct, list or map is the Hive type ``orc_type_text`` wrote for it (a union inside it
+    refused as above); the rest maps as Parquet's columns do
+    (``hive.column_types.arrow_to_hive``)."""
     declared = None if orc_type is None else char_varchar(orc_type)
     if declared is not None:
         return declared
-    if orc_type is not None and orc_type.startswith("uniontype<"):
+    if orc_type is not None and "uniontype<" in orc_type:
         raise SchemaError(
             f"column '{field.name}' has ORC type {orc_type}: Spark's ORC reader does not "
             f"read union types (spark.read.orc fails on them), and tiered_hive does not "
             f"either; rewrite the column as one type, or as a struct of its alternatives"
         )
+    if orc_type is not None and is_nested(orc_type):
+        return normalized_type(orc_type)
     if marked_ntz(field):
         return "timestamp_ntz"
     if pa.types.is_timestamp(field.type):

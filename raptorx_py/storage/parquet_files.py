@@ -21,6 +21,7 @@ from raptorx_py.errors import (
     is_storage_failure,
     translate_storage_error,
 )
+from raptorx_py.hive.column_types import arrow_leaf_count
 from raptorx_py.hive.model import ColumnStats
 from raptorx_py.metrics import counters
 from raptorx_py.storage.file_versions import current_identity, is_another_version
@@ -214,6 +215,20 @@ def physical_types(metadata: pq.FileMetaData) -> dict[str, str]:
         col = metadata.schema.column(i)
         if "." not in col.path:
             out[col.path] = col.physical_type
+    return out
+
+
+def leaf_physical_types(metadata: pq.FileMetaData, arrow_schema: pa.Schema) -> dict[str, tuple]:
+    """The Parquet physical types of each top-level column's leaves, in the file's order
+    (one for a flat column; ``hive.column_types.arrow_leaf_count`` for a nested one): what
+    tells an INT96 timestamp inside a struct from another."""
+    physical = [metadata.schema.column(i).physical_type for i in range(metadata.num_columns)]
+    out: dict[str, tuple] = {}
+    at = 0
+    for field in arrow_schema:
+        n = arrow_leaf_count(field.type)
+        out[field.name] = tuple(physical[at : at + n])
+        at += n
     return out
 
 

@@ -44,7 +44,7 @@ from raptorx_py.storage.orc_files import (
     orc_column_type,
     read_orc_tail,
 )
-from raptorx_py.storage.parquet_files import footer_stats, physical_types, read_metadata
+from raptorx_py.storage.parquet_files import footer_stats, leaf_physical_types, read_metadata
 from raptorx_py.tables.file_statistics import summarize
 
 FOOTER_READ_THREADS = 16
@@ -83,10 +83,10 @@ def read_file_facts(fs, scheme: str, f: DataFile) -> _FileFacts:
         return _FileFacts(f, orc_columns, tail.num_rows, tail.stats, ORC)
     md = read_metadata(fs, f.path, size=f.size, etag=f.etag, url=url)
     arrow_schema = md.schema.to_arrow_schema()
-    physical = physical_types(md)
+    physical = leaf_physical_types(md, arrow_schema)
     try:
         columns = tuple(
-            Column(field.name, arrow_to_hive(field.type, field.name, physical.get(field.name)))
+            Column(field.name, arrow_to_hive(field.type, field.name, physical[field.name]))
             for field in arrow_schema
         )
     except SchemaError as e:
