@@ -41,7 +41,7 @@ from raptorx_py.datasource.planning.table_schema import (
 from raptorx_py.datasource.reading.task_reader import TaskReader
 from raptorx_py.error_report import short_worker_errors
 from raptorx_py.errors import SchemaError, UnsupportedFormatError
-from raptorx_py.hive.column_types import arrow_schema_for_spark
+from raptorx_py.hive.column_types import arrow_schema_for_spark, is_nested
 from raptorx_py.hive.model import Table
 from raptorx_py.hive.storage_formats import PARQUET
 from raptorx_py.jvm_contract import jvm_read_handoff, pushed_aggregation
@@ -130,6 +130,14 @@ class TieredHiveReader(TaskReader):
             for name in wanted:
                 table_column(self.table, name)
             self.columns = tuple(c for c in self.table.all_columns if c.name in wanted)
+            nested = [c.name for c in self.columns if is_nested(c.type)]
+            if nested:
+                # The provider never pushes one (PartialAggregation.scala): Spark aggregates
+                # a nested column above the scan.
+                raise SchemaError(
+                    f"the JVM provider pushed an aggregation of {self.table.qualified_name} "
+                    f"over nested columns ({', '.join(nested)}), which is not computed here"
+                )
             self.output_schema = to_arrow_schema(schema, timezone="UTC")
         self.predicates: list = []
         if self.aggregation is not None:

@@ -145,6 +145,10 @@ object PartialAggregation {
     case _ => false
   })
   private def groupable(t: DataType) = ordered(t) || t == BinaryType
+  private def nested(t: DataType) = t match {
+    case _: StructType | _: ArrayType | _: MapType => true
+    case _ => false
+  }
 
   /** An input expression: its JSON for Python, its Spark type and its catalyst twin (whose
    * `dataType` is Spark's own answer for the result type of an arithmetic node). */
@@ -158,6 +162,9 @@ object PartialAggregation {
       if (ref.fieldNames().length != 1) no()
       val name = ref.fieldNames()(0)
       val t = table.fields.find(_.name == name).getOrElse(no()).dataType
+      // A nested column (struct, array, map) is no aggregate's input, not even count's:
+      // Spark aggregates it above the scan (docs/design/types.md, "Nested columns").
+      if (nested(t)) no()
       Translated(node("column", t, "name" -> str(name)), AttributeReference(name, t)(),
         SplitAggregation.Column(name, t))
     case lit: V2Literal[_] =>

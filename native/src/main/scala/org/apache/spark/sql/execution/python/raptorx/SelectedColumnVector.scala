@@ -1,6 +1,6 @@
 package org.apache.spark.sql.execution.python.raptorx
 
-import org.apache.spark.sql.types.Decimal
+import org.apache.spark.sql.types.{Decimal, StructType}
 import org.apache.spark.sql.vectorized.{ColumnVector, ColumnarArray, ColumnarMap}
 import org.apache.spark.unsafe.types.UTF8String
 
@@ -8,7 +8,10 @@ import org.apache.spark.unsafe.types.UTF8String
  * The rows `selection(0 until count)` of `inner`, as a column of `count` rows: how a batch
  * of Spark's Parquet reader keeps only the rows the scan's filters pass without copying a
  * value (a selection vector; Spark's `ColumnVector` has none of its own). Reads of row `i`
- * go to row `selection(i)` of `inner`; a struct's children are selected the same way.
+ * go to row `selection(i)` of `inner`; a struct's children are selected the same way (one
+ * view per child, made on its first read); an array or a map of row `i` is `inner`'s own
+ * of row `selection(i)`, whose offsets point into `inner`'s element vectors, so nested
+ * columns of any depth are kept by the one selection.
  *
  * Limits: a view of the reader's batch, valid until the reader's next batch (Spark consumes
  * a batch before asking for the next); `close` leaves `inner` to its reader.
@@ -42,6 +45,17 @@ final class SelectedColumnVector(inner: ColumnVector, selection: Array[Int], cou
     inner.getDecimal(selection(rowId), precision, scale)
   override def getUTF8String(rowId: Int): UTF8String = inner.getUTF8String(selection(rowId))
   override def getBinary(rowId: Int): Array[Byte] = inner.getBinary(selection(rowId))
+  // Spark reads a struct's field through `getChild` for every value (`ColumnarRow`).
+  private lazy val children: Array[ColumnVector] = inner.dataType() match {
+    case s: StructType => new Array[ColumnVector](s.length)
+    case _ => new Array[ColumnVector](0)
+  }
   override def getChild(ordinal: Int): ColumnVector =
-    new SelectedColumnVector(inner.getChild(ordinal), selection, count)
+    if (ordinal >= children.length) new SelectedColumnVector(inner.getChild(ordinal), selection, count)
+    else {
+      if (children(ordinal) == null) {
+        children(ordinal) = new SelectedColumnVector(inner.getChild(ordinal), selection, count)
+      }
+      children(ordinal)
+    }
 }
