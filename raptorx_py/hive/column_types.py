@@ -519,6 +519,10 @@ class HiveType:
         """Whether a ``char(n)`` or ``varchar(n)`` is this type or inside it."""
         return self.kind in ("char", "varchar") or any(t.has_char_varchar for _, t in self.fields)
 
+    def kinds(self) -> set[str]:
+        """The kinds of this type and of every part inside it."""
+        return {self.kind}.union(*(t.kinds() for _, t in self.fields))
+
     def text(self, quote: bool = True) -> str:
         """The type's canonical Hive text: lower-case type names, no spaces, field names as
         Spark's DDL quotes them (``quote``) or as its ``catalogString`` leaves them (which

@@ -76,13 +76,37 @@ def check_orc_calendar(table: pa.Table, path: str) -> None:
     file: pyarrow's ORC writer does not mark its files' calendar as proleptic Gregorian, so
     Spark's ORC reader takes such a value as a Julian one and reads another day back (1500-02-28
     as 1500-02-19). Spark's own ORC writer marks it; this writer refuses rather than write a
-    value that would read back wrong."""
-    for name, column in zip(table.column_names, table.columns):
-        t = column.type
-        if not (pa.types.is_date(t) or pa.types.is_timestamp(t)) or column.null_count == len(
-            column
-        ):
-            continue
+    value that would read back wrong. Dates and timestamps inside nested columns are checked
+    alike (``s.day``, ``arr.element``, ``m.value``)."""
+    for top, whole in zip(table.column_names, table.columns):
+        for name, column in _calendar_leaves(top, whole):
+            _check_calendar_leaf(name, column)
+
+
+def _calendar_leaves(name: str, column):
+    """``(name, values)`` of each date or timestamp in ``column``: itself, or its leaves
+    inside structs, lists and maps, flattened (a null parent's children may be included:
+    checked too, which at worst refuses a write)."""
+    t = column.type
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            yield from _calendar_leaves(f"{name}.{t.field(i).name}", pc.struct_field(column, [i]))
+    elif pa.types.is_map(t):
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        keys = pa.chunked_array([c.keys for c in chunks], t.key_type)
+        items = pa.chunked_array([c.items for c in chunks], t.item_type)
+        yield from _calendar_leaves(f"{name}.key", keys)
+        yield from _calendar_leaves(f"{name}.value", items)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        yield from _calendar_leaves(f"{name}.element", pc.list_flatten(column))
+    elif pa.types.is_date(t) or pa.types.is_timestamp(t):
+        yield name, column
+
+
+def _check_calendar_leaf(name: str, column) -> None:
+    """``check_orc_calendar`` of one date or timestamp column (or nested leaf)."""
+    t = column.type
+    if column.null_count < len(column):
         cutoff = pa.scalar(GREGORIAN_START, pa.date32()).cast(t)
         low = pc.min(column)
         if low.is_valid and pc.less(low, cutoff).as_py():

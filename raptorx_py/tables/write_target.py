@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from raptorx_py.config.settings import Settings
 from raptorx_py.errors import LocationInUseError, NoSuchObjectError, SchemaError
-from raptorx_py.hive.column_types import char_varchar
+from raptorx_py.hive.column_types import parse_type
 from raptorx_py.hive.model import EXTERNAL_TABLE, MANAGED_TABLE, Column, Table, TableShape
 from raptorx_py.hive.storage_formats import ORC, PARQUET
 from raptorx_py.metastore.store import Metastore
@@ -164,8 +164,9 @@ def check_writable(qualified: str, columns: Sequence[Column], storage_format: st
     longer value of either; here neither is done, so such a table is not written), and, in
     an ORC table, a ``timestamp_ntz`` one (an ORC file written here marks no timestamp as
     Spark's ``timestamp_ntz``: pyarrow's ORC writer sets no type attributes, and Spark's
-    ORC reader reads an unmarked one only as ``timestamp``)."""
-    declared = [f"{c.name} {c.type}" for c in columns if char_varchar(c.type) is not None]
+    ORC reader reads an unmarked one only as ``timestamp``). Both rules look inside nested
+    columns too (``struct<c:char(5)>``, ``array<timestamp_ntz>``)."""
+    declared = [f"{c.name} {c.type}" for c in columns if parse_type(c.type).has_char_varchar]
     if declared:
         raise SchemaError(
             f"{qualified} has char/varchar column(s) {', '.join(declared)}: tiered_hive does "
@@ -175,7 +176,7 @@ def check_writable(qualified: str, columns: Sequence[Column], storage_format: st
         )
     if storage_format != ORC:
         return
-    ntz = [c.name for c in columns if c.type.strip().lower() == "timestamp_ntz"]
+    ntz = [c.name for c in columns if "timestamp_ntz" in parse_type(c.type).kinds()]
     if ntz:
         raise SchemaError(
             f"{qualified} is an ORC table, and tiered_hive cannot write its timestamp_ntz "

@@ -187,3 +187,16 @@ def test_registration_types_nested_columns_as_sparks_reader_does(spark, tables):
         assert [(f.name, f.dataType) for f in ours.fields] == [
             (f.name, f.dataType) for f in theirs.fields
         ], writer
+
+
+@pytest.mark.parametrize("storage_format", ["PARQUET", "ORC"])
+def test_a_write_of_nested_columns_reads_back_the_same_rows(spark, env, storage_format):
+    """A managed table created by a write of nested columns (pyarrow's writers) reads back
+    through ``tiered_hive`` the rows written."""
+    df = nested_data.spark_frame(spark, nested_data.rows())
+    name = f"{env.unique_db('nestedw')}.t"
+    df.write.format("tiered_hive").option("hive.storage-format", storage_format).mode(
+        "append"
+    ).save(name)
+    back = spark.read.format("tiered_hive").load(name)
+    assert nested_data.collected(back) == nested_data.collected(df)

@@ -153,7 +153,7 @@ def write_pyarrow(root: str, all_rows) -> None:
         pq.write_table(table, os.path.join(d, "part-0.parquet"), row_group_size=16)
 
 
-def _spark_frame(spark, all_rows):
+def spark_frame(spark, all_rows):
     """``all_rows`` (without ``p``) as a Spark DataFrame of the table's Spark types."""
     from raptorx_py.hive.column_types import spark_struct
     from raptorx_py.hive.model import Column
@@ -192,7 +192,7 @@ def write_spark(spark, root: str, all_rows, file_format: str) -> None:
     ``orc``), one directory per partition."""
     for p, part in _partition_rows(all_rows):
         d = os.path.join(root, f"p={p}")
-        _spark_frame(spark, part).coalesce(1).write.format(file_format).save(d)
+        spark_frame(spark, part).coalesce(1).write.format(file_format).save(d)
 
 
 def write_pyorc(root: str, all_rows) -> None:

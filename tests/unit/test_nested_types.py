@@ -237,3 +237,31 @@ def test_parse_type_keeps_field_order_and_kinds():
     assert [n for n, _ in parsed.fields] == ["z", "a"]
     assert parsed.fields[1][1].kind == "map"
     assert parsed.fields[1][1].fields[1][1].text() == "array<int>"
+
+
+def test_writes_refuse_chars_and_orc_timestamp_ntz_inside_nested_columns():
+    from raptorx_py.hive.model import Column
+    from raptorx_py.tables.write_target import check_writable
+
+    with pytest.raises(SchemaError, match="char/varchar column"):
+        check_writable("d.t", [Column("s", "struct<c:char(5)>")], "PARQUET")
+    with pytest.raises(SchemaError, match=r"timestamp_ntz column\(s\) a"):
+        check_writable("d.t", [Column("a", "array<timestamp_ntz>")], "ORC")
+    check_writable("d.t", [Column("a", "array<timestamp_ntz>")], "PARQUET")
+
+
+def test_orc_writes_refuse_old_dates_inside_nested_columns(tmp_path):
+    from raptorx_py.errors import UnsupportedValueError
+    from raptorx_py.tables.data_files import check_orc_calendar
+
+    old = dt.date(1500, 3, 1)
+    table = pa.table(
+        {
+            "m": pa.array(
+                [{"k": [dt.date(2020, 1, 1), old]}], pa.map_(pa.string(), pa.list_(pa.date32()))
+            ),
+        }
+    )
+    with pytest.raises(UnsupportedValueError, match=r"column 'm\.value\.element' holds 1500-03-01"):
+        check_orc_calendar(table, "x")
+    check_orc_calendar(pa.table({"s": pa.array([{"d": dt.date(2020, 1, 1)}])}), "x")
