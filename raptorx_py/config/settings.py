@@ -372,12 +372,13 @@ PROPERTIES: tuple[Property, ...] = (
         kind="bool",
         file="hive",
         doc=(
-            "Let Spark push a partial aggregation (group keys; SUM, COUNT, MIN, MAX, AVG) into the "
-            "scan: each split returns its groups instead of its rows, computed by the Python "
-            "reader. Needs the native jar. Unless hive.parquet.reader is PYTHON, only "
-            "aggregations that fold a split into few groups are pushed: no key, or keys that "
-            "are partition keys or of type string, boolean or date (a numeric key is left to "
-            "Spark's own aggregation over Spark's own reader)."
+            "Let Spark push a partial aggregation (group keys; SUM, COUNT, MIN, MAX, AVG) into "
+            "the scan: each split returns its groups instead of its rows, computed in the "
+            "executor's JVM over Spark's reader (by the Python reader under "
+            "hive.parquet.reader=PYTHON). Needs the native jar. Unless hive.parquet.reader is "
+            "PYTHON, only aggregations that fold a split into few groups are pushed: no key, or "
+            "keys that are partition keys or of type string, boolean or date (a numeric key is "
+            "left to Spark's own aggregation over Spark's own reader)."
         ),
     ),
     Property(
@@ -391,7 +392,8 @@ PROPERTIES: tuple[Property, ...] = (
             "own vectorized Parquet reader in the executor's JVM, through the node's block cache "
             "(needs the native jar, and Hadoop's s3a for s3:// tables); PYTHON: the Python "
             "reader (pyarrow) in a Python worker; AUTO: SPARK, except a scan SPARK cannot read "
-            "(a pushed aggregation, nested types, a column the files lack), which PYTHON reads. "
+            "(Spark's vectorized reader off, more than spark.sql.codegen.maxFields columns, a "
+            "column the files lack), which PYTHON reads. "
             "Either reader stores the fragment of a split planned before (with the fragment "
             "result cache on), so a repeat ends as fragment hits; Spark's reader stores none "
             "for a split with no row filter left, which the block cache serves as fast."

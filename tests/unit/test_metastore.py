@@ -113,6 +113,23 @@ def test_a_table_keeps_its_file_format_on_every_backend(catalog):
     assert got.storage_format == "ORC" and got.columns == orc.columns
 
 
+NESTED_COLUMNS = (
+    Column("s", "struct<a:int,`b c`:array<string>,d:decimal(10,2)>"),
+    Column("kv", "map<string,struct<x:timestamp,y:char(3)>>"),
+    Column("arr", "array<array<bigint>>"),
+)
+
+
+def test_nested_column_types_round_trip_on_every_backend(catalog):
+    """Hive's type strings of struct, array and map columns (a backticked field name, a
+    char inside) come back as written from SQLite, PostgreSQL and a Hive Metastore."""
+    catalog.create_database("db")
+    nested = dataclasses.replace(_table(name="n"), columns=NESTED_COLUMNS)
+    catalog.create_table(nested)
+    got = catalog.get_table("db", "n")
+    assert got.columns == NESTED_COLUMNS
+
+
 def test_a_partition_keeps_its_own_file_format_on_every_backend(catalog, tmp_path):
     """Hive keeps a format per partition: a Parquet partition of an ORC table reads back
     as Parquet (added, listed, altered to ORC and back, and in the events), the others as

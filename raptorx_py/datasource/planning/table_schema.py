@@ -191,15 +191,16 @@ def group_keys(schema, partition_keys: Iterable[str], reader: str) -> list[str] 
     """The columns of ``schema`` a pushed aggregation may group by when ``reader``
     (``hive.parquet.reader``) reads the splits; None: any column.
 
-    A pushed aggregation is computed by the Python reader. Under PYTHON it always pays: the
-    split's rows never cross into the JVM. Under AUTO and SPARK the splits would otherwise be
-    read by Spark's own reader in the JVM, and pushing moves them to a Python worker, which
-    pays only when each split folds into few groups: no key at all (a global aggregate), or
-    keys that repeat within a split (partition keys, one value per split; strings, booleans,
-    dates: codes, flags, days). A numeric key is most often an identifier (an order or a
-    part key) whose values stay distinct within a split, so its groups are left to Spark's
-    own aggregation. The planner cannot count a split's groups before reading it: the rule
-    goes by type, and ``hive.parquet.reader=PYTHON`` pushes every aggregation it can.
+    A pushed aggregation is folded per split: in the executor's JVM over Spark's reader
+    (``SplitAggregation``), or by the Python reader under PYTHON, where it always pays (the
+    split's rows never cross into the JVM). Under AUTO and SPARK the fold pays over Spark's own
+    aggregation only when each split folds into few groups: no key at all (a global aggregate),
+    or keys that repeat within a split (partition keys, one value per split; strings, booleans,
+    dates: codes, flags, days). A numeric key is most often an identifier (an order or a part
+    key) whose values stay distinct within a split, so its groups are left to Spark's own
+    aggregation.
+    The planner cannot count a split's groups before reading it: the rule goes by type, and
+    ``hive.parquet.reader=PYTHON`` pushes every aggregation it can.
     """
     if reader == "PYTHON":
         return None
