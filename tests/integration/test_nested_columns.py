@@ -165,6 +165,39 @@ def test_filters_on_nested_columns_prune_nothing_and_are_left_to_spark(spark, ta
         assert "PushedFilters: []" in plan or "PostScanFilters" in plan, plan
 
 
+NESTED_BATCH_SETTINGS = (
+    "spark.sql.parquet.enableNestedColumnVectorizedReader",
+    "spark.sql.orc.enableNestedColumnVectorizedReader",
+)
+
+
+def test_with_sparks_nested_batches_off_parquet_goes_to_python_and_orc_says_why(
+    spark, tables, counted
+):
+    """Spark's vectorized readers return nested columns in batches only with their nested
+    setting on (the default). Off, a Parquet scan is read by the Python reader, the rows the
+    same; an ORC scan fails naming the setting (the Python reader reads Parquet only)."""
+    for key in NESTED_BATCH_SETTINGS:
+        spark.conf.set(key, "false")
+    try:
+        name, root = tables["pyarrow"]
+        ours, theirs = _reads(spark, name, root, "parquet")
+        with counted() as c:
+            assert nested_data.collected(ours) == nested_data.collected(theirs)
+        assert c.get("reader.python_splits", 0) > 0 and c.get("reader.spark_splits", 0) == 0, dict(
+            c
+        )
+        name, _ = tables["spark_orc"]
+        with pytest.raises(Exception) as failed:
+            spark.read.format("tiered_hive").load(name).collect()
+        said = str(failed.value)
+        assert "which only Spark's ORC reader in the JVM reads here" in said, said
+        assert "spark.sql.orc.enableNestedColumnVectorizedReader false" in said, said
+    finally:
+        for key in NESTED_BATCH_SETTINGS:
+            spark.conf.unset(key)
+
+
 def test_hive_type_strings_parse_as_sparks_ddl_parser_parses_them(spark):
     """``column_types.spark_type`` (no JVM) against Spark's own parser."""
     from pyspark.sql.types import _parse_datatype_string

@@ -181,10 +181,11 @@ object JvmFileRead {
     val unbatched = formats.find(f => !fileFormat(f).supportBatch(spark, readerSchema))
     if (unbatched.isDefined) {
       val format = unbatched.get
-      val setting = if (format == JvmReadHandoff.Orc) "spark.sql.orc.enableVectorizedReader"
-        else "spark.sql.parquet.enableVectorizedReader"
+      val prefix = if (format == JvmReadHandoff.Orc) "spark.sql.orc" else "spark.sql.parquet"
       return Left(s"Spark's vectorized ${format.toLowerCase} reader does not return batches " +
-        s"of these columns (nested types, too many columns, or $setting false)")
+        s"of these columns ($prefix.enableVectorizedReader false, nested types with " +
+        s"$prefix.enableNestedColumnVectorizedReader false, or more than " +
+        "spark.sql.codegen.maxFields columns)")
     }
     val predicate = filters.map(toExpression(_, readerSchema)) match {
       case Seq() => None
