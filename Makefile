@@ -72,7 +72,7 @@ postgres:
 # 10 min 22 s on two against 15 min 35 s on one (BENCHMARKS.md). `pytest tests` alone still
 # runs it on one.
 test: $(STAMP) $(JAR) $(HMS_LISTENER_JAR) $(S3A_JARS) postgres
-	$(PY) -m pytest tests -n 2 --dist loadfile
+	$(PY) -m pytest tests -n 3 --dist loadfile
 
 stress: $(STAMP) $(JAR)
 	$(PY) -m pytest tests -m stress
