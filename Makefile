@@ -67,10 +67,9 @@ postgres:
 	if command -v pg_lsclusters >/dev/null && pg_lsclusters -h | grep -q online; then \
 	  $(SUDO) service postgresql stop; fi
 
-# Two pytest-xdist workers, a module each at a time (every fixture then starts once per
-# worker): quiet, the suite keeps the two CPUs busy 55% of its time on one worker, and took
-# 10 min 22 s on two against 15 min 35 s on one (BENCHMARKS.md). `pytest tests` alone still
-# runs it on one.
+# Three pytest-xdist workers, a module each at a time (every fixture then starts once per
+# worker): one worker keeps the two CPUs busy 55% of the time, three 92% (BENCHMARKS.md,
+# the suite's runs). `pytest tests` alone still runs it on one.
 test: $(STAMP) $(JAR) $(HMS_LISTENER_JAR) $(S3A_JARS) postgres
 	$(PY) -m pytest tests -n 3 --dist loadfile
 

@@ -10,10 +10,15 @@ interpreter's environment (it has the pyspark the jar is compiled against; setup
 the jar when it was built from these sources, else compiles it). The virtualenv has no pip of
 its own: this interpreter's pip installs into it (``--python``), from pip's cache, without
 compiling .pyc files, which takes about 17 s instead of about 60 s with ensurepip and
-compilation (measured on the 2-core CI machine)."""
+compilation (measured on the 2-core CI machine).
+
+Under pytest-xdist the wheel and its virtualenv are made once per run, not once per worker:
+the first worker that asks makes them in the run's shared temporary directory, under a file
+lock, and the others reuse them (``made_once``); the tests only read them."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -96,10 +101,37 @@ def build(src: Path, kind: str) -> Path:
     return made
 
 
+def made_once(tmp_path_factory, name: str, make) -> Path:
+    """The directory ``name`` of this test run, filled by ``make(directory)`` once: by this
+    process, or by another xdist worker of the same run (their temporary directories share
+    a parent, unique to the run), which this one waits for under an ``flock``. A ``make``
+    that fails leaves the directory unmarked, so the next caller makes it again."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    directory = shared / name
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / f"{name}.done"
+        if not done.exists():
+            shutil.rmtree(directory)
+            directory.mkdir()
+            make(directory)
+            done.touch()
+    return directory
+
+
 @pytest.fixture(scope="session")
-def built_wheel(clone_copy) -> Path:
-    """``raptorx_py-<version>-py3-none-any.whl``, built from a copy of the checkout."""
-    return build(clone_copy, "wheel")
+def built_wheel(tmp_path_factory, clone_copy) -> Path:
+    """``raptorx_py-<version>-py3-none-any.whl``, built from a copy of the checkout (once
+    per run, ``made_once``)."""
+
+    def make(directory: Path) -> None:
+        shutil.copy2(build(clone_copy, "wheel"), directory)
+
+    (wheel,) = made_once(tmp_path_factory, "built-wheel", make).glob("*.whl")
+    return wheel
 
 
 @pytest.fixture(scope="session")
@@ -110,31 +142,38 @@ def built_sdist(clone_copy) -> Path:
 
 @pytest.fixture(scope="session")
 def wheel_venv(tmp_path_factory, built_wheel) -> WheelVenv:
-    """A fresh virtualenv (in the session's temporary directory, outside the checkout) with
-    the wheel and its dependencies installed by pip, as a user's ``pip install`` does."""
+    """A fresh virtualenv (in the run's temporary directory, outside the checkout) with the
+    wheel and its dependencies installed by pip, as a user's ``pip install`` does (once per
+    run, ``made_once``)."""
     import time
 
-    root = tmp_path_factory.mktemp("wheel-venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    started = time.monotonic()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(root / "bin" / "python"),
-            "install",
-            "--quiet",
-            "--no-compile",
-            "--disable-pip-version-check",
-            str(built_wheel),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    venv = WheelVenv(root, built_wheel, time.monotonic() - started)
-    print(f"wheel installed into {root} in {venv.install_seconds:.1f}s")
+    took: list[float] = []
+
+    def make(directory: Path) -> None:
+        root = directory / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+        started = time.monotonic()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                str(root / "bin" / "python"),
+                "install",
+                "--quiet",
+                "--no-compile",
+                "--disable-pip-version-check",
+                str(built_wheel),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        took.append(time.monotonic() - started)
+
+    root = made_once(tmp_path_factory, "wheel-venv", make) / "venv"
+    venv = WheelVenv(root, built_wheel, took[0] if took else 0.0)
+    print(f"wheel installed into {root} in {venv.install_seconds:.1f}s (0: by another worker)")
     return venv
