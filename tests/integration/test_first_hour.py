@@ -185,7 +185,8 @@ def test_readme_snippet_runs_after_the_benchmark(tmp_path):
     assert files_under(blocks) == filled
 
 
-#: What the snippet run twice prints between its runs, then the block files the first wrote.
+#: What the snippet run twice prints between its runs, before the block and fragment files
+#: the first run wrote.
 AGAIN = "--- the README's snippet again ---"
 
 

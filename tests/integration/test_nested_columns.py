@@ -184,9 +184,8 @@ def test_with_sparks_nested_batches_off_parquet_goes_to_python_and_orc_says_why(
         ours, theirs = _reads(spark, name, root, "parquet")
         with counted() as c:
             assert nested_data.collected(ours) == nested_data.collected(theirs)
-        assert c.get("reader.python_splits", 0) > 0 and c.get("reader.spark_splits", 0) == 0, dict(
-            c
-        )
+        assert c.get("reader.python_splits", 0) > 0, dict(c)
+        assert c.get("reader.spark_splits", 0) == 0, dict(c)
         name, _ = tables["spark_orc"]
         with pytest.raises(Exception) as failed:
             spark.read.format("tiered_hive").load(name).collect()

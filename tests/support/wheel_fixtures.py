@@ -110,12 +110,11 @@ def made_once(tmp_path_factory, name: str, make) -> Path:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent
     directory = shared / name
-    directory.mkdir(parents=True, exist_ok=True)
     with open(shared / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = shared / f"{name}.done"
         if not done.exists():
-            shutil.rmtree(directory)
+            shutil.rmtree(directory, ignore_errors=True)  # what a failed make left
             directory.mkdir()
             make(directory)
             done.touch()

@@ -198,9 +198,8 @@ def group_keys(schema, partition_keys: Iterable[str], reader: str) -> list[str] 
     or keys that repeat within a split (partition keys, one value per split; strings, booleans,
     dates: codes, flags, days). A numeric key is most often an identifier (an order or a part
     key) whose values stay distinct within a split, so its groups are left to Spark's own
-    aggregation.
-    The planner cannot count a split's groups before reading it: the rule goes by type, and
-    ``hive.parquet.reader=PYTHON`` pushes every aggregation it can.
+    aggregation. The planner cannot count a split's groups before reading it: the rule goes by
+    type, and ``hive.parquet.reader=PYTHON`` pushes every aggregation it can.
     """
     if reader == "PYTHON":
         return None
