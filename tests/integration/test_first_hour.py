@@ -334,8 +334,7 @@ def failing_lines(run: subprocess.CompletedProcess, home: Path) -> list[str]:
     assert run.returncode == 1, run.stderr
     # Spark's warning that another process holds its UI port depends on what else runs
     # on the host (test workers, a user's own shell), and its progress bar's redraws on how
-    # long a stage takes on a busy machine (CI once saw 12 lines with 3): neither is ours,
-    # neither is counted.
+    # long a stage takes on a busy machine: neither is ours, neither is counted.
     lines = [
         line
         for line in run.stderr.splitlines()
